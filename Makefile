@@ -1,0 +1,39 @@
+# Weft's everyday commands. `make test` is the test command CI runs.
+GO ?= go
+GOTEST_TIMEOUT ?= 40m
+FUZZTIME ?= 5s
+
+.PHONY: all build test unit fuzz-smoke vet fmt-check generate check-generated demo
+
+all: build
+
+build:
+	$(GO) build ./...
+
+# The test command: every package under the race detector, then each fuzz
+# target for a few seconds on its seed corpus and what it finds in that time.
+test: unit fuzz-smoke
+
+unit:
+	$(GO) test -race -timeout $(GOTEST_TIMEOUT) ./...
+
+fuzz-smoke:
+	FUZZTIME=$(FUZZTIME) bash hack/fuzz-smoke.sh
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+# Regenerate everything generated (proxy API Go code, deepcopy, CRD manifests).
+generate:
+	bash hack/gen-proto.sh
+	bash hack/gen-crds.sh
+
+# Fails when `make generate` changes any checked-in file.
+check-generated: generate
+	@if [ -n "$$(git status --porcelain -- apis)" ]; then echo "generated code is stale; run 'make generate' and commit:"; git status --porcelain -- apis; git --no-pager diff --stat -- apis; exit 1; fi
+
+demo:
+	$(GO) run ./cmd/weft demo

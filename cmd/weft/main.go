@@ -1,0 +1,16 @@
+// Command weft is Weft's command-line tool. Each subcommand lives in
+// internal/cli; this file only lists them.
+package main
+
+import (
+	"os"
+
+	"github.com/weftmesh/weft/internal/cli"
+)
+
+func main() {
+	cmds := []cli.Command{
+		cli.VersionCommand(),
+	}
+	os.Exit(cli.Main("weft", cmds, os.Args[1:], cli.StdIO()))
+}
