@@ -1,0 +1,7 @@
+// Package inbound holds the generated Go types for the proto package
+// io.linkerd.proxy.inbound (the InboundServerPolicies service: per-port server policy).
+//
+// The code in *.pb.go is generated from apis/proto by hack/gen-proto.sh; do
+// not edit it. See the parent package github.com/weftmesh/weft/apis/proxy
+// for the layout and how to regenerate.
+package inbound

@@ -1,0 +1,7 @@
+// Package opaqueroute holds the generated Go types for the proto package
+// io.linkerd.proxy.opaque_route (outcomes of routes for opaque and TLS traffic).
+//
+// The code in *.pb.go is generated from apis/proto by hack/gen-proto.sh; do
+// not edit it. See the parent package github.com/weftmesh/weft/apis/proxy
+// for the layout and how to regenerate.
+package opaqueroute
