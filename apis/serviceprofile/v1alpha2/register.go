@@ -1,0 +1,40 @@
+package v1alpha2
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupName is the API group of Linkerd's ServiceProfile.
+const GroupName = "linkerd.io"
+
+// SchemeGroupVersion is the group and version of every kind in this package.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha2"}
+
+var (
+	// SchemeBuilder collects the functions that add this package's kinds to
+	// a scheme.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+	// AddToScheme adds ServiceProfile and ServiceProfileList to s.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+// Kind returns the group-qualified kind for an unqualified kind name.
+func Kind(kind string) schema.GroupKind {
+	return SchemeGroupVersion.WithKind(kind).GroupKind()
+}
+
+// Resource returns the group-qualified resource for an unqualified resource
+// name, such as "serviceprofiles".
+func Resource(resource string) schema.GroupResource {
+	return SchemeGroupVersion.WithResource(resource).GroupResource()
+}
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(SchemeGroupVersion,
+		&ServiceProfile{}, &ServiceProfileList{},
+	)
+	metav1.AddToGroupVersion(s, SchemeGroupVersion)
+	return nil
+}
