@@ -1,0 +1,20 @@
+// Command weft-init installs the iptables rules that redirect a pod's TCP
+// traffic through its Weft proxy. Its flags and logic live in internal/cli
+// and mesh/dataplane/iptables.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/weftmesh/weft/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.InitCommand().Run(ctx, os.Args[1:], cli.StdIO())
+	stop()
+	os.Exit(code)
+}

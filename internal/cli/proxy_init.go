@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/weftmesh/weft/mesh/dataplane/iptables"
+)
+
+// InitCommand is weft-init: it installs (or with --cleanup removes) the nat
+// rules that send the pod's TCP traffic through its proxy. --dry-run prints
+// the rules as iptables-restore input instead.
+func InitCommand() Command {
+	return Command{
+		Name:    "weft-init",
+		Summary: "install the iptables rules that redirect a pod's traffic to its proxy",
+		Run: func(ctx context.Context, args []string, stdio IO) int {
+			return runInit(ctx, args, stdio, nil)
+		},
+	}
+}
+
+// runInit runs weft-init with runners for iptables and ip6tables (nil: the
+// real binaries).
+func runInit(ctx context.Context, args []string, stdio IO, runners map[string]iptables.Runner) int {
+	fs := NewFlagSet("weft-init", stdio)
+	inPort := fs.Uint("incoming-proxy-port", 4143, "port of the proxy's inbound listener")
+	outPort := fs.Uint("outgoing-proxy-port", 4140, "port of the proxy's outbound listener")
+	uid := fs.Uint("proxy-uid", 2102, "user ID the proxy runs as; its traffic is never redirected")
+	inIgnore := fs.String("inbound-ports-to-ignore", "", "inbound ports (and ranges like 9000-9100) never redirected")
+	outIgnore := fs.String("outbound-ports-to-ignore", "", "outbound ports (and ranges) never redirected")
+	ipv6 := fs.Bool("ipv6", true, "also install the rules with ip6tables")
+	dryRun := fs.Bool("dry-run", false, "print the rules instead of installing them")
+	cleanup := fs.Bool("cleanup", false, "remove weft-init's chains and jumps")
+	if code, ok := Parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stdio.Stderr, "weft-init: unexpected argument %q\n", fs.Arg(0))
+		return ExitUsage
+	}
+	cfg := iptables.Config{ProxyUID: uint32(*uid)}
+	for name, v := range map[string]uint{"--incoming-proxy-port": *inPort, "--outgoing-proxy-port": *outPort} {
+		if v == 0 || v > 65535 {
+			fmt.Fprintf(stdio.Stderr, "weft-init: %s %d is not a port\n", name, v)
+			return ExitUsage
+		}
+	}
+	cfg.InboundPort, cfg.OutboundPort = uint16(*inPort), uint16(*outPort)
+	var err error
+	if cfg.InboundPortsToIgnore, err = iptables.ParsePorts(*inIgnore); err != nil {
+		fmt.Fprintf(stdio.Stderr, "weft-init: --inbound-ports-to-ignore: %v\n", err)
+		return ExitUsage
+	}
+	if cfg.OutboundPortsToIgnore, err = iptables.ParsePorts(*outIgnore); err != nil {
+		fmt.Fprintf(stdio.Stderr, "weft-init: --outbound-ports-to-ignore: %v\n", err)
+		return ExitUsage
+	}
+	script, err := iptables.Script(cfg)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "weft-init: %v\n", err)
+		return ExitUsage
+	}
+	if *dryRun {
+		if *cleanup {
+			fmt.Fprintf(stdio.Stdout, "# would remove chains %v and their jumps from PREROUTING and OUTPUT\n", iptables.Chains())
+			return ExitOK
+		}
+		fmt.Fprint(stdio.Stdout, script)
+		return ExitOK
+	}
+	bins := []string{"iptables"}
+	if *ipv6 {
+		bins = append(bins, "ip6tables")
+	}
+	for _, bin := range bins {
+		r := runners[bin]
+		if r == nil {
+			r = iptables.Exec{Binary: bin}
+		}
+		if *cleanup {
+			err = iptables.Cleanup(ctx, r)
+		} else {
+			err = iptables.Apply(ctx, r, cfg)
+		}
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-init: %s: %v\n", bin, err)
+			return ExitFailure
+		}
+	}
+	if *cleanup {
+		fmt.Fprintln(stdio.Stdout, "weft-init: rules removed")
+	} else {
+		fmt.Fprintf(stdio.Stdout, "weft-init: rules installed (inbound -> %d, outbound -> %d, proxy uid %d)\n", cfg.InboundPort, cfg.OutboundPort, cfg.ProxyUID)
+	}
+	return ExitOK
+}

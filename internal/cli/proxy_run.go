@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/weftmesh/weft/mesh/dataplane"
+	"github.com/weftmesh/weft/mesh/dataplane/static"
+)
+
+// ProxySources builds the proxy's inputs (identity client, destination
+// client, inbound policy client) from its configuration. cleanup, if not
+// nil, is called when the proxy has stopped.
+type ProxySources func(ctx context.Context, cfg dataplane.Config, log *slog.Logger) (id dataplane.Identity, res dataplane.Resolver, pol dataplane.InboundPolicies, cleanup func(), err error)
+
+// ProxyRunCommand is `weft-proxy run`: it reads the WEFT_PROXY_* settings
+// (each also a flag, which wins), opens the listeners and runs the proxy
+// until SIGTERM, then drains. sources wires the control-plane clients; with
+// --static FILE the inputs come from a file instead (see
+// mesh/dataplane/static). With neither, the command fails.
+func ProxyRunCommand(sources ProxySources) Command {
+	return Command{
+		Name:    "run",
+		Summary: "run the Weft proxy (settings from WEFT_PROXY_* variables or flags)",
+		Run: func(ctx context.Context, args []string, stdio IO) int {
+			return runProxy(ctx, args, stdio, os.LookupEnv, sources)
+		},
+	}
+}
+
+// flagName turns WEFT_PROXY_INBOUND_ADDR into inbound-addr.
+func flagName(env string) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(env, "WEFT_PROXY_")), "_", "-")
+}
+
+func runProxy(ctx context.Context, args []string, stdio IO, lookup func(string) (string, bool), sources ProxySources) int {
+	fs := NewFlagSet("weft-proxy run", stdio)
+	settings := dataplane.Settings()
+	values := map[string]*string{}
+	for _, s := range settings {
+		values[s.Env] = fs.String(flagName(s.Env), "", fmt.Sprintf("%s (env %s, default %q)", s.Help, s.Env, s.Default))
+	}
+	staticFile := fs.String("static", "", "read identity, destinations and policies from this file instead of the control plane (development and tests)")
+	fs.Usage = func() {
+		w := stdio.Stderr
+		fmt.Fprintf(w, "Usage: weft-proxy run [flags]\n\nEvery setting is an environment variable and a flag; a flag wins.\n\n")
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "FLAG\tVARIABLE\tDEFAULT\tMEANING")
+		for _, s := range settings {
+			fmt.Fprintf(tw, "--%s\t%s\t%s\t%s\n", flagName(s.Env), s.Env, s.Default, s.Help)
+		}
+		fmt.Fprintf(tw, "--static\t\t\t%s\n", "read identity, destinations and policies from a file (development and tests)")
+		tw.Flush()
+	}
+	if code, ok := Parse(fs, args); !ok {
+		return code
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	cfg, err := dataplane.FromEnv(func(k string) (string, bool) {
+		if set[flagName(k)] {
+			return *values[k], true
+		}
+		return lookup(k)
+	})
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
+		return ExitUsage
+	}
+	log, err := proxyLogger(cfg, stdio.Stderr)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
+		return ExitUsage
+	}
+
+	var (
+		id      dataplane.Identity
+		res     dataplane.Resolver
+		pol     dataplane.InboundPolicies
+		cleanup func()
+	)
+	switch {
+	case *staticFile != "":
+		src, err := static.Load(*staticFile)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
+			return ExitUsage
+		}
+		id, res, pol = src.Identity, src.Resolver, src.Policies
+	case sources != nil:
+		id, res, pol, cleanup, err = sources(ctx, cfg, log)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
+			return ExitFailure
+		}
+	default:
+		fmt.Fprintln(stdio.Stderr, "weft-proxy: no control-plane clients are wired into this binary; use --static FILE")
+		return ExitUsage
+	}
+	if cleanup != nil {
+		defer cleanup()
+	}
+	p, err := dataplane.New(ctx, cfg, id, res, pol, dataplane.WithLogger(log))
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
+		return ExitFailure
+	}
+	ls, err := dataplane.Listen(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
+		return ExitFailure
+	}
+	if err := p.Run(ctx, ls); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+func proxyLogger(cfg dataplane.Config, w io.Writer) (*slog.Logger, error) {
+	level, err := dataplane.ParseLogLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}

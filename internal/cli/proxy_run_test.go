@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/weftmesh/weft/internal/testutil"
+	"github.com/weftmesh/weft/mesh/dataplane"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func noEnv(string) (string, bool) { return "", false }
+
+func TestProxyRunHelpListsEverySetting(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := ProxyRunCommand(nil).Run(context.Background(), []string{"--help"}, IO{Stdout: &out, Stderr: &errb})
+	assert.Equal(t, ExitOK, code)
+	for _, s := range dataplane.Settings() {
+		assert.Contains(t, errb.String(), s.Env)
+		assert.Contains(t, errb.String(), "--"+flagName(s.Env)+" ")
+	}
+	assert.Contains(t, errb.String(), "--static")
+}
+
+func TestProxyRunRejectsBadSettingsNamingThem(t *testing.T) {
+	var errb bytes.Buffer
+	env := func(k string) (string, bool) {
+		if k == "WEFT_PROXY_DETECT_TIMEOUT" {
+			return "soon", true
+		}
+		return "", false
+	}
+	code := runProxy(context.Background(), nil, IO{Stdout: io.Discard, Stderr: &errb}, env, nil)
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errb.String(), `WEFT_PROXY_DETECT_TIMEOUT="soon"`)
+
+	errb.Reset()
+	code = runProxy(context.Background(), []string{"--log-format", "xml"}, IO{Stdout: io.Discard, Stderr: &errb}, noEnv, nil)
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errb.String(), `WEFT_PROXY_LOG_FORMAT="xml"`)
+
+	errb.Reset()
+	code = runProxy(context.Background(), nil, IO{Stdout: io.Discard, Stderr: &errb}, noEnv, nil)
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errb.String(), "--static")
+}
+
+func TestProxyRunServesFromAStaticFileUntilCancelled(t *testing.T) {
+	dir := t.TempDir()
+	const name = "web.shop.serviceaccount.identity.linkerd.cluster.local"
+	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "root"})
+	leaf := anchor.Leaf(t, testutil.CertOptions{Name: name})
+	testutil.WriteFile(t, filepath.Join(dir, "c.pem"), leaf.ChainPEM)
+	testutil.WriteFile(t, filepath.Join(dir, "k.pem"), leaf.KeyPEM)
+	testutil.WriteFile(t, filepath.Join(dir, "r.pem"), anchor.CertPEM)
+	testutil.WriteFile(t, filepath.Join(dir, "p.yaml"), []byte("identity: {name: "+name+", certificate: c.pem, key: k.pem, trustAnchors: r.pem}\n"))
+	admin := testutil.FreePort(t)
+	args := []string{
+		"--static", filepath.Join(dir, "p.yaml"),
+		"--inbound-addr", "127.0.0.1:0", "--outbound-addr", "off",
+		"--admin-addr", fmt.Sprintf("127.0.0.1:%d", admin),
+		"--shutdown-grace-period", "1s", "--log-format", "json",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var errb syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- runProxy(ctx, args, IO{Stdout: io.Discard, Stderr: &errb}, noEnv, nil) }()
+	client := &http.Client{Timeout: time.Second}
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/ready", admin))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, "the proxy becomes ready")
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, ExitOK, code, errb.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("the proxy did not stop")
+	}
+	assert.True(t, strings.Contains(errb.String(), `"msg":"proxy started"`), errb.String())
+}

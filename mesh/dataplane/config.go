@@ -1,0 +1,556 @@
+package dataplane
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weftmesh/weft/mesh/dataplane/authz"
+	"github.com/weftmesh/weft/mesh/dataplane/iptables"
+)
+
+// Config holds every setting of the proxy. FromEnv fills it from the
+// WEFT_PROXY_* environment variables the injector sets; DefaultConfig gives
+// the defaults. An empty listener address turns that listener off.
+type Config struct {
+	InboundAddr  string // WEFT_PROXY_INBOUND_ADDR, 0.0.0.0:4143
+	OutboundAddr string // WEFT_PROXY_OUTBOUND_ADDR, 127.0.0.1:4140 (transparent)
+	AdminAddr    string // WEFT_PROXY_ADMIN_ADDR, 0.0.0.0:4191
+
+	// Explicit outbound mode, for hosts without iptables.
+	ConnectAddr string    // WEFT_PROXY_OUTBOUND_CONNECT_ADDR: HTTP CONNECT listener, off by default
+	Mappings    []Mapping // WEFT_PROXY_OUTBOUND_MAPPINGS: "127.0.0.1:9000=web.shop.svc.cluster.local:8080,..."
+
+	// Control plane and identity inputs (used by the binary's wiring).
+	IdentityAddr       string // WEFT_PROXY_IDENTITY_ADDR
+	DestinationAddr    string // WEFT_PROXY_DESTINATION_ADDR
+	PolicyAddr         string // WEFT_PROXY_POLICY_ADDR
+	TrustAnchorsPEM    []byte // WEFT_PROXY_TRUST_ANCHORS (PEM content)
+	IdentityTokenFile  string // WEFT_PROXY_IDENTITY_TOKEN_FILE
+	IdentityName       string // WEFT_PROXY_IDENTITY_NAME
+	DestinationContext string // WEFT_PROXY_DESTINATION_CONTEXT
+
+	// Workload context.
+	Namespace      string // WEFT_PROXY_NAMESPACE
+	Pod            string // WEFT_PROXY_POD
+	ServiceAccount string // WEFT_PROXY_SERVICE_ACCOUNT
+
+	// Ports.
+	InboundPorts       Ports // WEFT_PROXY_INBOUND_PORTS: application ports whose policy is fetched at startup
+	InboundOpaquePorts Ports // WEFT_PROXY_INBOUND_OPAQUE_PORTS: no protocol detection
+	InboundSkipPorts   Ports // WEFT_PROXY_INBOUND_SKIP_PORTS: never proxied
+	OutboundSkipPorts  Ports // WEFT_PROXY_OUTBOUND_SKIP_PORTS: never proxied
+
+	// Inbound forwarding and policy.
+	InboundForwardHost   string         // WEFT_PROXY_INBOUND_FORWARD_HOST, 127.0.0.1
+	DefaultInboundPolicy string         // WEFT_PROXY_DEFAULT_INBOUND_POLICY, all-unauthenticated
+	ClusterNetworks      []netip.Prefix // WEFT_PROXY_CLUSTER_NETWORKS
+
+	// Timeouts.
+	DetectTimeout       time.Duration // WEFT_PROXY_DETECT_TIMEOUT, 10s
+	ConnectTimeout      time.Duration // WEFT_PROXY_CONNECT_TIMEOUT, 1s
+	ResolveTimeout      time.Duration // WEFT_PROXY_RESOLVE_TIMEOUT, 3s
+	PolicyTimeout       time.Duration // WEFT_PROXY_POLICY_TIMEOUT, 10s
+	ShutdownGracePeriod time.Duration // WEFT_PROXY_SHUTDOWN_GRACE_PERIOD, 120s
+
+	// Admin.
+	AdminShutdown bool // WEFT_PROXY_ADMIN_SHUTDOWN: enable POST /shutdown from loopback
+
+	// Logging.
+	LogLevel  string // WEFT_PROXY_LOG_LEVEL, info ("warn,linkerd=info" style accepted)
+	LogFormat string // WEFT_PROXY_LOG_FORMAT, plain or json
+}
+
+// Mapping is a static explicit-mode outbound listener: connections to Listen
+// go to Authority.
+type Mapping struct {
+	Listen    string
+	Authority string
+}
+
+// DefaultConfig returns the defaults every setting has.
+func DefaultConfig() Config {
+	return Config{
+		InboundAddr:          "0.0.0.0:4143",
+		OutboundAddr:         "127.0.0.1:4140",
+		AdminAddr:            "0.0.0.0:4191",
+		InboundForwardHost:   "127.0.0.1",
+		DefaultInboundPolicy: authz.AllUnauthenticated,
+		ClusterNetworks:      authz.DefaultClusterNetworks,
+		DetectTimeout:        10 * time.Second,
+		ConnectTimeout:       time.Second,
+		ResolveTimeout:       3 * time.Second,
+		PolicyTimeout:        10 * time.Second,
+		ShutdownGracePeriod:  120 * time.Second,
+		LogLevel:             "info",
+		LogFormat:            "plain",
+	}
+}
+
+// Setting documents one environment variable.
+type Setting struct {
+	Env     string
+	Default string
+	Help    string
+}
+
+// Settings lists every environment variable FromEnv reads, in the order the
+// documentation and --help show them.
+func Settings() []Setting {
+	return []Setting{
+		{"WEFT_PROXY_INBOUND_ADDR", "0.0.0.0:4143", "inbound listener (connections redirected to the pod, and proxy-to-proxy traffic)"},
+		{"WEFT_PROXY_OUTBOUND_ADDR", "127.0.0.1:4140", "transparent outbound listener (original destination from SO_ORIGINAL_DST); empty or off disables"},
+		{"WEFT_PROXY_ADMIN_ADDR", "0.0.0.0:4191", "admin server: /live, /ready, /metrics, /shutdown"},
+		{"WEFT_PROXY_OUTBOUND_CONNECT_ADDR", "", "explicit mode: HTTP CONNECT proxy listener (off when empty)"},
+		{"WEFT_PROXY_OUTBOUND_MAPPINGS", "", "explicit mode: comma-separated LISTEN=AUTHORITY static listeners, e.g. 127.0.0.1:9000=web.shop.svc.cluster.local:8080"},
+		{"WEFT_PROXY_IDENTITY_ADDR", "", "identity service address (host:port)"},
+		{"WEFT_PROXY_DESTINATION_ADDR", "", "destination service address (host:port)"},
+		{"WEFT_PROXY_POLICY_ADDR", "", "policy service address (host:port)"},
+		{"WEFT_PROXY_TRUST_ANCHORS", "", "PEM bundle of trust anchors (content, not a path)"},
+		{"WEFT_PROXY_IDENTITY_TOKEN_FILE", "", "service-account token file presented to the identity service"},
+		{"WEFT_PROXY_IDENTITY_NAME", "", "this workload's identity name"},
+		{"WEFT_PROXY_DESTINATION_CONTEXT", "", "context token sent with destination lookups"},
+		{"WEFT_PROXY_NAMESPACE", "", "workload namespace"},
+		{"WEFT_PROXY_POD", "", "workload pod name"},
+		{"WEFT_PROXY_SERVICE_ACCOUNT", "", "workload service account"},
+		{"WEFT_PROXY_INBOUND_PORTS", "", "application ports whose inbound policy is fetched at startup (readiness waits for them)"},
+		{"WEFT_PROXY_INBOUND_OPAQUE_PORTS", "", "inbound ports that skip protocol detection (ports and ranges, e.g. 25,3306,9000-9100)"},
+		{"WEFT_PROXY_INBOUND_SKIP_PORTS", "", "inbound ports never proxied (weft-init leaves them alone; the proxy refuses them)"},
+		{"WEFT_PROXY_OUTBOUND_SKIP_PORTS", "", "outbound ports never proxied"},
+		{"WEFT_PROXY_INBOUND_FORWARD_HOST", "127.0.0.1", "address the inbound proxy connects to for the application"},
+		{"WEFT_PROXY_DEFAULT_INBOUND_POLICY", "all-unauthenticated", "policy for ports without a policy source: all-unauthenticated, all-authenticated, cluster-unauthenticated, cluster-authenticated, deny, audit"},
+		{"WEFT_PROXY_CLUSTER_NETWORKS", "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16,fd00::/8", "networks the cluster-* default policies trust"},
+		{"WEFT_PROXY_DETECT_TIMEOUT", "10s", "protocol detection timeout; a silent client is treated as opaque after it"},
+		{"WEFT_PROXY_CONNECT_TIMEOUT", "1s", "timeout for dialling an endpoint or the application"},
+		{"WEFT_PROXY_RESOLVE_TIMEOUT", "3s", "how long a new destination lookup may take before the connection fails"},
+		{"WEFT_PROXY_POLICY_TIMEOUT", "10s", "how long an inbound connection waits for its port's first policy before it is refused"},
+		{"WEFT_PROXY_SHUTDOWN_GRACE_PERIOD", "120s", "how long open connections may drain after SIGTERM"},
+		{"WEFT_PROXY_ADMIN_SHUTDOWN", "false", "enable POST /shutdown on the admin server (loopback clients only)"},
+		{"WEFT_PROXY_LOG_LEVEL", "info", "trace, debug, info, warn, error or off; Linkerd's 'warn,linkerd=info' form is accepted (its first bare level counts)"},
+		{"WEFT_PROXY_LOG_FORMAT", "plain", "plain or json"},
+	}
+}
+
+// FromEnv reads the configuration from environment variables through
+// lookup (os.LookupEnv in production). Every invalid value is reported,
+// each naming its variable and value.
+func FromEnv(lookup func(string) (string, bool)) (Config, error) {
+	cfg := DefaultConfig()
+	var errs []error
+	bad := func(name, val string, err error) {
+		errs = append(errs, fmt.Errorf("dataplane: %s=%q: %w", name, val, err))
+	}
+	str := func(name string, dst *string) {
+		if v, ok := lookup(name); ok {
+			*dst = strings.TrimSpace(v)
+		}
+	}
+	listen := func(name string, dst *string) {
+		v, ok := lookup(name)
+		if !ok {
+			return
+		}
+		v = strings.TrimSpace(v)
+		if v == "" || v == "off" {
+			*dst = ""
+			return
+		}
+		if err := checkHostPort(v, true); err != nil {
+			bad(name, v, err)
+			return
+		}
+		*dst = v
+	}
+	addr := func(name string, dst *string) {
+		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
+			v = strings.TrimSpace(v)
+			if err := checkHostPort(v, false); err != nil {
+				bad(name, v, err)
+				return
+			}
+			*dst = v
+		}
+	}
+	ports := func(name string, dst *Ports) {
+		if v, ok := lookup(name); ok {
+			p, err := ParsePorts(v)
+			if err != nil {
+				bad(name, v, err)
+				return
+			}
+			*dst = p
+		}
+	}
+	duration := func(name string, dst *time.Duration, allowZero bool) {
+		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
+			d, err := parseDuration(strings.TrimSpace(v))
+			switch {
+			case err != nil:
+				bad(name, v, err)
+			case d < 0 || (d == 0 && !allowZero):
+				bad(name, v, errors.New("must be positive"))
+			default:
+				*dst = d
+			}
+		}
+	}
+
+	listen("WEFT_PROXY_INBOUND_ADDR", &cfg.InboundAddr)
+	listen("WEFT_PROXY_OUTBOUND_ADDR", &cfg.OutboundAddr)
+	listen("WEFT_PROXY_ADMIN_ADDR", &cfg.AdminAddr)
+	listen("WEFT_PROXY_OUTBOUND_CONNECT_ADDR", &cfg.ConnectAddr)
+	if v, ok := lookup("WEFT_PROXY_OUTBOUND_MAPPINGS"); ok {
+		m, err := ParseMappings(v)
+		if err != nil {
+			bad("WEFT_PROXY_OUTBOUND_MAPPINGS", v, err)
+		}
+		cfg.Mappings = m
+	}
+	addr("WEFT_PROXY_IDENTITY_ADDR", &cfg.IdentityAddr)
+	addr("WEFT_PROXY_DESTINATION_ADDR", &cfg.DestinationAddr)
+	addr("WEFT_PROXY_POLICY_ADDR", &cfg.PolicyAddr)
+	if v, ok := lookup("WEFT_PROXY_TRUST_ANCHORS"); ok && strings.TrimSpace(v) != "" {
+		if _, err := ParseTrustAnchors([]byte(v)); err != nil {
+			bad("WEFT_PROXY_TRUST_ANCHORS", abbreviate(v), err)
+		} else {
+			cfg.TrustAnchorsPEM = []byte(v)
+		}
+	}
+	str("WEFT_PROXY_IDENTITY_TOKEN_FILE", &cfg.IdentityTokenFile)
+	if v, ok := lookup("WEFT_PROXY_IDENTITY_NAME"); ok && strings.TrimSpace(v) != "" {
+		v = strings.TrimSpace(v)
+		if err := checkDNSName(v); err != nil {
+			bad("WEFT_PROXY_IDENTITY_NAME", v, err)
+		} else {
+			cfg.IdentityName = v
+		}
+	}
+	str("WEFT_PROXY_DESTINATION_CONTEXT", &cfg.DestinationContext)
+	str("WEFT_PROXY_NAMESPACE", &cfg.Namespace)
+	str("WEFT_PROXY_POD", &cfg.Pod)
+	str("WEFT_PROXY_SERVICE_ACCOUNT", &cfg.ServiceAccount)
+	ports("WEFT_PROXY_INBOUND_PORTS", &cfg.InboundPorts)
+	ports("WEFT_PROXY_INBOUND_OPAQUE_PORTS", &cfg.InboundOpaquePorts)
+	ports("WEFT_PROXY_INBOUND_SKIP_PORTS", &cfg.InboundSkipPorts)
+	ports("WEFT_PROXY_OUTBOUND_SKIP_PORTS", &cfg.OutboundSkipPorts)
+	if v, ok := lookup("WEFT_PROXY_INBOUND_FORWARD_HOST"); ok && strings.TrimSpace(v) != "" {
+		v = strings.TrimSpace(v)
+		if _, err := netip.ParseAddr(v); err != nil {
+			bad("WEFT_PROXY_INBOUND_FORWARD_HOST", v, errors.New("not an IP address"))
+		} else {
+			cfg.InboundForwardHost = v
+		}
+	}
+	if v, ok := lookup("WEFT_PROXY_DEFAULT_INBOUND_POLICY"); ok && strings.TrimSpace(v) != "" {
+		v = strings.TrimSpace(v)
+		if _, err := authz.DefaultServer(v, nil); err != nil {
+			bad("WEFT_PROXY_DEFAULT_INBOUND_POLICY", v, fmt.Errorf("want one of %s", strings.Join(authz.DefaultPolicies(), ", ")))
+		} else {
+			cfg.DefaultInboundPolicy = v
+		}
+	}
+	if v, ok := lookup("WEFT_PROXY_CLUSTER_NETWORKS"); ok && strings.TrimSpace(v) != "" {
+		var nets []netip.Prefix
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue
+			}
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				bad("WEFT_PROXY_CLUSTER_NETWORKS", v, fmt.Errorf("%q is not a CIDR", s))
+				nets = nil
+				break
+			}
+			nets = append(nets, p.Masked())
+		}
+		if nets != nil {
+			cfg.ClusterNetworks = nets
+		}
+	}
+	duration("WEFT_PROXY_DETECT_TIMEOUT", &cfg.DetectTimeout, false)
+	duration("WEFT_PROXY_CONNECT_TIMEOUT", &cfg.ConnectTimeout, false)
+	duration("WEFT_PROXY_RESOLVE_TIMEOUT", &cfg.ResolveTimeout, false)
+	duration("WEFT_PROXY_POLICY_TIMEOUT", &cfg.PolicyTimeout, false)
+	duration("WEFT_PROXY_SHUTDOWN_GRACE_PERIOD", &cfg.ShutdownGracePeriod, true)
+	if v, ok := lookup("WEFT_PROXY_ADMIN_SHUTDOWN"); ok && strings.TrimSpace(v) != "" {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			bad("WEFT_PROXY_ADMIN_SHUTDOWN", v, errors.New("not a boolean"))
+		} else {
+			cfg.AdminShutdown = b
+		}
+	}
+	if v, ok := lookup("WEFT_PROXY_LOG_LEVEL"); ok && strings.TrimSpace(v) != "" {
+		if _, err := ParseLogLevel(v); err != nil {
+			bad("WEFT_PROXY_LOG_LEVEL", v, err)
+		} else {
+			cfg.LogLevel = strings.TrimSpace(v)
+		}
+	}
+	if v, ok := lookup("WEFT_PROXY_LOG_FORMAT"); ok && strings.TrimSpace(v) != "" {
+		switch f := strings.ToLower(strings.TrimSpace(v)); f {
+		case "plain", "json":
+			cfg.LogFormat = f
+		default:
+			bad("WEFT_PROXY_LOG_FORMAT", v, errors.New("want plain or json"))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// LoadEnv is FromEnv(os.LookupEnv).
+func LoadEnv() (Config, error) { return FromEnv(os.LookupEnv) }
+
+// Validate checks the relations between settings.
+func (c Config) Validate() error {
+	var errs []error
+	if c.InboundAddr == "" && c.OutboundAddr == "" && c.ConnectAddr == "" && len(c.Mappings) == 0 {
+		errs = append(errs, errors.New("dataplane: no inbound or outbound listener configured"))
+	}
+	seen := map[string]string{}
+	for name, a := range map[string]string{"inbound": c.InboundAddr, "outbound": c.OutboundAddr, "admin": c.AdminAddr, "connect": c.ConnectAddr} {
+		if a == "" {
+			continue
+		}
+		if other, dup := seen[a]; dup && !strings.HasSuffix(a, ":0") {
+			errs = append(errs, fmt.Errorf("dataplane: %s and %s listeners share address %s", other, name, a))
+		}
+		seen[a] = name
+	}
+	for _, m := range c.Mappings {
+		if other, dup := seen[m.Listen]; dup && !strings.HasSuffix(m.Listen, ":0") {
+			errs = append(errs, fmt.Errorf("dataplane: mapping %s=%s reuses the %s listener's address", m.Listen, m.Authority, other))
+		}
+		seen[m.Listen] = "mapping"
+	}
+	if c.DetectTimeout <= 0 || c.ConnectTimeout <= 0 || c.ResolveTimeout <= 0 || c.PolicyTimeout <= 0 || c.ShutdownGracePeriod < 0 {
+		errs = append(errs, errors.New("dataplane: timeouts must be positive"))
+	}
+	if _, err := authz.DefaultServer(c.DefaultInboundPolicy, c.ClusterNetworks); err != nil {
+		errs = append(errs, fmt.Errorf("dataplane: default inbound policy: %w", err))
+	}
+	if _, err := netip.ParseAddr(c.InboundForwardHost); err != nil {
+		errs = append(errs, fmt.Errorf("dataplane: inbound forward host %q is not an IP address", c.InboundForwardHost))
+	}
+	return errors.Join(errs...)
+}
+
+// Ports is a set of TCP ports given as ranges.
+type Ports []iptables.PortRange
+
+// ParsePorts parses "25,587,9000-9100".
+func ParsePorts(s string) (Ports, error) {
+	p, err := iptables.ParsePorts(s)
+	if err != nil {
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "iptables: "))
+	}
+	return Ports(p), nil
+}
+
+// Contains reports whether port is in the set.
+func (p Ports) Contains(port uint16) bool {
+	for _, r := range p {
+		if port >= r.First && port <= r.Last {
+			return true
+		}
+	}
+	return false
+}
+
+// String renders the set as ParsePorts reads it.
+func (p Ports) String() string {
+	parts := make([]string, len(p))
+	for i, r := range p {
+		if r.First == r.Last {
+			parts[i] = strconv.Itoa(int(r.First))
+		} else {
+			parts[i] = fmt.Sprintf("%d-%d", r.First, r.Last)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// List expands the set into single ports (ranges capped at 4096 ports).
+func (p Ports) List() []uint16 {
+	var out []uint16
+	for _, r := range p {
+		for port := int(r.First); port <= int(r.Last) && len(out) < 4096; port++ {
+			out = append(out, uint16(port))
+		}
+	}
+	return out
+}
+
+// ParseMappings parses "LISTEN=AUTHORITY,...".
+func ParseMappings(s string) ([]Mapping, error) {
+	var out []Mapping
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		listen, authority, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("mapping %q: want LISTEN=AUTHORITY", item)
+		}
+		listen, authority = strings.TrimSpace(listen), strings.TrimSpace(authority)
+		if err := checkHostPort(listen, true); err != nil {
+			return nil, fmt.Errorf("mapping %q: listen address: %w", item, err)
+		}
+		if err := checkHostPort(authority, false); err != nil {
+			return nil, fmt.Errorf("mapping %q: authority: %w", item, err)
+		}
+		out = append(out, Mapping{Listen: listen, Authority: authority})
+	}
+	return out, nil
+}
+
+// ParseTrustAnchors parses a PEM bundle holding at least one certificate.
+func ParseTrustAnchors(b []byte) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	n := 0
+	for rest := b; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			if strings.TrimSpace(string(rest)) != "" {
+				return nil, errors.New("trailing data that is not PEM")
+			}
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("PEM block %d is %q, want CERTIFICATE", n+1, block.Type)
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d: %w", n+1, err)
+		}
+		pool.AddCert(c)
+		n++
+	}
+	if n == 0 {
+		return nil, errors.New("no certificate")
+	}
+	return pool, nil
+}
+
+// ParseLogLevel maps a level (or Linkerd's "level,target=level" directive
+// list, whose first bare level counts) to a slog level. "off" is above
+// every level.
+func ParseLogLevel(s string) (slog.Level, error) {
+	level := ""
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if target, lvl, ok := strings.Cut(part, "="); ok {
+			if target == "" {
+				return 0, fmt.Errorf("directive %q has no target", part)
+			}
+			if _, err := levelOf(lvl); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if level == "" {
+			level = part
+		}
+	}
+	if level == "" {
+		level = "info"
+	}
+	return levelOf(level)
+}
+
+func levelOf(s string) (slog.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "trace", "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	case "off":
+		return slog.LevelError + 100, nil
+	}
+	return 0, fmt.Errorf("unknown level %q (want trace, debug, info, warn, error or off)", s)
+}
+
+// parseDuration accepts Go durations and a bare number of seconds.
+func parseDuration(s string) (time.Duration, error) {
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errors.New("not a duration (like 10s or 2m)")
+	}
+	return d, nil
+}
+
+func checkHostPort(s string, listen bool) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return errors.New("want HOST:PORT")
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || (n == 0 && !listen) {
+		return fmt.Errorf("port %q is not in 1..65535", port)
+	}
+	if listen {
+		if host == "" {
+			return nil
+		}
+		if _, err := netip.ParseAddr(host); err != nil && host != "localhost" {
+			return fmt.Errorf("listen host %q is not an IP address", host)
+		}
+		return nil
+	}
+	if host == "" {
+		return errors.New("host is empty")
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil
+	}
+	return checkDNSName(host)
+}
+
+func checkDNSName(s string) error {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" || len(s) > 253 {
+		return errors.New("not a DNS name")
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 {
+			return fmt.Errorf("label %q is not a DNS label", label)
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+			if !ok {
+				return fmt.Errorf("label %q has character %q", label, c)
+			}
+		}
+	}
+	return nil
+}
+
+func abbreviate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}

@@ -1,0 +1,88 @@
+// Package dataplane is Weft's proxy: the sidecar that carries every byte
+// between meshed workloads. This package is its layer-4 foundation:
+// listeners, transparent and explicit capture, protocol detection, mutual
+// TLS between proxies, TCP forwarding with connection-level balancing,
+// inbound authorization, the admin server and graceful drain. HTTP and gRPC
+// routing build on it later.
+//
+// # A tour
+//
+// A proxy is built from a [Config] and three small inputs, each an
+// interface defined here with an in-memory implementation beside it:
+//
+//   - [Identity]: the workload's name, current certificate and trust roots
+//     ([StaticIdentity]). The identity client satisfies it.
+//   - [Resolver]: a watch of the endpoints of an authority or IP:port
+//     ([MemoryResolver]). The destination client satisfies it.
+//   - [InboundPolicies]: a watch of each application port's policy, as the
+//     proxy API's own io.linkerd.proxy.inbound Server message
+//     ([MemoryPolicies]). The inbound policy client satisfies it.
+//
+// [New] builds the proxy and [Proxy.Run] serves the [Listeners] the caller
+// opened (usually with [Listen]) until its context ends, then drains.
+//
+//	cfg, err := dataplane.LoadEnv()            // WEFT_PROXY_* variables
+//	p, err := dataplane.New(ctx, cfg, id, resolver, policies, dataplane.WithLogger(log))
+//	ls, err := dataplane.Listen(ctx, cfg)
+//	err = p.Run(ctx, ls)                      // returns nil after the drain
+//
+// # Connections
+//
+// Outbound, a connection arrives redirected by iptables (its original
+// destination read with SO_ORIGINAL_DST, IPv4 and IPv6), through an HTTP
+// CONNECT listener, or on a static port mapped to one authority. The target
+// is resolved through the Resolver (one shared watch per target), the first
+// bytes are classified (package detect) unless discovery says the
+// destination is opaque, and an endpoint is chosen by power of two choices
+// over open connections. An endpoint with an identity is dialled with
+// TLS 1.3 whose SNI is that identity; the server must present exactly it.
+// After the handshake the client sends the transport header (package
+// transport) naming the application port and the detected protocol. An
+// endpoint without identity gets plaintext; a target discovery does not
+// know is forwarded to its original destination unchanged.
+//
+// Inbound, the first bytes decide: a TLS ClientHello whose SNI is this
+// proxy's identity is terminated with mutual TLS and the client identity is
+// the single DNS SAN of its verified certificate (never a header, never the
+// common name); anything else is plaintext (or the application's own TLS)
+// from a client without identity. The port comes from the transport header
+// or the original destination. The port's policy is evaluated (package
+// authz); a denied connection is closed, an allowed one is forwarded to the
+// application on InboundForwardHost (127.0.0.1).
+//
+// # Hot path
+//
+// Each proxied connection costs at most two goroutines, both started fresh
+// once the connection is set up so that the stack grown by detection and
+// the handshake is released. Copy buffers are pooled (32 KiB) and held only
+// while bytes flow: a plaintext socket is polled with a zero-copy MSG_PEEK
+// before a buffer is taken, and a TLS stream parks in a one-byte read and
+// gives its buffer back after a second without data. Byte counters are
+// bound once per connection.
+//
+// # Metrics
+//
+// /metrics serves, with labels direction (inbound or outbound), peer_id
+// (the client identity inbound, the server identity outbound, empty
+// without one) and tls ("true" when the hop between proxies is mutual TLS):
+//
+//	tcp_open_total                 connections opened
+//	tcp_close_total                connections closed
+//	tcp_open_connections           connections open now
+//	tcp_read_bytes_total           bytes read from the client side
+//	tcp_write_bytes_total          bytes written to the client side
+//	inbound_tcp_authz_allow_total  allowed, by target_port, authz, peer_id, tls
+//	inbound_tcp_authz_deny_total   denied, by target_port, peer_id, tls
+//	identity_cert_expiration_timestamp_seconds
+//
+// plus Go runtime and process metrics when the proxy owns its registry.
+//
+// # Faults
+//
+// A destination whose watch breaks keeps its last endpoints and is watched
+// again with backoff; a new lookup that gets no answer within
+// ResolveTimeout fails the connection. A port whose policy watch breaks
+// keeps its last policy; a port with no policy yet waits PolicyTimeout and
+// is then denied (fail closed). The certificate in hand is used until it
+// expires; after that the proxy is not ready and dials no mesh TLS.
+package dataplane

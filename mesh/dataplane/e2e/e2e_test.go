@@ -1,0 +1,416 @@
+package e2e_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/weftmesh/weft/internal/cli"
+	"github.com/weftmesh/weft/internal/testutil"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/netns"
+)
+
+const (
+	idA     = "client.shop.serviceaccount.identity.linkerd.cluster.local"
+	idB     = "server.shop.serviceaccount.identity.linkerd.cluster.local"
+	idOther = "other.shop.serviceaccount.identity.linkerd.cluster.local"
+
+	addrA    = "10.231.7.1"
+	addrB    = "10.231.7.2"
+	addr6A   = "fd00:231:7::1"
+	addr6B   = "fd00:231:7::2"
+	proxyUID = 2102
+)
+
+// TestMain doubles as the helper processes the test starts inside the
+// namespaces: weft-init and weft-proxy, selected by WEFT_E2E_ROLE.
+func TestMain(m *testing.M) {
+	switch os.Getenv("WEFT_E2E_ROLE") {
+	case "":
+		os.Exit(m.Run())
+	case "init":
+		args := strings.Split(os.Getenv("WEFT_E2E_ARGS"), "\x1f")
+		os.Exit(cli.InitCommand().Run(context.Background(), args, cli.StdIO()))
+	case "proxy":
+		// Drop to the proxy's user so that weft-init's owner rule applies.
+		if err := syscall.Setgroups(nil); err == nil {
+			_ = syscall.Setgid(proxyUID)
+			if err := syscall.Setuid(proxyUID); err != nil {
+				fmt.Fprintln(os.Stderr, "setuid:", err)
+				os.Exit(1)
+			}
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		os.Exit(cli.ProxyRunCommand(nil).Run(ctx, []string{"--static", os.Getenv("WEFT_E2E_STATIC")}, cli.StdIO()))
+	}
+	os.Exit(2)
+}
+
+type pod struct {
+	ns    *netns.NS
+	proxy *exec.Cmd
+	logs  *syncBuffer
+	exit  chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func TestClientInPodAReachesPodBThroughBothProxiesOverMutualTLS(t *testing.T) {
+	if err := netns.Available(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the end-to-end test needs root, ip and iptables in CI: %v", err)
+		}
+		t.Skipf("needs root, ip and iptables: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+
+	// Two namespaces joined by a veth pair; nothing else is touched.
+	nsA, err := netns.New(ctx, "weft-e2e-a")
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, nsA.Delete()) })
+	nsB, err := netns.New(ctx, "weft-e2e-b")
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, nsB.Delete()) })
+	suffix := randHex(3)
+	vethA, vethB := "wa"+suffix, "wb"+suffix
+	require.NoError(t, netns.Run(ctx, "ip", "link", "add", vethA, "netns", nsA.Name, "type", "veth", "peer", "name", vethB, "netns", nsB.Name))
+	for _, c := range []struct {
+		ns          *netns.NS
+		dev, v4, v6 string
+	}{{nsA, vethA, addrA, addr6A}, {nsB, vethB, addrB, addr6B}} {
+		// No duplicate address detection: addresses are usable at once.
+		require.NoError(t, c.ns.Run(ctx, "sysctl", "-q", "-w", "net.ipv6.conf."+c.dev+".accept_dad=0"))
+		require.NoError(t, c.ns.Run(ctx, "ip", "addr", "add", c.v4+"/30", "dev", c.dev))
+		require.NoError(t, c.ns.Run(ctx, "ip", "-6", "addr", "add", c.v6+"/64", "dev", c.dev, "nodad"))
+		require.NoError(t, c.ns.Run(ctx, "ip", "link", "set", c.dev, "up"))
+	}
+	for _, c := range []struct {
+		ns  *netns.NS
+		dev string
+	}{{nsA, vethA}, {nsB, vethB}} {
+		testutil.Eventually(t, 10*time.Second, func() bool {
+			out, err := c.ns.Output(ctx, "ip", "-6", "addr", "show", "dev", c.dev, "tentative")
+			return err == nil && strings.TrimSpace(out) == ""
+		}, "IPv6 addresses usable in "+c.ns.Name)
+	}
+
+	// Run-time PKI and the static inputs of each proxy, readable by the
+	// proxy's user.
+	dir, err := os.MkdirTemp("", "weft-e2e-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "root.linkerd.cluster.local"})
+	issuer := anchor.Issuer(t, testutil.CertOptions{Name: "identity.linkerd.cluster.local"})
+	writePod := func(name, id, body string) string {
+		leaf := issuer.Leaf(t, testutil.CertOptions{Name: id})
+		for file, data := range map[string][]byte{name + ".crt": leaf.ChainPEM, name + ".key": leaf.KeyPEM, "roots.pem": anchor.CertPEM} {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, file), data, 0o644))
+		}
+		path := filepath.Join(dir, name+".yaml")
+		content := fmt.Sprintf("identity: {name: %s, certificate: %s.crt, key: %s.key, trustAnchors: roots.pem}\n%s", id, name, name, body)
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+		return path
+	}
+	allow := func(id string) string {
+		return fmt.Sprintf(`    protocol: {detect: {}}
+    authorizations:
+      - networks: [{net: {ip: {ipv4: 0}, prefixLen: 0}}, {net: {ip: {ipv6: {first: 0, last: 0}}, prefixLen: 0}}]
+        authentication: {meshTLS: {identities: {identities: [{name: %s}]}}}
+`, id)
+	}
+	staticA := writePod("a", idA, fmt.Sprintf(`destinations:
+  "%[1]s:8080": [{address: "%[1]s:8080", identity: %[3]s}]
+  "%[1]s:8081": [{address: "%[1]s:8081", identity: %[3]s}]
+  "[%[2]s]:8080": [{address: "[%[2]s]:8080", identity: %[3]s}]
+`, addrB, addr6B, idB))
+	staticB := writePod("b", idB, "policies:\n  \"8080\":\n"+allow(idA)+"  \"8081\":\n"+allow(idOther))
+
+	// weft-init in both pods (the admin port stays reachable).
+	for _, p := range []*netns.NS{nsA, nsB} {
+		cmd := p.Command(ctx, exe)
+		cmd.Env = append(os.Environ(), "WEFT_E2E_ROLE=init", "WEFT_E2E_ARGS="+strings.Join([]string{
+			"--proxy-uid", fmt.Sprint(proxyUID), "--inbound-ports-to-ignore", "4190,4191",
+		}, "\x1f"))
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "weft-init: %s", out)
+		rules, err := p.Output(ctx, "iptables-save", "-t", "nat")
+		require.NoError(t, err)
+		require.Contains(t, rules, "-A WEFT_INIT_OUTPUT -m owner --uid-owner 2102 -j RETURN")
+	}
+
+	// The application in pod B: an echo server on 8080 and 8081.
+	var appConns sync.WaitGroup
+	for _, port := range []string{"8080", "8081"} {
+		ln, err := nsB.Listen("[::]:" + port)
+		require.NoError(t, err)
+		t.Cleanup(func() { ln.Close(); appConns.Wait() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				appConns.Add(1)
+				go func() { defer appConns.Done(); defer c.Close(); io.Copy(c, c) }()
+			}
+		}()
+	}
+
+	startProxy := func(ns *netns.NS, static string) *pod {
+		p := &pod{ns: ns, logs: &syncBuffer{}, exit: make(chan error, 1)}
+		p.proxy = ns.Command(context.Background(), exe)
+		p.proxy.Env = append(os.Environ(),
+			"WEFT_E2E_ROLE=proxy", "WEFT_E2E_STATIC="+static,
+			"WEFT_PROXY_INBOUND_ADDR=[::]:4143", "WEFT_PROXY_OUTBOUND_ADDR=[::]:4140",
+			"WEFT_PROXY_ADMIN_ADDR=[::]:4191", "WEFT_PROXY_SHUTDOWN_GRACE_PERIOD=5s",
+			"WEFT_PROXY_DETECT_TIMEOUT=1s", "WEFT_PROXY_LOG_LEVEL=debug", "WEFT_PROXY_INBOUND_PORTS=8080")
+		p.proxy.Stdout, p.proxy.Stderr = p.logs, p.logs
+		require.NoError(t, p.proxy.Start())
+		go func() { p.exit <- p.proxy.Wait() }()
+		t.Cleanup(func() {
+			if p.proxy.ProcessState == nil {
+				_ = p.proxy.Process.Kill()
+				<-p.exit
+			}
+			if t.Failed() {
+				t.Logf("proxy in %s logged:\n%s", ns.Name, p.logs.String())
+			}
+		})
+		return p
+	}
+	podA := startProxy(nsA, staticA)
+	podB := startProxy(nsB, staticB)
+	for _, p := range []*pod{podA, podB} {
+		testutil.Eventually(t, 15*time.Second, func() bool {
+			code, _ := adminGet(p.ns, "/ready")
+			return code == http.StatusOK
+		}, "proxy in "+p.ns.Name+" ready")
+	}
+
+	// Watch the wire: every frame on pod B's veth.
+	capture := startCapture(t, nsB, vethB)
+
+	secret := "weft-e2e-secret-" + randHex(8)
+	for _, target := range []string{addrB + ":8080", "[" + addr6B + "]:8080"} {
+		got, err := echoFrom(ctx, nsA, target, secret)
+		require.NoError(t, err, "echo through both proxies to %s", target)
+		assert.Equal(t, secret, got)
+	}
+	wire := capture.stop()
+	assert.Greater(t, len(wire), 0, "traffic crossed the veth")
+	assert.True(t, bytes.Contains(wire, []byte{0x16, 0x03}), "a TLS handshake crossed the veth")
+	assert.False(t, bytes.Contains(wire, []byte(secret)), "the payload never crossed the veth in the clear")
+
+	metricB := metrics(t, nsB)
+	assert.Contains(t, metricB, fmt.Sprintf(`tcp_open_total{direction="inbound",peer_id="%s",tls="true"} 2`, idA))
+	assert.Contains(t, metricB, fmt.Sprintf(`inbound_tcp_authz_allow_total{authz="authz-0",peer_id="%s",target_port="8080",tls="true"} 2`, idA))
+	metricA := metrics(t, nsA)
+	assert.Contains(t, metricA, fmt.Sprintf(`tcp_open_total{direction="outbound",peer_id="%s",tls="true"} 2`, idB))
+
+	// A policy that does not admit A: the connection fails.
+	_, err = echoFrom(ctx, nsA, addrB+":8081", "denied?")
+	assert.Error(t, err, "the denied connection fails")
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		return strings.Contains(metrics(t, nsB), fmt.Sprintf(`inbound_tcp_authz_deny_total{peer_id="%s",target_port="8081",tls="true"} 1`, idA))
+	}, "pod B counts the denial with A's identity")
+
+	// SIGTERM drains: ready goes false, the open connection keeps working,
+	// the proxy exits once it is closed.
+	held, err := nsA.Dial(ctx, addrB+":8080")
+	require.NoError(t, err)
+	defer held.Close()
+	_ = held.SetDeadline(time.Now().Add(20 * time.Second))
+	require.NoError(t, roundTrip(held, "before-sigterm"))
+	require.NoError(t, podB.proxy.Process.Signal(syscall.SIGTERM))
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		code, _ := adminGet(nsB, "/ready")
+		return code == http.StatusServiceUnavailable
+	}, "pod B reports not ready while draining")
+	_, err = echoFrom(ctx, nsA, addrB+":8080", "new connection")
+	assert.Error(t, err, "no new connection is accepted while draining")
+	assert.NoError(t, roundTrip(held, "during-drain"), "the open connection still works")
+	select {
+	case err := <-podB.exit:
+		t.Fatalf("proxy exited before its connection closed: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	held.Close()
+	select {
+	case err := <-podB.exit:
+		assert.NoError(t, err, "the proxy exits cleanly after draining")
+	case <-time.After(10 * time.Second):
+		t.Fatal("pod B's proxy did not exit after draining")
+	}
+	assert.Contains(t, podB.logs.String(), "draining")
+
+	// weft-init --cleanup leaves no rule behind.
+	cmd := nsA.Command(ctx, exe)
+	cmd.Env = append(os.Environ(), "WEFT_E2E_ROLE=init", "WEFT_E2E_ARGS=--cleanup")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	rules, err := nsA.Output(ctx, "iptables-save", "-t", "nat")
+	require.NoError(t, err)
+	assert.NotContains(t, rules, "WEFT_")
+}
+
+func roundTrip(c net.Conn, msg string) error {
+	if _, err := io.WriteString(c, msg); err != nil {
+		return err
+	}
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return err
+	}
+	if string(buf) != msg {
+		return fmt.Errorf("echo %q, want %q", buf, msg)
+	}
+	return nil
+}
+
+func echoFrom(ctx context.Context, ns *netns.NS, addr, msg string) (string, error) {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := ns.Dial(dctx, addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := roundTrip(c, msg); err != nil {
+		return "", err
+	}
+	return msg, nil
+}
+
+func adminGet(ns *netns.NS, path string) (int, string) {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return ns.Dial(ctx, "127.0.0.1:4191") },
+	}}
+	resp, err := client.Get("http://admin" + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func metrics(t *testing.T, ns *netns.NS) string {
+	code, body := adminGet(ns, "/metrics")
+	require.Equal(t, http.StatusOK, code, body)
+	var keep []string
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		if l := sc.Text(); strings.HasPrefix(l, "tcp_") || strings.HasPrefix(l, "inbound_") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// capture reads every frame of one interface through an AF_PACKET socket.
+type capture struct {
+	fd   int
+	mu   sync.Mutex
+	data []byte
+	done chan struct{}
+	quit chan struct{}
+}
+
+func startCapture(t *testing.T, ns *netns.NS, dev string) *capture {
+	c := &capture{done: make(chan struct{}), quit: make(chan struct{})}
+	proto := int(htons(unix.ETH_P_ALL))
+	err := ns.Do(func() error {
+		iface, err := net.InterfaceByName(dev)
+		if err != nil {
+			return err
+		}
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, proto)
+		if err != nil {
+			return err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: iface.Index}); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		c.fd = fd
+		return nil
+	})
+	require.NoError(t, err)
+	go func() {
+		defer close(c.done)
+		defer unix.Close(c.fd)
+		buf := make([]byte, 65536)
+		for {
+			select {
+			case <-c.quit:
+				return
+			default:
+			}
+			n, _, err := unix.Recvfrom(c.fd, buf, 0)
+			if err == nil && n > 0 {
+				c.mu.Lock()
+				if len(c.data) < 64<<20 {
+					c.data = append(c.data, buf[:n]...)
+				}
+				c.mu.Unlock()
+			}
+		}
+	}()
+	return c
+}
+
+func (c *capture) stop() []byte {
+	close(c.quit)
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.data
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }

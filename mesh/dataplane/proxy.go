@@ -1,0 +1,489 @@
+package dataplane
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weftmesh/weft/apis/proxy/inbound"
+	"github.com/weftmesh/weft/mesh/dataplane/authz"
+)
+
+// Proxy is the Weft data plane for one workload. Build it with New and run
+// it with Run, giving it the listeners it serves.
+type Proxy struct {
+	cfg      Config
+	id       Identity
+	resolver Resolver
+	policies InboundPolicies
+	log      *slog.Logger
+	reg      *prometheus.Registry
+	m        *metrics
+	now      func() time.Time
+
+	defaultServer *inbound.Server
+	serverTLS     *tls.Config
+	clientTLS     sync.Map // server identity -> *tls.Config
+	dialer        net.Dialer
+	destIdle      time.Duration
+	origDst       func(net.Conn) (netip.AddrPort, error)
+
+	running  atomic.Bool
+	draining atomic.Bool
+	runCtx   context.Context
+	stop     context.CancelFunc // set by Run; /shutdown calls it
+	stopMu   sync.Mutex
+
+	ownPorts map[uint16]bool // proxy listener ports, never forwarded to
+
+	dests *destinations
+	pols  *policyCache
+
+	connsMu sync.Mutex
+	conns   map[net.Conn]struct{}
+	active  sync.WaitGroup
+}
+
+// Option tunes a Proxy.
+type Option func(*options)
+
+type options struct {
+	log      *slog.Logger
+	reg      *prometheus.Registry
+	now      func() time.Time
+	destIdle time.Duration
+	origDst  func(net.Conn) (netip.AddrPort, error)
+}
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithRegistry makes the proxy register its metrics in reg and serve reg
+// on /metrics (default: a registry of its own, with Go and process metrics).
+func WithRegistry(reg *prometheus.Registry) Option { return func(o *options) { o.reg = reg } }
+
+// WithClock sets the clock used for certificate checks (default time.Now).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithDestinationIdleTimeout sets how long a destination nobody connects to
+// keeps its discovery watch (default one minute).
+func WithDestinationIdleTimeout(d time.Duration) Option {
+	return func(o *options) { o.destIdle = d }
+}
+
+// WithOriginalDestination replaces the lookup of a redirected connection's
+// original destination (SO_ORIGINAL_DST on Linux). It exists for platforms
+// and tests without netfilter; f returns an error for connections that were
+// not redirected.
+func WithOriginalDestination(f func(net.Conn) (netip.AddrPort, error)) Option {
+	return func(o *options) { o.origDst = f }
+}
+
+// New builds a proxy. id is required; resolver may be nil (every outbound
+// connection then goes to its original destination in plaintext) and so
+// may policies (every port then gets cfg.DefaultInboundPolicy).
+func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, policies InboundPolicies, opts ...Option) (*Proxy, error) {
+	if id == nil {
+		return nil, errors.New("dataplane: an Identity is required")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	o := options{log: slog.New(slog.DiscardHandler), now: time.Now, destIdle: time.Minute, origDst: originalDstOf}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.reg == nil {
+		o.reg = prometheus.NewRegistry()
+		registerRuntime(o.reg)
+	}
+	m, err := newMetrics(o.reg, id, o.now)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: registering metrics: %w", err)
+	}
+	def, err := authz.DefaultServer(cfg.DefaultInboundPolicy, cfg.ClusterNetworks)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	p := &Proxy{
+		cfg: cfg, id: id, resolver: resolver, policies: policies,
+		log: o.log, reg: o.reg, m: m, now: o.now,
+		defaultServer: def,
+		serverTLS:     ServerTLSConfig(id, o.now),
+		dialer:        net.Dialer{Timeout: cfg.ConnectTimeout},
+		destIdle:      o.destIdle,
+		origDst:       o.origDst,
+		conns:         map[net.Conn]struct{}{},
+	}
+	p.dests = newDestinations(p)
+	p.pols = newPolicyCache(p)
+	return p, nil
+}
+
+// Listeners are the sockets a proxy serves; nil ones are not served. The
+// caller opens them (usually from Config's addresses, see Listen) and the
+// proxy closes them when it stops.
+type Listeners struct {
+	// Inbound receives connections for the application and from other
+	// proxies.
+	Inbound net.Listener
+	// Outbound receives connections redirected by iptables; their original
+	// destination comes from SO_ORIGINAL_DST.
+	Outbound net.Listener
+	// Connect is an explicit-mode HTTP CONNECT proxy.
+	Connect net.Listener
+	// Mapped are explicit-mode listeners whose connections all go to one
+	// authority.
+	Mapped []MappedListener
+	// Admin serves /live, /ready, /metrics and /shutdown.
+	Admin net.Listener
+}
+
+// MappedListener is a static explicit-mode listener.
+type MappedListener struct {
+	Listener  net.Listener
+	Authority string
+}
+
+// Listen opens every listener cfg names.
+func Listen(ctx context.Context, cfg Config) (Listeners, error) {
+	var ls Listeners
+	var lc net.ListenConfig
+	open := func(addr string, dst *net.Listener) error {
+		if addr == "" {
+			return nil
+		}
+		l, err := lc.Listen(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("dataplane: listening on %s: %w", addr, err)
+		}
+		*dst = l
+		return nil
+	}
+	err := errors.Join(
+		open(cfg.InboundAddr, &ls.Inbound),
+		open(cfg.OutboundAddr, &ls.Outbound),
+		open(cfg.ConnectAddr, &ls.Connect),
+		open(cfg.AdminAddr, &ls.Admin),
+	)
+	for _, m := range cfg.Mappings {
+		var l net.Listener
+		if e := open(m.Listen, &l); e != nil {
+			err = errors.Join(err, e)
+			continue
+		}
+		ls.Mapped = append(ls.Mapped, MappedListener{Listener: l, Authority: m.Authority})
+	}
+	if err != nil {
+		ls.Close()
+		return Listeners{}, err
+	}
+	return ls, nil
+}
+
+// Close closes every listener.
+func (ls Listeners) Close() {
+	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect, ls.Admin} {
+		if l != nil {
+			l.Close()
+		}
+	}
+	for _, m := range ls.Mapped {
+		m.Listener.Close()
+	}
+}
+
+// Registry returns the registry /metrics serves.
+func (p *Proxy) Registry() *prometheus.Registry { return p.reg }
+
+// Run serves ls until ctx is cancelled (or /shutdown is called), then
+// drains: it stops accepting at once, reports not ready, lets open
+// connections finish for up to the shutdown grace period, closes the rest
+// and returns nil. A Proxy runs once.
+func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return errors.New("dataplane: proxy already ran")
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	p.stopMu.Lock()
+	p.runCtx, p.stop = runCtx, stop
+	p.stopMu.Unlock()
+
+	p.ownPorts = map[uint16]bool{}
+	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect} {
+		if l == nil {
+			continue
+		}
+		if ta, ok := l.Addr().(*net.TCPAddr); ok {
+			p.ownPorts[uint16(ta.Port)] = true
+		}
+	}
+
+	// Policies of the declared ports are fetched up front: readiness waits
+	// for them.
+	for _, port := range p.cfg.InboundPorts.List() {
+		p.pols.start(uint32(port))
+	}
+	go p.dests.janitor(runCtx)
+
+	var admin *http.Server
+	adminDone := make(chan struct{})
+	if ls.Admin != nil {
+		admin = &http.Server{Handler: p.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			defer close(adminDone)
+			_ = admin.Serve(ls.Admin)
+		}()
+	} else {
+		close(adminDone)
+	}
+
+	var accepting sync.WaitGroup
+	serve := func(l net.Listener, handle func(context.Context, net.Conn) bool) {
+		if l == nil {
+			return
+		}
+		accepting.Add(1)
+		go func() {
+			defer accepting.Done()
+			p.acceptLoop(runCtx, l, handle)
+		}()
+	}
+	serve(ls.Inbound, p.handleInbound)
+	serve(ls.Outbound, p.handleTransparent)
+	serve(ls.Connect, p.handleConnect)
+	for _, m := range ls.Mapped {
+		authority := m.Authority
+		serve(m.Listener, func(ctx context.Context, c net.Conn) bool { return p.handleMapped(ctx, c, authority) })
+	}
+	p.log.Info("proxy started", "inbound", addrOf(ls.Inbound), "outbound", addrOf(ls.Outbound),
+		"connect", addrOf(ls.Connect), "admin", addrOf(ls.Admin), "mappings", len(ls.Mapped))
+
+	<-runCtx.Done()
+
+	// Drain.
+	p.draining.Store(true)
+	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect} {
+		if l != nil {
+			l.Close()
+		}
+	}
+	for _, m := range ls.Mapped {
+		m.Listener.Close()
+	}
+	accepting.Wait()
+	p.log.Info("draining", "open", p.openConns(), "grace", p.cfg.ShutdownGracePeriod)
+	drained := make(chan struct{})
+	go func() {
+		p.active.Wait()
+		close(drained)
+	}()
+	timer := time.NewTimer(p.cfg.ShutdownGracePeriod)
+	select {
+	case <-drained:
+		timer.Stop()
+	case <-timer.C:
+		n := p.closeAll()
+		p.log.Warn("grace period over, closing connections", "closed", n)
+		<-drained
+	}
+	p.dests.closeAll()
+	p.pols.closeAll()
+	if admin != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = admin.Shutdown(sctx)
+		cancel()
+		<-adminDone
+	}
+	p.log.Info("proxy stopped")
+	return nil
+}
+
+func addrOf(l net.Listener) string {
+	if l == nil {
+		return ""
+	}
+	return l.Addr().String()
+}
+
+// Shutdown starts the drain as if Run's context had been cancelled.
+func (p *Proxy) Shutdown() {
+	p.stopMu.Lock()
+	defer p.stopMu.Unlock()
+	if p.stop != nil {
+		p.stop()
+	}
+}
+
+// acceptLoop accepts connections and hands each to handle on its own
+// goroutine. handle returns true when it passed the connection on to pipe,
+// whose completion untracks it; otherwise the connection is closed when
+// handle returns.
+func (p *Proxy) acceptLoop(ctx context.Context, l net.Listener, handle func(context.Context, net.Conn) bool) {
+	var backoff time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: back off, keep serving.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			p.log.Warn("accept failed", "listener", l.Addr().String(), "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		backoff = 0
+		if !p.track(c) {
+			c.Close()
+			continue
+		}
+		go func() {
+			if !handle(ctx, c) {
+				p.untrack(c)
+			}
+		}()
+	}
+}
+
+// track registers a connection for the drain; it refuses once the proxy
+// is closing everything.
+func (p *Proxy) track(c net.Conn) bool {
+	p.connsMu.Lock()
+	defer p.connsMu.Unlock()
+	if p.conns == nil {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	p.active.Add(1)
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	if r, ok := c.(*replayConn); ok {
+		c = r.Conn
+	}
+	c.Close()
+	p.connsMu.Lock()
+	if p.conns != nil {
+		delete(p.conns, c)
+	}
+	p.connsMu.Unlock()
+	p.active.Done()
+}
+
+func (p *Proxy) openConns() int {
+	p.connsMu.Lock()
+	defer p.connsMu.Unlock()
+	return len(p.conns)
+}
+
+func (p *Proxy) closeAll() int {
+	p.connsMu.Lock()
+	conns := p.conns
+	p.conns = nil
+	p.connsMu.Unlock()
+	for c := range conns {
+		c.Close()
+	}
+	return len(conns)
+}
+
+// clientConfig returns the shared client TLS config for a server identity.
+func (p *Proxy) clientConfig(serverID string) *tls.Config {
+	if c, ok := p.clientTLS.Load(serverID); ok {
+		return c.(*tls.Config)
+	}
+	c, _ := p.clientTLS.LoadOrStore(serverID, ClientTLSConfig(p.id, serverID, p.now))
+	return c.(*tls.Config)
+}
+
+// certificateOK reports whether the proxy holds an unexpired certificate.
+func (p *Proxy) certificateOK() error {
+	c, err := p.id.Certificate()
+	if err != nil {
+		return err
+	}
+	if c == nil || c.Leaf == nil {
+		return errors.New("dataplane: certificate without leaf")
+	}
+	if now := p.now(); now.After(c.Leaf.NotAfter) {
+		return fmt.Errorf("dataplane: certificate expired at %s", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Ready reports nil when the proxy is ready for traffic: not draining, a
+// valid certificate, and the first policy of every declared inbound port.
+func (p *Proxy) Ready() error {
+	if p.draining.Load() {
+		return errors.New("dataplane: draining")
+	}
+	if !p.running.Load() {
+		return errors.New("dataplane: not running")
+	}
+	if err := p.certificateOK(); err != nil {
+		return err
+	}
+	for _, port := range p.cfg.InboundPorts.List() {
+		if !p.pols.has(uint32(port)) {
+			return fmt.Errorf("dataplane: no policy yet for port %d", port)
+		}
+	}
+	return nil
+}
+
+// originalDstOf reads SO_ORIGINAL_DST from a TCP connection.
+func originalDstOf(c net.Conn) (netip.AddrPort, error) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return netip.AddrPort{}, errNoOriginalDst
+	}
+	return originalDst(tc)
+}
+
+// closeWriteOrClose shuts the write side of c if it can.
+func closeWriteOrClose(c net.Conn) {
+	if hc, ok := c.(halfCloser); ok && hc.CloseWrite() == nil {
+		return
+	}
+	c.Close()
+}
+
+// writeAll writes the pieces as one write (one TLS record where possible).
+func writeAll(w io.Writer, parts ...[]byte) error {
+	total := 0
+	for _, b := range parts {
+		total += len(b)
+	}
+	if total == 0 {
+		return nil
+	}
+	var one []byte
+	if total <= bufSize {
+		buf := getBuf()
+		defer putBuf(buf)
+		one = (*buf)[:0]
+	}
+	for _, b := range parts {
+		one = append(one, b...)
+	}
+	_, err := w.Write(one)
+	return err
+}

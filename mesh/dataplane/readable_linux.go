@@ -1,0 +1,17 @@
+package dataplane
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// readable is the RawConn.Read callback that waits until a socket has bytes
+// (or EOF, or an error) without consuming them: a one-byte MSG_PEEK that
+// would block reports "not yet" and the runtime poller waits.
+func readable(fd uintptr) bool {
+	var b [1]byte
+	_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	return errno != unix.EAGAIN && errno != unix.EINTR
+}
