@@ -3,22 +3,31 @@ GO ?= go
 GOTEST_TIMEOUT ?= 40m
 FUZZTIME ?= 5s
 
-.PHONY: all build test unit fuzz-smoke vet fmt-check generate check-generated demo
+.PHONY: all build test unit fuzz-smoke test-kube kube-binaries vet fmt-check generate check-generated demo
 
 all: build
 
 build:
 	$(GO) build ./...
 
-# The test command: every package under the race detector, then each fuzz
-# target for a few seconds on its seed corpus and what it finds in that time.
-test: unit fuzz-smoke
+# The test command: every package under the race detector, each fuzz target
+# for a few seconds, then the integration suite against a real kube-apiserver
+# and etcd (built once from the Go module proxy and cached; see
+# docs/testing-kube.md).
+test: kube-binaries unit fuzz-smoke test-kube
 
 unit:
 	$(GO) test -race -timeout $(GOTEST_TIMEOUT) ./...
 
 fuzz-smoke:
 	FUZZTIME=$(FUZZTIME) bash hack/fuzz-smoke.sh
+
+# Builds (first time only, many minutes) the kube-apiserver and etcd binaries.
+kube-binaries:
+	bash hack/kube-testenv.sh build
+
+test-kube: kube-binaries
+	$(GO) test -count=1 -tags kubeintegration -race -timeout 30m ./test/integration/... ./internal/testutil/kubeenv/...
 
 vet:
 	$(GO) vet ./...
