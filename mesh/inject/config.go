@@ -1,0 +1,740 @@
+package inject
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Source says where a resolved setting came from.
+type Source int
+
+const (
+	// SourceValues is the install-time Values.
+	SourceValues Source = iota
+	// SourceNamespace is an annotation on the pod's namespace.
+	SourceNamespace
+	// SourcePod is an annotation on the pod (or pod template).
+	SourcePod
+	// SourceCaller is the caller of the renderer, for example
+	// `weft inject --manual`, which asks for injection when neither the pod
+	// nor its namespace says anything.
+	SourceCaller
+)
+
+// String returns "values", "namespace", "pod" or "caller".
+func (s Source) String() string {
+	switch s {
+	case SourceValues:
+		return "values"
+	case SourceNamespace:
+		return "namespace"
+	case SourcePod:
+		return "pod"
+	case SourceCaller:
+		return "caller"
+	}
+	return "source(" + strconv.Itoa(int(s)) + ")"
+}
+
+// MarshalText makes Source print as its name in JSON reports.
+func (s Source) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads the names MarshalText writes.
+func (s *Source) UnmarshalText(b []byte) error {
+	for _, c := range []Source{SourceValues, SourceNamespace, SourcePod, SourceCaller} {
+		if c.String() == string(b) {
+			*s = c
+			return nil
+		}
+	}
+	return fmt.Errorf("inject: unknown setting source %q", b)
+}
+
+// Setting is one resolved value and where it came from.
+type Setting struct {
+	// Name is the setting's name, the suffix of its annotation
+	// ("proxy-cpu-request").
+	Name string `json:"name"`
+	// Value is the resolved value as text; empty means unset.
+	Value string `json:"value"`
+	// Source says which layer won.
+	Source Source `json:"source"`
+	// Annotation is the key that set the value when Source is namespace or
+	// pod.
+	Annotation string `json:"annotation,omitempty"`
+}
+
+// String prints "name=value (source)".
+func (s Setting) String() string {
+	v := s.Value
+	if v == "" {
+		v = "(unset)"
+	}
+	switch s.Source {
+	case SourcePod, SourceNamespace:
+		return fmt.Sprintf("%s=%s (%s annotation %s)", s.Name, v, s.Source, s.Annotation)
+	}
+	return fmt.Sprintf("%s=%s (%s)", s.Name, v, s.Source)
+}
+
+// Config is the proxy configuration resolved for one pod: pod annotations
+// over namespace annotations over [Values]. Settings records the source of
+// every value.
+type Config struct {
+	// Mode is the resolved linkerd.io/inject value: enabled, ingress,
+	// disabled, or "" when nothing set it.
+	Mode string
+
+	// Version is the Weft version recorded in linkerd.io/created-by.
+	Version string
+	// ControlPlaneNamespace, TrustDomain and TrustAnchorsPEM come from
+	// Values and build the proxy's identity inputs.
+	ControlPlaneNamespace string
+	TrustDomain           string
+	TrustAnchorsPEM       string
+	// IdentityAddr, DestinationAddr and PolicyAddr are the control-plane
+	// addresses handed to the proxy.
+	IdentityAddr    string
+	DestinationAddr string
+	PolicyAddr      string
+	// CNI is true when a CNI plugin replaces weft-init.
+	CNI bool
+	// ClusterNetworks are handed to the proxy for the cluster-* policies.
+	ClusterNetworks []netip.Prefix
+
+	// ProxyImage and InitImage are full image references (name:tag);
+	// ProxyVersion is the proxy's tag alone.
+	ProxyImage   string
+	ProxyVersion string
+	InitImage    string
+	// ProxyPull and InitPull are the containers' pull policies.
+	ProxyPull corev1.PullPolicy
+	InitPull  corev1.PullPolicy
+	// Ports are the proxy's listening ports.
+	Ports Ports
+	// ProxyResources and InitResources are the containers' resources.
+	ProxyResources corev1.ResourceRequirements
+	InitResources  corev1.ResourceRequirements
+	// UID and GID are the proxy's user and (when non-zero) group.
+	UID int64
+	GID int64
+
+	// LogLevel and LogFormat configure the proxy's logs.
+	LogLevel  string
+	LogFormat string
+	// OpaquePorts skip protocol detection; SkipInboundPorts,
+	// SkipOutboundPorts and SkipSubnets are never redirected to the proxy.
+	OpaquePorts       PortRanges
+	SkipInboundPorts  PortRanges
+	SkipOutboundPorts PortRanges
+	SkipSubnets       []netip.Prefix
+	// Await holds application containers until the proxy is ready (in
+	// classic mode through AwaitCommand).
+	Await        bool
+	AwaitCommand []string
+	// NativeSidecar selects the init-container sidecar.
+	NativeSidecar bool
+	// DefaultInboundPolicy, ShutdownGracePeriod and WaitBeforeExit (seconds)
+	// are handed to the proxy.
+	DefaultInboundPolicy string
+	ShutdownGracePeriod  time.Duration
+	WaitBeforeExit       int64
+	// AdminShutdown enables the proxy's POST /shutdown.
+	AdminShutdown bool
+
+	// Settings lists every setting with its value and source, in a fixed
+	// order.
+	Settings []Setting
+	// Warnings are problems that did not stop resolution, such as an
+	// annotation Weft does not support.
+	Warnings []string
+	// Inherited holds the namespace's config annotations the pod does not
+	// set itself; the renderer copies them onto the pod so other components
+	// (discovery reads opaque-ports) see what the proxy was given.
+	Inherited map[string]string
+}
+
+// Setting returns the named setting.
+func (c *Config) Setting(name string) (Setting, bool) {
+	for _, s := range c.Settings {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Setting{}, false
+}
+
+// workingConfig carries the raw text of settings while annotations are
+// applied, so that images and resources are checked once, in full.
+type workingConfig struct {
+	Config
+	proxyImageName, proxyVersion, initImageName, initVersion string
+	proxyRes, initRes                                        Resources
+	opaqueText                                               string
+	named                                                    map[string]int32
+}
+
+// setting describes one configurable value: its annotation keys (most
+// preferred first), how an annotation value is applied, and how the
+// resolved value prints.
+type setting struct {
+	name  string
+	keys  []string
+	apply func(w *workingConfig, value string) error
+	show  func(w *workingConfig) string
+}
+
+func settingsTable() []setting {
+	port := func(get func(w *workingConfig) *int32) func(*workingConfig, string) error {
+		return func(w *workingConfig, v string) error {
+			p, err := parsePort(strings.TrimSpace(v))
+			if err != nil {
+				return err
+			}
+			*get(w) = int32(p)
+			return nil
+		}
+	}
+	quantity := func(get func(w *workingConfig) *string) func(*workingConfig, string) error {
+		return func(w *workingConfig, v string) error {
+			if _, err := parseQuantity(v); err != nil {
+				return err
+			}
+			*get(w) = strings.TrimSpace(v)
+			return nil
+		}
+	}
+	ports := func(get func(w *workingConfig) *PortRanges) func(*workingConfig, string) error {
+		return func(w *workingConfig, v string) error {
+			r, err := ParsePorts(v, w.named)
+			if err != nil {
+				return err
+			}
+			*get(w) = r
+			return nil
+		}
+	}
+	itoa := func(n int32) string { return strconv.Itoa(int(n)) }
+	return []setting{
+		{name: "proxy-image", keys: []string{AnnotationProxyImage},
+			apply: func(w *workingConfig, v string) error {
+				if !isImageName(v) {
+					return fmt.Errorf("%q is not an image name (without tag; the tag is proxy-version)", v)
+				}
+				w.proxyImageName = v
+				return nil
+			},
+			show: func(w *workingConfig) string { return w.proxyImageName }},
+		{name: "proxy-version", keys: []string{AnnotationProxyVersionOverride},
+			apply: func(w *workingConfig, v string) error {
+				if !isImageTag(v) {
+					return fmt.Errorf("%q is not an image tag", v)
+				}
+				w.proxyVersion = v
+				return nil
+			},
+			show: func(w *workingConfig) string { return w.proxyVersion }},
+		{name: "init-image", keys: []string{AnnotationInitImage},
+			apply: func(w *workingConfig, v string) error {
+				if !isImageName(v) {
+					return fmt.Errorf("%q is not an image name (without tag; the tag is init-image-version)", v)
+				}
+				w.initImageName = v
+				return nil
+			},
+			show: func(w *workingConfig) string { return w.initImageName }},
+		{name: "init-image-version", keys: []string{AnnotationInitImageVersion},
+			apply: func(w *workingConfig, v string) error {
+				if !isImageTag(v) {
+					return fmt.Errorf("%q is not an image tag", v)
+				}
+				w.initVersion = v
+				return nil
+			},
+			show: func(w *workingConfig) string { return w.initVersion }},
+		{name: "image-pull-policy", keys: []string{AnnotationImagePullPolicy},
+			apply: func(w *workingConfig, v string) error {
+				p, err := parsePullPolicy(v)
+				if err != nil {
+					return err
+				}
+				w.ProxyPull, w.InitPull = p, p
+				return nil
+			},
+			show: func(w *workingConfig) string { return string(w.ProxyPull) }},
+		{name: "inbound-port", keys: []string{AnnotationInboundPort},
+			apply: port(func(w *workingConfig) *int32 { return &w.Ports.Inbound }),
+			show:  func(w *workingConfig) string { return itoa(w.Ports.Inbound) }},
+		{name: "outbound-port", keys: []string{AnnotationOutboundPort},
+			apply: port(func(w *workingConfig) *int32 { return &w.Ports.Outbound }),
+			show:  func(w *workingConfig) string { return itoa(w.Ports.Outbound) }},
+		{name: "admin-port", keys: []string{AnnotationAdminPort},
+			apply: port(func(w *workingConfig) *int32 { return &w.Ports.Admin }),
+			show:  func(w *workingConfig) string { return itoa(w.Ports.Admin) }},
+		{name: "control-port", keys: []string{AnnotationControlPort},
+			apply: port(func(w *workingConfig) *int32 { return &w.Ports.Control }),
+			show:  func(w *workingConfig) string { return itoa(w.Ports.Control) }},
+		{name: "proxy-cpu-request", keys: []string{AnnotationProxyCPURequest},
+			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.CPU.Request }),
+			show:  func(w *workingConfig) string { return w.proxyRes.CPU.Request }},
+		{name: "proxy-cpu-limit", keys: []string{AnnotationProxyCPULimit},
+			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.CPU.Limit }),
+			show:  func(w *workingConfig) string { return w.proxyRes.CPU.Limit }},
+		{name: "proxy-memory-request", keys: []string{AnnotationProxyMemoryRequest},
+			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.Memory.Request }),
+			show:  func(w *workingConfig) string { return w.proxyRes.Memory.Request }},
+		{name: "proxy-memory-limit", keys: []string{AnnotationProxyMemoryLimit},
+			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.Memory.Limit }),
+			show:  func(w *workingConfig) string { return w.proxyRes.Memory.Limit }},
+		{name: "proxy-ephemeral-storage-request", keys: []string{AnnotationProxyEphemeralRequest},
+			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.EphemeralStorage.Request }),
+			show:  func(w *workingConfig) string { return w.proxyRes.EphemeralStorage.Request }},
+		{name: "proxy-ephemeral-storage-limit", keys: []string{AnnotationProxyEphemeralLimit},
+			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.EphemeralStorage.Limit }),
+			show:  func(w *workingConfig) string { return w.proxyRes.EphemeralStorage.Limit }},
+		{name: "proxy-uid", keys: []string{AnnotationProxyUID},
+			apply: func(w *workingConfig, v string) error {
+				n, err := parseID(v)
+				if err != nil {
+					return err
+				}
+				if n == 0 {
+					return errors.New(`"0": the proxy must run as a non-root user`)
+				}
+				w.UID = n
+				return nil
+			},
+			show: func(w *workingConfig) string { return strconv.FormatInt(w.UID, 10) }},
+		{name: "proxy-gid", keys: []string{AnnotationProxyGID},
+			apply: func(w *workingConfig, v string) error {
+				n, err := parseID(v)
+				if err != nil {
+					return err
+				}
+				w.GID = n
+				return nil
+			},
+			show: func(w *workingConfig) string {
+				if w.GID == 0 {
+					return ""
+				}
+				return strconv.FormatInt(w.GID, 10)
+			}},
+		{name: "proxy-log-level", keys: []string{AnnotationProxyLogLevel},
+			apply: func(w *workingConfig, v string) error {
+				if err := checkLogLevel(v); err != nil {
+					return err
+				}
+				w.LogLevel = v
+				return nil
+			},
+			show: func(w *workingConfig) string { return w.LogLevel }},
+		{name: "proxy-log-format", keys: []string{AnnotationProxyLogFormat},
+			apply: func(w *workingConfig, v string) error {
+				f, err := parseLogFormat(v)
+				w.LogFormat = f
+				return err
+			},
+			show: func(w *workingConfig) string { return w.LogFormat }},
+		{name: "skip-inbound-ports", keys: []string{AnnotationSkipInboundPorts},
+			apply: ports(func(w *workingConfig) *PortRanges { return &w.SkipInboundPorts }),
+			show:  func(w *workingConfig) string { return w.SkipInboundPorts.String() }},
+		{name: "skip-outbound-ports", keys: []string{AnnotationSkipOutboundPorts},
+			apply: ports(func(w *workingConfig) *PortRanges { return &w.SkipOutboundPorts }),
+			show:  func(w *workingConfig) string { return w.SkipOutboundPorts.String() }},
+		{name: "skip-subnets", keys: []string{AnnotationSkipSubnets},
+			apply: func(w *workingConfig, v string) error {
+				s, err := parseSubnets(v)
+				w.SkipSubnets = s
+				return err
+			},
+			show: func(w *workingConfig) string { return subnetsString(w.SkipSubnets) }},
+		{name: "opaque-ports", keys: []string{AnnotationOpaquePorts},
+			apply: func(w *workingConfig, v string) error {
+				r, err := ParsePorts(v, w.named)
+				if err != nil {
+					return err
+				}
+				w.OpaquePorts, w.opaqueText = r, v
+				return nil
+			},
+			show: func(w *workingConfig) string { return w.OpaquePorts.String() }},
+		{name: "proxy-await", keys: []string{AnnotationProxyAwait},
+			apply: func(w *workingConfig, v string) error {
+				b, err := parseEnabled(v)
+				w.Await = b
+				return err
+			},
+			show: func(w *workingConfig) string { return enabledString(w.Await) }},
+		{name: "proxy-enable-native-sidecar", keys: []string{AnnotationNativeSidecar, AnnotationNativeSidecarBeta, AnnotationNativeSidecarAlpha},
+			apply: func(w *workingConfig, v string) error {
+				b, err := parseBool(v)
+				w.NativeSidecar = b
+				return err
+			},
+			show: func(w *workingConfig) string { return strconv.FormatBool(w.NativeSidecar) }},
+		{name: "default-inbound-policy", keys: []string{AnnotationDefaultInboundPolicy},
+			apply: func(w *workingConfig, v string) error {
+				p, err := parseInboundPolicy(v)
+				w.DefaultInboundPolicy = p
+				return err
+			},
+			show: func(w *workingConfig) string { return w.DefaultInboundPolicy }},
+		{name: "shutdown-grace-period", keys: []string{AnnotationShutdownGracePeriod},
+			apply: func(w *workingConfig, v string) error {
+				d, err := parseDuration(v)
+				w.ShutdownGracePeriod = d
+				return err
+			},
+			show: func(w *workingConfig) string { return w.ShutdownGracePeriod.String() }},
+		{name: "proxy-admin-shutdown", keys: []string{AnnotationProxyAdminShutdown},
+			apply: func(w *workingConfig, v string) error {
+				b, err := parseEnabled(v)
+				w.AdminShutdown = b
+				return err
+			},
+			show: func(w *workingConfig) string { return enabledString(w.AdminShutdown) }},
+		{name: "proxy-wait-before-exit-seconds", keys: []string{AnnotationWaitBeforeExitSeconds},
+			apply: func(w *workingConfig, v string) error {
+				n, err := parseSeconds(v)
+				w.WaitBeforeExit = n
+				return err
+			},
+			show: func(w *workingConfig) string { return strconv.FormatInt(w.WaitBeforeExit, 10) }},
+	}
+}
+
+func enabledString(b bool) string {
+	if b {
+		return "enabled"
+	}
+	return "disabled"
+}
+
+// isUnsupportedLinkerdAnnotation reports Linkerd annotations Weft
+// recognises but does not act on; using one yields a warning rather than
+// silence.
+func isUnsupportedLinkerdAnnotation(key string) bool {
+	switch key {
+	case AnnotationProxyInboundConnectTime, AnnotationProxyOutboundConnectTime, AnnotationAccessLog,
+		AnnotationCloseWaitTimeout,
+		ConfigPrefix + "enable-external-profiles", ConfigPrefix + "enable-gateway",
+		ConfigPrefix + "enable-debug-sidecar", ConfigPrefix + "debug-image",
+		ConfigPrefix + "debug-image-version", ConfigPrefix + "debug-image-pull-policy",
+		ConfigPrefix + "proxy-require-identity-inbound-ports", ConfigPrefix + "pod-inbound-ports",
+		ConfigPrefix + "proxy-disable-inbound-protocol-detect-timeout",
+		ConfigPrefix + "proxy-disable-outbound-protocol-detect-timeout",
+		ConfigPrefix + "proxy-inbound-discovery-cache-unused-timeout",
+		ConfigPrefix + "proxy-outbound-discovery-cache-unused-timeout",
+		ConfigPrefix + "proxy-log-http-headers", ConfigPrefix + "disable-identity":
+		return true
+	}
+	return false
+}
+
+// isConfigAnnotation reports whether key is in one of the config prefixes.
+func isConfigAnnotation(key string) bool {
+	return strings.HasPrefix(key, ConfigPrefix) || strings.HasPrefix(key, ConfigPrefixBeta) ||
+		strings.HasPrefix(key, ConfigPrefixAlpha)
+}
+
+// AnnotationError is returned for an annotation whose value cannot be used.
+// Its message names the object, the annotation and the value.
+type AnnotationError struct {
+	// Object is "pod \"ns/name\"" or "namespace \"name\"".
+	Object string
+	// Key and Value are the annotation as written.
+	Key   string
+	Value string
+	// Err says what is wrong with the value.
+	Err error
+}
+
+// Error formats the problem as
+// inject: pod "ns/name": annotation key="value": reason.
+func (e *AnnotationError) Error() string {
+	return fmt.Sprintf("inject: %s: annotation %s=%q: %v", e.Object, e.Key, e.Value, e.Err)
+}
+
+// Unwrap returns the reason.
+func (e *AnnotationError) Unwrap() error { return e.Err }
+
+// Resolve computes the proxy configuration of a pod: each setting comes from
+// the pod's annotations if set there, else from the namespace's, else from
+// values. ns may be nil (no namespace annotations). Every invalid value is
+// reported (all at once, joined) as an [*AnnotationError]; values itself is
+// validated first.
+func Resolve(pod *corev1.Pod, ns *corev1.Namespace, values Values) (Config, error) {
+	return resolve(pod, ns, values, "", "")
+}
+
+// resolve is Resolve with the caller's default inject mode and a
+// description of the object for messages (empty: derived from the pod).
+func resolve(pod *corev1.Pod, ns *corev1.Namespace, values Values, callerMode, podObj string) (Config, error) {
+	if pod == nil {
+		return Config{}, errors.New("inject: no pod")
+	}
+	if err := values.validate(false); err != nil {
+		return Config{}, err
+	}
+	w := newWorkingConfig(pod, &values)
+	if podObj == "" {
+		podObj = describePod(pod, ns)
+	}
+	nsObj := ""
+	var nsAnn map[string]string
+	if ns != nil {
+		nsObj = fmt.Sprintf("namespace %q", ns.Name)
+		nsAnn = ns.Annotations
+	}
+	var errs []error
+
+	// linkerd.io/inject
+	mode := Setting{Name: "inject", Source: SourceValues}
+	if v, ok := pod.Annotations[AnnotationInject]; ok {
+		m, err := parseInjectMode(v)
+		if err != nil {
+			errs = append(errs, &AnnotationError{Object: podObj, Key: AnnotationInject, Value: v, Err: err})
+		}
+		mode = Setting{Name: "inject", Value: m, Source: SourcePod, Annotation: AnnotationInject}
+	} else if v, ok := nsAnn[AnnotationInject]; ok {
+		m, err := parseInjectMode(v)
+		if err != nil {
+			errs = append(errs, &AnnotationError{Object: nsObj, Key: AnnotationInject, Value: v, Err: err})
+		}
+		if m == InjectIngress {
+			// Ingress mode is a per-workload decision; on a namespace it
+			// means enabled, as in Linkerd.
+			m = InjectEnabled
+		}
+		mode = Setting{Name: "inject", Value: m, Source: SourceNamespace, Annotation: AnnotationInject}
+	} else if callerMode != "" {
+		mode = Setting{Name: "inject", Value: callerMode, Source: SourceCaller}
+	}
+	w.Mode = mode.Value
+	w.Settings = append(w.Settings, mode)
+
+	table := settingsTable()
+	// known maps each annotation key to the setting it belongs to.
+	known := map[string]int{}
+	for i, s := range table {
+		for _, k := range s.keys {
+			known[k] = i
+		}
+	}
+	var applyErrs []error
+	for _, s := range table {
+		key, val, src, found := lookup(s.keys, pod.Annotations, nsAnn)
+		st := Setting{Name: s.name, Source: SourceValues}
+		if found {
+			obj := podObj
+			if src == SourceNamespace {
+				obj = nsObj
+			}
+			if err := s.apply(w, val); err != nil {
+				applyErrs = append(applyErrs, &AnnotationError{Object: obj, Key: key, Value: val, Err: err})
+			}
+			st.Source, st.Annotation = src, key
+		}
+		st.Value = s.show(w)
+		w.Settings = append(w.Settings, st)
+	}
+	errs = append(errs, applyErrs...)
+
+	// Warnings for config annotations Weft does not act on, and the
+	// namespace annotations the pod inherits.
+	w.Inherited = map[string]string{}
+	for _, layer := range []struct {
+		obj  string
+		ann  map[string]string
+		from Source
+	}{{podObj, pod.Annotations, SourcePod}, {nsObj, nsAnn, SourceNamespace}} {
+		for _, k := range sortedKeys(layer.ann) {
+			if !isConfigAnnotation(k) {
+				continue
+			}
+			idx, isKnown := known[k]
+			if layer.from == SourceNamespace && !podSets(pod.Annotations, k, idx, isKnown, table) {
+				w.Inherited[k] = layer.ann[k]
+			}
+			switch {
+			case isKnown:
+			case isUnsupportedLinkerdAnnotation(k):
+				w.Warnings = append(w.Warnings, fmt.Sprintf("%s: annotation %s is not supported by Weft and has no effect", layer.obj, k))
+			default:
+				w.Warnings = append(w.Warnings, fmt.Sprintf("%s: unknown annotation %s has no effect", layer.obj, k))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		errs = append(errs, w.finish(podObj)...)
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return w.Config, nil
+}
+
+// podSets reports whether the pod sets key itself or, for a known setting,
+// any of the setting's keys (so an inherited alias cannot shadow it later).
+func podSets(podAnn map[string]string, key string, idx int, isKnown bool, table []setting) bool {
+	if _, ok := podAnn[key]; ok {
+		return true
+	}
+	if !isKnown {
+		return false
+	}
+	for _, k := range table[idx].keys {
+		if _, ok := podAnn[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func newWorkingConfig(pod *corev1.Pod, v *Values) *workingConfig {
+	w := &workingConfig{
+		proxyImageName: v.Proxy.Image.Name,
+		proxyVersion:   v.version(v.Proxy.Image.Version),
+		initImageName:  v.ProxyInit.Image.Name,
+		initVersion:    v.version(v.ProxyInit.Image.Version),
+		proxyRes:       v.Proxy.Resources,
+		initRes:        v.ProxyInit.Resources,
+		named:          namedPorts(pod),
+	}
+	c := &w.Config
+	c.Version = v.version("")
+	c.ControlPlaneNamespace = v.ControlPlaneNamespace
+	c.TrustDomain = v.IdentityTrustDomain
+	c.TrustAnchorsPEM = v.IdentityTrustAnchorsPEM
+	c.IdentityAddr = v.IdentityAddress()
+	c.DestinationAddr = v.DestinationAddress()
+	c.PolicyAddr = v.PolicyAddress()
+	c.CNI = v.CNIEnabled
+	c.ClusterNetworks, _ = parseSubnets(v.ClusterNetworks)
+	c.AdminShutdown = v.Proxy.AdminShutdown
+	c.ProxyPull = orDefault(v.Proxy.Image.PullPolicy, corev1.PullIfNotPresent)
+	c.InitPull = orDefault(v.ProxyInit.Image.PullPolicy, corev1.PullIfNotPresent)
+	c.Ports = v.Proxy.Ports
+	c.UID, c.GID = v.Proxy.UID, v.Proxy.GID
+	c.LogLevel, c.LogFormat = v.Proxy.LogLevel, v.Proxy.LogFormat
+	// Values were validated, so these parse.
+	c.OpaquePorts, _ = ParsePorts(v.Proxy.OpaquePorts, nil)
+	w.opaqueText = v.Proxy.OpaquePorts
+	c.SkipInboundPorts, _ = ParsePorts(v.ProxyInit.IgnoreInboundPorts, nil)
+	c.SkipOutboundPorts, _ = ParsePorts(v.ProxyInit.IgnoreOutboundPorts, nil)
+	c.SkipSubnets, _ = parseSubnets(v.ProxyInit.SkipSubnets)
+	c.Await = v.Proxy.Await
+	c.AwaitCommand = append([]string(nil), v.Proxy.AwaitCommand...)
+	c.NativeSidecar = v.Proxy.NativeSidecar
+	c.DefaultInboundPolicy = v.Proxy.DefaultInboundPolicy
+	c.ShutdownGracePeriod = v.Proxy.ShutdownGracePeriod.Duration
+	c.WaitBeforeExit = v.Proxy.WaitBeforeExitSeconds
+	return w
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// finish composes images and resources and runs the checks that involve
+// several settings; each error names the settings and their sources.
+func (w *workingConfig) finish(podObj string) []error {
+	var errs []error
+	w.ProxyImage = imageRef(w.proxyImageName, w.proxyVersion)
+	w.ProxyVersion = w.proxyVersion
+	w.InitImage = imageRef(w.initImageName, w.initVersion)
+	var err error
+	if w.ProxyResources, err = parseResources(w.proxyRes); err != nil {
+		errs = append(errs, fmt.Errorf("inject: %s: proxy resources (%s): %w", podObj, w.describe("proxy-cpu-request", "proxy-cpu-limit", "proxy-memory-request", "proxy-memory-limit", "proxy-ephemeral-storage-request", "proxy-ephemeral-storage-limit"), err))
+	}
+	w.InitResources, _ = parseResources(w.initRes)
+	if len(w.SkipSubnets) > 0 && !w.CNI {
+		w.Warnings = append(w.Warnings, fmt.Sprintf("%s: skip-subnets (%s) is not applied: weft-init has no option for it yet", podObj, w.describe("skip-subnets")))
+	}
+	if err := distinctPorts(w.Ports); err != nil {
+		errs = append(errs, fmt.Errorf("inject: %s: proxy ports (%s): %w", podObj, w.describe("inbound-port", "outbound-port", "admin-port", "control-port"), err))
+	}
+	return errs
+}
+
+// describe lists settings with their sources, for error messages.
+func (w *workingConfig) describe(names ...string) string {
+	var parts []string
+	for _, n := range names {
+		if s, ok := w.Setting(n); ok && s.Value != "" {
+			parts = append(parts, s.String())
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// lookup finds the first of keys on the pod, then on the namespace.
+func lookup(keys []string, pod, ns map[string]string) (key, value string, src Source, found bool) {
+	for _, k := range keys {
+		if v, ok := pod[k]; ok {
+			return k, v, SourcePod, true
+		}
+	}
+	for _, k := range keys {
+		if v, ok := ns[k]; ok {
+			return k, v, SourceNamespace, true
+		}
+	}
+	return "", "", SourceValues, false
+}
+
+// namedPorts maps the pod's container port names to numbers.
+func namedPorts(pod *corev1.Pod) map[string]int32 {
+	m := map[string]int32{}
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			for _, p := range c.Ports {
+				if p.Name != "" && p.ContainerPort > 0 && p.ContainerPort <= 65535 {
+					m[p.Name] = p.ContainerPort
+				}
+			}
+		}
+	}
+	return m
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// describePod names a pod for messages: pod "ns/name", falling back to
+// generateName and to the namespace object's name.
+func describePod(pod *corev1.Pod, ns *corev1.Namespace) string {
+	name := pod.Name
+	if name == "" && pod.GenerateName != "" {
+		name = pod.GenerateName + "*"
+	}
+	if name == "" {
+		name = "(unnamed)"
+	}
+	namespace := pod.Namespace
+	if namespace == "" && ns != nil {
+		namespace = ns.Name
+	}
+	if namespace == "" {
+		return fmt.Sprintf("pod %q", name)
+	}
+	return fmt.Sprintf("pod %q", namespace+"/"+name)
+}

@@ -1,0 +1,53 @@
+// Package webhook serves Weft's admission webhooks as http.Handlers: the
+// mutating [Injector], which adds the proxy to pods through inject.Render,
+// and the validating [Validator] for ServiceProfiles, policy.linkerd.io
+// resources and the Gateway API routes Weft reads.
+//
+// The handlers never open listeners: `weft-controller injector` serves them
+// over TLS (the API server only calls webhooks over HTTPS), for example
+//
+//	injector, err := webhook.NewInjector(values, namespaces, webhook.WithLogger(logger))
+//	validator, err := webhook.NewValidator(webhook.WithLogger(logger))
+//	mux := http.NewServeMux()
+//	mux.Handle("/inject", injector)
+//	mux.Handle("/validate", validator)
+//	srv := &http.Server{Handler: mux, TLSConfig: tlsConfig, ReadHeaderTimeout: 5 * time.Second}
+//
+// # Requests and answers
+//
+// Both handlers accept only AdmissionReview admission.k8s.io/v1 sent with
+// POST and Content-Type application/json. They answer with plain HTTP
+// errors when the request itself is wrong: 405 (method), 415 (content
+// type), 413 (body over 10 MB, [MaxBodyBytes]) and 400 (malformed JSON,
+// another apiVersion or kind, a missing request or an empty request.uid).
+// An HTTP error makes the API server apply the webhook's failurePolicy.
+//
+// The injector answers 500 when it cannot read the pod's namespace, so the
+// failurePolicy decides (Ignore: the pod starts without a proxy; Fail: it
+// is refused until the injector recovers). Otherwise it answers with an
+// AdmissionReview: other kinds, operations other than CREATE and
+// subresources are allowed unchanged; a pod is allowed with the JSON Patch
+// from inject.Render (empty when the pod is not injected, with "injected"
+// and "reason" audit annotations), or denied with code 422 when an
+// annotation is invalid, the message naming the annotation and value.
+// Warnings from rendering are returned as admission warnings, which kubectl
+// prints.
+//
+// The validator decodes the object strictly (apis/manifest): an unknown
+// field or a value of the wrong type is a rejection naming the field. It
+// then runs [Validate], which checks what a CRD schema cannot: exclusive
+// fields, supported reference kinds, regular expressions, CIDRs and their
+// exceptions, identities, durations, status ranges. Rejections (code 422)
+// list every invalid field in the message and as status causes. Deletions
+// and kinds it does not know are allowed.
+//
+// A panic below a handler is turned into a 500 and logged; the process
+// keeps serving.
+//
+// # Metrics
+//
+// [WithMetrics] takes a go-kit counter and histogram (seconds); both are
+// labelled "outcome": injected, skipped, allowed, denied, bad_request or
+// error. Suggested names: weft_injector_requests_total and
+// weft_injector_request_duration_seconds. The defaults discard.
+package webhook
