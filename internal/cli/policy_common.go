@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/weftmesh/weft/apis/manifest"
+	"github.com/weftmesh/weft/mesh/policy"
+)
+
+// policyFlags are the flags shared by `weft policy test`, `weft policy
+// explain` and `weft authz`.
+type policyFlags struct {
+	manifests       StringList
+	defaultPolicy   string
+	clusterNetworks StringList
+	trustDomain     string
+	cpNamespace     string
+	output          string
+}
+
+func (f *policyFlags) register(fs *flag.FlagSet) {
+	fs.Var(&f.manifests, "manifests", "file or directory of Kubernetes manifests (repeatable; directories are read recursively for .yaml/.yml)")
+	fs.StringVar(&f.defaultPolicy, "default-policy", "all-unauthenticated", "cluster default inbound policy: all-unauthenticated, all-authenticated, cluster-authenticated, cluster-unauthenticated, deny or audit")
+	fs.Var(&f.clusterNetworks, "cluster-networks", "comma-separated cluster networks (default "+strings.Join(policy.DefaultClusterNetworks, ",")+")")
+	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
+	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
+	fs.StringVar(&f.output, "o", "text", "output format: text or json")
+}
+
+func (f *policyFlags) options() []policy.Option {
+	opts := []policy.Option{
+		policy.WithDefaultPolicy(f.defaultPolicy),
+		policy.WithTrustDomain(f.trustDomain),
+		policy.WithControlPlaneNamespace(f.cpNamespace),
+	}
+	if len(f.clusterNetworks) > 0 {
+		opts = append(opts, policy.WithClusterNetworks(f.clusterNetworks...))
+	}
+	return opts
+}
+
+func (f *policyFlags) validate() error {
+	if len(f.manifests) == 0 {
+		return errors.New("--manifests PATH is required")
+	}
+	if f.output != "text" && f.output != "json" {
+		return fmt.Errorf("-o %q: want text or json", f.output)
+	}
+	return nil
+}
+
+// loadPolicyIndex decodes the manifests strictly and indexes them. Invalid
+// manifests or objects are an error (the input is invalid); warnings come
+// back with the index.
+func loadPolicyIndex(f *policyFlags) (*policy.Index, error) {
+	cfg, err := policy.NewConfig(f.options()...)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := manifest.LoadPaths(f.manifests...)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := policy.ObjectsFromManifests(ms)
+	if err != nil {
+		return nil, err
+	}
+	ix := policy.Build(objs, cfg)
+	if errs := ix.Errors(); len(errs) > 0 {
+		lines := make([]string, len(errs))
+		for i, p := range errs {
+			lines[i] = p.String()
+		}
+		return nil, fmt.Errorf("invalid policy objects:\n%s", strings.Join(lines, "\n"))
+	}
+	return ix, nil
+}
+
+func warnings(ix *policy.Index) []string {
+	var out []string
+	for _, p := range ix.Problems() {
+		if p.Severity == policy.SeverityWarning {
+			out = append(out, p.String())
+		}
+	}
+	return out
+}

@@ -1,0 +1,233 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"k8s.io/client-go/dynamic"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/weftmesh/weft/apis/proxy/inbound"
+	"github.com/weftmesh/weft/apis/proxy/outbound"
+	"github.com/weftmesh/weft/mesh/policy"
+	policyk8s "github.com/weftmesh/weft/mesh/policy/kubernetes"
+	"github.com/weftmesh/weft/mesh/policy/static"
+)
+
+// PolicyControllerCommand is `weft-controller policy`: the Inbound and
+// Outbound policy APIs for proxies (io.linkerd.proxy.inbound and
+// io.linkerd.proxy.outbound), fed by a Kubernetes cluster or by manifest
+// files, with gRPC health and server reflection.
+func PolicyControllerCommand() Command {
+	return Command{
+		Name:    "policy",
+		Summary: "run the policy controller (inbound and outbound policy APIs)",
+		Run:     runPolicyController,
+	}
+}
+
+type policyControllerFlags struct {
+	addr, source, kubeconfig string
+	manifests                StringList
+	defaultPolicy            string
+	clusterNetworks          StringList
+	probeNetworks            StringList
+	trustDomain, cpNamespace string
+	clusterDomain            string
+	detectTimeout            time.Duration
+	logLevel                 string
+	gatewayAPI               string
+	poll                     time.Duration
+}
+
+func runPolicyController(ctx context.Context, args []string, stdio IO) int {
+	fs := NewFlagSet("weft-controller policy", stdio)
+	var f policyControllerFlags
+	fs.StringVar(&f.addr, "addr", ":8090", "HOST:PORT to serve gRPC on")
+	fs.StringVar(&f.source, "source", "kubernetes", "where objects come from: kubernetes or static")
+	fs.Var(&f.manifests, "manifests", "static source: file or directory of manifests (repeatable; followed for changes)")
+	fs.DurationVar(&f.poll, "poll-interval", 2*time.Second, "static source: how often files are checked besides notifications")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubernetes source: kubeconfig file (default: in-cluster configuration)")
+	fs.StringVar(&f.gatewayAPI, "gateway-api", "auto", "kubernetes source: watch Gateway API routes: auto (if the CRDs are installed), true or false")
+	fs.StringVar(&f.defaultPolicy, "default-policy", "all-unauthenticated", "cluster default inbound policy")
+	fs.Var(&f.clusterNetworks, "cluster-networks", "comma-separated cluster networks (default "+strings.Join(policy.DefaultClusterNetworks, ",")+")")
+	fs.Var(&f.probeNetworks, "probe-networks", "comma-separated networks kubelet probes come from (default 0.0.0.0/0,::/0)")
+	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
+	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
+	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "DNS suffix of Services")
+	fs.DurationVar(&f.detectTimeout, "detect-timeout", 10*time.Second, "protocol detection timeout sent to proxies")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	if st, ok := Parse(fs, args); !ok {
+		return st
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stdio.Stderr, "weft-controller policy: %v\n", err)
+		return ExitUsage
+	}
+	if fs.NArg() != 0 {
+		return fail(errors.New("no positional arguments are taken"))
+	}
+	switch f.source {
+	case "static":
+		if len(f.manifests) == 0 {
+			return fail(errors.New("--source static needs --manifests PATH"))
+		}
+	case "kubernetes":
+		if len(f.manifests) > 0 {
+			return fail(errors.New("--manifests goes with --source static"))
+		}
+	default:
+		return fail(fmt.Errorf("--source %q: want kubernetes or static", f.source))
+	}
+	if f.gatewayAPI != "auto" && f.gatewayAPI != "true" && f.gatewayAPI != "false" {
+		return fail(fmt.Errorf("--gateway-api %q: want auto, true or false", f.gatewayAPI))
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fail(fmt.Errorf("--log-level %q: %v", f.logLevel, err))
+	}
+	logger := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: level}))
+	opts := []policy.Option{
+		policy.WithDefaultPolicy(f.defaultPolicy), policy.WithTrustDomain(f.trustDomain),
+		policy.WithControlPlaneNamespace(f.cpNamespace), policy.WithClusterDomain(f.clusterDomain),
+		policy.WithDetectTimeout(f.detectTimeout), policy.WithLogger(logger),
+	}
+	if len(f.clusterNetworks) > 0 {
+		opts = append(opts, policy.WithClusterNetworks(f.clusterNetworks...))
+	}
+	if len(f.probeNetworks) > 0 {
+		opts = append(opts, policy.WithProbeNetworks(f.probeNetworks...))
+	}
+	if _, err := policy.NewConfig(opts...); err != nil {
+		return fail(err)
+	}
+	if err := servePolicy(ctx, f, opts, logger); err != nil {
+		fmt.Fprintf(stdio.Stderr, "weft-controller policy: %v\n", err)
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+func policySource(ctx context.Context, f policyControllerFlags, logger *slog.Logger) (policy.Source, func() error, error) {
+	if f.source == "static" {
+		src, err := static.New(ctx, f.manifests, static.WithLogger(logger), static.WithPollInterval(f.poll))
+		if err != nil {
+			return nil, nil, err
+		}
+		return src, src.Close, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes configuration: %w", err)
+	}
+	client, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	kopts := []policyk8s.Option{policyk8s.WithLogger(logger)}
+	gateway := f.gatewayAPI == "true"
+	if f.gatewayAPI == "auto" {
+		gateway = false
+		if rl, err := client.Discovery().ServerResourcesForGroupVersion("gateway.networking.k8s.io/v1"); err == nil {
+			have := map[string]bool{}
+			for _, r := range rl.APIResources {
+				have[r.Name] = true
+			}
+			gateway = have["httproutes"] && have["grpcroutes"]
+		}
+		logger.Info("gateway API routes", "watched", gateway)
+	}
+	if !gateway {
+		kopts = append(kopts, policyk8s.WithoutGatewayAPI())
+	}
+	src, err := policyk8s.New(ctx, client, dyn, kopts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return src, src.Close, nil
+}
+
+func servePolicy(ctx context.Context, f policyControllerFlags, opts []policy.Option, logger *slog.Logger) error {
+	lis, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return err
+	}
+	defer lis.Close()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	src, closeSrc, err := policySource(ctx, f, logger)
+	if err != nil {
+		return err
+	}
+	defer closeSrc()
+	x, err := policy.NewIndexer(ctx, src, opts...)
+	if err != nil {
+		return err
+	}
+	in, err := policy.NewInboundServer(x)
+	if err != nil {
+		return err
+	}
+	out, err := policy.NewOutboundServer(x)
+	if err != nil {
+		return err
+	}
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(64<<10),
+		grpc.MaxConcurrentStreams(10000),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
+	)
+	in.Register(gs)
+	out.Register(gs)
+	hs := health.NewServer()
+	for _, svc := range []string{"", inbound.InboundServerPolicies_ServiceDesc.ServiceName, outbound.OutboundPolicies_ServiceDesc.ServiceName} {
+		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+	}
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	logger.Info("policy controller serving", "addr", lis.Addr().String(), "source", f.source)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return x.Run(gctx) })
+	g.Go(func() error {
+		if err := gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		hs.Shutdown()
+		in.Drain()
+		out.Drain()
+		done := make(chan struct{})
+		go func() { gs.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			gs.Stop()
+		}
+		return nil
+	})
+	err = g.Wait()
+	logger.Info("policy controller stopped")
+	return err
+}

@@ -1,0 +1,333 @@
+package policy
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/go-kit/kit/metrics"
+	"github.com/go-kit/kit/metrics/discard"
+
+	"github.com/weftmesh/weft/mesh/policy/authz"
+)
+
+// DefaultPolicy is the policy of a port that no Server selects. It is set
+// for the cluster (Config), a namespace or a pod (the annotation
+// config.linkerd.io/default-inbound-policy).
+type DefaultPolicy uint8
+
+// Default policies, as Linkerd names them.
+const (
+	AllUnauthenticated DefaultPolicy = iota
+	AllAuthenticated
+	ClusterAuthenticated
+	ClusterUnauthenticated
+	DenyAll
+	AuditAll
+)
+
+var defaultPolicyNames = [...]string{"all-unauthenticated", "all-authenticated", "cluster-authenticated", "cluster-unauthenticated", "deny", "audit"}
+
+// String returns the policy's name ("all-unauthenticated").
+func (d DefaultPolicy) String() string {
+	if int(d) < len(defaultPolicyNames) {
+		return defaultPolicyNames[d]
+	}
+	return fmt.Sprintf("DefaultPolicy(%d)", uint8(d))
+}
+
+// ParseDefaultPolicy reads a default policy name.
+func ParseDefaultPolicy(s string) (DefaultPolicy, error) {
+	for i, n := range defaultPolicyNames {
+		if s == n {
+			return DefaultPolicy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("policy: unknown default policy %q (want one of %s)", s, strings.Join(defaultPolicyNames[:], ", "))
+}
+
+// authorizations returns the authorizations the policy grants.
+func (d DefaultPolicy) authorizations(cfg *Config) []authz.Authorization {
+	meta := authz.DefaultMeta(d.String())
+	clusterNets := make([]authz.Network, len(cfg.ClusterNetworks))
+	for i, p := range cfg.ClusterNetworks {
+		clusterNets[i] = authz.Network{Net: p}
+	}
+	anyID := authz.Authentication{Kind: authz.TLSAuthenticated, Suffixes: []string{""}}
+	anyone := authz.Authentication{Kind: authz.Unauthenticated}
+	switch d {
+	case AllUnauthenticated:
+		return []authz.Authorization{{Meta: meta, Networks: authz.AllNetworks(), Authentication: anyone}}
+	case AllAuthenticated:
+		return []authz.Authorization{{Meta: meta, Networks: authz.AllNetworks(), Authentication: anyID}}
+	case ClusterAuthenticated:
+		return []authz.Authorization{{Meta: meta, Networks: clusterNets, Authentication: anyID}}
+	case ClusterUnauthenticated:
+		return []authz.Authorization{{Meta: meta, Networks: clusterNets, Authentication: anyone}}
+	case AuditAll:
+		return []authz.Authorization{{Meta: meta, Audit: true, Networks: authz.AllNetworks(), Authentication: anyone}}
+	}
+	return nil
+}
+
+// withAuthenticatedOnly turns an allow policy into its authenticated
+// form, for ports listed in config.linkerd.io/proxy-require-identity-inbound-ports.
+func (d DefaultPolicy) withAuthenticatedOnly() DefaultPolicy {
+	switch d {
+	case AllUnauthenticated:
+		return AllAuthenticated
+	case ClusterUnauthenticated:
+		return ClusterAuthenticated
+	}
+	return d
+}
+
+// Linkerd's defaults.
+var (
+	// DefaultClusterNetworks are the networks Linkerd treats as the
+	// cluster's when none are configured.
+	DefaultClusterNetworks = []string{"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16", "fd00::/8"}
+	// DefaultOpaquePorts are the ports Linkerd proxies without protocol
+	// detection unless config.linkerd.io/opaque-ports says otherwise.
+	DefaultOpaquePorts = []uint16{25, 587, 3306, 4444, 5432, 6379, 9300, 11211}
+)
+
+// Config holds the cluster-wide settings of the policy index. Build it with
+// NewConfig and options; the zero value is not usable.
+type Config struct {
+	// TrustDomain and ControlPlaneNamespace make up identity names.
+	TrustDomain           string
+	ControlPlaneNamespace string
+	// ClusterDomain is the DNS suffix of Services
+	// (<name>.<namespace>.svc.<cluster-domain>).
+	ClusterDomain string
+	// DefaultPolicy applies to ports that no Server selects, unless a
+	// namespace or pod annotation says otherwise.
+	DefaultPolicy DefaultPolicy
+	// ClusterNetworks are used by the cluster-* default policies and by
+	// ServerAuthorizations that list no networks.
+	ClusterNetworks []netip.Prefix
+	// ProbeNetworks are the client networks from which kubelet probes are
+	// authorized on ports without HTTPRoutes.
+	ProbeNetworks []netip.Prefix
+	// DetectTimeout is sent to proxies for ports of unknown protocol.
+	DetectTimeout time.Duration
+	// OpaquePorts are the default opaque ports.
+	OpaquePorts []uint16
+	// Logger receives diagnostics; it discards them by default.
+	Logger *slog.Logger
+	// Clock returns the current time; time.Now by default.
+	Clock func() time.Time
+	// RebuildSeconds observes how long each index build takes
+	// (suggested name policy_index_rebuild_seconds).
+	RebuildSeconds metrics.Histogram
+	// Streams counts open watch streams of the Inbound and Outbound APIs
+	// (suggested name policy_watch_streams).
+	Streams metrics.Gauge
+}
+
+// Option changes a Config.
+type Option func(*Config) error
+
+// NewConfig returns Linkerd's defaults (trust domain cluster.local,
+// control-plane namespace weft, default policy all-unauthenticated,
+// Linkerd's cluster networks, probes from anywhere, 10s detect timeout)
+// changed by opts.
+func NewConfig(opts ...Option) (*Config, error) {
+	c := &Config{
+		TrustDomain:           "cluster.local",
+		ControlPlaneNamespace: "weft",
+		ClusterDomain:         "cluster.local",
+		DefaultPolicy:         AllUnauthenticated,
+		ProbeNetworks:         []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
+		DetectTimeout:         10 * time.Second,
+		OpaquePorts:           append([]uint16(nil), DefaultOpaquePorts...),
+		Logger:                slog.New(slog.DiscardHandler),
+		Clock:                 time.Now,
+		RebuildSeconds:        discard.NewHistogram(),
+		Streams:               discard.NewGauge(),
+	}
+	for _, s := range DefaultClusterNetworks {
+		c.ClusterNetworks = append(c.ClusterNetworks, netip.MustParsePrefix(s))
+	}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// WithTrustDomain sets the trust domain of identity names.
+func WithTrustDomain(td string) Option {
+	return func(c *Config) error {
+		if err := checkDNSName(td); err != nil {
+			return fmt.Errorf("policy: trust domain %q: %w", td, err)
+		}
+		c.TrustDomain = td
+		return nil
+	}
+}
+
+// WithClusterDomain sets the DNS suffix of Services (default cluster.local).
+func WithClusterDomain(d string) Option {
+	return func(c *Config) error {
+		if err := checkDNSName(d); err != nil {
+			return fmt.Errorf("policy: cluster domain %q: %w", d, err)
+		}
+		c.ClusterDomain = d
+		return nil
+	}
+}
+
+// WithControlPlaneNamespace sets the control plane's namespace, part of
+// identity names.
+func WithControlPlaneNamespace(ns string) Option {
+	return func(c *Config) error {
+		if err := checkDNSName(ns); err != nil || strings.Contains(ns, ".") {
+			return fmt.Errorf("policy: control-plane namespace %q is not a valid namespace name", ns)
+		}
+		c.ControlPlaneNamespace = ns
+		return nil
+	}
+}
+
+// WithDefaultPolicy sets the cluster's default policy by name.
+func WithDefaultPolicy(name string) Option {
+	return func(c *Config) error {
+		d, err := ParseDefaultPolicy(name)
+		if err != nil {
+			return err
+		}
+		c.DefaultPolicy = d
+		return nil
+	}
+}
+
+// WithClusterNetworks sets the cluster networks from CIDRs.
+func WithClusterNetworks(cidrs ...string) Option {
+	return func(c *Config) error {
+		ps, err := parsePrefixes("cluster network", cidrs)
+		if err != nil {
+			return err
+		}
+		if len(ps) == 0 {
+			return fmt.Errorf("policy: no cluster networks given")
+		}
+		c.ClusterNetworks = ps
+		return nil
+	}
+}
+
+// WithProbeNetworks sets the networks kubelet probes come from. An empty
+// list turns the probe authorization off.
+func WithProbeNetworks(cidrs ...string) Option {
+	return func(c *Config) error {
+		ps, err := parsePrefixes("probe network", cidrs)
+		if err != nil {
+			return err
+		}
+		c.ProbeNetworks = ps
+		return nil
+	}
+}
+
+// WithDetectTimeout sets the protocol detection timeout sent to proxies.
+func WithDetectTimeout(d time.Duration) Option {
+	return func(c *Config) error {
+		if d <= 0 {
+			return fmt.Errorf("policy: detect timeout must be positive, got %s", d)
+		}
+		c.DetectTimeout = d
+		return nil
+	}
+}
+
+// WithOpaquePorts sets the default opaque ports.
+func WithOpaquePorts(ports ...uint16) Option {
+	return func(c *Config) error {
+		c.OpaquePorts = append([]uint16(nil), ports...)
+		return nil
+	}
+}
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *Config) error {
+		if l != nil {
+			c.Logger = l
+		}
+		return nil
+	}
+}
+
+// WithMetrics sets the metrics the indexer and servers report to; nil
+// arguments keep the no-op defaults.
+func WithMetrics(rebuildSeconds metrics.Histogram, streams metrics.Gauge) Option {
+	return func(c *Config) error {
+		if rebuildSeconds != nil {
+			c.RebuildSeconds = rebuildSeconds
+		}
+		if streams != nil {
+			c.Streams = streams
+		}
+		return nil
+	}
+}
+
+// WithClock sets the clock.
+func WithClock(now func() time.Time) Option {
+	return func(c *Config) error {
+		if now != nil {
+			c.Clock = now
+		}
+		return nil
+	}
+}
+
+func parsePrefixes(what string, cidrs []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range cidrs {
+		p, err := authz.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("policy: %s %q: %w", what, s, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func checkDNSName(s string) error {
+	if s == "" {
+		return fmt.Errorf("empty")
+	}
+	for _, l := range strings.Split(s, ".") {
+		if l == "" || len(l) > 63 {
+			return fmt.Errorf("invalid label %q", l)
+		}
+		for i := 0; i < len(l); i++ {
+			ch := l[i]
+			if !('a' <= ch && ch <= 'z' || '0' <= ch && ch <= '9' || ch == '-') {
+				return fmt.Errorf("invalid character %q", ch)
+			}
+		}
+	}
+	return nil
+}
+
+// ServiceAccountIdentity formats the mesh identity of a service account:
+// <sa>.<ns>.serviceaccount.identity.<control-plane-ns>.<trust-domain>, the
+// name Linkerd (and Weft's identity service) puts in workload certificates.
+// It is written here rather than imported from mesh/identity so that
+// policy does not depend on the identity capability.
+func (c *Config) ServiceAccountIdentity(sa, ns string) string {
+	return sa + "." + ns + ".serviceaccount.identity." + c.ControlPlaneNamespace + "." + c.TrustDomain
+}
+
+// namespaceIdentitySuffix is the suffix shared by every identity of a
+// namespace (for MeshTLSAuthentication identityRefs of kind Namespace).
+func (c *Config) namespaceIdentitySuffix(ns string) string {
+	return ns + ".serviceaccount.identity." + c.ControlPlaneNamespace + "." + c.TrustDomain
+}

@@ -1,0 +1,109 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Indexer keeps an Index up to date with a Source: it builds the first
+// index when created and rebuilds it after every change while Run runs.
+// The Inbound and Outbound servers read from it.
+type Indexer struct {
+	src Source
+	cfg *Config
+
+	mu  sync.RWMutex // guards cur
+	cur *Index
+
+	pubMu     sync.Mutex // serializes publishing to listeners
+	listeners []func(*Index)
+	updated   chan struct{}
+}
+
+// NewIndexer builds the first index from src.
+func NewIndexer(ctx context.Context, src Source, opts ...Option) (*Indexer, error) {
+	if src == nil {
+		return nil, errors.New("policy: nil source")
+	}
+	cfg, err := NewConfig(opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &Indexer{src: src, cfg: cfg, updated: make(chan struct{}, 1)}
+	x.cur = x.build()
+	return x, nil
+}
+
+// Config returns the indexer's configuration.
+func (x *Indexer) Config() *Config { return x.cfg }
+
+func (x *Indexer) build() *Index {
+	start := time.Now()
+	ix := Build(x.src.Objects(), x.cfg)
+	d := time.Since(start)
+	x.cfg.RebuildSeconds.Observe(d.Seconds())
+	x.cfg.Logger.Debug("policy index built", "objects", ix.objs.Len(), "problems", len(ix.problems), "duration", d)
+	// Log only problems that are new since the last build.
+	seen := map[string]bool{}
+	if prev := x.Index(); prev != nil {
+		for _, p := range prev.problems {
+			seen[p.String()] = true
+		}
+	}
+	for _, p := range ix.problems {
+		if !seen[p.String()] {
+			x.cfg.Logger.Info("policy problem", "severity", p.Severity.String(), "object", p.Object.String(), "field", p.Field, "message", p.Message)
+		}
+	}
+	return ix
+}
+
+// Index returns the current index.
+func (x *Indexer) Index() *Index {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.cur
+}
+
+// Updated receives after each rebuild (coalesced).
+func (x *Indexer) Updated() <-chan struct{} { return x.updated }
+
+// listen calls f with the current index now and with every new one.
+func (x *Indexer) listen(f func(*Index)) {
+	x.pubMu.Lock()
+	defer x.pubMu.Unlock()
+	x.listeners = append(x.listeners, f)
+	f(x.Index())
+}
+
+// Rebuild builds a new index from the source now and publishes it.
+func (x *Indexer) Rebuild() {
+	ix := x.build()
+	x.pubMu.Lock()
+	x.mu.Lock()
+	x.cur = ix
+	x.mu.Unlock()
+	for _, f := range x.listeners {
+		f(ix)
+	}
+	x.pubMu.Unlock()
+	select {
+	case x.updated <- struct{}{}:
+	default:
+	}
+}
+
+// Run rebuilds the index whenever the source changes, until ctx ends.
+// It returns nil on cancellation.
+func (x *Indexer) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-x.src.Updated():
+			x.Rebuild()
+		}
+	}
+}

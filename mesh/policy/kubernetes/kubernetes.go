@@ -1,0 +1,429 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/weftmesh/weft/apis/policy/v1alpha1"
+	"github.com/weftmesh/weft/apis/policy/v1beta1"
+	"github.com/weftmesh/weft/apis/policy/v1beta3"
+	"github.com/weftmesh/weft/mesh/policy"
+)
+
+// Resources the source watches through the dynamic client. Servers are
+// read at their storage version v1beta3; the API server converts older
+// versions.
+var (
+	ServersResource                = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1beta3", Resource: "servers"}
+	ServerAuthorizationsResource   = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1beta1", Resource: "serverauthorizations"}
+	AuthorizationPoliciesResource  = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1alpha1", Resource: "authorizationpolicies"}
+	MeshTLSAuthenticationsResource = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1alpha1", Resource: "meshtlsauthentications"}
+	NetworkAuthenticationsResource = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1alpha1", Resource: "networkauthentications"}
+	HTTPRoutesResource             = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1beta3", Resource: "httproutes"}
+	GatewayHTTPRoutesResource      = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
+	GRPCRoutesResource             = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "grpcroutes"}
+)
+
+// ListKinds maps each dynamic resource to its list kind, as
+// k8s.io/client-go/dynamic/fake.NewSimpleDynamicClientWithCustomListKinds
+// needs in tests.
+func ListKinds() map[schema.GroupVersionResource]string {
+	return map[schema.GroupVersionResource]string{
+		ServersResource:                "ServerList",
+		ServerAuthorizationsResource:   "ServerAuthorizationList",
+		AuthorizationPoliciesResource:  "AuthorizationPolicyList",
+		MeshTLSAuthenticationsResource: "MeshTLSAuthenticationList",
+		NetworkAuthenticationsResource: "NetworkAuthenticationList",
+		HTTPRoutesResource:             "HTTPRouteList",
+		GatewayHTTPRoutesResource:      "HTTPRouteList",
+		GRPCRoutesResource:             "GRPCRouteList",
+	}
+}
+
+// Source is a policy.Source fed by Kubernetes informers: typed informers
+// for Namespaces, Pods, ServiceAccounts and Services, and dynamic
+// informers for the policy resources and Gateway API routes, converted to
+// the typed apis/policy and Gateway API structs.
+type Source struct {
+	cfg config
+
+	podLister cache.GenericLister
+	nsLister  cache.GenericLister
+	saLister  cache.GenericLister
+	svcLister cache.GenericLister
+	dyn       map[schema.GroupVersionResource]cache.GenericLister
+
+	mu      sync.Mutex
+	objs    *policy.Objects
+	errs    []error
+	updated chan struct{}
+	dirty   chan struct{}
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+type config struct {
+	logger      *slog.Logger
+	resync      time.Duration
+	syncTimeout time.Duration
+	debounce    time.Duration
+	gateway     bool
+	namespace   string
+}
+
+// Option configures a Source.
+type Option func(*config) error
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l != nil {
+			c.logger = l
+		}
+		return nil
+	}
+}
+
+// WithoutGatewayAPI stops the source from watching Gateway API HTTPRoutes
+// and GRPCRoutes, for clusters without those CRDs.
+func WithoutGatewayAPI() Option {
+	return func(c *config) error {
+		c.gateway = false
+		return nil
+	}
+}
+
+// WithSyncTimeout bounds how long New waits for the informers' first
+// lists (default 60s).
+func WithSyncTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("kubernetes: sync timeout must be positive, got %s", d)
+		}
+		c.syncTimeout = d
+		return nil
+	}
+}
+
+// WithDebounce sets how long the source waits after a change before it
+// publishes a new snapshot, so that bursts publish once (default 50ms).
+func WithDebounce(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("kubernetes: debounce must not be negative, got %s", d)
+		}
+		c.debounce = d
+		return nil
+	}
+}
+
+// WithNamespace restricts the namespaced informers to one namespace.
+func WithNamespace(ns string) Option {
+	return func(c *config) error {
+		c.namespace = ns
+		return nil
+	}
+}
+
+// New starts informers on the clients, waits for their first lists and
+// returns with the first snapshot. The informers stop when ctx ends or
+// Close is called.
+func New(ctx context.Context, client k8s.Interface, dyn dynamic.Interface, opts ...Option) (*Source, error) {
+	if client == nil || dyn == nil {
+		return nil, errors.New("kubernetes: nil client")
+	}
+	cfg := config{logger: slog.New(slog.DiscardHandler), syncTimeout: 60 * time.Second, debounce: 50 * time.Millisecond, gateway: true}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	s := &Source{cfg: cfg, dyn: map[schema.GroupVersionResource]cache.GenericLister{},
+		updated: make(chan struct{}, 1), dirty: make(chan struct{}, 1), done: make(chan struct{})}
+
+	ctx, cancel := context.WithCancel(ctx)
+	s.cancel = cancel
+	typed := informers.NewSharedInformerFactoryWithOptions(client, cfg.resync, informers.WithNamespace(cfg.namespace))
+	dynf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, cfg.resync, cfg.namespace, nil)
+
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.markDirty() },
+		UpdateFunc: func(any, any) { s.markDirty() },
+		DeleteFunc: func(any) { s.markDirty() },
+	}
+	type named struct {
+		name     string
+		informer cache.SharedIndexInformer
+	}
+	var all []named
+	addTyped := func(name string, gi informers.GenericInformer, err error) (cache.GenericLister, error) {
+		if err != nil {
+			return nil, err
+		}
+		if _, err := gi.Informer().AddEventHandler(handler); err != nil {
+			return nil, err
+		}
+		all = append(all, named{name, gi.Informer()})
+		return gi.Lister(), nil
+	}
+	var err error
+	ns := corev1.SchemeGroupVersion
+	gi, gerr := typed.ForResource(ns.WithResource("pods"))
+	if s.podLister, err = addTyped("pods", gi, gerr); err != nil {
+		cancel()
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	gi, gerr = typed.ForResource(ns.WithResource("serviceaccounts"))
+	if s.saLister, err = addTyped("serviceaccounts", gi, gerr); err != nil {
+		cancel()
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	gi, gerr = typed.ForResource(ns.WithResource("services"))
+	if s.svcLister, err = addTyped("services", gi, gerr); err != nil {
+		cancel()
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	// Namespaces are cluster-scoped: a separate factory without the
+	// namespace filter.
+	nsFactory := informers.NewSharedInformerFactory(client, cfg.resync)
+	gi, gerr = nsFactory.ForResource(ns.WithResource("namespaces"))
+	if s.nsLister, err = addTyped("namespaces", gi, gerr); err != nil {
+		cancel()
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	resources := []schema.GroupVersionResource{ServersResource, ServerAuthorizationsResource, AuthorizationPoliciesResource,
+		MeshTLSAuthenticationsResource, NetworkAuthenticationsResource, HTTPRoutesResource}
+	if cfg.gateway {
+		resources = append(resources, GatewayHTTPRoutesResource, GRPCRoutesResource)
+	}
+	for _, gvr := range resources {
+		gi := dynf.ForResource(gvr)
+		l, err := addTyped(gvr.Resource+"."+gvr.Group, gi, nil)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("kubernetes: %w", err)
+		}
+		s.dyn[gvr] = l
+	}
+
+	typed.Start(ctx.Done())
+	nsFactory.Start(ctx.Done())
+	dynf.Start(ctx.Done())
+	syncCtx, syncCancel := context.WithTimeout(ctx, cfg.syncTimeout)
+	defer syncCancel()
+	for _, n := range all {
+		if !cache.WaitForCacheSync(syncCtx.Done(), n.informer.HasSynced) {
+			cancel()
+			typed.Shutdown()
+			nsFactory.Shutdown()
+			dynf.Shutdown()
+			return nil, fmt.Errorf("kubernetes: %s did not sync within %s (is the CRD installed and readable?)", n.name, cfg.syncTimeout)
+		}
+	}
+	s.objs, s.errs = s.snapshot()
+	go func() {
+		defer close(s.done)
+		defer func() {
+			typed.Shutdown()
+			nsFactory.Shutdown()
+			dynf.Shutdown()
+		}()
+		s.run(ctx)
+	}()
+	return s, nil
+}
+
+func (s *Source) markDirty() {
+	select {
+	case s.dirty <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Source) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.dirty:
+		}
+		if s.cfg.debounce > 0 {
+			t := time.NewTimer(s.cfg.debounce)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		objs, errs := s.snapshot()
+		s.mu.Lock()
+		s.objs, s.errs = objs, errs
+		s.mu.Unlock()
+		select {
+		case s.updated <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// snapshot builds Objects from the informers' caches. Objects are shared
+// with the caches and must not be changed; the index only reads them.
+func (s *Source) snapshot() (*policy.Objects, []error) {
+	o := &policy.Objects{}
+	var errs []error
+	list := func(l cache.GenericLister) []runtime.Object {
+		items, err := l.List(labels.Everything())
+		if err != nil {
+			errs = append(errs, err)
+			return nil
+		}
+		return items
+	}
+	for _, it := range list(s.nsLister) {
+		if v, ok := it.(*corev1.Namespace); ok {
+			o.Namespaces = append(o.Namespaces, v)
+		}
+	}
+	for _, it := range list(s.saLister) {
+		if v, ok := it.(*corev1.ServiceAccount); ok {
+			o.ServiceAccounts = append(o.ServiceAccounts, v)
+		}
+	}
+	for _, it := range list(s.svcLister) {
+		if v, ok := it.(*corev1.Service); ok {
+			o.Services = append(o.Services, v)
+		}
+	}
+	for _, it := range list(s.podLister) {
+		if v, ok := it.(*corev1.Pod); ok {
+			if v.Status.Phase == corev1.PodSucceeded || v.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			o.Workloads = append(o.Workloads, policy.PodWorkload(v))
+		}
+	}
+	for gvr, l := range s.dyn {
+		for _, it := range list(l) {
+			u, ok := it.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			if err := s.convert(gvr, u, o); err != nil {
+				errs = append(errs, fmt.Errorf("kubernetes: %s %s/%s: %w", gvr.Resource, u.GetNamespace(), u.GetName(), err))
+			}
+		}
+	}
+	for _, e := range errs {
+		s.cfg.logger.Warn("kubernetes: object skipped", "error", e)
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return o, errs
+}
+
+func (s *Source) convert(gvr schema.GroupVersionResource, u *unstructured.Unstructured, o *policy.Objects) error {
+	conv := runtime.DefaultUnstructuredConverter
+	// Strict: a field our types do not know is an error, not silently
+	// dropped (a newer CRD version must not widen access unnoticed).
+	from := func(into any) error { return conv.FromUnstructuredWithValidation(u.Object, into, true) }
+	switch gvr {
+	case ServersResource:
+		v := &v1beta3.Server{}
+		if err := from(v); err != nil {
+			return err
+		}
+		o.Servers = append(o.Servers, v)
+	case ServerAuthorizationsResource:
+		v := &v1beta1.ServerAuthorization{}
+		if err := from(v); err != nil {
+			return err
+		}
+		o.ServerAuthorizations = append(o.ServerAuthorizations, v)
+	case AuthorizationPoliciesResource:
+		v := &v1alpha1.AuthorizationPolicy{}
+		if err := from(v); err != nil {
+			return err
+		}
+		o.AuthorizationPolicies = append(o.AuthorizationPolicies, v)
+	case MeshTLSAuthenticationsResource:
+		v := &v1alpha1.MeshTLSAuthentication{}
+		if err := from(v); err != nil {
+			return err
+		}
+		o.MeshTLSAuthentications = append(o.MeshTLSAuthentications, v)
+	case NetworkAuthenticationsResource:
+		v := &v1alpha1.NetworkAuthentication{}
+		if err := from(v); err != nil {
+			return err
+		}
+		o.NetworkAuthentications = append(o.NetworkAuthentications, v)
+	case HTTPRoutesResource:
+		v := &v1beta3.HTTPRoute{}
+		if err := from(v); err != nil {
+			return err
+		}
+		o.HTTPRoutes = append(o.HTTPRoutes, v)
+	case GatewayHTTPRoutesResource:
+		v := &gatewayv1.HTTPRoute{}
+		if err := from(v); err != nil {
+			return err
+		}
+		o.GatewayHTTPRoutes = append(o.GatewayHTTPRoutes, v)
+	case GRPCRoutesResource:
+		v := &gatewayv1.GRPCRoute{}
+		if err := from(v); err != nil {
+			return err
+		}
+		o.GRPCRoutes = append(o.GRPCRoutes, v)
+	}
+	return nil
+}
+
+// Objects returns the current snapshot.
+func (s *Source) Objects() *policy.Objects {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.objs
+}
+
+// Updated receives after the snapshot changes.
+func (s *Source) Updated() <-chan struct{} { return s.updated }
+
+// Errors returns the objects skipped in the current snapshot because they
+// could not be converted (a field unknown to this version, a wrong type).
+func (s *Source) Errors() []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]error(nil), s.errs...)
+}
+
+// Close stops the informers and waits for them. It is safe to call more
+// than once.
+func (s *Source) Close() error {
+	s.once.Do(func() {
+		s.cancel()
+		<-s.done
+	})
+	return nil
+}
+
+var _ policy.Source = (*Source)(nil)

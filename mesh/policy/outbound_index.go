@@ -1,0 +1,358 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/weftmesh/weft/mesh/policy/authz"
+)
+
+// Annotations of outbound behaviour, as Linkerd names them. Retry and
+// timeout annotations may be set on a Service (for all its routes) or on
+// an HTTPRoute or GRPCRoute (overriding the Service's).
+const (
+	AnnotationRetryHTTP      = "retry.linkerd.io/http"
+	AnnotationRetryGRPC      = "retry.linkerd.io/grpc"
+	AnnotationRetryLimit     = "retry.linkerd.io/limit"
+	AnnotationRetryTimeout   = "retry.linkerd.io/timeout"
+	AnnotationTimeoutRequest = "timeout.linkerd.io/request"
+	AnnotationTimeoutResp    = "timeout.linkerd.io/response"
+	AnnotationTimeoutIdle    = "timeout.linkerd.io/idle"
+
+	AnnotationFailureAccrual            = "balancer.linkerd.io/failure-accrual"
+	AnnotationAccrualMaxFailures        = "balancer.linkerd.io/failure-accrual-consecutive-max-failures"
+	AnnotationAccrualMinPenalty         = "balancer.linkerd.io/failure-accrual-consecutive-min-penalty"
+	AnnotationAccrualMaxPenalty         = "balancer.linkerd.io/failure-accrual-consecutive-max-penalty"
+	AnnotationAccrualJitterRatio        = "balancer.linkerd.io/failure-accrual-consecutive-jitter-ratio"
+	defaultAccrualMaxFailures    uint32 = 7
+)
+
+type statusRange struct{ start, end uint32 }
+
+type retrySpec struct {
+	set        bool
+	limit      uint32
+	timeout    time.Duration
+	conditions []statusRange // HTTP
+	grpcCodes  []string      // gRPC
+}
+
+type timeoutSpec struct {
+	request, response, idle time.Duration
+}
+
+type accrualSpec struct {
+	maxFailures            uint32
+	minPenalty, maxPenalty time.Duration
+	jitter                 float32
+}
+
+type outboundRoute struct {
+	meta     authz.Meta
+	created  time.Time
+	hosts    []authz.HostMatch
+	port     int32 // parentRef port, 0 for every port
+	http     []routeRule
+	grpc     []authz.GRPCRule
+	grpcBack [][]gatewayv1.BackendRef
+	retry    retrySpec
+	timeouts timeoutSpec
+	hasTO    [3]bool // which of request, response, idle the route sets
+}
+
+type serviceInfo struct {
+	svc      *corev1.Service
+	opaque   map[uint16]bool
+	accrual  *accrualSpec
+	retry    retrySpec
+	timeouts timeoutSpec
+	http     []*outboundRoute
+	grpc     []*outboundRoute
+}
+
+type outboundIndex struct {
+	cfg      *Config
+	services map[nsName]*serviceInfo
+	byIP     map[netip.Addr]*serviceInfo
+}
+
+// parseLinkerdDuration reads Linkerd's duration format: digits and a unit
+// of ms, s, m, h or d ("500ms", "2m"); "0" alone is allowed.
+func parseLinkerdDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return 0, fmt.Errorf("%q does not start with a number", s)
+	}
+	n, err := strconv.ParseInt(s[:i], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q: %v", s, err)
+	}
+	var unit time.Duration
+	switch s[i:] {
+	case "":
+		if n != 0 {
+			return 0, fmt.Errorf("%q has no unit (ms, s, m, h or d)", s)
+		}
+		return 0, nil
+	case "ms":
+		unit = time.Millisecond
+	case "s":
+		unit = time.Second
+	case "m":
+		unit = time.Minute
+	case "h":
+		unit = time.Hour
+	case "d":
+		unit = 24 * time.Hour
+	default:
+		return 0, fmt.Errorf("%q: unknown unit %q (ms, s, m, h or d)", s, s[i:])
+	}
+	if n > int64((1<<63-1)/unit) {
+		return 0, fmt.Errorf("%q is too long", s)
+	}
+	return time.Duration(n) * unit, nil
+}
+
+var grpcRetryCodes = map[string]bool{"cancelled": true, "deadline-exceeded": true, "resource-exhausted": true, "internal": true, "unavailable": true}
+
+func parseRetry(p *problems, ref ObjectRef, a map[string]string) retrySpec {
+	var r retrySpec
+	field := func(k string) string { return "metadata.annotations." + k }
+	if v, ok := a[AnnotationRetryLimit]; ok {
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 16)
+		if err != nil {
+			p.warnf(ref, field(AnnotationRetryLimit), "%q is not a number; ignored", v)
+		} else if n > 0 {
+			r.set, r.limit = true, uint32(n)
+		}
+	}
+	if v, ok := a[AnnotationRetryTimeout]; ok {
+		d, err := parseLinkerdDuration(v)
+		if err != nil {
+			p.warnf(ref, field(AnnotationRetryTimeout), "%v; ignored", err)
+		} else if d > 0 {
+			r.set, r.timeout = true, d
+		}
+	}
+	if v, ok := a[AnnotationRetryHTTP]; ok {
+		conds, err := parseStatusRanges(v)
+		if err != nil {
+			p.warnf(ref, field(AnnotationRetryHTTP), "%v; the annotation is ignored", err)
+		} else {
+			r.set, r.conditions = true, conds
+		}
+	}
+	if v, ok := a[AnnotationRetryGRPC]; ok {
+		for _, c := range strings.Split(v, ",") {
+			c = strings.ToLower(strings.TrimSpace(c))
+			if !grpcRetryCodes[c] {
+				p.warnf(ref, field(AnnotationRetryGRPC), "unsupported gRPC retry condition %q (want cancelled, deadline-exceeded, resource-exhausted, internal or unavailable)", c)
+				continue
+			}
+			r.grpcCodes = append(r.grpcCodes, c)
+		}
+		r.set = true
+	}
+	if r.set && r.limit == 0 {
+		r.limit = 1
+	}
+	return r
+}
+
+// parseStatusRanges reads "5xx", "gateway-error", "503" and "500-504",
+// comma-separated.
+func parseStatusRanges(v string) ([]statusRange, error) {
+	var out []statusRange
+	for _, c := range strings.Split(v, ",") {
+		c = strings.TrimSpace(c)
+		switch {
+		case strings.EqualFold(c, "5xx"):
+			out = append(out, statusRange{500, 599})
+		case strings.EqualFold(c, "gateway-error"):
+			out = append(out, statusRange{502, 504})
+		default:
+			lo, hi, isRange := strings.Cut(c, "-")
+			a, err1 := strconv.Atoi(lo)
+			b := a
+			var err2 error
+			if isRange {
+				b, err2 = strconv.Atoi(hi)
+			}
+			if err1 != nil || err2 != nil || a < 100 || b > 599 || a > b {
+				return nil, fmt.Errorf("invalid retry condition %q", c)
+			}
+			out = append(out, statusRange{uint32(a), uint32(b)})
+		}
+	}
+	return out, nil
+}
+
+func parseTimeouts(p *problems, ref ObjectRef, a map[string]string) (timeoutSpec, [3]bool) {
+	var t timeoutSpec
+	var has [3]bool
+	for i, k := range []string{AnnotationTimeoutRequest, AnnotationTimeoutResp, AnnotationTimeoutIdle} {
+		v, ok := a[k]
+		if !ok {
+			continue
+		}
+		d, err := parseLinkerdDuration(v)
+		if err != nil {
+			p.warnf(ref, "metadata.annotations."+k, "%v; ignored", err)
+			continue
+		}
+		has[i] = true
+		switch i {
+		case 0:
+			t.request = d
+		case 1:
+			t.response = d
+		case 2:
+			t.idle = d
+		}
+	}
+	return t, has
+}
+
+func parseAccrual(p *problems, ref ObjectRef, a map[string]string) *accrualSpec {
+	mode, ok := a[AnnotationFailureAccrual]
+	if !ok {
+		return nil
+	}
+	field := func(k string) string { return "metadata.annotations." + k }
+	if mode != "consecutive" {
+		p.warnf(ref, field(AnnotationFailureAccrual), "unsupported failure accrual mode %q (want consecutive); ignored", mode)
+		return nil
+	}
+	s := &accrualSpec{maxFailures: defaultAccrualMaxFailures, minPenalty: time.Second, maxPenalty: time.Minute, jitter: 0.5}
+	if v, ok := a[AnnotationAccrualMaxFailures]; ok {
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+		if err != nil || n == 0 {
+			p.warnf(ref, field(AnnotationAccrualMaxFailures), "%q is not a positive number; failure accrual is off", v)
+			return nil
+		}
+		s.maxFailures = uint32(n)
+	}
+	for _, kv := range []struct {
+		key string
+		dst *time.Duration
+	}{{AnnotationAccrualMinPenalty, &s.minPenalty}, {AnnotationAccrualMaxPenalty, &s.maxPenalty}} {
+		if v, ok := a[kv.key]; ok {
+			d, err := parseLinkerdDuration(v)
+			if err != nil {
+				p.warnf(ref, field(kv.key), "%v; failure accrual is off", err)
+				return nil
+			}
+			*kv.dst = d
+		}
+	}
+	if v, ok := a[AnnotationAccrualJitterRatio]; ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 32)
+		if err != nil || f < 0 || f > 100 {
+			p.warnf(ref, field(AnnotationAccrualJitterRatio), "%q is not a ratio between 0 and 100; failure accrual is off", v)
+			return nil
+		}
+		s.jitter = float32(f)
+	}
+	if s.minPenalty > s.maxPenalty || s.maxPenalty == 0 {
+		p.warnf(ref, field(AnnotationAccrualMinPenalty), "min penalty %s exceeds max penalty %s, or max is zero; failure accrual is off", s.minPenalty, s.maxPenalty)
+		return nil
+	}
+	return s
+}
+
+func isServiceParent(pr parentRef) bool {
+	return isCoreGroup(pr.group) && strings.EqualFold(pr.kind, "Service")
+}
+
+func (b *builder) buildOutbound() *outboundIndex {
+	ox := &outboundIndex{cfg: b.cfg, services: map[nsName]*serviceInfo{}, byIP: map[netip.Addr]*serviceInfo{}}
+	for _, svc := range b.objs.Services {
+		ref := ObjectRef{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name}
+		si := &serviceInfo{svc: svc, opaque: map[uint16]bool{}}
+		if v, ok := svc.Annotations[AnnotationOpaquePorts]; ok {
+			set, err := parsePortSet(v)
+			if err != nil {
+				b.p.warnf(ref, "metadata.annotations."+AnnotationOpaquePorts, "%v", err)
+			}
+			if set != nil {
+				si.opaque = set
+			}
+		} else if ns := b.namespaces[svc.Namespace]; ns != nil {
+			if v, ok := ns.Annotations[AnnotationOpaquePorts]; ok {
+				if set, err := parsePortSet(v); err == nil {
+					si.opaque = set
+				}
+			}
+		}
+		si.accrual = parseAccrual(b.p, ref, svc.Annotations)
+		si.retry = parseRetry(b.p, ref, svc.Annotations)
+		si.timeouts, _ = parseTimeouts(b.p, ref, svc.Annotations)
+		ox.services[nsName{svc.Namespace, svc.Name}] = si
+		for _, ip := range append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...) {
+			if a, err := netip.ParseAddr(ip); err == nil {
+				ox.byIP[a.Unmap()] = si
+			}
+		}
+	}
+	for _, r := range b.httpRoutes {
+		for _, pr := range r.parents {
+			if !isServiceParent(pr) {
+				continue
+			}
+			if pr.namespace != r.meta.Namespace {
+				// Consumer routes (in the client's namespace) are not
+				// supported yet; producer routes live with the Service.
+				b.p.warnf(r.ref, "spec.parentRefs", "routes for a Service in another namespace are not supported; ignored for %s/%s", pr.namespace, pr.name)
+				continue
+			}
+			si, ok := ox.services[nsName{pr.namespace, pr.name}]
+			if !ok {
+				b.p.warnf(r.ref, "spec.parentRefs", "Service %s/%s not found", pr.namespace, pr.name)
+				continue
+			}
+			or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, http: r.rules}
+			or.retry = parseRetry(b.p, r.ref, r.meta.Annotations)
+			or.timeouts, or.hasTO = parseTimeouts(b.p, r.ref, r.meta.Annotations)
+			si.http = append(si.http, or)
+		}
+	}
+	for _, r := range b.grpcRoutes {
+		for _, pr := range r.parents {
+			if !isServiceParent(pr) || pr.namespace != r.meta.Namespace {
+				continue
+			}
+			si, ok := ox.services[nsName{pr.namespace, pr.name}]
+			if !ok {
+				b.p.warnf(r.ref, "spec.parentRefs", "Service %s/%s not found", pr.namespace, pr.name)
+				continue
+			}
+			or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, grpc: r.route.Rules, grpcBack: r.backends}
+			or.retry = parseRetry(b.p, r.ref, r.meta.Annotations)
+			or.timeouts, or.hasTO = parseTimeouts(b.p, r.ref, r.meta.Annotations)
+			si.grpc = append(si.grpc, or)
+		}
+	}
+	for _, si := range ox.services {
+		sortOutbound(si.http)
+		sortOutbound(si.grpc)
+	}
+	return ox
+}
+
+func sortOutbound(rs []*outboundRoute) {
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0 && routeLess(rs[j].created, rs[j-1].created, rs[j].meta, rs[j-1].meta); j-- {
+			rs[j], rs[j-1] = rs[j-1], rs[j]
+		}
+	}
+}

@@ -1,0 +1,134 @@
+package static_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/weftmesh/weft/internal/testutil"
+	"github.com/weftmesh/weft/mesh/policy"
+	"github.com/weftmesh/weft/mesh/policy/internal/sourcetest"
+	"github.com/weftmesh/weft/mesh/policy/static"
+)
+
+// harness keeps one file per object in a directory.
+type harness struct {
+	dir   string
+	src   *static.Source
+	files map[string]bool
+}
+
+func fileName(o runtime.Object) string {
+	m, _ := meta.Accessor(o)
+	kind := o.GetObjectKind().GroupVersionKind().Kind
+	return strings.ToLower(fmt.Sprintf("%s-%s-%s.yaml", kind, m.GetNamespace(), m.GetName()))
+}
+
+func (h *harness) write(t *testing.T, objs []runtime.Object) {
+	t.Helper()
+	keep := map[string]bool{}
+	for _, o := range objs {
+		data, err := yaml.Marshal(o)
+		require.NoError(t, err)
+		name := fileName(o)
+		keep[name] = true
+		tmp := filepath.Join(h.dir, "."+name+".tmp")
+		require.NoError(t, os.WriteFile(tmp, data, 0o600))
+		require.NoError(t, os.Rename(tmp, filepath.Join(h.dir, name)))
+	}
+	for name := range h.files {
+		if !keep[name] {
+			require.NoError(t, os.Remove(filepath.Join(h.dir, name)))
+		}
+	}
+	h.files = keep
+}
+
+func (h *harness) Source() policy.Source { return h.src }
+
+func (h *harness) Set(t *testing.T, objs ...runtime.Object) { h.write(t, objs) }
+
+func TestStaticSourcePassesTheSharedBehaviourSuite(t *testing.T) {
+	sourcetest.Run(t, func(t *testing.T, initial ...runtime.Object) sourcetest.Harness {
+		h := &harness{dir: t.TempDir()}
+		h.write(t, initial)
+		src, err := static.New(testutil.Context(t, 0), []string{h.dir}, static.WithPollInterval(50*time.Millisecond), static.WithDebounce(10*time.Millisecond))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = src.Close() })
+		h.src = src
+		return h
+	})
+}
+
+const server = `apiVersion: policy.linkerd.io/v1beta3
+kind: Server
+metadata:
+  name: web-http
+  namespace: my-app
+spec:
+  podSelector:
+    matchLabels:
+      app: web
+  port: %s
+`
+
+func TestABadFileKeepsTheLastGoodObjectsAndReportsTheError(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "server.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(server, "http")), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src, err := static.New(ctx, []string{dir}, static.WithPollInterval(20*time.Millisecond), static.WithDebounce(5*time.Millisecond))
+	require.NoError(t, err)
+	defer src.Close()
+	require.Len(t, src.Objects().Servers, 1)
+
+	bad := strings.Replace(fmt.Sprintf(server, "http"), "podSelector", "podSelectr", 1)
+	require.NoError(t, os.WriteFile(path, []byte(bad), 0o600))
+	testutil.Eventually(t, 5*time.Second, func() bool { return src.Err() != nil }, "the reload error")
+	assert.ErrorContains(t, src.Err(), "server.yaml")
+	assert.ErrorContains(t, src.Err(), "podSelectr")
+	require.Len(t, src.Objects().Servers, 1, "the last good objects stay")
+	assert.Equal(t, "http", src.Objects().Servers[0].Spec.Port.StrVal)
+
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(server, "8080")), 0o600))
+	testutil.Eventually(t, 5*time.Second, func() bool { return src.Err() == nil }, "a good reload")
+	require.Len(t, src.Objects().Servers, 1)
+	assert.Equal(t, int32(8080), src.Objects().Servers[0].Spec.Port.IntVal)
+	assert.Equal(t, 2, src.Loads())
+}
+
+func TestNewFailsOnABadFirstLoad(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.yaml"), []byte("apiVersion: v1\nkind: Nodez\nmetadata: {name: a}\n"), 0o600))
+	_, err := static.New(testutil.Context(t, 0), []string{dir})
+	assert.ErrorContains(t, err, "x.yaml")
+	_, err = static.New(testutil.Context(t, 0), nil)
+	assert.Error(t, err)
+}
+
+func TestCloseIsIdempotentAndStopsTheWatcher(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	src, err := static.New(context.Background(), []string{dir})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); assert.NoError(t, src.Close()) }()
+	}
+	wg.Wait()
+}
