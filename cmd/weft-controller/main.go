@@ -11,6 +11,7 @@ import (
 
 func main() {
 	cmds := []cli.Command{
+		cli.PolicyControllerCommand(),
 		cli.VersionCommand(),
 	}
 	os.Exit(cli.Main("weft-controller", cmds, os.Args[1:], cli.StdIO()))

@@ -10,6 +10,9 @@ import (
 
 func main() {
 	cmds := []cli.Command{
+		cli.InjectCommand(),
+		cli.PolicyCommand(),
+		cli.AuthzCommand(),
 		cli.VersionCommand(),
 	}
 	os.Exit(cli.Main("weft", cmds, os.Args[1:], cli.StdIO()))

@@ -1,0 +1,91 @@
+package cli_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/weftmesh/weft/internal/cli"
+	"github.com/weftmesh/weft/internal/testutil"
+)
+
+const injectInput = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+      annotations:
+        config.linkerd.io/proxy-cpu-request: 100m
+    spec:
+      containers:
+      - name: web
+        image: nginx
+        ports:
+        - name: http
+          containerPort: 80
+`
+
+func runWeftInject(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.InjectCommand().Run(testutil.Context(t, 0), args, cli.IO{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb})
+	return code, out.String(), errb.String()
+}
+
+func TestWeftInjectAnnotatesPodTemplatesByDefault(t *testing.T) {
+	code, out, errs := runWeftInject(t, injectInput, "-")
+	require.Equal(t, cli.ExitOK, code, errs)
+	assert.Contains(t, out, "linkerd.io/inject: enabled")
+	assert.NotContains(t, out, "weft-proxy")
+	assert.Contains(t, errs, `deployment "web"`)
+}
+
+func TestWeftInjectManualAddsTheProxyWithAnnotatedResources(t *testing.T) {
+	anchor := testutil.NewAnchor(t, testutil.CertOptions{})
+	path := t.TempDir() + "/ca.crt"
+	testutil.WriteFile(t, path, anchor.CertPEM)
+	code, out, errs := runWeftInject(t, injectInput, "--manual", "--trust-anchors", path, "-")
+	require.Equal(t, cli.ExitOK, code, errs)
+
+	var dep struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(out), &dep))
+	var proxy *corev1.Container
+	pod := dep.Spec.Template.Spec
+	for i := range pod.InitContainers {
+		if pod.InitContainers[i].Name == "weft-proxy" {
+			proxy = &pod.InitContainers[i]
+		}
+	}
+	require.NotNil(t, proxy, "native sidecar weft-proxy among init containers")
+	assert.Equal(t, "100m", proxy.Resources.Requests.Cpu().String())
+}
+
+func TestWeftInjectRejectsAnInvalidAnnotationNamingIt(t *testing.T) {
+	bad := strings.Replace(injectInput, "100m", "100x", 1)
+	code, out, errs := runWeftInject(t, bad, "--manual", "-")
+	assert.Equal(t, cli.ExitUsage, code)
+	assert.Empty(t, out, "nothing written on error")
+	assert.Contains(t, errs, "config.linkerd.io/proxy-cpu-request")
+	assert.Contains(t, errs, "100x")
+}
+
+func TestWeftInjectNeedsAnInput(t *testing.T) {
+	code, _, errs := runWeftInject(t, "")
+	assert.Equal(t, cli.ExitUsage, code)
+	assert.Contains(t, errs, "at least one file")
+}
