@@ -1,0 +1,154 @@
+//go:build linux
+
+package identity_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/weftmesh/weft/apis/proxy/identity"
+	"github.com/weftmesh/weft/internal/testutil"
+	"github.com/weftmesh/weft/mesh/identity"
+	"github.com/weftmesh/weft/mesh/identity/pki"
+)
+
+// benchServerEnv makes the test binary run only an identity server on
+// loopback (for BenchmarkCertifyServerProcess) and print its address.
+const benchServerEnv = "WEFT_IDENTITY_BENCH_SERVER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(benchServerEnv) == "1" {
+		os.Exit(benchServer())
+	}
+	os.Exit(m.Run())
+}
+
+// benchServer serves Certify on 127.0.0.1 until stdin closes (the parent
+// exits or kills it) or five minutes pass.
+func benchServer() int {
+	anchor, err := pki.NewAnchor(pki.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	issuer, err := pki.NewIssuer(anchor, pki.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ca, err := identity.NewCA(issuer.Cert, issuer.Key, nil, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	svc, err := identity.NewService(context.Background(), identity.Tokens{"web-token": {Namespace: "shop", Name: "web"}}, ca)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	srv := grpc.NewServer()
+	svc.Register(srv)
+	go func() { _ = srv.Serve(lis) }()
+	fmt.Println(lis.Addr().String())
+	done := make(chan struct{})
+	go func() {
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+	}
+	srv.Stop()
+	return 0
+}
+
+// procCPU reads a process's user+system CPU time from /proc.
+func procCPU(b *testing.B, pid int) time.Duration {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	require.NoError(b, err)
+	// Fields after the parenthesised command name; utime and stime are
+	// fields 14 and 15 of the whole line, in clock ticks (100 Hz).
+	rest := string(data[strings.LastIndexByte(string(data), ')')+2:])
+	f := strings.Fields(rest)
+	ut, err := strconv.ParseInt(f[11], 10, 64)
+	require.NoError(b, err)
+	st, err := strconv.ParseInt(f[12], 10, 64)
+	require.NoError(b, err)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// BenchmarkCertifyServerProcess runs the identity server in a child
+// process and reports the server's own CPU time per Certify
+// (server-cpu-µs/op), the figure to compare with the bare in-process work
+// of BenchmarkCertify: 2 cores sustain 2 s / server-cpu-µs/op calls per
+// second when the callers are other machines' proxies.
+//
+//	go test -run '^$' -bench 'BenchmarkCertify' -benchtime 3s ./mesh/identity/
+func BenchmarkCertifyServerProcess(b *testing.B) {
+	exe, err := os.Executable()
+	require.NoError(b, err)
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), benchServerEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(b, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(b, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(b, cmd.Start())
+	defer func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	}()
+	addrCh := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		addrCh <- strings.TrimSpace(line)
+	}()
+	var addr string
+	select {
+	case addr = <-addrCh:
+	case <-time.After(testutil.DefaultTimeout):
+		_ = cmd.Process.Kill()
+		b.Fatal("the server process did not start")
+	}
+
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(b, err)
+	defer conn.Close()
+	client := pb.NewIdentityClient(conn)
+	name := mustName(b, "shop", "web")
+	msg := &pb.CertifyRequest{Identity: name.String(), Token: []byte("web-token"),
+		CertificateSigningRequest: testutil.CSR(b, testutil.GenerateKey(b, testutil.ECDSAP256), name.String())}
+	ctx := context.Background()
+	_, err = client.Certify(ctx, msg)
+	require.NoError(b, err)
+	certify := func() error {
+		_, err := client.Certify(ctx, msg)
+		return err
+	}
+	measure := func(b *testing.B, f func(*testing.B, func() error)) {
+		before := procCPU(b, cmd.Process.Pid)
+		f(b, certify)
+		b.ReportMetric(float64((procCPU(b, cmd.Process.Pid)-before).Microseconds())/float64(b.N), "server-cpu-µs/op")
+	}
+	b.Run("throughput", func(b *testing.B) { measure(b, parallel) })
+	b.Run("one-caller", func(b *testing.B) { measure(b, serial) })
+}

@@ -1,0 +1,31 @@
+package local_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/weftmesh/weft/mesh/identity"
+	"github.com/weftmesh/weft/mesh/identity/local"
+	"github.com/weftmesh/weft/mesh/identity/pki"
+)
+
+// ExampleNew loads an issuer from a linkerd.io/tls directory and follows it.
+func ExampleNew() {
+	anchor, _ := pki.NewAnchor(pki.Options{})
+	issuer, _ := pki.NewIssuer(anchor, pki.Options{})
+	dir, _ := os.MkdirTemp("", "issuer")
+	defer os.RemoveAll(dir)
+	_ = os.WriteFile(filepath.Join(dir, "crt.pem"), issuer.CertPEM, 0o644)
+	_ = os.WriteFile(filepath.Join(dir, "key.pem"), issuer.KeyPEM, 0o600)
+
+	bundle, _ := identity.NewBundle(anchor.Cert)
+	is, err := local.New(context.Background(), dir, bundle)
+	if err != nil {
+		panic(err)
+	}
+	defer is.Close()
+	fmt.Println(is.Certificate().Subject.CommonName)
+	// Output: identity.weft.cluster.local
+}
