@@ -11,6 +11,8 @@ import (
 
 func main() {
 	cmds := []cli.Command{
+		cli.IdentityControllerCommand(),
+		cli.InjectorControllerCommand(),
 		cli.PolicyControllerCommand(),
 		cli.VersionCommand(),
 	}

@@ -10,6 +10,7 @@ import (
 
 func main() {
 	cmds := []cli.Command{
+		cli.CertsCommand(),
 		cli.InjectCommand(),
 		cli.PolicyCommand(),
 		cli.AuthzCommand(),
