@@ -1,0 +1,238 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"k8s.io/client-go/dynamic"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/weftmesh/weft/mesh/discovery"
+	discoveryk8s "github.com/weftmesh/weft/mesh/discovery/kubernetes"
+	discoverystatic "github.com/weftmesh/weft/mesh/discovery/static"
+)
+
+// DestinationControllerCommand is `weft-controller destination`: the
+// Destination service (io.linkerd.proxy.destination.Destination) over
+// Kubernetes or over manifest files, plaintext gRPC with health and
+// server reflection.
+func DestinationControllerCommand() Command {
+	return Command{
+		Name:    "destination",
+		Summary: "run the destination service (endpoint and profile discovery)",
+		Run:     runDestinationController,
+	}
+}
+
+type destinationFlags struct {
+	addr, metricsAddr string
+	source            string
+	manifests         StringList
+	kubeconfig        string
+	clusterDomain     string
+	trustDomain       string
+	cpNamespace       string
+	opaquePorts       string
+	maxStreams        uint
+	logLevel          string
+}
+
+func runDestinationController(ctx context.Context, args []string, stdio IO) int {
+	fs := NewFlagSet("weft-controller destination", stdio)
+	var f destinationFlags
+	fs.StringVar(&f.addr, "addr", ":8086", "HOST:PORT to serve gRPC on")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "HOST:PORT to serve /metrics, /live and /ready on (off when empty)")
+	fs.StringVar(&f.source, "source", "kubernetes", "where endpoints come from: kubernetes or static")
+	fs.Var(&f.manifests, "manifests", "static source: manifest file or directory, repeatable (followed for changes)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubernetes source: kubeconfig file (default: in-cluster configuration)")
+	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
+	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
+	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
+	fs.StringVar(&f.opaquePorts, "default-opaque-ports", discovery.DefaultOpaquePorts().String(), "ports that are opaque unless annotations say otherwise")
+	fs.UintVar(&f.maxStreams, "max-streams-per-connection", 10000, "most concurrent subscriptions one proxy connection may hold")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	if st, ok := Parse(fs, args); !ok {
+		return st
+	}
+	fail := func(status int, err error) int {
+		fmt.Fprintf(stdio.Stderr, "weft-controller destination: %v\n", err)
+		return status
+	}
+	if fs.NArg() != 0 {
+		return fail(ExitUsage, errors.New("no positional arguments are taken"))
+	}
+	switch f.source {
+	case "static":
+		if len(f.manifests) == 0 {
+			return fail(ExitUsage, errors.New("--source static needs --manifests FILE_OR_DIR"))
+		}
+	case "kubernetes":
+		if len(f.manifests) != 0 {
+			return fail(ExitUsage, errors.New("--manifests is for --source static"))
+		}
+	default:
+		return fail(ExitUsage, fmt.Errorf("--source %q: want kubernetes or static", f.source))
+	}
+	if f.maxStreams == 0 || f.maxStreams > 1<<20 {
+		return fail(ExitUsage, fmt.Errorf("--max-streams-per-connection %d: want 1 to %d", f.maxStreams, 1<<20))
+	}
+	opaque, err := discovery.ParsePortSet(f.opaquePorts, nil)
+	if err != nil {
+		return fail(ExitUsage, fmt.Errorf("--default-opaque-ports: %w", err))
+	}
+	logger, err := destinationLogger(stdio.Stderr, f.logLevel)
+	if err != nil {
+		return fail(ExitUsage, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := discovery.NewPrometheusMetrics(reg)
+	if err != nil {
+		return fail(ExitFailure, err)
+	}
+	idx, err := discovery.NewIndex(
+		discovery.WithClusterDomain(f.clusterDomain),
+		discovery.WithTrustDomain(f.trustDomain),
+		discovery.WithControlPlaneNamespace(f.cpNamespace),
+		discovery.WithDefaultOpaquePorts(opaque),
+		discovery.WithLogger(logger),
+		discovery.WithMetrics(metrics))
+	if err != nil {
+		return fail(ExitUsage, err)
+	}
+	defer idx.Close()
+	if err := serveDestination(ctx, f, idx, reg, metrics, logger); err != nil {
+		logger.Error("destination service failed", "error", err)
+		return fail(ExitFailure, err)
+	}
+	return ExitOK
+}
+
+func destinationLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func serveDestination(ctx context.Context, f destinationFlags, idx *discovery.Index, reg *prometheus.Registry, metrics discovery.Metrics, logger *slog.Logger) error {
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	switch f.source {
+	case "static":
+		src, err := discoverystatic.New(startCtx, idx, f.manifests, discoverystatic.WithLogger(logger))
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+	case "kubernetes":
+		cfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+		if err != nil {
+			return fmt.Errorf("kubernetes configuration: %w", err)
+		}
+		client, err := k8s.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("kubernetes client: %w", err)
+		}
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("kubernetes dynamic client: %w", err)
+		}
+		src, err := discoveryk8s.New(startCtx, idx, client, dyn, discoveryk8s.WithLogger(logger))
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+	}
+
+	srv, err := discovery.NewServer(idx, discovery.WithLogger(logger), discovery.WithMetrics(metrics))
+	if err != nil {
+		return err
+	}
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(64<<10),
+		grpc.MaxConcurrentStreams(uint32(f.maxStreams)),
+		grpc.ConnectionTimeout(10*time.Second),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	)
+	srv.Register(gs)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	hs.SetServingStatus("io.linkerd.proxy.destination.Destination", healthpb.HealthCheckResponse_SERVING)
+
+	lis, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("--addr %s: %w", f.addr, err)
+	}
+	errc := make(chan error, 2)
+	var metricsSrv *http.Server
+	if f.metricsAddr != "" {
+		mlis, err := net.Listen("tcp", f.metricsAddr)
+		if err != nil {
+			lis.Close()
+			return fmt.Errorf("--metrics-addr %s: %w", f.metricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }
+		mux.HandleFunc("/live", ok)
+		mux.HandleFunc("/ready", ok)
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := metricsSrv.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+		logger.Info("metrics listening", "addr", mlis.Addr().String())
+	}
+	go func() { errc <- gs.Serve(lis) }()
+	stats := idx.Stats()
+	logger.Info("destination service listening", "addr", lis.Addr().String(), "mode", "plaintext", "source", f.source,
+		"cluster_domain", f.clusterDomain, "services", stats.Objects["Service"], "endpoint_slices", stats.Objects["EndpointSlice"])
+
+	select {
+	case err := <-errc:
+		gs.Stop()
+		if metricsSrv != nil {
+			_ = metricsSrv.Close()
+		}
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("destination service stopping")
+	hs.Shutdown()
+	// Closing the index ends every stream with Unavailable, so proxies
+	// reconnect (to another replica) instead of holding the drain open.
+	_ = idx.Close()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		gs.Stop()
+	}
+	if metricsSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = metricsSrv.Shutdown(sctx)
+	}
+	return nil
+}

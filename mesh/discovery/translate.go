@@ -1,0 +1,638 @@
+package discovery
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+	"time"
+
+	spv1alpha2 "github.com/weftmesh/weft/apis/serviceprofile/v1alpha2"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// dependency records what a topic's last computation read, so the index
+// knows when to recompute it.
+type dependency struct {
+	service    ServiceID // the service the target resolved to, if any
+	namespace  string    // the namespace whose annotations were read
+	ip         netip.Addr
+	profileKey [2]objKey // ServiceProfiles looked up (client ns, service ns)
+}
+
+func (d dependency) affectedBy(t *touched) bool {
+	if t.all {
+		return true
+	}
+	if d.service != (ServiceID{}) {
+		if _, ok := t.services[d.service]; ok {
+			return true
+		}
+	}
+	if d.namespace != "" {
+		if _, ok := t.namespaces[d.namespace]; ok {
+			return true
+		}
+	}
+	if d.ip.IsValid() {
+		if _, ok := t.ips[d.ip]; ok {
+			return true
+		}
+	}
+	for _, k := range d.profileKey {
+		if k != (objKey{}) {
+			if _, ok := t.profiles[k]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// endpoints resolves a target to its endpoint set.
+func (c *cluster) endpoints(t Target, cfg *config) (EndpointSet, dependency) {
+	if !t.IsIP() {
+		set := c.serviceEndpoints(t.Service, t.Port, t.Hostname, cfg)
+		return set, dependency{service: t.Service, namespace: t.Service.Namespace}
+	}
+	dep := dependency{ip: t.IP}
+	if id, ok := c.serviceForIP(t.IP); ok {
+		dep.service, dep.namespace = id, id.Namespace
+		return c.serviceEndpoints(id, t.Port, "", cfg), dep
+	}
+	if pod := c.podForIP(t.IP, t.Port); pod != nil {
+		dep.namespace = pod.Namespace
+		ep := c.podEndpoint(pod, netip.AddrPortFrom(t.IP, uint16(t.Port)), "", cfg)
+		return EndpointSet{Exists: true, Endpoints: []Endpoint{ep}, MetricLabels: map[string]string{"namespace": pod.Namespace}}, dep
+	}
+	return EndpointSet{}, dep
+}
+
+// serviceForIP finds the Service with cluster IP ip. Should several claim
+// it (an API server would not allow that), the first by namespace/name
+// wins.
+func (c *cluster) serviceForIP(ip netip.Addr) (ServiceID, bool) {
+	set := c.svcByIP[ip]
+	if len(set) == 0 {
+		return ServiceID{}, false
+	}
+	k := sortedKeys(set)[0]
+	return ServiceID{Namespace: k.ns, Name: k.name}, true
+}
+
+// podForIP finds the live pod with IP ip. Pods on the host network share
+// the node's IP; one of them is chosen only when it declares port.
+func (c *cluster) podForIP(ip netip.Addr, port uint32) *corev1.Pod {
+	var host *corev1.Pod
+	for _, k := range sortedKeys(c.podsByIP[ip]) {
+		p := c.pods[k]
+		if p == nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if !p.Spec.HostNetwork {
+			return p
+		}
+		if host == nil && declaresPort(p, port) {
+			host = p
+		}
+	}
+	return host
+}
+
+func declaresPort(p *corev1.Pod, port uint32) bool {
+	for _, ctr := range p.Spec.Containers {
+		for _, cp := range ctr.Ports {
+			if uint32(cp.ContainerPort) == port || uint32(cp.HostPort) == port {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+type candidate struct {
+	ep    Endpoint
+	ready bool
+}
+
+// serviceEndpoints computes a service's endpoints on port from its
+// EndpointSlices. Endpoints are those whose ready condition is true or
+// unset; when there are none, serving endpoints that are terminating are
+// used instead (as kube-proxy does), so connections drain to pods that
+// still answer. An address listed by several slices appears once, ready
+// over not ready, then the first slice by name. Endpoints whose pod is
+// unknown are left out: without the pod there is no identity, and
+// connecting in plaintext to a meshed pod would be a downgrade.
+func (c *cluster) serviceEndpoints(id ServiceID, port uint32, hostname string, cfg *config) EndpointSet {
+	svc := c.services[objKey{id.Namespace, id.Name}]
+	if svc == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return EndpointSet{}
+	}
+	labels := map[string]string{"namespace": id.Namespace, "service": id.Name}
+	portName, portKnown := "", false
+	for _, sp := range svc.Spec.Ports {
+		if uint32(sp.Port) == port && (sp.Protocol == "" || sp.Protocol == corev1.ProtocolTCP) {
+			portName, portKnown = sp.Name, true
+			break
+		}
+	}
+	keys := sortedKeys(c.slicesBySvc[id])
+	family := preferredFamily(svc, keys, c.slices)
+	byAddr := map[netip.AddrPort]int{}
+	var cands []candidate
+	for _, k := range keys {
+		s := c.slices[k]
+		if s == nil || s.AddressType != family {
+			continue
+		}
+		target := port
+		if portKnown {
+			target = 0
+			for _, p := range s.Ports {
+				name := ""
+				if p.Name != nil {
+					name = *p.Name
+				}
+				if name == portName && p.Port != nil && (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) {
+					target = uint32(*p.Port)
+					break
+				}
+			}
+			if target == 0 || target > 65535 {
+				continue
+			}
+		}
+		for _, e := range s.Endpoints {
+			if hostname != "" && (e.Hostname == nil || *e.Hostname != hostname) {
+				continue
+			}
+			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
+			serving := ready
+			if e.Conditions.Serving != nil {
+				serving = *e.Conditions.Serving
+			}
+			terminating := e.Conditions.Terminating != nil && *e.Conditions.Terminating
+			if !ready && !(serving && terminating) {
+				continue
+			}
+			var pod *corev1.Pod
+			if pk, ok := podRef(s.Namespace, e); ok {
+				if pod = c.pods[pk]; pod == nil {
+					continue
+				}
+			}
+			zone := ""
+			if e.Zone != nil {
+				zone = *e.Zone
+			}
+			for _, raw := range e.Addresses {
+				ip, err := netip.ParseAddr(raw)
+				if err != nil {
+					continue
+				}
+				addr := netip.AddrPortFrom(ip.Unmap(), uint16(target))
+				if i, dup := byAddr[addr]; dup {
+					if ready && !cands[i].ready {
+						cands[i] = candidate{ep: c.endpointFor(pod, addr, zone, cfg), ready: true}
+					}
+					continue
+				}
+				byAddr[addr] = len(cands)
+				cands = append(cands, candidate{ep: c.endpointFor(pod, addr, zone, cfg), ready: ready})
+			}
+		}
+	}
+	anyReady := false
+	for _, cd := range cands {
+		anyReady = anyReady || cd.ready
+	}
+	eps := make([]Endpoint, 0, len(cands))
+	for _, cd := range cands {
+		if cd.ready == anyReady {
+			eps = append(eps, cd.ep)
+		}
+	}
+	set := NewEndpointSet(labels, eps...)
+	return set
+}
+
+// preferredFamily picks the address family of the slices to read: the
+// service's first IP family when it has slices of it, otherwise the family
+// of its first slice.
+func preferredFamily(svc *corev1.Service, keys []objKey, slices map[objKey]*discoveryv1.EndpointSlice) discoveryv1.AddressType {
+	want := discoveryv1.AddressTypeIPv4
+	if len(svc.Spec.IPFamilies) > 0 && svc.Spec.IPFamilies[0] == corev1.IPv6Protocol {
+		want = discoveryv1.AddressTypeIPv6
+	}
+	first := discoveryv1.AddressType("")
+	for _, k := range keys {
+		s := slices[k]
+		if s == nil || (s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6) {
+			continue
+		}
+		if s.AddressType == want {
+			return want
+		}
+		if first == "" {
+			first = s.AddressType
+		}
+	}
+	if first != "" {
+		return first
+	}
+	return want
+}
+
+func (c *cluster) endpointFor(pod *corev1.Pod, addr netip.AddrPort, zone string, cfg *config) Endpoint {
+	if pod == nil {
+		e := Endpoint{Addr: addr, Weight: defaultEndpointWeight, Zone: zone}
+		if zone != "" {
+			e.MetricLabels = map[string]string{"zone": zone}
+		}
+		return e
+	}
+	return c.podEndpoint(pod, addr, zone, cfg)
+}
+
+// podInfo is what translation derives from a pod and its namespace.
+type podInfo struct {
+	pod      *corev1.Pod
+	ns       *corev1.Namespace
+	meshed   bool
+	identity string
+	opaque   PortSet
+	skip     PortSet
+	inbound  uint32
+	labels   map[string]string
+	byZone   map[string]map[string]string
+}
+
+func (c *cluster) podInfo(pod *corev1.Pod, cfg *config) *podInfo {
+	k := objKey{pod.Namespace, pod.Name}
+	ns := c.namespaces[pod.Namespace]
+	if pi := c.podInfos[k]; pi != nil && pi.pod == pod && pi.ns == ns {
+		return pi
+	}
+	pi := &podInfo{pod: pod, ns: ns, byZone: map[string]map[string]string{}}
+	cpns := pod.Labels[labelControlPlaneNS]
+	pi.meshed = cpns != ""
+	if pi.meshed && cpns == cfg.controlPlaneNS {
+		pi.identity = identityName(pod.Spec.ServiceAccountName, pod.Namespace, cpns, cfg.trustDomain)
+	}
+	named := containerPortNames(pod)
+	pi.opaque = c.portAnnotation(pod.Annotations, ns, annotationOpaquePorts, named, cfg.defaultOpaque, cfg)
+	pi.skip = c.portAnnotation(pod.Annotations, ns, annotationSkipInboundPorts, named, PortSet{}, cfg)
+	pi.inbound = proxyInboundPort(pod)
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	pi.labels = map[string]string{"pod": pod.Name, "serviceaccount": sa}
+	if kind, name := podOwner(pod); kind != "" {
+		pi.labels[kind] = name
+	}
+	c.podInfos[k] = pi
+	return pi
+}
+
+// portAnnotation reads a port-list annotation from the pod, then the
+// namespace, then falls back to def. A value that does not parse is
+// logged and skipped.
+func (c *cluster) portAnnotation(podAnn map[string]string, ns *corev1.Namespace, key string, named map[string]int32, def PortSet, cfg *config) PortSet {
+	sources := []map[string]string{podAnn}
+	if ns != nil {
+		sources = append(sources, ns.Annotations)
+	}
+	for _, ann := range sources {
+		v, ok := ann[key]
+		if !ok {
+			continue
+		}
+		ps, err := ParsePortSet(v, named)
+		if err != nil {
+			cfg.logger.Warn("discovery: ignoring bad port annotation", "annotation", key, "value", v, "error", err)
+			continue
+		}
+		return ps
+	}
+	return def
+}
+
+// podOwner names the workload that owns a pod for metric labels, as
+// Linkerd does: the lower-case kind of the controller, with ReplicaSets of
+// Deployments reported as their Deployment.
+func podOwner(pod *corev1.Pod) (string, string) {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return "", ""
+	}
+	kind := strings.ToLower(ref.Kind)
+	if kind == "replicaset" {
+		if h := pod.Labels[labelPodTemplateHash]; h != "" && strings.HasSuffix(ref.Name, "-"+h) {
+			return "deployment", strings.TrimSuffix(ref.Name, "-"+h)
+		}
+	}
+	return kind, ref.Name
+}
+
+func (c *cluster) podEndpoint(pod *corev1.Pod, addr netip.AddrPort, zone string, cfg *config) Endpoint {
+	pi := c.podInfo(pod, cfg)
+	port := uint32(addr.Port())
+	e := Endpoint{Addr: addr, Weight: defaultEndpointWeight, Zone: zone, MetricLabels: pi.labels}
+	if zone != "" {
+		l := pi.byZone[zone]
+		if l == nil {
+			l = make(map[string]string, len(pi.labels)+1)
+			for k, v := range pi.labels {
+				l[k] = v
+			}
+			l["zone"] = zone
+			pi.byZone[zone] = l
+		}
+		e.MetricLabels = l
+	}
+	if !pi.meshed || pi.skip.Contains(port) {
+		return e
+	}
+	e.Identity = pi.identity
+	switch {
+	case pi.opaque.Contains(port):
+		e.Hint = HintOpaque
+		e.OpaqueTransportPort = pi.inbound
+	case cfg.h2Upgrade:
+		e.Hint = HintH2
+	}
+	return e
+}
+
+// profile resolves a target to its profile. The error, when not nil,
+// explains why a ServiceProfile was ignored; the profile is then the
+// default one and still valid.
+func (c *cluster) profile(t Target, tok ContextToken, cfg *config) (Profile, dependency, error) {
+	if t.IsIP() {
+		dep := dependency{ip: t.IP}
+		if id, ok := c.serviceForIP(t.IP); ok {
+			p, d, err := c.serviceProfile(id, t.Port, tok, cfg)
+			d.ip = t.IP
+			return p, d, err
+		}
+		addr := netip.AddrPortFrom(t.IP, uint16(t.Port))
+		if pod := c.podForIP(t.IP, t.Port); pod != nil {
+			dep.namespace = pod.Namespace
+			ep := c.podEndpoint(pod, addr, "", cfg)
+			return Profile{
+				Endpoint:       &ep,
+				OpaqueProtocol: c.podInfo(pod, cfg).opaque.Contains(t.Port),
+				RetryBudget:    DefaultRetryBudget(),
+				Port:           t.Port,
+			}, dep, nil
+		}
+		ep := Endpoint{Addr: addr, Weight: defaultEndpointWeight}
+		return Profile{
+			Endpoint:       &ep,
+			OpaqueProtocol: cfg.defaultOpaque.Contains(t.Port),
+			RetryBudget:    DefaultRetryBudget(),
+			Port:           t.Port,
+		}, dep, nil
+	}
+	if t.Hostname != "" {
+		set := c.serviceEndpoints(t.Service, t.Port, t.Hostname, cfg)
+		if len(set.Endpoints) > 0 {
+			ep := set.Endpoints[0]
+			opaque := ep.Hint == HintOpaque
+			if ep.Hint == HintUnknown {
+				opaque = cfg.defaultOpaque.Contains(t.Port)
+			}
+			return Profile{
+				Endpoint:       &ep,
+				OpaqueProtocol: opaque,
+				RetryBudget:    DefaultRetryBudget(),
+				Port:           t.Port,
+			}, dependency{service: t.Service, namespace: t.Service.Namespace}, nil
+		}
+	}
+	return c.serviceProfile(t.Service, t.Port, tok, cfg)
+}
+
+func (c *cluster) serviceProfile(id ServiceID, port uint32, tok ContextToken, cfg *config) (Profile, dependency, error) {
+	fqn := serviceFQDN(id, cfg.clusterDomain)
+	dep := dependency{service: id, namespace: id.Namespace}
+	p := Profile{FullyQualifiedName: fqn, RetryBudget: DefaultRetryBudget(), Port: port}
+	svc := c.services[objKey{id.Namespace, id.Name}]
+	if svc != nil {
+		sid := id
+		p.Service = &sid
+	}
+	var sp *spv1alpha2.ServiceProfile
+	if tok.Namespace != "" {
+		dep.profileKey[0] = objKey{tok.Namespace, fqn}
+		sp = c.profiles[dep.profileKey[0]]
+	}
+	dep.profileKey[1] = objKey{id.Namespace, fqn}
+	if sp == nil {
+		sp = c.profiles[dep.profileKey[1]]
+	}
+	opaque := cfg.defaultOpaque
+	if svc != nil {
+		opaque = c.portAnnotation(svc.Annotations, c.namespaces[id.Namespace], annotationOpaquePorts, nil, cfg.defaultOpaque, cfg)
+	} else if ns := c.namespaces[id.Namespace]; ns != nil {
+		opaque = c.portAnnotation(nil, ns, annotationOpaquePorts, nil, cfg.defaultOpaque, cfg)
+	}
+	p.OpaqueProtocol = opaque.Contains(port)
+	if sp == nil {
+		return p, dep, nil
+	}
+	fromSP, err := TranslateServiceProfile(sp)
+	if err != nil {
+		return p, dep, err
+	}
+	fromSP.FullyQualifiedName, fromSP.Service, fromSP.Port = p.FullyQualifiedName, p.Service, port
+	fromSP.OpaqueProtocol = p.OpaqueProtocol
+	if ps, err := ParsePortSet(strings.Join(sp.Spec.OpaquePorts, ","), nil); err == nil && ps.Contains(port) {
+		fromSP.OpaqueProtocol = true
+	}
+	return fromSP, dep, nil
+}
+
+// maxMatchDepth bounds the nesting of all/any/not in a ServiceProfile.
+const maxMatchDepth = 16
+
+// TranslateServiceProfile converts a ServiceProfile into a profile's
+// routes, retry budget and traffic split, checking it as it goes: every
+// route needs a name and a condition setting at least one field, regular
+// expressions must compile, durations must parse, status ranges must lie
+// within 100-599, weights must not be negative, opaque ports must parse.
+// The error names the route and field at fault. FullyQualifiedName,
+// Service, Port and OpaqueProtocol are left for the caller.
+func TranslateServiceProfile(sp *spv1alpha2.ServiceProfile) (Profile, error) {
+	p := Profile{RetryBudget: DefaultRetryBudget(), Source: sp.Namespace + "/" + sp.Name}
+	where := fmt.Sprintf("ServiceProfile %s/%s", sp.Namespace, sp.Name)
+	for i, r := range sp.Spec.Routes {
+		at := fmt.Sprintf("%s: spec.routes[%d]", where, i)
+		if r.Name == "" {
+			return Profile{}, fmt.Errorf("discovery: %s: name is empty", at)
+		}
+		at = fmt.Sprintf("%s (%q)", at, r.Name)
+		if r.Condition == nil {
+			return Profile{}, fmt.Errorf("discovery: %s: condition is missing", at)
+		}
+		cond, err := requestMatch(*r.Condition, 0)
+		if err != nil {
+			return Profile{}, fmt.Errorf("discovery: %s: condition%w", at, err)
+		}
+		route := Route{Name: r.Name, Condition: cond, IsRetryable: r.IsRetryable}
+		if r.Timeout != "" {
+			d, err := time.ParseDuration(r.Timeout)
+			if err != nil || d < 0 {
+				return Profile{}, fmt.Errorf("discovery: %s: timeout %q is not a positive duration", at, r.Timeout)
+			}
+			route.Timeout = d
+		}
+		for j, rc := range r.ResponseClasses {
+			if rc.Condition == nil {
+				return Profile{}, fmt.Errorf("discovery: %s: responseClasses[%d].condition is missing", at, j)
+			}
+			m, err := responseMatch(*rc.Condition, 0)
+			if err != nil {
+				return Profile{}, fmt.Errorf("discovery: %s: responseClasses[%d].condition%w", at, j, err)
+			}
+			route.ResponseClasses = append(route.ResponseClasses, ResponseClass{Condition: m, IsFailure: rc.IsFailure})
+		}
+		p.Routes = append(p.Routes, route)
+	}
+	if b := sp.Spec.RetryBudget; b != nil {
+		if b.RetryRatio < 0 {
+			return Profile{}, fmt.Errorf("discovery: %s: spec.retryBudget.retryRatio %v is negative", where, b.RetryRatio)
+		}
+		ttl, err := time.ParseDuration(b.TTL)
+		if err != nil || ttl <= 0 {
+			return Profile{}, fmt.Errorf("discovery: %s: spec.retryBudget.ttl %q is not a positive duration", where, b.TTL)
+		}
+		p.RetryBudget = RetryBudget{RetryRatio: b.RetryRatio, MinRetriesPerSecond: b.MinRetriesPerSecond, TTL: ttl}
+	}
+	for i, d := range sp.Spec.DstOverrides {
+		if d.Authority == "" {
+			return Profile{}, fmt.Errorf("discovery: %s: spec.dstOverrides[%d].authority is empty", where, i)
+		}
+		w := d.Weight.MilliValue() * 10 // ten-thousandths, as Linkerd sends them
+		if w < 0 || w > 1<<32-1 {
+			return Profile{}, fmt.Errorf("discovery: %s: spec.dstOverrides[%d].weight %s is out of range", where, i, d.Weight.String())
+		}
+		p.DstOverrides = append(p.DstOverrides, WeightedDst{Authority: d.Authority, Weight: uint32(w)})
+	}
+	if _, err := ParsePortSet(strings.Join(sp.Spec.OpaquePorts, ","), nil); err != nil {
+		return Profile{}, fmt.Errorf("discovery: %s: spec.opaquePorts: %w", where, err)
+	}
+	return p, nil
+}
+
+var errTooDeep = errors.New(": nested deeper than 16 levels")
+
+// requestMatch converts a condition; several fields set at once mean all
+// of them. Errors start with the path below the condition (".all[0]...").
+func requestMatch(m spv1alpha2.RequestMatch, depth int) (RequestMatch, error) {
+	if depth > maxMatchDepth {
+		return RequestMatch{}, errTooDeep
+	}
+	var parts []RequestMatch
+	if m.All != nil {
+		all := []RequestMatch{}
+		for i, x := range m.All {
+			c, err := requestMatch(x, depth+1)
+			if err != nil {
+				return RequestMatch{}, fmt.Errorf(".all[%d]%w", i, err)
+			}
+			all = append(all, c)
+		}
+		parts = append(parts, RequestMatch{All: all})
+	}
+	if m.Any != nil {
+		anyOf := []RequestMatch{}
+		for i, x := range m.Any {
+			c, err := requestMatch(x, depth+1)
+			if err != nil {
+				return RequestMatch{}, fmt.Errorf(".any[%d]%w", i, err)
+			}
+			anyOf = append(anyOf, c)
+		}
+		parts = append(parts, RequestMatch{Any: anyOf})
+	}
+	if m.Method != "" {
+		parts = append(parts, RequestMatch{Method: strings.ToUpper(m.Method)})
+	}
+	if m.Not != nil {
+		c, err := requestMatch(*m.Not, depth+1)
+		if err != nil {
+			return RequestMatch{}, fmt.Errorf(".not%w", err)
+		}
+		parts = append(parts, RequestMatch{Not: &c})
+	}
+	if m.PathRegex != "" {
+		if _, err := regexp.Compile(m.PathRegex); err != nil {
+			return RequestMatch{}, fmt.Errorf(".pathRegex %q: %w", m.PathRegex, err)
+		}
+		parts = append(parts, RequestMatch{PathRegex: m.PathRegex})
+	}
+	switch len(parts) {
+	case 0:
+		return RequestMatch{}, errors.New(": sets no field (want all, any, not, method or pathRegex)")
+	case 1:
+		return parts[0], nil
+	default:
+		return RequestMatch{All: parts}, nil
+	}
+}
+
+func responseMatch(m spv1alpha2.ResponseMatch, depth int) (ResponseMatch, error) {
+	if depth > maxMatchDepth {
+		return ResponseMatch{}, errTooDeep
+	}
+	var parts []ResponseMatch
+	if m.All != nil {
+		all := []ResponseMatch{}
+		for i, x := range m.All {
+			c, err := responseMatch(x, depth+1)
+			if err != nil {
+				return ResponseMatch{}, fmt.Errorf(".all[%d]%w", i, err)
+			}
+			all = append(all, c)
+		}
+		parts = append(parts, ResponseMatch{All: all})
+	}
+	if m.Any != nil {
+		anyOf := []ResponseMatch{}
+		for i, x := range m.Any {
+			c, err := responseMatch(x, depth+1)
+			if err != nil {
+				return ResponseMatch{}, fmt.Errorf(".any[%d]%w", i, err)
+			}
+			anyOf = append(anyOf, c)
+		}
+		parts = append(parts, ResponseMatch{Any: anyOf})
+	}
+	if m.Status != nil {
+		s := *m.Status
+		if (s.Min != 0 && (s.Min < 100 || s.Min > 599)) || (s.Max != 0 && (s.Max < 100 || s.Max > 599)) || (s.Min != 0 && s.Max != 0 && s.Min > s.Max) {
+			return ResponseMatch{}, fmt.Errorf(".status {min: %d, max: %d}: want 100 <= min <= max <= 599", s.Min, s.Max)
+		}
+		parts = append(parts, ResponseMatch{Status: &StatusRange{Min: s.Min, Max: s.Max}})
+	}
+	if m.Not != nil {
+		c, err := responseMatch(*m.Not, depth+1)
+		if err != nil {
+			return ResponseMatch{}, fmt.Errorf(".not%w", err)
+		}
+		parts = append(parts, ResponseMatch{Not: &c})
+	}
+	switch len(parts) {
+	case 0:
+		return ResponseMatch{}, errors.New(": sets no field (want all, any, not or status)")
+	case 1:
+		return parts[0], nil
+	default:
+		return ResponseMatch{All: parts}, nil
+	}
+}
