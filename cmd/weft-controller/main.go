@@ -11,6 +11,7 @@ import (
 
 func main() {
 	cmds := []cli.Command{
+		cli.DestinationControllerCommand(),
 		cli.IdentityControllerCommand(),
 		cli.InjectorControllerCommand(),
 		cli.PolicyControllerCommand(),

@@ -11,6 +11,7 @@ import (
 func main() {
 	cmds := []cli.Command{
 		cli.CertsCommand(),
+		cli.DiagnosticsCommand(),
 		cli.InjectCommand(),
 		cli.PolicyCommand(),
 		cli.AuthzCommand(),
