@@ -6,18 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
 	"k8s.io/client-go/dynamic"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -173,66 +167,19 @@ func serveDestination(ctx context.Context, f destinationFlags, idx *discovery.In
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	)
 	srv.Register(gs)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
-	hs.SetServingStatus("io.linkerd.proxy.destination.Destination", healthpb.HealthCheckResponse_SERVING)
-
-	lis, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return fmt.Errorf("--addr %s: %w", f.addr, err)
-	}
-	errc := make(chan error, 2)
-	var metricsSrv *http.Server
-	if f.metricsAddr != "" {
-		mlis, err := net.Listen("tcp", f.metricsAddr)
-		if err != nil {
-			lis.Close()
-			return fmt.Errorf("--metrics-addr %s: %w", f.metricsAddr, err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }
-		mux.HandleFunc("/live", ok)
-		mux.HandleFunc("/ready", ok)
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := metricsSrv.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-			}
-		}()
-		logger.Info("metrics listening", "addr", mlis.Addr().String())
-	}
-	go func() { errc <- gs.Serve(lis) }()
 	stats := idx.Stats()
-	logger.Info("destination service listening", "addr", lis.Addr().String(), "mode", "plaintext", "source", f.source,
-		"cluster_domain", f.clusterDomain, "services", stats.Objects["Service"], "endpoint_slices", stats.Objects["EndpointSlice"])
-
-	select {
-	case err := <-errc:
-		gs.Stop()
-		if metricsSrv != nil {
-			_ = metricsSrv.Close()
-		}
-		return err
-	case <-ctx.Done():
-	}
-	logger.Info("destination service stopping")
-	hs.Shutdown()
-	// Closing the index ends every stream with Unavailable, so proxies
-	// reconnect (to another replica) instead of holding the drain open.
-	_ = idx.Close()
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(10 * time.Second):
-		gs.Stop()
-	}
-	if metricsSrv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = metricsSrv.Shutdown(sctx)
-	}
-	return nil
+	return serveGRPC(ctx, grpcServing{
+		Name:        "destination service",
+		Addr:        f.addr,
+		Server:      gs,
+		Services:    []string{"io.linkerd.proxy.destination.Destination"},
+		MetricsAddr: f.metricsAddr,
+		Registry:    reg,
+		Logger:      logger,
+		LogAttrs: []any{"mode", "plaintext", "source", f.source, "cluster_domain", f.clusterDomain,
+			"services", stats.Objects["Service"], "endpoint_slices", stats.Objects["EndpointSlice"]},
+		// Closing the index ends every stream with Unavailable, so proxies
+		// reconnect (to another replica) instead of holding the drain open.
+		BeforeStop: func() { _ = idx.Close() },
+	})
 }

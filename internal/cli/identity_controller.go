@@ -8,21 +8,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -248,68 +242,20 @@ func serveIdentity(ctx context.Context, f identityFlags, logger *slog.Logger) er
 	}
 	srv := grpc.NewServer(opts...)
 	svc.Register(srv)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(srv, hs)
-	reflection.Register(srv)
-	hs.SetServingStatus("io.linkerd.proxy.identity.Identity", healthpb.HealthCheckResponse_SERVING)
-
-	lis, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return fmt.Errorf("--addr %s: %w", f.addr, err)
-	}
-	errc := make(chan error, 2)
-	var metricsSrv *http.Server
-	if f.metricsAddr != "" {
-		mlis, err := net.Listen("tcp", f.metricsAddr)
-		if err != nil {
-			lis.Close()
-			return fmt.Errorf("--metrics-addr %s: %w", f.metricsAddr, err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }
-		mux.HandleFunc("/live", ok)
-		mux.HandleFunc("/ready", ok)
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := metricsSrv.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-			}
-		}()
-		logger.Info("metrics listening", "addr", mlis.Addr().String())
-	}
-	go func() { errc <- srv.Serve(lis) }()
 	mode := "plaintext"
 	if f.tlsCert != "" {
 		mode = "tls"
 	}
-	logger.Info("identity service listening", "addr", lis.Addr().String(), "mode", mode,
-		"trust_domain", f.trustDomain, "issuer", f.issuer, "token_backend", f.tokenBackend)
-
-	select {
-	case err := <-errc:
-		srv.Stop()
-		if metricsSrv != nil {
-			_ = metricsSrv.Close()
-		}
-		return err
-	case <-ctx.Done():
-	}
-	logger.Info("identity service stopping")
-	hs.Shutdown()
-	stopped := make(chan struct{})
-	go func() { srv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(10 * time.Second):
-		srv.Stop()
-	}
-	if metricsSrv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = metricsSrv.Shutdown(sctx)
-	}
-	return nil
+	return serveGRPC(ctx, grpcServing{
+		Name:        "identity service",
+		Addr:        f.addr,
+		Server:      srv,
+		Services:    []string{"io.linkerd.proxy.identity.Identity"},
+		MetricsAddr: f.metricsAddr,
+		Registry:    reg,
+		Logger:      logger,
+		LogAttrs:    []any{"mode", mode, "trust_domain", f.trustDomain, "issuer", f.issuer, "token_backend", f.tokenBackend},
+	})
 }
 
 func newStepIssuer(ctx context.Context, f identityFlags, logger *slog.Logger) (identity.Issuer, error) {

@@ -5,16 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
 	"k8s.io/client-go/dynamic"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -164,12 +159,6 @@ func policySource(ctx context.Context, f policyControllerFlags, logger *slog.Log
 }
 
 func servePolicy(ctx context.Context, f policyControllerFlags, opts []policy.Option, logger *slog.Logger) error {
-	lis, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return err
-	}
-	defer lis.Close()
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	src, closeSrc, err := policySource(ctx, f, logger)
@@ -197,37 +186,17 @@ func servePolicy(ctx context.Context, f policyControllerFlags, opts []policy.Opt
 	)
 	in.Register(gs)
 	out.Register(gs)
-	hs := health.NewServer()
-	for _, svc := range []string{"", inbound.InboundServerPolicies_ServiceDesc.ServiceName, outbound.OutboundPolicies_ServiceDesc.ServiceName} {
-		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
-	}
-	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
-	logger.Info("policy controller serving", "addr", lis.Addr().String(), "source", f.source)
-
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return x.Run(gctx) })
-	g.Go(func() error {
-		if err := gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			return err
-		}
-		return nil
+	return serveGRPC(ctx, grpcServing{
+		Name:     "policy controller",
+		Addr:     f.addr,
+		Server:   gs,
+		Services: []string{inbound.InboundServerPolicies_ServiceDesc.ServiceName, outbound.OutboundPolicies_ServiceDesc.ServiceName},
+		Logger:   logger,
+		LogAttrs: []any{"source", f.source},
+		BeforeStop: func() {
+			in.Drain()
+			out.Drain()
+		},
+		Runners: []func(context.Context) error{x.Run},
 	})
-	g.Go(func() error {
-		<-gctx.Done()
-		hs.Shutdown()
-		in.Drain()
-		out.Drain()
-		done := make(chan struct{})
-		go func() { gs.GracefulStop(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			gs.Stop()
-		}
-		return nil
-	})
-	err = g.Wait()
-	logger.Info("policy controller stopped")
-	return err
 }
