@@ -1,13 +1,11 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,24 +19,6 @@ import (
 	"github.com/weftmesh/weft/internal/cli"
 	"github.com/weftmesh/weft/internal/testutil"
 )
-
-// discoveryBuffer is a goroutine-safe writer for a running command.
-type discoveryBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *discoveryBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *discoveryBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var discoveryListenRE = regexp.MustCompile(`msg="destination service listening" addr=(\S+)`)
 
@@ -97,10 +77,10 @@ endpoints:
 // discoveryStartController runs `weft-controller destination --source
 // static` on the manifests in dir until the test ends, returning its
 // address and logs.
-func discoveryStartController(t *testing.T, dir string) (string, *discoveryBuffer) {
+func discoveryStartController(t *testing.T, dir string) (string, *testutil.SyncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &discoveryBuffer{}
+	logs := &testutil.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.DestinationControllerCommand().Run(ctx,
@@ -139,7 +119,7 @@ func discoveryWrite(t *testing.T, path, data string) {
 }
 
 func discoveryDiagnostics(ctx context.Context, args ...string) (int, string, string) {
-	var out, errOut discoveryBuffer
+	var out, errOut testutil.SyncBuffer
 	st := cli.DiagnosticsCommand().Run(ctx, append([]string{"endpoints"}, args...), cli.IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut})
 	return st, out.String(), errOut.String()
 }
@@ -184,7 +164,7 @@ func TestDiagnosticsEndpointsWatchShowsFileChanges(t *testing.T) {
 	ctx, cancel := context.WithCancel(testutil.Context(t, 0))
 	defer cancel()
 
-	var out, errOut discoveryBuffer
+	var out, errOut testutil.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.DiagnosticsCommand().Run(ctx, []string{"endpoints", "--watch", "--destination", addr, "web.shop.svc.cluster.local:80"},
@@ -233,7 +213,7 @@ func TestDiagnosticsEndpointsReportsUnknownAndMalformedDestinations(t *testing.T
 func TestDestinationControllerRefusesBadFlagsAndBadManifests(t *testing.T) {
 	ctx := testutil.Context(t, 0)
 	run := func(args ...string) (int, string) {
-		var errOut discoveryBuffer
+		var errOut testutil.SyncBuffer
 		st := cli.DestinationControllerCommand().Run(ctx, args, cli.IO{Stdin: strings.NewReader(""), Stdout: &errOut, Stderr: &errOut})
 		return st, errOut.String()
 	}

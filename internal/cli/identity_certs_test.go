@@ -1,36 +1,25 @@
 package cli_test
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftmesh/weft/internal/cli"
-	"github.com/weftmesh/weft/internal/testutil"
 )
-
-// identityRun runs cmd with args and returns its status and output.
-func identityRun(t *testing.T, cmd cli.Command, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	st := cmd.Run(testutil.Context(t, 0), args, cli.IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
-	return st, out.String(), errb.String()
-}
 
 // identityMakePKI creates an anchor and an issuer with `weft certs`.
 func identityMakePKI(t *testing.T) (anchorDir, issuerDir string) {
 	t.Helper()
 	dir := t.TempDir()
 	anchorDir, issuerDir = filepath.Join(dir, "anchor"), filepath.Join(dir, "issuer")
-	st, _, errs := identityRun(t, cli.CertsCommand(), "create-anchor", "--out", anchorDir)
+	st, _, errs := runCommand(t, cli.CertsCommand(), "", "create-anchor", "--out", anchorDir)
 	require.Equal(t, cli.ExitOK, st, errs)
-	st, _, errs = identityRun(t, cli.CertsCommand(), "create-issuer", "--anchor", anchorDir, "--out", issuerDir, "--lifetime", "1440h")
+	st, _, errs = runCommand(t, cli.CertsCommand(), "", "create-issuer", "--anchor", anchorDir, "--out", issuerDir, "--lifetime", "1440h")
 	require.Equal(t, cli.ExitOK, st, errs)
 	return anchorDir, issuerDir
 }
@@ -53,20 +42,20 @@ func TestCertsRefusesToOverwriteWithoutForce(t *testing.T) {
 	anchorDir, _ := identityMakePKI(t)
 	before, err := os.ReadFile(filepath.Join(anchorDir, "ca.crt"))
 	require.NoError(t, err)
-	st, _, errs := identityRun(t, cli.CertsCommand(), "create-anchor", "--out", anchorDir)
+	st, _, errs := runCommand(t, cli.CertsCommand(), "", "create-anchor", "--out", anchorDir)
 	assert.Equal(t, cli.ExitFailure, st)
 	assert.Contains(t, errs, "exists")
 	after, err := os.ReadFile(filepath.Join(anchorDir, "ca.crt"))
 	require.NoError(t, err)
 	assert.Equal(t, before, after)
 
-	st, _, errs = identityRun(t, cli.CertsCommand(), "create-anchor", "--out", anchorDir, "--force")
+	st, _, errs = runCommand(t, cli.CertsCommand(), "", "create-anchor", "--out", anchorDir, "--force")
 	assert.Equal(t, cli.ExitOK, st, errs)
 }
 
 func TestCertsInspectReportsChainAndExpiry(t *testing.T) {
 	anchorDir, issuerDir := identityMakePKI(t)
-	st, out, errs := identityRun(t, cli.CertsCommand(), "inspect", filepath.Join(anchorDir, "ca.crt"), filepath.Join(issuerDir, "crt.pem"))
+	st, out, errs := runCommand(t, cli.CertsCommand(), "", "inspect", filepath.Join(anchorDir, "ca.crt"), filepath.Join(issuerDir, "crt.pem"))
 	require.Equal(t, cli.ExitOK, st, errs)
 	assert.Contains(t, out, "CN=root.weft.cluster.local")
 	assert.Contains(t, out, "CN=identity.weft.cluster.local")
@@ -75,16 +64,16 @@ func TestCertsInspectReportsChainAndExpiry(t *testing.T) {
 
 	// A short-lived issuer gets the 30-day warning.
 	short := filepath.Join(t.TempDir(), "short")
-	st, _, errs = identityRun(t, cli.CertsCommand(), "create-issuer", "--anchor", anchorDir, "--out", short, "--lifetime", "240h")
+	st, _, errs = runCommand(t, cli.CertsCommand(), "", "create-issuer", "--anchor", anchorDir, "--out", short, "--lifetime", "240h")
 	require.Equal(t, cli.ExitOK, st, errs)
-	st, out, _ = identityRun(t, cli.CertsCommand(), "inspect", "--trust-anchors", filepath.Join(anchorDir, "ca.crt"), filepath.Join(short, "crt.pem"))
+	st, out, _ = runCommand(t, cli.CertsCommand(), "", "inspect", "--trust-anchors", filepath.Join(anchorDir, "ca.crt"), filepath.Join(short, "crt.pem"))
 	assert.Equal(t, cli.ExitOK, st)
 	assert.Contains(t, out, "less than 30 days")
 
 	// An issuer from another anchor fails the chain check.
 	otherAnchor, otherIssuer := identityMakePKI(t)
 	_ = otherAnchor
-	st, out, _ = identityRun(t, cli.CertsCommand(), "inspect", "--trust-anchors", filepath.Join(anchorDir, "ca.crt"), filepath.Join(otherIssuer, "crt.pem"))
+	st, out, _ = runCommand(t, cli.CertsCommand(), "", "inspect", "--trust-anchors", filepath.Join(anchorDir, "ca.crt"), filepath.Join(otherIssuer, "crt.pem"))
 	assert.Equal(t, cli.ExitFailure, st)
 	assert.Contains(t, out, "FAILED")
 }
@@ -109,7 +98,7 @@ func TestCertsRejectsBadInvocations(t *testing.T) {
 		{[]string{"inspect", filepath.Join(dir, "missing.pem")}, cli.ExitFailure, "missing.pem"},
 	}
 	for _, tc := range cases {
-		st, _, errs := identityRun(t, cli.CertsCommand(), tc.args...)
+		st, _, errs := runCommand(t, cli.CertsCommand(), "", tc.args...)
 		assert.Equal(t, tc.code, st, "%v: %s", tc.args, errs)
 		assert.Contains(t, errs, tc.want, "%v", tc.args)
 	}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,32 +27,14 @@ import (
 	"github.com/weftmesh/weft/internal/testutil"
 )
 
-// identityLogBuffer is a goroutine-safe stderr for a running command.
-type identityLogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *identityLogBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *identityLogBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 var identityListenRE = regexp.MustCompile(`msg="identity service listening" addr=(\S+)`)
 
 // identityStartController runs `weft-controller identity` until the test
 // ends and returns a connection to it.
-func identityStartController(t *testing.T, args ...string) (*grpc.ClientConn, *identityLogBuffer) {
+func identityStartController(t *testing.T, args ...string) (*grpc.ClientConn, *testutil.SyncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &identityLogBuffer{}
+	logs := &testutil.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.IdentityControllerCommand().Run(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), cli.IO{Stdin: strings.NewReader(""), Stdout: logs, Stderr: logs})
@@ -255,7 +236,7 @@ func TestIdentityControllerRejectsBadFlags(t *testing.T) {
 		{[]string{"--trust-anchors", anchors, "--issuer-dir", issuerDir, "--token-backend", "static", "--static-tokens", tokens, "--trust-domain", "Bad_Domain"}, cli.ExitFailure, "trust domain"},
 	}
 	for _, tc := range cases {
-		st, _, errs := identityRun(t, cli.IdentityControllerCommand(), tc.args...)
+		st, _, errs := runCommand(t, cli.IdentityControllerCommand(), "", tc.args...)
 		assert.Equal(t, tc.code, st, "%v: %s", tc.args, errs)
 		assert.Contains(t, errs, tc.want, "%v", tc.args)
 	}

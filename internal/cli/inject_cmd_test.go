@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
@@ -36,15 +35,8 @@ spec:
           containerPort: 80
 `
 
-func runWeftInject(t *testing.T, stdin string, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code := cli.InjectCommand().Run(testutil.Context(t, 0), args, cli.IO{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb})
-	return code, out.String(), errb.String()
-}
-
 func TestWeftInjectAnnotatesPodTemplatesByDefault(t *testing.T) {
-	code, out, errs := runWeftInject(t, injectInput, "-")
+	code, out, errs := runCommand(t, cli.InjectCommand(), injectInput, "-")
 	require.Equal(t, cli.ExitOK, code, errs)
 	assert.Contains(t, out, "linkerd.io/inject: enabled")
 	assert.NotContains(t, out, "weft-proxy")
@@ -55,7 +47,7 @@ func TestWeftInjectManualAddsTheProxyWithAnnotatedResources(t *testing.T) {
 	anchor := testutil.NewAnchor(t, testutil.CertOptions{})
 	path := t.TempDir() + "/ca.crt"
 	testutil.WriteFile(t, path, anchor.CertPEM)
-	code, out, errs := runWeftInject(t, injectInput, "--manual", "--trust-anchors", path, "-")
+	code, out, errs := runCommand(t, cli.InjectCommand(), injectInput, "--manual", "--trust-anchors", path, "-")
 	require.Equal(t, cli.ExitOK, code, errs)
 
 	var dep struct {
@@ -77,7 +69,7 @@ func TestWeftInjectManualAddsTheProxyWithAnnotatedResources(t *testing.T) {
 
 func TestWeftInjectRejectsAnInvalidAnnotationNamingIt(t *testing.T) {
 	bad := strings.Replace(injectInput, "100m", "100x", 1)
-	code, out, errs := runWeftInject(t, bad, "--manual", "-")
+	code, out, errs := runCommand(t, cli.InjectCommand(), bad, "--manual", "-")
 	assert.Equal(t, cli.ExitUsage, code)
 	assert.Empty(t, out, "nothing written on error")
 	assert.Contains(t, errs, "config.linkerd.io/proxy-cpu-request")
@@ -85,7 +77,7 @@ func TestWeftInjectRejectsAnInvalidAnnotationNamingIt(t *testing.T) {
 }
 
 func TestWeftInjectNeedsAnInput(t *testing.T) {
-	code, _, errs := runWeftInject(t, "")
+	code, _, errs := runCommand(t, cli.InjectCommand(), "")
 	assert.Equal(t, cli.ExitUsage, code)
 	assert.Contains(t, errs, "at least one file")
 }

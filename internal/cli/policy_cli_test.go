@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,30 +33,6 @@ const (
 	policyCase = "../../examples/policy-ci/cases.yaml"
 )
 
-type policyLockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *policyLockedBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *policyLockedBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func policyRun(t *testing.T, cmd cli.Command, args ...string) (int, string, string) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := cmd.Run(testutil.Context(t, 0), args, cli.IO{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr})
-	return code, stdout.String(), stderr.String()
-}
-
 func policyWrite(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -68,7 +42,7 @@ func policyWrite(t *testing.T, dir, name, content string) string {
 
 func TestPolicyTestPassesTheSeedCasesWithEitherAuthorization(t *testing.T) {
 	for _, alt := range []string{policyAP, policySAZ} {
-		code, out, errOut := policyRun(t, cli.PolicyCommand(), "test", "--manifests", policyBase, "--manifests", alt, "--cases", policyCase)
+		code, out, errOut := runCommand(t, cli.PolicyCommand(), "", "test", "--manifests", policyBase, "--manifests", alt, "--cases", policyCase)
 		require.Equal(t, cli.ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		assert.Equal(t, "9 passed, 0 failed", lines[len(lines)-1])
@@ -89,7 +63,7 @@ func TestPolicyTestReportsAFailedCaseWithItsExplanationAndExitsOne(t *testing.T)
   to: {workload: deployment/web, namespace: my-app, port: http}
   expect: allow
 `)
-	code, out, _ := policyRun(t, cli.PolicyCommand(), "test", "--manifests", policyBase, "--manifests", policyAP, "--cases", cases)
+	code, out, _ := runCommand(t, cli.PolicyCommand(), "", "test", "--manifests", policyBase, "--manifests", policyAP, "--cases", cases)
 	assert.Equal(t, cli.ExitFailure, code)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	assert.Equal(t, "FAIL reports may call web: expected allow, got deny", lines[0])
@@ -100,7 +74,7 @@ func TestPolicyTestReportsAFailedCaseWithItsExplanationAndExitsOne(t *testing.T)
 }
 
 func TestPolicyTestWritesJSON(t *testing.T) {
-	code, out, _ := policyRun(t, cli.PolicyCommand(), "test", "--manifests", policyBase, "--manifests", policyAP, "--cases", policyCase, "-o", "json")
+	code, out, _ := runCommand(t, cli.PolicyCommand(), "", "test", "--manifests", policyBase, "--manifests", policyAP, "--cases", policyCase, "-o", "json")
 	require.Equal(t, cli.ExitOK, code)
 	var rep struct {
 		Passed, Failed int
@@ -131,7 +105,7 @@ func TestPolicyTestHonoursTheConfigurationFlags(t *testing.T) {
   to: {workload: deployment/web, namespace: my-app, port: http}
   expect: allow
 `)
-	code, out, errOut := policyRun(t, cli.PolicyCommand(), "test", "--manifests", policyBase, "--manifests", policyAP, "--cases", cases,
+	code, out, errOut := runCommand(t, cli.PolicyCommand(), "", "test", "--manifests", policyBase, "--manifests", policyAP, "--cases", cases,
 		"--default-policy", "deny", "--trust-domain", "example.org", "--control-plane-namespace", "linkerd", "--cluster-networks", "192.168.0.0/16")
 	assert.Equal(t, cli.ExitOK, code, "%s\n%s", out, errOut)
 }
@@ -189,7 +163,7 @@ spec:
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, out, errOut := policyRun(t, cli.PolicyCommand(), append([]string{"test"}, c.args...)...)
+			code, out, errOut := runCommand(t, cli.PolicyCommand(), "", append([]string{"test"}, c.args...)...)
 			assert.Equal(t, cli.ExitUsage, code, "stdout: %s", out)
 			for _, w := range c.want {
 				assert.Contains(t, errOut, w)
@@ -215,7 +189,7 @@ spec:
   podSelector: {matchLabels: {app: nobody}}
   port: 8080
 `)
-	code, out, errOut := policyRun(t, cli.PolicyCommand(), "test", "--manifests", policyBase, "--manifests", policyAP, "--manifests", extra, "--cases", policyCase)
+	code, out, errOut := runCommand(t, cli.PolicyCommand(), "", "test", "--manifests", policyBase, "--manifests", policyAP, "--manifests", extra, "--cases", policyCase)
 	assert.Equal(t, cli.ExitOK, code, out)
 	assert.Contains(t, errOut, "warning: "+extra+" document 1: AuthorizationPolicy my-app/dangling: spec.targetRef: Server my-app/no-such-server not found")
 	assert.Contains(t, errOut, "Server my-app/lonely: spec.podSelector: selects no workload")
@@ -223,7 +197,7 @@ spec:
 }
 
 func TestPolicyExplainPrintsTheDecisionAndItsReasons(t *testing.T) {
-	code, out, errOut := policyRun(t, cli.PolicyCommand(), "explain", "--manifests", policyBase, "--manifests", policyAP,
+	code, out, errOut := runCommand(t, cli.PolicyCommand(), "", "explain", "--manifests", policyBase, "--manifests", policyAP,
 		"--from-service-account", "reports", "--from-namespace", "my-app",
 		"--to-workload", "deployment/web", "--to-namespace", "my-app", "--to-port", "http", "--path", "/public/../items", "--header", "x-tenant: a")
 	require.Equal(t, cli.ExitOK, code, errOut)
@@ -231,7 +205,7 @@ func TestPolicyExplainPrintsTheDecisionAndItsReasons(t *testing.T) {
 	assert.Contains(t, out, "normalized from \"/public/../items\"")
 	assert.Contains(t, out, "Server my-app/web-http")
 
-	code, out, _ = policyRun(t, cli.PolicyCommand(), "explain", "--manifests", policyBase, "--manifests", policyAP,
+	code, out, _ = runCommand(t, cli.PolicyCommand(), "", "explain", "--manifests", policyBase, "--manifests", policyAP,
 		"--from-identity", "api-gateway.my-app.serviceaccount.identity.weft.cluster.local",
 		"--to-workload", "deployment/web", "--to-namespace", "my-app", "--to-port", "8080", "-o", "json")
 	require.Equal(t, cli.ExitOK, code)
@@ -240,14 +214,14 @@ func TestPolicyExplainPrintsTheDecisionAndItsReasons(t *testing.T) {
 	assert.Equal(t, "allow", got.Decision)
 	assert.Equal(t, "AuthorizationPolicy my-app/web-api-gateway", got.Authorization)
 
-	code, _, errOut = policyRun(t, cli.PolicyCommand(), "explain", "--manifests", policyBase,
+	code, _, errOut = runCommand(t, cli.PolicyCommand(), "", "explain", "--manifests", policyBase,
 		"--from-unauthenticated", "--from-identity", "x.y", "--to-workload", "deployment/web", "--to-namespace", "my-app", "--to-port", "8080")
 	assert.Equal(t, cli.ExitUsage, code)
 	assert.Contains(t, errOut, "exactly one")
 }
 
 func TestAuthzListsThePoliciesOfAWorkload(t *testing.T) {
-	code, out, errOut := policyRun(t, cli.AuthzCommand(), "--manifests", policyBase, "--manifests", policyAP, "-n", "my-app", "deployment/web")
+	code, out, errOut := runCommand(t, cli.AuthzCommand(), "", "--manifests", policyBase, "--manifests", policyAP, "-n", "my-app", "deployment/web")
 	require.Equal(t, cli.ExitOK, code, errOut)
 	assert.Contains(t, out, "meshed")
 	assert.Contains(t, out, "8080/http")
@@ -255,11 +229,11 @@ func TestAuthzListsThePoliciesOfAWorkload(t *testing.T) {
 	assert.Contains(t, out, "9990/admin")
 	assert.Contains(t, out, "default:all-unauthenticated")
 
-	code, _, errOut = policyRun(t, cli.AuthzCommand(), "--manifests", policyBase, "-n", "my-app", "deployment/nope")
+	code, _, errOut = runCommand(t, cli.AuthzCommand(), "", "--manifests", policyBase, "-n", "my-app", "deployment/nope")
 	assert.Equal(t, cli.ExitUsage, code)
 	assert.Contains(t, errOut, "not found")
 
-	code, out, _ = policyRun(t, cli.AuthzCommand(), "deployment/web", "--manifests", policyBase, "--manifests", policySAZ, "-n", "my-app", "-o", "json")
+	code, out, _ = runCommand(t, cli.AuthzCommand(), "", "deployment/web", "--manifests", policyBase, "--manifests", policySAZ, "-n", "my-app", "-o", "json")
 	require.Equal(t, cli.ExitOK, code)
 	assert.Contains(t, out, `"authorization": "ServerAuthorization my-app/web-authz-legacy"`)
 }
@@ -278,7 +252,7 @@ spec:
 `)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr policyLockedBuffer
+	var stderr testutil.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.PolicyControllerCommand().Run(ctx, []string{"--addr", addr, "--source", "static",
