@@ -8,47 +8,43 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/weftmesh/weft/mesh/identity"
+	"github.com/weftmesh/weft/mesh/inject"
 )
 
-// Label, annotation and environment keys read from Kubernetes objects.
-// mesh/inject owns this vocabulary (it writes these keys when it injects a
-// pod); the copies here exist so that discovery builds without importing a
-// sibling capability, and will be deduplicated.
+// Keys and defaults read from Kubernetes objects. mesh/inject owns this
+// vocabulary (it writes these keys when it injects a pod) and mesh/identity
+// owns the name format; discovery imports both.
 const (
-	// labelControlPlaneNS marks a meshed pod; its value is the namespace of
-	// the control plane that injected it.
-	labelControlPlaneNS = "linkerd.io/control-plane-ns"
-	// annotationOpaquePorts lists ports (numbers, ranges, container port
-	// names) whose traffic is opaque TCP. Read on pods, services and
-	// namespaces.
-	annotationOpaquePorts = "config.linkerd.io/opaque-ports"
-	// annotationSkipInboundPorts lists ports the proxy does not intercept:
-	// connections to them reach the application directly, without mTLS.
-	annotationSkipInboundPorts = "config.linkerd.io/skip-inbound-ports"
-	// proxyContainerName is the injected proxy container; the Linkerd name
-	// is accepted too so Linkerd-injected pods are understood.
-	proxyContainerName       = "weft-proxy"
-	linkerdProxyContainer    = "linkerd-proxy"
-	envProxyInboundAddr      = "WEFT_PROXY_INBOUND_ADDR"
-	envLinkerdInboundAddr    = "LINKERD2_PROXY_INBOUND_LISTEN_ADDR"
-	defaultProxyInboundPort  = 4143
-	labelPodTemplateHash     = "pod-template-hash"
-	defaultEndpointWeight    = 10000
-	defaultControlPlaneNS    = "weft"
-	defaultTrustDomain       = "cluster.local"
-	defaultClusterDomain     = "cluster.local"
-	defaultOpaquePortsString = "25,587,3306,4444,5432,6379,9300,11211"
+	labelControlPlaneNS        = inject.LabelControlPlaneNamespace
+	annotationOpaquePorts      = inject.AnnotationOpaquePorts
+	annotationSkipInboundPorts = inject.AnnotationSkipInboundPorts
+	proxyContainerName         = inject.ProxyContainerName
+	envProxyInboundAddr        = inject.EnvInboundAddr
+	defaultProxyInboundPort    = inject.DefaultInboundPort
+	defaultControlPlaneNS      = inject.DefaultControlPlaneNamespace
+	defaultOpaquePortsString   = inject.DefaultOpaquePorts
+	defaultTrustDomain         = identity.DefaultTrustDomain
+	// Linkerd-injected pods are understood too.
+	linkerdProxyContainer = "linkerd-proxy"
+	envLinkerdInboundAddr = "LINKERD2_PROXY_INBOUND_LISTEN_ADDR"
+	labelPodTemplateHash  = "pod-template-hash"
+	defaultEndpointWeight = 10000
+	defaultClusterDomain  = "cluster.local"
 )
 
-// identityName formats the TLS identity of a meshed workload:
-// <serviceaccount>.<namespace>.serviceaccount.identity.<control-plane-ns>.<trust-domain>.
-// mesh/identity owns the Name type; this is the one place discovery spells
-// the format.
+// identityName formats the TLS identity of a meshed workload with
+// mesh/identity's Name (a pod without a service account runs as "default").
 func identityName(serviceAccount, namespace, controlPlaneNS, trustDomain string) string {
 	if serviceAccount == "" {
 		serviceAccount = "default"
 	}
-	return serviceAccount + "." + namespace + ".serviceaccount.identity." + controlPlaneNS + "." + trustDomain
+	return identity.Name{
+		ServiceAccount: serviceAccount,
+		Namespace:      namespace,
+		Domain:         identity.Domain{ControlPlaneNamespace: controlPlaneNS, TrustDomain: trustDomain},
+	}.String()
 }
 
 // PortRange is an inclusive range of TCP ports.

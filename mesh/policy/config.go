@@ -10,6 +10,7 @@ import (
 	"github.com/go-kit/kit/metrics"
 	"github.com/go-kit/kit/metrics/discard"
 
+	"github.com/weftmesh/weft/mesh/identity"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -319,11 +320,14 @@ func checkDNSName(s string) error {
 
 // ServiceAccountIdentity formats the mesh identity of a service account:
 // <sa>.<ns>.serviceaccount.identity.<control-plane-ns>.<trust-domain>, the
-// name Linkerd (and Weft's identity service) puts in workload certificates.
-// It is written here rather than imported from mesh/identity so that
-// policy does not depend on the identity capability.
+// name Linkerd (and Weft's identity service) puts in workload certificates,
+// as mesh/identity formats it.
 func (c *Config) ServiceAccountIdentity(sa, ns string) string {
-	return sa + "." + ns + ".serviceaccount.identity." + c.ControlPlaneNamespace + "." + c.TrustDomain
+	return identity.Name{ServiceAccount: sa, Namespace: ns, Domain: c.identityDomain()}.String()
+}
+
+func (c *Config) identityDomain() identity.Domain {
+	return identity.Domain{ControlPlaneNamespace: c.ControlPlaneNamespace, TrustDomain: c.TrustDomain}
 }
 
 // namespaceIdentitySuffix is the suffix shared by every identity of a

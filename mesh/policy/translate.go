@@ -17,16 +17,18 @@ import (
 	"github.com/weftmesh/weft/apis/policy/v1alpha1"
 	"github.com/weftmesh/weft/apis/policy/v1beta1"
 	"github.com/weftmesh/weft/apis/policy/v1beta3"
+	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 	"github.com/weftmesh/weft/mesh/policy/pathnorm"
 )
 
-// Annotations Weft reads, as Linkerd names them.
+// Annotations Weft reads, as Linkerd names them. mesh/inject owns the
+// vocabulary; these are the same keys.
 const (
-	AnnotationDefaultInboundPolicy = "config.linkerd.io/default-inbound-policy"
-	AnnotationOpaquePorts          = "config.linkerd.io/opaque-ports"
-	AnnotationRequireIdentityPorts = "config.linkerd.io/proxy-require-identity-inbound-ports"
-	AnnotationInject               = "linkerd.io/inject"
+	AnnotationDefaultInboundPolicy = inject.AnnotationDefaultInboundPolicy
+	AnnotationOpaquePorts          = inject.AnnotationOpaquePorts
+	AnnotationRequireIdentityPorts = inject.ConfigPrefix + "proxy-require-identity-inbound-ports"
+	AnnotationInject               = inject.AnnotationInject
 )
 
 const policyGroup = "policy.linkerd.io"
