@@ -11,8 +11,10 @@ import (
 func main() {
 	cmds := []cli.Command{
 		cli.CertsCommand(),
+		cli.CheckCommand(),
 		cli.DiagnosticsCommand(),
 		cli.InjectCommand(),
+		cli.InstallCommand(),
 		cli.PolicyCommand(),
 		cli.AuthzCommand(),
 		cli.VersionCommand(),

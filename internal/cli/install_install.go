@@ -1,0 +1,276 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/weftmesh/weft/mesh/identity/local"
+	"github.com/weftmesh/weft/mesh/inject"
+	"github.com/weftmesh/weft/mesh/install"
+)
+
+// InstallCommand is `weft install`: it prints the Kubernetes manifests of
+// the control plane (or, with --crds, only the CRDs) for kubectl apply.
+func InstallCommand() Command {
+	return Command{Name: "install", Summary: "print the Kubernetes manifests of the control plane (CRDs, RBAC, Deployments, webhooks)", Run: runInstall}
+}
+
+const installUsage = `Usage: weft install [flags] > weft.yaml
+
+Prints every object the control plane needs, sorted by kind and name, for
+kubectl apply. Without certificate flags it generates a trust anchor, an
+identity issuer and a webhook certificate, so each run prints different
+certificates; give them (--identity-* and --webhook-cert-dir, or keep the
+generated ones with --certs-out DIR) and two runs print identical bytes.
+
+Flags:
+`
+
+type installFlags struct {
+	valuesFile, anchorsFile, issuerDir, issuerScheme string
+	webhookDir, controllerImage, certsOut            string
+	lifetime                                         time.Duration
+	crdsOnly, ha                                     bool
+}
+
+func runInstall(_ context.Context, args []string, stdio IO) int {
+	fs := NewFlagSet("weft install", stdio)
+	var f installFlags
+	fs.StringVar(&f.valuesFile, "values", "", "Values file (YAML or JSON; defaults for what it leaves out)")
+	fs.BoolVar(&f.crdsOnly, "crds", false, "print only the CustomResourceDefinitions (apply them first)")
+	fs.BoolVar(&f.ha, "ha", false, "high availability: 3 replicas with anti-affinity and PodDisruptionBudgets, webhooks with failurePolicy Fail")
+	fs.StringVar(&f.anchorsFile, "identity-trust-anchors-file", "", "PEM bundle of trust anchors (with --identity-issuer-dir)")
+	fs.StringVar(&f.issuerDir, "identity-issuer-dir", "", "directory with the issuer's crt.pem and key.pem (or tls.crt and tls.key)")
+	fs.StringVar(&f.issuerScheme, "identity-issuer-scheme", local.SchemeKubernetes, "layout of the issuer Secret: kubernetes.io/tls (tls.crt, tls.key, ca.crt) or linkerd.io/tls (crt.pem, key.pem)")
+	fs.DurationVar(&f.lifetime, "identity-issuance-lifetime", 24*time.Hour, "lifetime of the workload certificates the identity service issues")
+	fs.StringVar(&f.webhookDir, "webhook-cert-dir", "", "directory with the webhook CA and serving certificate: ca.crt, tls.crt, tls.key (generated when empty)")
+	fs.StringVar(&f.controllerImage, "controller-image", "", "weft-controller image (default "+install.DefaultControllerImage+":<values version>)")
+	fs.StringVar(&f.certsOut, "certs-out", "", "write the certificates this run generates into DIR (ca.crt, ca.key, issuer/, webhook/) to pass back next time")
+	fs.Usage = func() {
+		fmt.Fprint(stdio.Stderr, installUsage)
+		fs.PrintDefaults()
+	}
+	if code, ok := Parse(fs, args); !ok {
+		return code
+	}
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stdio.Stderr, "weft install: "+format+"\n", a...)
+		return ExitUsage
+	}
+	if fs.NArg() != 0 {
+		return usage("unexpected argument %q (the manifests go to stdout)", fs.Arg(0))
+	}
+	if f.crdsOnly {
+		set := []string{}
+		fs.Visit(func(fl *flag.Flag) {
+			if fl.Name != "crds" {
+				set = append(set, "--"+fl.Name)
+			}
+		})
+		if len(set) > 0 {
+			return usage("--crds prints only the CRDs and takes no other flag (got %v)", set)
+		}
+		m, err := install.CRDs()
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+			return ExitFailure
+		}
+		return writeManifest(m, stdio)
+	}
+
+	values, err := installValues(f.valuesFile)
+	if err != nil {
+		return usage("%v", err)
+	}
+	now := time.Now()
+	var gen generated
+	certs := install.Certificates{}
+	switch {
+	case f.anchorsFile != "" && f.issuerDir != "":
+		if certs.Identity, err = install.LoadIdentity(f.anchorsFile, f.issuerDir); err != nil {
+			return usage("%v", err)
+		}
+	case f.issuerDir != "" && values.IdentityTrustAnchorsPEM != "":
+		certPEM, keyPEM, err := install.LoadIssuer(f.issuerDir)
+		if err != nil {
+			return usage("%v", err)
+		}
+		certs.Identity = install.Identity{TrustAnchorsPEM: []byte(values.IdentityTrustAnchorsPEM), IssuerCertPEM: certPEM, IssuerKeyPEM: keyPEM}
+	case f.issuerDir != "":
+		return usage("--identity-issuer-dir needs --identity-trust-anchors-file (or identityTrustAnchorsPEM in the values)")
+	case f.anchorsFile != "":
+		return usage("--identity-trust-anchors-file needs --identity-issuer-dir: an issuer cannot be generated under an anchor whose private key is not given")
+	case values.IdentityTrustAnchorsPEM != "":
+		return usage("the values carry identityTrustAnchorsPEM but no --identity-issuer-dir was given: an issuer cannot be generated under an anchor whose private key is not given")
+	default:
+		if certs.Identity, gen.anchorKey, err = install.GenerateIdentity(now); err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+			return ExitFailure
+		}
+		gen.identity = true
+	}
+	if f.webhookDir != "" {
+		if certs.Webhook, err = install.LoadWebhook(f.webhookDir); err != nil {
+			return usage("%v", err)
+		}
+	} else {
+		if certs.Webhook, err = install.GenerateWebhook(values.ControlPlaneNamespace, values.ClusterDomain, now); err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+			return ExitFailure
+		}
+		gen.webhook = true
+	}
+
+	opts := []install.Option{install.WithIssuanceLifetime(f.lifetime), install.WithIssuerScheme(f.issuerScheme)}
+	if f.ha {
+		opts = append(opts, install.WithHA())
+	}
+	if f.controllerImage != "" {
+		opts = append(opts, install.WithControllerImage(f.controllerImage))
+	}
+	m, err := install.Render(values, certs, opts...)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+		return ExitUsage
+	}
+	if f.certsOut != "" {
+		if !gen.identity && !gen.webhook {
+			return usage("--certs-out: this run generated no certificates (all were given)")
+		}
+		if err := gen.write(f.certsOut, certs); err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft install: --certs-out: %v\n", err)
+			return ExitFailure
+		}
+	}
+	if gen.identity {
+		fmt.Fprint(stdio.Stderr, generatedIdentityWarning(f.certsOut))
+	}
+	if gen.webhook {
+		fmt.Fprintln(stdio.Stderr, "weft install: generated a new webhook CA and serving certificate (pass --webhook-cert-dir to reuse one and print identical output)")
+	}
+	for _, w := range m.Warnings {
+		fmt.Fprintf(stdio.Stderr, "weft install: warning: %s\n", w)
+	}
+	return writeManifest(m, stdio)
+}
+
+func writeManifest(m *install.Manifest, stdio IO) int {
+	data, err := m.YAML()
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+		return ExitFailure
+	}
+	if _, err := stdio.Stdout.Write(data); err != nil {
+		fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+// installValues reads the Values file over the defaults. A release build
+// (Version set at link time) tags images with its own version unless the
+// file names one.
+func installValues(path string) (inject.Values, error) {
+	values := inject.DefaultValues()
+	var data []byte
+	if path != "" {
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return inject.Values{}, fmt.Errorf("--values: %w", err)
+		}
+		if values, err = inject.ParseValues(data); err != nil {
+			return inject.Values{}, fmt.Errorf("--values %s: %w", path, err)
+		}
+	}
+	if Version != "" {
+		var keys map[string]any
+		if err := yaml.Unmarshal(data, &keys); err == nil {
+			if _, set := keys["version"]; !set {
+				values.Version = Version
+				if err := values.Validate(); err != nil {
+					return inject.Values{}, fmt.Errorf("build version %q: %w", Version, err)
+				}
+			}
+		}
+	}
+	return values, nil
+}
+
+// generated records which certificates this run made.
+type generated struct {
+	identity, webhook bool
+	anchorKey         []byte
+}
+
+// write stores the generated certificates under dir, refusing to replace
+// files:
+//
+//	dir/ca.crt, dir/ca.key        the trust anchor and its key
+//	dir/issuer/crt.pem, key.pem   the identity issuer
+//	dir/webhook/ca.crt, tls.crt, tls.key
+func (g generated) write(dir string, certs install.Certificates) error {
+	type file struct {
+		path string
+		data []byte
+		mode os.FileMode
+	}
+	var files []file
+	if g.identity {
+		files = append(files,
+			file{filepath.Join(dir, "ca.crt"), certs.Identity.TrustAnchorsPEM, 0o644},
+			file{filepath.Join(dir, "ca.key"), g.anchorKey, 0o600},
+			file{filepath.Join(dir, "issuer", "crt.pem"), certs.Identity.IssuerCertPEM, 0o644},
+			file{filepath.Join(dir, "issuer", "key.pem"), certs.Identity.IssuerKeyPEM, 0o600})
+	}
+	if g.webhook {
+		files = append(files,
+			file{filepath.Join(dir, "webhook", install.WebhookCAFile), certs.Webhook.CAPEM, 0o644},
+			file{filepath.Join(dir, "webhook", install.WebhookCertFile), certs.Webhook.CertPEM, 0o644},
+			file{filepath.Join(dir, "webhook", install.WebhookKeyFile), certs.Webhook.KeyPEM, 0o600})
+	}
+	for _, f := range files {
+		if _, err := os.Stat(f.path); err == nil {
+			return fmt.Errorf("%s already exists; remove it or pick another directory", f.path)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	for _, f := range files {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(f.path, f.data, f.mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func generatedIdentityWarning(certsOut string) string {
+	kept := "The anchor's private key is NOT kept: no new issuer can be made under this anchor, so rotating the issuer later means rotating the anchor too."
+	reuse := ""
+	if certsOut != "" {
+		kept = "The anchor and its private key were written to " + certsOut + "; keep ca.key offline."
+		reuse = fmt.Sprintf("\n  To render the same output again: --identity-trust-anchors-file %s --identity-issuer-dir %s --webhook-cert-dir %s",
+			filepath.Join(certsOut, "ca.crt"), filepath.Join(certsOut, "issuer"), filepath.Join(certsOut, "webhook"))
+	}
+	return `
+*************************************************************************
+WARNING: weft install GENERATED a new trust anchor and identity issuer
+  because no --identity-issuer-dir was given.
+  ` + kept + `
+  For production, create them yourself:
+    weft certs create-anchor --out anchor/
+    weft certs create-issuer --anchor anchor/ --out issuer/
+    weft install --identity-trust-anchors-file anchor/ca.crt --identity-issuer-dir issuer/` + reuse + `
+*************************************************************************
+
+`
+}

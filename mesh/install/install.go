@@ -1,0 +1,260 @@
+package install
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/weftmesh/weft/apis/crds"
+	"github.com/weftmesh/weft/mesh/identity"
+	"github.com/weftmesh/weft/mesh/identity/local"
+	"github.com/weftmesh/weft/mesh/inject"
+)
+
+// Object is a Kubernetes object of the install: typed (k8s.io/api or
+// apiextensions), with its apiVersion and kind set.
+type Object interface {
+	runtime.Object
+	metav1.Object
+}
+
+// Manifest is a rendered install: objects in the order they are applied,
+// and warnings about the inputs (certificates close to expiry).
+type Manifest struct {
+	Objects  []Object
+	Warnings []string
+}
+
+// Option tunes [Render].
+type Option func(*config)
+
+type config struct {
+	ha              bool
+	controllerImage string
+	lifetime        time.Duration
+	issuerScheme    string
+	now             func() time.Time
+}
+
+// WithHA renders the high-availability variant: three replicas of every
+// component spread over nodes by required pod anti-affinity, a
+// PodDisruptionBudget per component (at most one pod down) and webhooks
+// with failurePolicy Fail, so no pod starts un-meshed while the injector
+// is down.
+func WithHA() Option { return func(c *config) { c.ha = true } }
+
+// WithControllerImage sets the weft-controller image reference (name:tag or
+// name@digest). The default is [DefaultControllerImage] tagged with the
+// Values version.
+func WithControllerImage(ref string) Option { return func(c *config) { c.controllerImage = ref } }
+
+// WithIssuanceLifetime sets the lifetime of workload certificates
+// (default 24h).
+func WithIssuanceLifetime(d time.Duration) Option { return func(c *config) { c.lifetime = d } }
+
+// WithIssuerScheme chooses the layout of the issuer Secret:
+// local.SchemeKubernetes ("kubernetes.io/tls": tls.crt, tls.key and the
+// anchors in ca.crt; the default, what cert-manager writes) or
+// local.SchemeLinkerd ("linkerd.io/tls": an Opaque Secret with crt.pem and
+// key.pem).
+func WithIssuerScheme(s string) Option { return func(c *config) { c.issuerScheme = s } }
+
+// WithClock sets the time certificates are checked against (default
+// time.Now). The rendered objects never depend on it.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// CRDs returns the CustomResourceDefinitions Weft serves (apis/crds), as
+// `weft install --crds` prints them.
+func CRDs() (*Manifest, error) {
+	all, err := crds.All()
+	if err != nil {
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	m := &Manifest{}
+	for _, crd := range all {
+		crd.TypeMeta = metav1.TypeMeta{APIVersion: apiextensionsv1.SchemeGroupVersion.String(), Kind: "CustomResourceDefinition"}
+		m.Objects = append(m.Objects, crd)
+	}
+	return m, nil
+}
+
+// Render builds everything a cluster needs from values and certs: the CRDs,
+// then the control plane (namespace, service accounts, RBAC, ConfigMaps,
+// Secrets, Services, Deployments, PodDisruptionBudgets in HA, and the
+// webhook configurations). It is a function of its inputs: the same values,
+// certificates and options give the same objects, sorted by kind and name.
+//
+// values must validate; certs.Identity.TrustAnchorsPEM becomes the trust
+// roots (values.IdentityTrustAnchorsPEM must be empty or the same). Every
+// problem with the inputs is reported at once, each naming what is wrong,
+// and nothing is rendered then.
+func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest, error) {
+	cfg := config{lifetime: identity.DefaultLifetime, issuerScheme: local.SchemeKubernetes, now: time.Now}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.controllerImage == "" {
+		cfg.controllerImage = DefaultControllerImage + ":" + versionOf(values)
+	}
+	var errs []error
+	if err := values.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if values.IdentityTrustAnchorsPEM != "" && strings.TrimSpace(values.IdentityTrustAnchorsPEM) != strings.TrimSpace(string(certs.Identity.TrustAnchorsPEM)) {
+		errs = append(errs, errors.New("install: values: identityTrustAnchorsPEM differs from the trust anchors given; leave it empty or give the same bundle"))
+	}
+	if cfg.lifetime < time.Minute {
+		errs = append(errs, fmt.Errorf("install: issuance lifetime %s is shorter than a minute", cfg.lifetime))
+	}
+	if cfg.issuerScheme != local.SchemeKubernetes && cfg.issuerScheme != local.SchemeLinkerd {
+		errs = append(errs, fmt.Errorf("install: issuer scheme %q: want %s or %s", cfg.issuerScheme, local.SchemeKubernetes, local.SchemeLinkerd))
+	}
+	if !validImageRef(cfg.controllerImage) {
+		errs = append(errs, fmt.Errorf("install: controller image %q is not an image reference", cfg.controllerImage))
+	}
+	now := cfg.now()
+	var warnings []string
+	if w, err := checkIdentity(certs.Identity, now); err != nil {
+		errs = append(errs, err)
+	} else {
+		warnings = append(warnings, w...)
+	}
+	if w, err := checkWebhook(certs.Webhook, values.ControlPlaneNamespace, now); err != nil {
+		errs = append(errs, err)
+	} else {
+		warnings = append(warnings, w...)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	values.IdentityTrustAnchorsPEM = string(certs.Identity.TrustAnchorsPEM)
+
+	m, err := CRDs()
+	if err != nil {
+		return nil, err
+	}
+	r := renderer{values: values, certs: certs, cfg: cfg}
+	objs, err := r.controlPlane()
+	if err != nil {
+		return nil, err
+	}
+	sortObjects(objs)
+	m.Objects = append(m.Objects, objs...)
+	m.Warnings = warnings
+	return m, nil
+}
+
+// kindOrder is the apply order: what others refer to comes first, and the
+// webhook configurations last, once the injector they call exists.
+var kindOrder = map[string]int{
+	"CustomResourceDefinition":       0,
+	"Namespace":                      1,
+	"ServiceAccount":                 2,
+	"ClusterRole":                    3,
+	"ClusterRoleBinding":             4,
+	"ConfigMap":                      5,
+	"Secret":                         6,
+	"Service":                        7,
+	"Deployment":                     8,
+	"PodDisruptionBudget":            9,
+	"MutatingWebhookConfiguration":   10,
+	"ValidatingWebhookConfiguration": 11,
+}
+
+func sortObjects(objs []Object) {
+	sort.SliceStable(objs, func(i, j int) bool {
+		ki, kj := kindOrder[objs[i].GetObjectKind().GroupVersionKind().Kind], kindOrder[objs[j].GetObjectKind().GroupVersionKind().Kind]
+		if ki != kj {
+			return ki < kj
+		}
+		if objs[i].GetNamespace() != objs[j].GetNamespace() {
+			return objs[i].GetNamespace() < objs[j].GetNamespace()
+		}
+		return objs[i].GetName() < objs[j].GetName()
+	})
+}
+
+// YAML serializes the objects as a stream of YAML documents, each starting
+// with "---". Every object goes through its typed Go struct and JSON, so
+// field names and types are the API's own; keys come out sorted. Fields
+// the API server sets (status, a null creationTimestamp) are left out.
+func (m *Manifest) YAML() ([]byte, error) {
+	var buf bytes.Buffer
+	for _, o := range m.Objects {
+		doc, err := objectYAML(o)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString("---\n")
+		buf.Write(doc)
+	}
+	return buf.Bytes(), nil
+}
+
+func objectYAML(o Object) ([]byte, error) {
+	js, err := json.Marshal(o)
+	if err != nil {
+		return nil, fmt.Errorf("install: %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var tree map[string]any
+	if err := dec.Decode(&tree); err != nil {
+		return nil, fmt.Errorf("install: %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+	}
+	delete(tree, "status")
+	prune(tree)
+	out, err := yaml.Marshal(tree)
+	if err != nil {
+		return nil, fmt.Errorf("install: %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+	}
+	return out, nil
+}
+
+// prune removes the null creationTimestamp that metav1.ObjectMeta always
+// marshals, at every depth (pod templates carry one too).
+func prune(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		if ts, ok := t["creationTimestamp"]; ok && ts == nil {
+			delete(t, "creationTimestamp")
+		}
+		for _, c := range t {
+			prune(c)
+		}
+	case []any:
+		for _, c := range t {
+			prune(c)
+		}
+	}
+}
+
+func versionOf(v inject.Values) string {
+	if v.Version != "" {
+		return v.Version
+	}
+	return inject.DefaultVersion
+}
+
+// validImageRef is a light check of an image reference: non-empty, no
+// whitespace or control characters, a name before any tag or digest.
+func validImageRef(ref string) bool {
+	if ref == "" || len(ref) > 512 || strings.HasPrefix(ref, ":") || strings.HasPrefix(ref, "@") || strings.HasSuffix(ref, ":") {
+		return false
+	}
+	for _, r := range ref {
+		if r <= ' ' || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
