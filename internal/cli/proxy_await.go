@@ -45,7 +45,9 @@ func runProxyAwait(ctx context.Context, args []string, stdio IO) int {
 				return ExitOK
 			}
 			last = resp.Status
-		} else {
+		} else if ctx.Err() == nil {
+			// A probe cut short by the deadline says nothing new; keep the
+			// last real answer for the message.
 			last = err.Error()
 		}
 		select {

@@ -34,7 +34,7 @@ func TestProxyAwaitFailsAfterItsTimeoutNamingTheLastAnswer(t *testing.T) {
 	}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	code, _, errs := runCommand(t, cli.ProxyAwaitCommand(), "", "--admin-addr", addr, "--interval", "10ms", "--timeout", "100ms")
+	code, _, errs := runCommand(t, cli.ProxyAwaitCommand(), "", "--admin-addr", addr, "--interval", "10ms", "--timeout", "1s")
 	assert.Equal(t, cli.ExitFailure, code)
 	assert.Contains(t, errs, "503")
 }

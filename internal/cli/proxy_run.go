@@ -15,10 +15,25 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/static"
 )
 
-// ProxySources builds the proxy's inputs (identity client, destination
-// client, inbound policy client) from its configuration. cleanup, if not
-// nil, is called when the proxy has stopped.
-type ProxySources func(ctx context.Context, cfg dataplane.Config, log *slog.Logger) (id dataplane.Identity, res dataplane.Resolver, pol dataplane.InboundPolicies, cleanup func(), err error)
+// ProxyInputs are what a proxy consumes besides its configuration.
+type ProxyInputs struct {
+	// Identity is required: the identity client.
+	Identity dataplane.Identity
+	// Resolver is the destination client (Destination.Get).
+	Resolver dataplane.Resolver
+	// Policies is the inbound policy client (InboundServerPolicies).
+	Policies dataplane.InboundPolicies
+	// OutboundPolicies is the outbound policy client (OutboundPolicies);
+	// optional.
+	OutboundPolicies dataplane.OutboundPolicies
+	// Profiles is the profile client (Destination.GetProfile); optional.
+	Profiles dataplane.Profiles
+	// Cleanup, if set, is called when the proxy has stopped.
+	Cleanup func()
+}
+
+// ProxySources builds the proxy's inputs from its configuration.
+type ProxySources func(ctx context.Context, cfg dataplane.Config, log *slog.Logger) (ProxyInputs, error)
 
 // ProxyRunCommand is `weft-proxy run`: it reads the WEFT_PROXY_* settings
 // (each also a flag, which wins), opens the listeners and runs the proxy
@@ -80,12 +95,7 @@ func runProxy(ctx context.Context, args []string, stdio IO, lookup func(string) 
 		return ExitUsage
 	}
 
-	var (
-		id      dataplane.Identity
-		res     dataplane.Resolver
-		pol     dataplane.InboundPolicies
-		cleanup func()
-	)
+	var in ProxyInputs
 	switch {
 	case *staticFile != "":
 		src, err := static.Load(*staticFile)
@@ -93,9 +103,10 @@ func runProxy(ctx context.Context, args []string, stdio IO, lookup func(string) 
 			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
 			return ExitUsage
 		}
-		id, res, pol = src.Identity, src.Resolver, src.Policies
+		in = ProxyInputs{Identity: src.Identity, Resolver: src.Resolver, Policies: src.Policies,
+			OutboundPolicies: src.OutboundPolicies, Profiles: src.Profiles}
 	case sources != nil:
-		id, res, pol, cleanup, err = sources(ctx, cfg, log)
+		in, err = sources(ctx, cfg, log)
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
 			return ExitFailure
@@ -104,10 +115,17 @@ func runProxy(ctx context.Context, args []string, stdio IO, lookup func(string) 
 		fmt.Fprintln(stdio.Stderr, "weft-proxy: no control-plane clients are wired into this binary; use --static FILE")
 		return ExitUsage
 	}
-	if cleanup != nil {
-		defer cleanup()
+	if in.Cleanup != nil {
+		defer in.Cleanup()
 	}
-	p, err := dataplane.New(ctx, cfg, id, res, pol, dataplane.WithLogger(log))
+	opts := []dataplane.Option{dataplane.WithLogger(log)}
+	if in.OutboundPolicies != nil {
+		opts = append(opts, dataplane.WithOutboundPolicies(in.OutboundPolicies))
+	}
+	if in.Profiles != nil {
+		opts = append(opts, dataplane.WithProfiles(in.Profiles))
+	}
+	p, err := dataplane.New(ctx, cfg, in.Identity, in.Resolver, in.Policies, opts...)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
 		return ExitFailure

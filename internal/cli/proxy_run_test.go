@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -105,4 +106,78 @@ func TestProxyRunServesFromAStaticFileUntilCancelled(t *testing.T) {
 		t.Fatal("the proxy did not stop")
 	}
 	assert.True(t, strings.Contains(errb.String(), `"msg":"proxy started"`), errb.String())
+}
+
+func TestTwoStaticProxiesFormAnHTTPPair(t *testing.T) {
+	// The pair docs/dataplane.md shows for scripts and benchmarks.
+	dir := t.TempDir()
+	const client = "client.default.serviceaccount.identity.linkerd.cluster.local"
+	const server = "server.default.serviceaccount.identity.linkerd.cluster.local"
+	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "root.linkerd.cluster.local"})
+	for name, id := range map[string]string{"client": client, "server": server} {
+		leaf := anchor.Leaf(t, testutil.CertOptions{Name: id})
+		testutil.WriteFile(t, filepath.Join(dir, name+".crt"), leaf.ChainPEM)
+		testutil.WriteFile(t, filepath.Join(dir, name+".key"), leaf.KeyPEM)
+	}
+	testutil.WriteFile(t, filepath.Join(dir, "roots.pem"), anchor.CertPEM)
+
+	appLn := testutil.Listen(t)
+	app := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s from %s", r.Proto, r.Header.Get("L5d-Client-Id"))
+	})}
+	go app.Serve(appLn)
+	defer app.Close()
+	appPort := appLn.Addr().(*net.TCPAddr).Port
+	inbound, mapped := testutil.FreePort(t), testutil.FreePort(t)
+
+	testutil.WriteFile(t, filepath.Join(dir, "client.yaml"), []byte(fmt.Sprintf(`identity: {name: %s, certificate: client.crt, key: client.key, trustAnchors: roots.pem}
+destinations:
+  "app.local:%d":
+    - {address: "127.0.0.1:%d", identity: %s, opaqueTransportPort: %d}
+`, client, appPort, appPort, server, inbound)))
+	testutil.WriteFile(t, filepath.Join(dir, "server.yaml"), []byte(fmt.Sprintf(`identity: {name: %s, certificate: server.crt, key: server.key, trustAnchors: roots.pem}
+policies:
+  "%d":
+    protocol: {detect: {}}
+    authorizations:
+      - networks: [{net: {ip: {ipv4: 0}, prefixLen: 0}}]
+        authentication: {meshTLS: {identities: {identities: [{name: %s}]}}}
+`, server, appPort, client)))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	run := func(args ...string) chan int {
+		done := make(chan int, 1)
+		var errb syncBuffer
+		go func() { done <- runProxy(ctx, args, IO{Stdout: io.Discard, Stderr: &errb}, noEnv, nil) }()
+		return done
+	}
+	doneS := run("--static", filepath.Join(dir, "server.yaml"), "--inbound-addr", fmt.Sprintf("127.0.0.1:%d", inbound),
+		"--outbound-addr", "off", "--admin-addr", fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), "--shutdown-grace-period", "1s")
+	doneC := run("--static", filepath.Join(dir, "client.yaml"), "--inbound-addr", "off", "--outbound-addr", "off",
+		"--admin-addr", fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), "--shutdown-grace-period", "1s",
+		"--outbound-mappings", fmt.Sprintf("127.0.0.1:%d=app.local:%d", mapped, appPort))
+
+	c := &http.Client{Timeout: 2 * time.Second}
+	var body string
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/", mapped))
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		return resp.StatusCode == http.StatusOK
+	}, "a request crosses the pair")
+	assert.Equal(t, "HTTP/1.1 from "+client, body)
+	cancel()
+	for _, d := range []chan int{doneS, doneC} {
+		select {
+		case code := <-d:
+			assert.Equal(t, ExitOK, code)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a proxy did not stop")
+		}
+	}
 }

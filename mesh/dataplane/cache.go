@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/apis/proxy/inbound"
+	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
 // destinations shares one discovery watch per target among connections,
@@ -25,10 +26,14 @@ type destination struct {
 	target   string
 	set      atomic.Pointer[endpointSet]
 	ready    chan struct{}
-	err      error // valid once ready is closed and set is nil
+	err      error           // valid once ready is closed and set is nil
+	ctx      context.Context // ends when the destination is dropped
 	cancel   context.CancelFunc
 	lastUsed atomic.Int64
 	users    atomic.Int32
+
+	svcMu sync.Mutex
+	svc   *service // HTTP state, created on first HTTP use
 }
 
 type endpointSet struct {
@@ -58,7 +63,7 @@ func (ds *destinations) get(ctx context.Context, target string) (*destination, e
 	d := ds.m[target]
 	if d == nil {
 		wctx, cancel := context.WithCancel(ds.p.runCtx)
-		d = &destination{target: target, ready: make(chan struct{}), cancel: cancel}
+		d = &destination{target: target, ready: make(chan struct{}), ctx: wctx, cancel: cancel}
 		ds.m[target] = d
 		go ds.watch(wctx, d)
 	}
@@ -157,6 +162,10 @@ func (ds *destinations) janitor(ctx context.Context) {
 			}
 		}
 		ds.mu.Unlock()
+		if ds.p.http != nil {
+			ds.p.http.pool.sweep()
+			ds.p.http.appH1.Sweep()
+		}
 	}
 }
 
@@ -254,8 +263,15 @@ type policyCache struct {
 	m  map[uint32]*portPolicy
 }
 
+// portState is a port's current policy: as received, and as the shared
+// evaluator reads it.
+type portState struct {
+	proto *inbound.Server
+	srv   *authz.Server
+}
+
 type portPolicy struct {
-	srv    atomic.Pointer[inbound.Server]
+	cur    atomic.Pointer[portState]
 	ready  chan struct{}
 	cancel context.CancelFunc
 }
@@ -291,27 +307,42 @@ func (pc *policyCache) has(port uint32) bool {
 	pc.mu.Lock()
 	pp := pc.m[port]
 	pc.mu.Unlock()
-	return pp != nil && pp.srv.Load() != nil
+	return pp != nil && pp.cur.Load() != nil
+}
+
+// peek returns the current policy of port without waiting or starting a
+// watch.
+func (pc *policyCache) peek(port uint32) *portState {
+	if pc.p.policies == nil {
+		return pc.p.defaultState
+	}
+	pc.mu.Lock()
+	pp := pc.m[port]
+	pc.mu.Unlock()
+	if pp == nil {
+		return nil
+	}
+	return pp.cur.Load()
 }
 
 // get returns the current policy of port, waiting up to the policy timeout
 // for the first one.
-func (pc *policyCache) get(ctx context.Context, port uint32) (*inbound.Server, error) {
+func (pc *policyCache) get(ctx context.Context, port uint32) (*portState, error) {
 	if pc.p.policies == nil {
-		return pc.p.defaultServer, nil
+		return pc.p.defaultState, nil
 	}
 	pp, err := pc.start(port)
 	if err != nil {
 		return nil, err
 	}
-	if s := pp.srv.Load(); s != nil {
+	if s := pp.cur.Load(); s != nil {
 		return s, nil
 	}
 	timer := time.NewTimer(pc.p.cfg.PolicyTimeout)
 	defer timer.Stop()
 	select {
 	case <-pp.ready:
-		return pp.srv.Load(), nil
+		return pp.cur.Load(), nil
 	case <-timer.C:
 		return nil, fmt.Errorf("dataplane: no policy for port %d within %s", port, pc.p.cfg.PolicyTimeout)
 	case <-ctx.Done():
@@ -321,11 +352,14 @@ func (pc *policyCache) get(ctx context.Context, port uint32) (*inbound.Server, e
 
 // watch keeps the latest policy of a port; when the stream breaks it keeps
 // the last one and asks again with backoff. A source that knows nothing of
-// the port yields the configured default policy.
+// the port yields the configured default policy. A policy the shared
+// evaluator refuses (a newer control plane's matchers, a malformed
+// message) is not applied: the last good one stays, or, before any, the
+// port denies everything.
 func (pc *policyCache) watch(ctx context.Context, port uint32, pp *portPolicy) {
 	backoff := 50 * time.Millisecond
-	publish := func(s *inbound.Server) {
-		if pp.srv.Swap(s) == nil {
+	publish := func(s *portState) {
+		if pp.cur.Swap(s) == nil {
 			close(pp.ready)
 		}
 	}
@@ -336,7 +370,16 @@ func (pc *policyCache) watch(ctx context.Context, port uint32, pp *portPolicy) {
 				if s == nil {
 					continue
 				}
-				publish(s)
+				srv, cerr := compilePolicy(s)
+				if cerr != nil {
+					pc.p.log.Warn("inbound policy refused", "port", port, "err", cerr)
+					pc.p.m.policyRefused.Inc()
+					if pp.cur.Load() == nil {
+						publish(&portState{proto: s, srv: denyAllPolicy("invalid-policy")})
+					}
+					continue
+				}
+				publish(&portState{proto: s, srv: srv})
 				backoff = 50 * time.Millisecond
 			}
 			if ctx.Err() != nil {
@@ -346,8 +389,8 @@ func (pc *policyCache) watch(ctx context.Context, port uint32, pp *portPolicy) {
 		} else if errors.Is(err, ErrNotFound) {
 			// The source has no policy for this port: the default applies
 			// until it has one.
-			if pp.srv.Load() == nil {
-				publish(pc.p.defaultServer)
+			if pp.cur.Load() == nil {
+				publish(pc.p.defaultState)
 			}
 			backoff = max(backoff, 5*time.Second)
 			pc.p.log.Debug("no policy for port, using the default", "port", port, "default", pc.p.cfg.DefaultInboundPolicy)

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weftmesh/weft/mesh/dataplane/authz"
 	"github.com/weftmesh/weft/mesh/dataplane/iptables"
 )
 
@@ -61,6 +60,15 @@ type Config struct {
 	PolicyTimeout       time.Duration // WEFT_PROXY_POLICY_TIMEOUT, 10s
 	ShutdownGracePeriod time.Duration // WEFT_PROXY_SHUTDOWN_GRACE_PERIOD, 120s
 
+	// HTTP.
+	HTTPIdleTimeout        time.Duration // WEFT_PROXY_HTTP_IDLE_TIMEOUT, 60s: idle client connection between requests
+	HTTPHeaderTimeout      time.Duration // WEFT_PROXY_HTTP_HEADER_TIMEOUT, 10s: reading one HTTP/1 request head
+	HTTPMaxHeaderBytes     int           // WEFT_PROXY_HTTP_MAX_HEADER_BYTES, 65536: request head / HTTP/2 header list
+	H2MaxConcurrentStreams uint32        // WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS, 100 per connection
+	H2StreamWindow         int32         // WEFT_PROXY_HTTP2_STREAM_WINDOW, 1 MiB receive window per stream
+	H2ConnectionWindow     int32         // WEFT_PROXY_HTTP2_CONNECTION_WINDOW, 4 MiB receive window per connection
+	H2ResetBudget          int           // WEFT_PROXY_HTTP2_RESET_BUDGET, 100: premature stream resets a connection may cause before the ratio check closes it
+
 	// Admin.
 	AdminShutdown bool // WEFT_PROXY_ADMIN_SHUTDOWN: enable POST /shutdown from loopback
 
@@ -79,19 +87,26 @@ type Mapping struct {
 // DefaultConfig returns the defaults every setting has.
 func DefaultConfig() Config {
 	return Config{
-		InboundAddr:          "0.0.0.0:4143",
-		OutboundAddr:         "127.0.0.1:4140",
-		AdminAddr:            "0.0.0.0:4191",
-		InboundForwardHost:   "127.0.0.1",
-		DefaultInboundPolicy: authz.AllUnauthenticated,
-		ClusterNetworks:      authz.DefaultClusterNetworks,
-		DetectTimeout:        10 * time.Second,
-		ConnectTimeout:       time.Second,
-		ResolveTimeout:       3 * time.Second,
-		PolicyTimeout:        10 * time.Second,
-		ShutdownGracePeriod:  120 * time.Second,
-		LogLevel:             "info",
-		LogFormat:            "plain",
+		InboundAddr:            "0.0.0.0:4143",
+		OutboundAddr:           "127.0.0.1:4140",
+		AdminAddr:              "0.0.0.0:4191",
+		InboundForwardHost:     "127.0.0.1",
+		DefaultInboundPolicy:   AllUnauthenticated,
+		ClusterNetworks:        DefaultClusterNetworks,
+		DetectTimeout:          10 * time.Second,
+		ConnectTimeout:         time.Second,
+		ResolveTimeout:         3 * time.Second,
+		PolicyTimeout:          10 * time.Second,
+		ShutdownGracePeriod:    120 * time.Second,
+		HTTPIdleTimeout:        time.Minute,
+		HTTPHeaderTimeout:      10 * time.Second,
+		HTTPMaxHeaderBytes:     64 << 10,
+		H2MaxConcurrentStreams: 100,
+		H2StreamWindow:         1 << 20,
+		H2ConnectionWindow:     4 << 20,
+		H2ResetBudget:          100,
+		LogLevel:               "info",
+		LogFormat:              "plain",
 	}
 }
 
@@ -133,6 +148,13 @@ func Settings() []Setting {
 		{"WEFT_PROXY_RESOLVE_TIMEOUT", "3s", "how long a new destination lookup may take before the connection fails"},
 		{"WEFT_PROXY_POLICY_TIMEOUT", "10s", "how long an inbound connection waits for its port's first policy before it is refused"},
 		{"WEFT_PROXY_SHUTDOWN_GRACE_PERIOD", "120s", "how long open connections may drain after SIGTERM"},
+		{"WEFT_PROXY_HTTP_IDLE_TIMEOUT", "60s", "how long an HTTP client connection may stay idle between requests"},
+		{"WEFT_PROXY_HTTP_HEADER_TIMEOUT", "10s", "how long reading one HTTP/1 request head may take"},
+		{"WEFT_PROXY_HTTP_MAX_HEADER_BYTES", "65536", "largest HTTP/1 request head and HTTP/2 header list accepted (431 beyond)"},
+		{"WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS", "100", "concurrent HTTP/2 streams a client connection may open"},
+		{"WEFT_PROXY_HTTP2_STREAM_WINDOW", "1048576", "HTTP/2 receive window per stream, bytes"},
+		{"WEFT_PROXY_HTTP2_CONNECTION_WINDOW", "4194304", "HTTP/2 receive window per connection, bytes"},
+		{"WEFT_PROXY_HTTP2_RESET_BUDGET", "100", "premature stream resets (sent or received, of streams under a second old) an HTTP/2 connection may see before it is closed when at least half its streams were reset so"},
 		{"WEFT_PROXY_ADMIN_SHUTDOWN", "false", "enable POST /shutdown on the admin server (loopback clients only)"},
 		{"WEFT_PROXY_LOG_LEVEL", "info", "trace, debug, info, warn, error or off; Linkerd's 'warn,linkerd=info' form is accepted (its first bare level counts)"},
 		{"WEFT_PROXY_LOG_FORMAT", "plain", "plain or json"},
@@ -251,8 +273,8 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if v, ok := lookup("WEFT_PROXY_DEFAULT_INBOUND_POLICY"); ok && strings.TrimSpace(v) != "" {
 		v = strings.TrimSpace(v)
-		if _, err := authz.DefaultServer(v, nil); err != nil {
-			bad("WEFT_PROXY_DEFAULT_INBOUND_POLICY", v, fmt.Errorf("want one of %s", strings.Join(authz.DefaultPolicies(), ", ")))
+		if _, err := defaultPolicy(v, nil); err != nil {
+			bad("WEFT_PROXY_DEFAULT_INBOUND_POLICY", v, fmt.Errorf("want one of %s", strings.Join(DefaultPolicies(), ", ")))
 		} else {
 			cfg.DefaultInboundPolicy = v
 		}
@@ -280,6 +302,23 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	duration("WEFT_PROXY_RESOLVE_TIMEOUT", &cfg.ResolveTimeout, false)
 	duration("WEFT_PROXY_POLICY_TIMEOUT", &cfg.PolicyTimeout, false)
 	duration("WEFT_PROXY_SHUTDOWN_GRACE_PERIOD", &cfg.ShutdownGracePeriod, true)
+	duration("WEFT_PROXY_HTTP_IDLE_TIMEOUT", &cfg.HTTPIdleTimeout, false)
+	duration("WEFT_PROXY_HTTP_HEADER_TIMEOUT", &cfg.HTTPHeaderTimeout, false)
+	integer := func(name string, lo, hi int64, set func(int64)) {
+		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil || n < lo || n > hi {
+				bad(name, v, fmt.Errorf("want a whole number in %d..%d", lo, hi))
+				return
+			}
+			set(n)
+		}
+	}
+	integer("WEFT_PROXY_HTTP_MAX_HEADER_BYTES", 4096, 1<<20, func(n int64) { cfg.HTTPMaxHeaderBytes = int(n) })
+	integer("WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS", 1, 10000, func(n int64) { cfg.H2MaxConcurrentStreams = uint32(n) })
+	integer("WEFT_PROXY_HTTP2_STREAM_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2StreamWindow = int32(n) })
+	integer("WEFT_PROXY_HTTP2_CONNECTION_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2ConnectionWindow = int32(n) })
+	integer("WEFT_PROXY_HTTP2_RESET_BUDGET", 1, 1<<20, func(n int64) { cfg.H2ResetBudget = int(n) })
 	if v, ok := lookup("WEFT_PROXY_ADMIN_SHUTDOWN"); ok && strings.TrimSpace(v) != "" {
 		b, err := strconv.ParseBool(strings.TrimSpace(v))
 		if err != nil {
@@ -334,10 +373,14 @@ func (c Config) Validate() error {
 		}
 		seen[m.Listen] = "mapping"
 	}
-	if c.DetectTimeout <= 0 || c.ConnectTimeout <= 0 || c.ResolveTimeout <= 0 || c.PolicyTimeout <= 0 || c.ShutdownGracePeriod < 0 {
+	if c.DetectTimeout <= 0 || c.ConnectTimeout <= 0 || c.ResolveTimeout <= 0 || c.PolicyTimeout <= 0 || c.ShutdownGracePeriod < 0 ||
+		c.HTTPIdleTimeout <= 0 || c.HTTPHeaderTimeout <= 0 {
 		errs = append(errs, errors.New("dataplane: timeouts must be positive"))
 	}
-	if _, err := authz.DefaultServer(c.DefaultInboundPolicy, c.ClusterNetworks); err != nil {
+	if c.HTTPMaxHeaderBytes < 4096 || c.H2MaxConcurrentStreams == 0 || c.H2StreamWindow < 65535 || c.H2ConnectionWindow < 65535 || c.H2ResetBudget <= 0 {
+		errs = append(errs, errors.New("dataplane: HTTP limits must be set (header bytes at least 4096, streams at least 1, windows at least 65535, reset budget at least 1)"))
+	}
+	if _, err := defaultPolicy(c.DefaultInboundPolicy, c.ClusterNetworks); err != nil {
 		errs = append(errs, fmt.Errorf("dataplane: default inbound policy: %w", err))
 	}
 	if _, err := netip.ParseAddr(c.InboundForwardHost); err != nil {

@@ -1,9 +1,11 @@
 // Package dataplane is Weft's proxy: the sidecar that carries every byte
-// between meshed workloads. This package is its layer-4 foundation:
-// listeners, transparent and explicit capture, protocol detection, mutual
-// TLS between proxies, TCP forwarding with connection-level balancing,
-// inbound authorization, the admin server and graceful drain. HTTP and gRPC
-// routing build on it later.
+// between meshed workloads. It has two layers: layer 4 (listeners,
+// transparent and explicit capture, protocol detection, mutual TLS between
+// proxies, TCP forwarding with connection-level balancing, inbound
+// authorization, the admin server and graceful drain) and, for traffic
+// detected as HTTP/1, HTTP/2 or gRPC, request-level proxying (routing,
+// balancing, retries, timeouts, circuit breaking, per-route authorization
+// and golden metrics).
 //
 // # A tour
 //
@@ -17,6 +19,16 @@
 //   - [InboundPolicies]: a watch of each application port's policy, as the
 //     proxy API's own io.linkerd.proxy.inbound Server message
 //     ([MemoryPolicies]). The inbound policy client satisfies it.
+//
+// Two optional inputs shape HTTP traffic, passed as options:
+//
+//   - [OutboundPolicies] ([WithOutboundPolicies]): the proxy API's
+//     io.linkerd.proxy.outbound OutboundPolicy of each destination
+//     (HTTPRoute and GRPCRoute rules, weighted backends, filters,
+//     timeouts, retries, failure accrual; [MemoryOutboundPolicies]).
+//   - [Profiles] ([WithProfiles]): the DestinationProfile of each
+//     destination (ServiceProfile routes, retry budget, traffic split;
+//     [MemoryProfiles]).
 //
 // [New] builds the proxy and [Proxy.Run] serves the [Listeners] the caller
 // opened (usually with [Listen]) until its context ends, then drains.
@@ -46,9 +58,41 @@
 // the single DNS SAN of its verified certificate (never a header, never the
 // common name); anything else is plaintext (or the application's own TLS)
 // from a client without identity. The port comes from the transport header
-// or the original destination. The port's policy is evaluated (package
-// authz); a denied connection is closed, an allowed one is forwarded to the
-// application on InboundForwardHost (127.0.0.1).
+// or the original destination. For an opaque connection the port's policy
+// is evaluated with the shared evaluator (mesh/policy/authz); a denied
+// connection is closed, an allowed one is forwarded to the application on
+// InboundForwardHost (127.0.0.1). HTTP is authorized request by request
+// (below).
+//
+// # HTTP
+//
+// A connection detected as HTTP is served request by request, outbound and
+// inbound, by the proxy's own strict HTTP/1 server (package h1) or Go's
+// HTTP/2 server with explicit limits and a per-connection guard against
+// reset, control-frame, empty-frame and CONTINUATION floods.
+//
+// Outbound, each request is routed (package route) by the destination's
+// profile or outbound policy, sent to a backend picked by weight and an
+// endpoint picked by power of two choices over peak-EWMA latency with
+// failure accrual (package balance), and retried within the destination's
+// budget (package retry) when its route allows it, its method is
+// idempotent (or the route names it) and its body fits in 64 KiB. A
+// meshed endpoint is reached over a pooled HTTP/2 connection with mutual
+// TLS (an HTTP/1 request carries its version in l5d-orig-proto and is
+// restored inbound); WebSocket and other upgrades get a connection of
+// their own and become a tunnel only after 101 Switching Protocols.
+// Without endpoints, or with every endpoint ejected, requests get 503 at
+// once.
+//
+// Inbound, every request is authorized with the shared evaluator
+// (mesh/policy/authz) on the normalized path it then forwards: a denied
+// request gets 403 (404 without a route, 400 for an ambiguous path or
+// header) or, for gRPC, PERMISSION_DENIED, with weft-deny-reason naming
+// the class; audit policies let requests through and count them. The
+// application receives the verified client identity in l5d-client-id;
+// every other l5d-* and weft-* header from a client is removed at each
+// hop, as are hop-by-hop headers and every header a Connection field
+// names, in requests and responses, 1xx included.
 //
 // # Hot path
 //
@@ -75,7 +119,20 @@
 //	inbound_tcp_authz_deny_total   denied, by target_port, peer_id, tls
 //	identity_cert_expiration_timestamp_seconds
 //
+// and, for HTTP, with labels direction, target (outbound: the
+// destination authority from discovery, capped at 500 values; inbound:
+// the application port), route (from policy), peer_id and tls:
+//
+//	request_total                  requests received
+//	response_total                 responses, by status_code and classification
+//	response_latency_ms            time to the response head (histogram)
+//	inbound_http_authz_allow_total / _deny_total (reason) / _audit_total
+//	outbound_http_retries_total, outbound_http_retry_budget_exhausted_total
+//	http_errors_total              answers the proxy made itself, by reason
+//	http_protocol_errors_total     refused requests and closed HTTP/2 connections
+//
 // plus Go runtime and process metrics when the proxy owns its registry.
+// No label is taken from a raw Host, path or header.
 //
 // # Faults
 //

@@ -6,9 +6,15 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/netip"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/weftmesh/weft/apis/proxy/httproute"
+	"github.com/weftmesh/weft/apis/proxy/meta"
+	"github.com/weftmesh/weft/apis/proxy/outbound"
 
 	"github.com/weftmesh/weft/mesh/dataplane"
-	"github.com/weftmesh/weft/mesh/dataplane/authz"
 )
 
 // Example wires a proxy from in-memory inputs and runs it until its
@@ -30,7 +36,7 @@ func Example() {
 		Identity: "api.shop.serviceaccount.identity.linkerd.cluster.local",
 	})
 	policies := dataplane.NewMemoryPolicies()
-	srv, _ := authz.DefaultServer(authz.AllAuthenticated, nil)
+	srv, _ := dataplane.DefaultInboundServer(dataplane.AllAuthenticated, nil)
 	policies.Set(8080, srv)
 
 	cfg := dataplane.DefaultConfig()
@@ -39,4 +45,29 @@ func Example() {
 	go cancel() // SIGTERM
 	_ = p.Run(ctx, ls)
 	// Output: no certificate yet: true
+}
+
+// ExampleWithOutboundPolicies gives a proxy the client-side policy of a
+// destination: here one route whose GET and HEAD requests are retried on
+// 5xx, with a 2s request timeout. The outbound policy client of the
+// control plane satisfies OutboundPolicies the same way.
+func ExampleWithOutboundPolicies() {
+	policies := dataplane.NewMemoryOutboundPolicies()
+	policies.Set("api.shop.svc.cluster.local:8080", &outbound.OutboundPolicy{
+		Protocol: &outbound.ProxyProtocol{Kind: &outbound.ProxyProtocol_Detect_{Detect: &outbound.ProxyProtocol_Detect{
+			Http1: &outbound.ProxyProtocol_Http1{Routes: []*outbound.HttpRoute{{
+				Metadata: &meta.Metadata{Kind: &meta.Metadata_Default{Default: "api"}},
+				Rules: []*outbound.HttpRoute_Rule{{
+					Timeouts: &httproute.Timeouts{Request: durationpb.New(2 * time.Second)},
+					Retry: &outbound.HttpRoute_Retry{MaxRetries: 2, Conditions: &outbound.HttpRoute_Retry_Conditions{
+						StatusRanges: []*outbound.HttpRoute_Retry_Conditions_StatusRange{{Start: 500, End: 599}},
+					}},
+				}},
+			}}},
+		}}},
+	})
+	profiles := dataplane.NewMemoryProfiles()
+	opts := []dataplane.Option{dataplane.WithOutboundPolicies(policies), dataplane.WithProfiles(profiles)}
+	fmt.Println(len(opts), "options for dataplane.New")
+	// Output: 2 options for dataplane.New
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/dataplane"
-	"github.com/weftmesh/weft/mesh/dataplane/authz"
+	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
 const (
@@ -172,7 +172,7 @@ func allowOnly(ids ...string) *inbound.Server {
 		Protocol: &inbound.ProxyProtocol{Kind: &inbound.ProxyProtocol_Detect_{Detect: &inbound.ProxyProtocol_Detect{}}},
 		Authorizations: []*inbound.Authz{{
 			Networks: []*inbound.Network{
-				authz.Network(netip.MustParsePrefix("0.0.0.0/0")), authz.Network(netip.MustParsePrefix("::/0")),
+				{Net: authz.PrefixToProto(netip.MustParsePrefix("0.0.0.0/0"))}, {Net: authz.PrefixToProto(netip.MustParsePrefix("::/0"))},
 			},
 			Authentication: &inbound.Authn{Permit: &inbound.Authn_MeshTLS{MeshTLS: &inbound.Authn_PermitMeshTLS{
 				Clients: &inbound.Authn_PermitMeshTLS_Identities{Identities: p},
@@ -183,7 +183,7 @@ func allowOnly(ids ...string) *inbound.Server {
 }
 
 func defaultServer(t *testing.T, name string) *inbound.Server {
-	s, err := authz.DefaultServer(name, nil)
+	s, err := dataplane.DefaultInboundServer(name, nil)
 	require.NoError(t, err)
 	return s
 }

@@ -4,15 +4,17 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/weftmesh/weft/apis/proxy/inbound"
-	"github.com/weftmesh/weft/mesh/dataplane/authz"
 	"github.com/weftmesh/weft/mesh/dataplane/detect"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
+	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
 // sniff reads the first bytes of c into buf until detect.Classify gives a
@@ -65,11 +67,13 @@ func (c *replayConn) Read(p []byte) (int, error) {
 
 // inboundConn is what the inbound proxy learned about a connection.
 type inboundConn struct {
-	conn     net.Conn // plaintext stream from the client (TLS terminated)
-	peer     authz.Peer
-	port     uint16
-	protocol transport.Protocol
-	prefix   []byte // bytes already read from conn, to forward first
+	conn      net.Conn // plaintext stream from the client (TLS terminated)
+	peer      authz.Conn
+	target    netip.Addr // the address the client connected to, when known
+	port      uint16
+	protocol  transport.Protocol
+	fromProxy bool   // the transport header came with mesh TLS
+	prefix    []byte // bytes already read from conn, to forward first
 }
 
 func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
@@ -82,16 +86,50 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	}
 	log = log.With("port", ic.port, "peer_id", ic.peer.Identity, "tls", ic.peer.TLS)
 
-	srv, err := p.pols.get(ctx, uint32(ic.port))
-	var d authz.Decision
-	if err != nil {
-		d = authz.Decision{Index: -1, Reason: err.Error()}
-	} else {
-		d = authz.Evaluate(srv, ic.peer)
+	st, err := p.pols.get(ctx, uint32(ic.port))
+	if err == nil && ic.protocol == transport.HTTP2 && !ic.fromProxy && st.srv.Protocol == authz.ProtocolHTTP1 {
+		// Cleartext HTTP/2 on a port declared HTTP/1 only is refused, not
+		// forwarded (the application may not expect it).
+		p.m.http.protocol.WithLabelValues(Inbound, "h2c-on-http1-port").Inc()
+		log.Info("inbound HTTP/2 refused on an HTTP/1 port")
+		return false
 	}
-	p.m.authz(ic.port, d.Allowed, d.Name, ic.peer.Identity, ic.peer.TLS)
-	if !d.Allowed {
-		log.Info("inbound connection denied", "reason", d.Reason)
+	if err == nil && (ic.protocol == transport.HTTP1 || ic.protocol == transport.HTTP2) &&
+		(ic.fromProxy || !opaqueServer(st.proto)) {
+		// HTTP: authorized request by request (routes may admit clients
+		// the server alone does not).
+		conn := net.Conn(ic.conn)
+		if len(ic.prefix) > 0 {
+			conn = &replayConn{Conn: ic.conn, prefix: append([]byte(nil), ic.prefix...)}
+		}
+		release()
+		info := &connInfo{direction: Inbound, port: ic.port, peer: ic.peer, target: ic.target, fromProxy: ic.fromProxy}
+		log.Debug("inbound HTTP connection", "protocol", ic.protocol.String())
+		p.serveHTTP(conn, ic.protocol, info, func() {
+			if ic.conn != c {
+				ic.conn.Close()
+			}
+			p.untrack(c)
+		})
+		return true
+	}
+
+	var allowed bool
+	var name, reason string
+	switch {
+	case err != nil:
+		reason = err.Error()
+	case !serverIPsAllow(st.proto, ic.target):
+		reason = fmt.Sprintf("target %s is not one of the server's addresses", ic.target)
+	default:
+		res := authz.Evaluate(st.srv, ic.peer, nil)
+		allowed = res.Decision != authz.Deny
+		name = authzName(res.Authorization)
+		reason = res.Reason.String()
+	}
+	p.m.authz(ic.port, allowed, name, ic.peer.Identity, ic.peer.TLS)
+	if !allowed {
+		log.Info("inbound connection denied", "reason", reason)
 		return false
 	}
 
@@ -107,7 +145,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	}
 	release()
 	stats := p.m.opened(Inbound, ic.peer.Identity, ic.peer.TLS)
-	log.Debug("inbound connection open", "authz", d.Name, "protocol", ic.protocol.String())
+	log.Debug("inbound connection open", "authz", name, "protocol", ic.protocol.String())
 	pipe(ic.conn, app, stats, func() {
 		stats.closed()
 		p.untrack(c)
@@ -124,7 +162,7 @@ func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, func(), error) {
 	if remote == nil {
 		return nil, nop, errors.New("dataplane: not a TCP connection")
 	}
-	ic := &inboundConn{conn: c, peer: authz.Peer{Addr: remote.AddrPort().Addr().Unmap()}}
+	ic := &inboundConn{conn: c, peer: authz.Conn{IP: remote.AddrPort().Addr().Unmap()}}
 
 	// Where the client meant to go: the original destination of a
 	// redirected connection, or nothing for a direct one.
@@ -132,7 +170,7 @@ func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, func(), error) {
 	if local, ok := c.LocalAddr().(*net.TCPAddr); ok {
 		if od, err := p.origDst(c); err == nil && od != local.AddrPort() && od.Port() != uint16(local.Port) {
 			origPort = od.Port()
-			ic.peer.Target = od.Addr()
+			ic.target = od.Addr()
 		}
 	}
 	deadline := time.Now().Add(p.cfg.DetectTimeout)
@@ -184,7 +222,7 @@ func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, func(), error) {
 		if err != nil {
 			return nil, nop, err
 		}
-		ic.port, ic.protocol = h.Port, h.Protocol
+		ic.port, ic.protocol, ic.fromProxy = h.Port, h.Protocol, true
 		return ic, nop, p.checkPort(ic.port)
 	}
 	if origPort == 0 {
@@ -225,13 +263,8 @@ func (p *Proxy) isOpaquePort(port uint16) bool {
 	if p.policies == nil {
 		return false
 	}
-	p.pols.mu.Lock()
-	pp := p.pols.m[uint32(port)]
-	p.pols.mu.Unlock()
-	if pp == nil {
-		return false
-	}
-	return opaqueServer(pp.srv.Load())
+	st := p.pols.peek(uint32(port))
+	return st != nil && opaqueServer(st.proto)
 }
 
 func opaqueServer(s *inbound.Server) bool {

@@ -21,6 +21,8 @@ type metrics struct {
 	openConns          *prometheus.GaugeVec
 	readBytes, written *prometheus.CounterVec
 	allow, deny        *prometheus.CounterVec
+	policyRefused      prometheus.Counter
+	http               *httpMetrics
 }
 
 var connLabels = []string{"direction", "peer_id", "tls"}
@@ -59,7 +61,12 @@ func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*
 		}
 		return float64(c.Leaf.NotAfter.Unix())
 	})
-	for _, c := range []prometheus.Collector{m.open, m.close, m.openConns, m.readBytes, m.written, m.allow, m.deny, expiry} {
+	m.policyRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "inbound_policy_refused_total", Help: "Inbound policy updates refused because the evaluator could not fully read them.",
+	})
+	m.http = newHTTPMetrics()
+	cs := []prometheus.Collector{m.open, m.close, m.openConns, m.readBytes, m.written, m.allow, m.deny, expiry, m.policyRefused}
+	for _, c := range append(cs, m.http.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -149,7 +149,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		}
 	}()
 	set := dest.set.Load()
-	if len(set.eps) == 0 {
+	if len(set.eps) == 0 && (set.opaque || resolved != nil) {
 		log.Info("outbound connection failed: no endpoints")
 		notify(fmt.Errorf("dataplane: %s has no endpoints", target))
 		return false
@@ -178,6 +178,27 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		proto, prefix = protocolOf(dp), (*sniffBuf)[:n]
 	}
 
+	// HTTP is proxied request by request, unless the destination's
+	// outbound policy says it is opaque.
+	if proto == transport.HTTP1 || proto == transport.HTTP2 {
+		svc := p.serviceFor(ctx, dest)
+		if !svc.router.Load().Opaque {
+			conn := &replayConn{Conn: client, prefix: append([]byte(nil), prefix...)}
+			release()
+			handedOff = true
+			p.serveHTTP(conn, proto, &connInfo{direction: Outbound, svc: svc}, func() {
+				dest.release()
+				p.untrack(client)
+			})
+			return true
+		}
+	}
+	set = dest.set.Load()
+	if len(set.eps) == 0 {
+		log.Info("outbound connection failed: no endpoints")
+		return false
+	}
+
 	var tried []*balanced
 	for attempt := 0; attempt < maxDialAttempts; attempt++ {
 		ep := set.pick(tried)
@@ -185,7 +206,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 			break
 		}
 		tried = append(tried, ep)
-		server, err := p.dialEndpoint(ctx, ep, target, proto, prefix)
+		server, err := p.dialEndpoint(ctx, ep.Endpoint, target, proto, prefix)
 		if err != nil {
 			log.Info("endpoint failed", "endpoint", ep.Addr.String(), "identity", ep.Identity, "err", err)
 			continue
@@ -209,7 +230,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 
 // dialEndpoint connects to ep: mutual TLS with the transport header when it
 // has an identity, plaintext otherwise. prefix is sent first.
-func (p *Proxy) dialEndpoint(ctx context.Context, ep *balanced, target string, proto transport.Protocol, prefix []byte) (net.Conn, error) {
+func (p *Proxy) dialEndpoint(ctx context.Context, ep Endpoint, target string, proto transport.Protocol, prefix []byte) (net.Conn, error) {
 	addr := ep.Addr
 	if ep.Identity != "" && ep.OpaqueTransportPort != 0 {
 		addr = netip.AddrPortFrom(ep.Addr.Addr(), ep.OpaqueTransportPort)

@@ -16,8 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/weftmesh/weft/apis/proxy/inbound"
-	"github.com/weftmesh/weft/mesh/dataplane/authz"
+	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
 // Proxy is the Weft data plane for one workload. Build it with New and run
@@ -32,12 +31,17 @@ type Proxy struct {
 	m        *metrics
 	now      func() time.Time
 
-	defaultServer *inbound.Server
-	serverTLS     *tls.Config
-	clientTLS     sync.Map // server identity -> *tls.Config
-	dialer        net.Dialer
-	destIdle      time.Duration
-	origDst       func(net.Conn) (netip.AddrPort, error)
+	outPolicies OutboundPolicies
+	profiles    Profiles
+	http        *httpRuntime
+
+	defaultState *portState
+	forwardAddr  netip.Addr
+	serverTLS    *tls.Config
+	clientTLS    sync.Map // server identity -> *tls.Config
+	dialer       net.Dialer
+	destIdle     time.Duration
+	origDst      func(net.Conn) (netip.AddrPort, error)
 
 	running  atomic.Bool
 	draining atomic.Bool
@@ -59,11 +63,13 @@ type Proxy struct {
 type Option func(*options)
 
 type options struct {
-	log      *slog.Logger
-	reg      *prometheus.Registry
-	now      func() time.Time
-	destIdle time.Duration
-	origDst  func(net.Conn) (netip.AddrPort, error)
+	log         *slog.Logger
+	reg         *prometheus.Registry
+	now         func() time.Time
+	destIdle    time.Duration
+	origDst     func(net.Conn) (netip.AddrPort, error)
+	outPolicies OutboundPolicies
+	profiles    Profiles
 }
 
 // WithLogger sets the logger (default: discard).
@@ -90,6 +96,18 @@ func WithOriginalDestination(f func(net.Conn) (netip.AddrPort, error)) Option {
 	return func(o *options) { o.origDst = f }
 }
 
+// WithOutboundPolicies sets the source of outbound policies (HTTPRoute and
+// GRPCRoute routing, retries, timeouts, failure accrual). Without one,
+// requests go to their destination with no retries or timeouts.
+func WithOutboundPolicies(src OutboundPolicies) Option {
+	return func(o *options) { o.outPolicies = src }
+}
+
+// WithProfiles sets the source of ServiceProfiles (per-route retries and
+// timeouts, retry budget, traffic split). Without one, no profile
+// applies.
+func WithProfiles(src Profiles) Option { return func(o *options) { o.profiles = src } }
+
 // New builds a proxy. id is required; resolver may be nil (every outbound
 // connection then goes to its original destination in plaintext) and so
 // may policies (every port then gets cfg.DefaultInboundPolicy).
@@ -112,22 +130,28 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: registering metrics: %w", err)
 	}
-	def, err := authz.DefaultServer(cfg.DefaultInboundPolicy, cfg.ClusterNetworks)
+	def, err := defaultPolicy(cfg.DefaultInboundPolicy, cfg.ClusterNetworks)
 	if err != nil {
-		return nil, fmt.Errorf("dataplane: %w", err)
+		return nil, err
 	}
 	p := &Proxy{
 		cfg: cfg, id: id, resolver: resolver, policies: policies,
 		log: o.log, reg: o.reg, m: m, now: o.now,
-		defaultServer: def,
-		serverTLS:     ServerTLSConfig(id, o.now),
-		dialer:        net.Dialer{Timeout: cfg.ConnectTimeout},
-		destIdle:      o.destIdle,
-		origDst:       o.origDst,
-		conns:         map[net.Conn]struct{}{},
+		outPolicies:  o.outPolicies,
+		profiles:     o.profiles,
+		defaultState: &portState{proto: authz.ToProto(def), srv: def},
+		forwardAddr:  netip.MustParseAddr(cfg.InboundForwardHost),
+		serverTLS:    ServerTLSConfig(id, o.now),
+		dialer:       net.Dialer{Timeout: cfg.ConnectTimeout},
+		destIdle:     o.destIdle,
+		origDst:      o.origDst,
+		conns:        map[net.Conn]struct{}{},
 	}
 	p.dests = newDestinations(p)
 	p.pols = newPolicyCache(p)
+	if p.http, err = newHTTPRuntime(p); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -285,6 +309,14 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	}
 	accepting.Wait()
 	p.log.Info("draining", "open", p.openConns(), "grace", p.cfg.ShutdownGracePeriod)
+	// HTTP/2 clients get GOAWAY: streams in flight finish, no new ones
+	// start; HTTP/1 connections close once idle (the drain signal is
+	// runCtx, which their servers watch).
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = p.http.h2base.Shutdown(sctx)
+	}()
 	drained := make(chan struct{})
 	go func() {
 		p.active.Wait()
@@ -299,6 +331,8 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 		p.log.Warn("grace period over, closing connections", "closed", n)
 		<-drained
 	}
+	p.http.pool.closeAll()
+	p.http.appH1.CloseIdle(true)
 	p.dests.closeAll()
 	p.pols.closeAll()
 	if admin != nil {

@@ -18,8 +18,11 @@ import (
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/dataplane"
-	"github.com/weftmesh/weft/mesh/dataplane/authz"
 )
+
+// opaquePayload is application bytes detection classifies as opaque (not
+// HTTP), for the layer-4 tests.
+const opaquePayload = "\x00\x01opaque-payload\r\n"
 
 func TestTCPFlowsThroughBothProxiesOverMutualTLS(t *testing.T) {
 	pr := startPair(t, pairOptions{})
@@ -37,7 +40,7 @@ func TestTCPFlowsThroughBothProxiesOverMutualTLS(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, func() bool {
 		return pr.b.metric(t, "tcp_close_total", `direction="inbound"`, `peer_id="`+idA+`"`, `tls="true"`) == 1
 	}, "server proxy records the client identity")
-	assert.Equal(t, 1.0, pr.b.metric(t, "inbound_tcp_authz_allow_total", `peer_id="`+idA+`"`, `authz="allow-client"`, fmt.Sprintf(`target_port="%d"`, pr.app.port())))
+	assert.Equal(t, 1.0, pr.b.metric(t, "inbound_tcp_authz_allow_total", `peer_id="`+idA+`"`, `authz="serverauthorization:allow-client"`, fmt.Sprintf(`target_port="%d"`, pr.app.port())))
 	assert.Equal(t, float64(len(secret)), pr.b.metric(t, "tcp_read_bytes_total", `direction="inbound"`, `peer_id="`+idA+`"`))
 	assert.Equal(t, float64(len(secret)), pr.b.metric(t, "tcp_write_bytes_total", `direction="inbound"`, `peer_id="`+idA+`"`))
 	testutil.Eventually(t, 5*time.Second, func() bool {
@@ -89,7 +92,7 @@ func TestPolicyChangesApplyToNewConnections(t *testing.T) {
 	pr := startPair(t, pairOptions{})
 	_, err := echoOnce(t, pr.clientAddr, "one")
 	require.NoError(t, err)
-	pr.policies.Set(uint32(pr.app.port()), defaultServer(t, authz.Deny))
+	pr.policies.Set(uint32(pr.app.port()), defaultServer(t, dataplane.DenyAll))
 	testutil.Eventually(t, 5*time.Second, func() bool {
 		_, err := echoOnce(t, pr.clientAddr, "two")
 		return err != nil
@@ -113,18 +116,18 @@ func plaintextServer(t *testing.T, policy string) (*echoApp, *running, string) {
 
 func TestPlaintextClientsAreAllowedOnlyWhenThePolicyAllowsUnauthenticated(t *testing.T) {
 	t.Run("all-unauthenticated", func(t *testing.T) {
-		app, r, addr := plaintextServer(t, authz.AllUnauthenticated)
-		got, err := echoOnce(t, addr, "GET / HTTP/1.1\r\n\r\n")
+		app, r, addr := plaintextServer(t, dataplane.AllUnauthenticated)
+		got, err := echoOnce(t, addr, opaquePayload)
 		require.NoError(t, err)
-		assert.Equal(t, "GET / HTTP/1.1\r\n\r\n", got)
+		assert.Equal(t, opaquePayload, got)
 		assert.Equal(t, int32(1), app.accepted.Load())
 		testutil.Eventually(t, 5*time.Second, func() bool {
 			return r.metric(t, "inbound_tcp_authz_allow_total", `peer_id=""`, `tls="false"`) == 1
 		}, "allowed plaintext is counted without identity")
 	})
 	t.Run("all-authenticated", func(t *testing.T) {
-		app, r, addr := plaintextServer(t, authz.AllAuthenticated)
-		_, err := echoOnce(t, addr, "GET / HTTP/1.1\r\n\r\n")
+		app, r, addr := plaintextServer(t, dataplane.AllAuthenticated)
+		_, err := echoOnce(t, addr, opaquePayload)
 		assert.Error(t, err)
 		assert.Equal(t, int32(0), app.accepted.Load())
 		testutil.Eventually(t, 5*time.Second, func() bool {
@@ -234,7 +237,7 @@ func TestConnectionsAreBalancedAcrossEndpoints(t *testing.T) {
 		require.NoError(t, err)
 		conns = append(conns, c)
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		_, err = io.WriteString(c, "GET / HTTP/1.1\r\n\r\n")
+		_, err = io.WriteString(c, opaquePayload)
 		require.NoError(t, err)
 		buf := make([]byte, 4)
 		_, err = io.ReadFull(c, buf)
@@ -263,9 +266,9 @@ func TestUnreachableEndpointsAreSkipped(t *testing.T) {
 	mapped := testutil.Listen(t)
 	startProxy(t, testConfig(), pk.identity(t, idA), res, nil, dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: "svc:80"}}})
 	for i := 0; i < 5; i++ {
-		got, err := echoOnce(t, mapped.Addr().String(), "GET / HTTP/1.1\r\n\r\n")
+		got, err := echoOnce(t, mapped.Addr().String(), opaquePayload)
 		require.NoError(t, err)
-		assert.Equal(t, "GET / HTTP/1.1\r\n\r\n", got)
+		assert.Equal(t, opaquePayload, got)
 	}
 }
 

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"sync"
 
+	pdst "github.com/weftmesh/weft/apis/proxy/destination"
 	"github.com/weftmesh/weft/apis/proxy/inbound"
+	"github.com/weftmesh/weft/apis/proxy/outbound"
 )
 
 // Identity is the local workload's identity as the proxy consumes it: its
@@ -314,4 +316,61 @@ func (p *MemoryPolicies) Break(port uint32) { p.w.breakAll(port) }
 // Watch implements InboundPolicies.
 func (p *MemoryPolicies) Watch(ctx context.Context, port uint32) (<-chan *inbound.Server, error) {
 	return p.w.watch(ctx, port, fmt.Sprintf("policy for port %d", port))
+}
+
+// OutboundPolicies watches the client-side policy of a destination (its
+// routes, backends, timeouts, retries and failure accrual), in the proxy
+// API's own io.linkerd.proxy.outbound form. The target is the authority
+// or IP:port the proxy resolves. Watch follows the same contract as
+// Resolver.Resolve; an error wrapping ErrNotFound means there is no
+// policy and requests go to the destination itself. The outbound policy
+// client of mesh/policy satisfies it.
+type OutboundPolicies interface {
+	Watch(ctx context.Context, target string) (<-chan *outbound.OutboundPolicy, error)
+}
+
+// Profiles watches the ServiceProfile of a destination as the proxy API's
+// DestinationProfile (per-route retryability and timeouts, response
+// classes, retry budget, traffic-split overrides). Same contract as
+// Resolver.Resolve; ErrNotFound means no profile. The destination client's
+// GetProfile stream satisfies it.
+type Profiles interface {
+	Watch(ctx context.Context, target string) (<-chan *pdst.DestinationProfile, error)
+}
+
+// MemoryOutboundPolicies is an in-memory OutboundPolicies.
+type MemoryOutboundPolicies struct {
+	w watchers[string, *outbound.OutboundPolicy]
+}
+
+// NewMemoryOutboundPolicies returns a source with no policies.
+func NewMemoryOutboundPolicies() *MemoryOutboundPolicies { return &MemoryOutboundPolicies{} }
+
+// Set replaces the policy of target.
+func (m *MemoryOutboundPolicies) Set(target string, pol *outbound.OutboundPolicy) {
+	m.w.set(target, pol)
+}
+
+// Break ends every open watch of target, as a broken stream would.
+func (m *MemoryOutboundPolicies) Break(target string) { m.w.breakAll(target) }
+
+// Watch implements OutboundPolicies.
+func (m *MemoryOutboundPolicies) Watch(ctx context.Context, target string) (<-chan *outbound.OutboundPolicy, error) {
+	return m.w.watch(ctx, target, "outbound policy for "+target)
+}
+
+// MemoryProfiles is an in-memory Profiles.
+type MemoryProfiles struct {
+	w watchers[string, *pdst.DestinationProfile]
+}
+
+// NewMemoryProfiles returns a source with no profiles.
+func NewMemoryProfiles() *MemoryProfiles { return &MemoryProfiles{} }
+
+// Set replaces the profile of target.
+func (m *MemoryProfiles) Set(target string, p *pdst.DestinationProfile) { m.w.set(target, p) }
+
+// Watch implements Profiles.
+func (m *MemoryProfiles) Watch(ctx context.Context, target string) (<-chan *pdst.DestinationProfile, error) {
+	return m.w.watch(ctx, target, "profile for "+target)
 }

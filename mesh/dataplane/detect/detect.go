@@ -49,7 +49,8 @@ func (p Protocol) String() string {
 const H2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 // MaxRequestLine bounds the HTTP/1 request line that detection reads. A
-// longer first line is classified as opaque.
+// longer first line is HTTP/1 when what was read starts like a request
+// target (the HTTP server then refuses it with 414), and opaque otherwise.
 const MaxRequestLine = 8 << 10
 
 // Classify inspects the bytes a client sent first. It returns Unknown while
@@ -94,21 +95,29 @@ func classifyHTTP1(b []byte) Protocol {
 	if i == 0 || i > 20 || b[i] != ' ' {
 		return Opaque
 	}
+	// Only the first MaxRequestLine bytes count, so that the answer never
+	// changes as more bytes arrive.
 	line := b[i+1:]
+	if len(b) > MaxRequestLine {
+		line = b[i+1 : MaxRequestLine]
+	}
 	end := bytes.IndexByte(line, '\n')
 	if end < 0 {
-		if len(b) >= MaxRequestLine {
-			return Opaque
-		}
 		for _, c := range line {
 			if c < 0x20 && c != '\r' && c != '\t' || c == 0x7f {
 				return Opaque
 			}
 		}
+		if len(b) >= MaxRequestLine {
+			// An over-long line that still reads as a request target is
+			// HTTP: the HTTP server answers 414 instead of the bytes
+			// slipping past HTTP policy as opaque traffic.
+			if looksLikeTarget(line) {
+				return HTTP1
+			}
+			return Opaque
+		}
 		return Unknown
-	}
-	if i+1+end >= MaxRequestLine {
-		return Opaque
 	}
 	line = line[:end]
 	if len(line) == 0 || line[len(line)-1] != '\r' {
@@ -129,6 +138,13 @@ func classifyHTTP1(b []byte) Protocol {
 		return HTTP1
 	}
 	return Opaque
+}
+
+// looksLikeTarget reports whether b starts like an HTTP request target:
+// origin form ("/..."), absolute form ("http://", "https://") or "*".
+func looksLikeTarget(b []byte) bool {
+	return bytes.HasPrefix(b, []byte("/")) || bytes.HasPrefix(b, []byte("http://")) ||
+		bytes.HasPrefix(b, []byte("https://")) || bytes.HasPrefix(b, []byte("*"))
 }
 
 func isTokenChar(c byte) bool {

@@ -37,7 +37,8 @@ func TestClassifyRecognisesEachProtocolFromItsFirstBytes(t *testing.T) {
 		{"postgres startup", "\x00\x00\x00\x08\x04\xd2\x16\x2f", detect.Opaque},
 		{"control byte in target", "GET /\x01", detect.Opaque},
 		{"method too long", strings.Repeat("A", 21), detect.Opaque},
-		{"request line too long", "GET /" + strings.Repeat("a", detect.MaxRequestLine), detect.Opaque},
+		{"request line too long is still HTTP (answered 414)", "GET /" + strings.Repeat("a", detect.MaxRequestLine), detect.HTTP1},
+		{"long line that is no request target", "GET " + strings.Repeat("a", detect.MaxRequestLine), detect.Opaque},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -137,8 +138,12 @@ func FuzzClassify(f *testing.F) {
 	f.Add([]byte("\x16\x03\x01\x00\x05\x01\x00\x00\x01\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p := detect.Classify(b)
-		if p != detect.Unknown && detect.Classify(append(b, 'x')) != p {
-			t.Fatalf("final answer %v changed with one more byte", p)
+		if p != detect.Unknown {
+			for _, more := range []byte{'x', '\x01', '\n', ' '} {
+				if q := detect.Classify(append(b[:len(b):len(b)], more)); q != p {
+					t.Fatalf("final answer %v changed to %v with one more byte %q", p, q, more)
+				}
+			}
 		}
 		_, _ = detect.ClientHelloSNI(b)
 	})

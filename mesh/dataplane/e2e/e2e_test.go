@@ -161,9 +161,10 @@ func TestClientInPodAReachesPodBThroughBothProxiesOverMutualTLS(t *testing.T) {
 	staticA := writePod("a", idA, fmt.Sprintf(`destinations:
   "%[1]s:8080": [{address: "%[1]s:8080", identity: %[3]s}]
   "%[1]s:8081": [{address: "%[1]s:8081", identity: %[3]s}]
+  "%[1]s:8082": [{address: "%[1]s:8082", identity: %[3]s}]
   "[%[2]s]:8080": [{address: "[%[2]s]:8080", identity: %[3]s}]
 `, addrB, addr6B, idB))
-	staticB := writePod("b", idB, "policies:\n  \"8080\":\n"+allow(idA)+"  \"8081\":\n"+allow(idOther))
+	staticB := writePod("b", idB, "policies:\n  \"8080\":\n"+allow(idA)+"  \"8081\":\n"+allow(idOther)+"  \"8082\":\n"+allow(idA))
 
 	// weft-init in both pods (the admin port stays reachable).
 	for _, p := range []*netns.NS{nsA, nsB} {
@@ -195,6 +196,15 @@ func TestClientInPodAReachesPodBThroughBothProxiesOverMutualTLS(t *testing.T) {
 			}
 		}()
 	}
+
+	// And an HTTP application on 8082 that reports who called it.
+	httpLn, err := nsB.Listen("[::]:8082")
+	require.NoError(t, err)
+	httpApp := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s client=%s", r.Proto, r.URL.Path, r.Header.Get("L5d-Client-Id"))
+	})}
+	go httpApp.Serve(httpLn)
+	t.Cleanup(func() { httpApp.Close() })
 
 	startProxy := func(ns *netns.NS, static string) *pod {
 		p := &pod{ns: ns, logs: &syncBuffer{}, exit: make(chan error, 1)}
@@ -236,15 +246,35 @@ func TestClientInPodAReachesPodBThroughBothProxiesOverMutualTLS(t *testing.T) {
 		require.NoError(t, err, "echo through both proxies to %s", target)
 		assert.Equal(t, secret, got)
 	}
+	// HTTP through transparent capture: requests are proxied one by one,
+	// cross the mesh over HTTP/2 and mutual TLS, and arrive as HTTP/1 with
+	// the verified client identity.
+	hc, err := nsA.Dial(ctx, addrB+":8082")
+	require.NoError(t, err)
+	_ = hc.SetDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(hc)
+	for i := 0; i < 2; i++ {
+		_, err = fmt.Fprintf(hc, "GET /hello HTTP/1.1\r\nHost: b\r\nX-Secret: %s\r\n\r\n", secret)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, "HTTP/1.1 /hello client="+idA, string(body))
+	}
+	hc.Close()
 	wire := capture.stop()
 	assert.Greater(t, len(wire), 0, "traffic crossed the veth")
 	assert.True(t, bytes.Contains(wire, []byte{0x16, 0x03}), "a TLS handshake crossed the veth")
 	assert.False(t, bytes.Contains(wire, []byte(secret)), "the payload never crossed the veth in the clear")
 
 	metricB := metrics(t, nsB)
-	assert.Contains(t, metricB, fmt.Sprintf(`tcp_open_total{direction="inbound",peer_id="%s",tls="true"} 2`, idA))
-	assert.Contains(t, metricB, fmt.Sprintf(`inbound_tcp_authz_allow_total{authz="authz-0",peer_id="%s",target_port="8080",tls="true"} 2`, idA))
+	assert.Contains(t, metricB, fmt.Sprintf(`tcp_open_total{direction="inbound",peer_id="%s",tls="true"} 3`, idA), "two echo connections, one multiplexed HTTP connection")
+	assert.Contains(t, metricB, fmt.Sprintf(`inbound_tcp_authz_allow_total{authz="serverauthorization:static-8080-0",peer_id="%s",target_port="8080",tls="true"} 2`, idA))
+	assert.Contains(t, metricB, fmt.Sprintf(`inbound_http_authz_allow_total{authz="serverauthorization:static-8082-0",peer_id="%s",route="default:default",target_port="8082",tls="true"} 2`, idA))
 	metricA := metrics(t, nsA)
+	assert.Contains(t, metricA, fmt.Sprintf(`request_total{direction="outbound",peer_id="",route="default",target="%s:8082",tls="false"} 2`, addrB))
 	assert.Contains(t, metricA, fmt.Sprintf(`tcp_open_total{direction="outbound",peer_id="%s",tls="true"} 2`, idB))
 
 	// A policy that does not admit A: the connection fails.
@@ -341,7 +371,7 @@ func metrics(t *testing.T, ns *netns.NS) string {
 	var keep []string
 	sc := bufio.NewScanner(strings.NewReader(body))
 	for sc.Scan() {
-		if l := sc.Text(); strings.HasPrefix(l, "tcp_") || strings.HasPrefix(l, "inbound_") {
+		if l := sc.Text(); strings.HasPrefix(l, "tcp_") || strings.HasPrefix(l, "inbound_") || strings.HasPrefix(l, "request_total") {
 			keep = append(keep, l)
 		}
 	}

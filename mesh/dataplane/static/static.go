@@ -23,9 +23,19 @@
 //	    authorizations:
 //	      - networks: [{net: {ip: {ipv4: 0}, prefixLen: 0}}]
 //	        authentication: {meshTLS: {identities: {identities: [{name: web.shop...}]}}}
+//	outboundPolicies:          # optional: io.linkerd.proxy.outbound OutboundPolicy per target
+//	  "api.shop.svc.cluster.local:8080":
+//	    protocol: {detect: {timeout: 10s, http1: {routes: [...]}, http2: {routes: [...]}}}
+//	profiles:                  # optional: io.linkerd.proxy.destination DestinationProfile per target
+//	  "api.shop.svc.cluster.local:8080":
+//	    retryBudget: {retryRatio: 0.2, minRetriesPerSecond: 10, ttl: 10s}
+//	    routes: [{condition: {path: {regex: "/api/.*"}}, isRetryable: true, timeout: 2s}]
 //
 // Relative paths are resolved against the file's directory. Ports without a
-// policy get the proxy's default inbound policy.
+// policy get the proxy's default inbound policy. Every policy is checked
+// with the evaluator the proxy uses, so a policy the proxy would refuse is
+// an error naming its port; an authorization without metadata (handy in a
+// hand-written file) is named after its port and position.
 package static
 
 import (
@@ -37,10 +47,15 @@ import (
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 
+	pdst "github.com/weftmesh/weft/apis/proxy/destination"
 	"github.com/weftmesh/weft/apis/proxy/inbound"
+	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane"
+	"github.com/weftmesh/weft/mesh/dataplane/route"
+	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
 // File is the decoded file.
@@ -51,8 +66,10 @@ type File struct {
 		Key          string `json:"key"`
 		TrustAnchors string `json:"trustAnchors"`
 	} `json:"identity"`
-	Destinations map[string][]Endpoint `json:"destinations"`
-	Policies     map[string]any        `json:"policies"`
+	Destinations     map[string][]Endpoint `json:"destinations"`
+	Policies         map[string]any        `json:"policies"`
+	OutboundPolicies map[string]any        `json:"outboundPolicies,omitempty"`
+	Profiles         map[string]any        `json:"profiles,omitempty"`
 }
 
 // Endpoint is one endpoint in the file.
@@ -66,9 +83,11 @@ type Endpoint struct {
 
 // Sources are the proxy inputs a file describes.
 type Sources struct {
-	Identity *dataplane.StaticIdentity
-	Resolver *dataplane.MemoryResolver
-	Policies *dataplane.MemoryPolicies
+	Identity         *dataplane.StaticIdentity
+	Resolver         *dataplane.MemoryResolver
+	Policies         *dataplane.MemoryPolicies
+	OutboundPolicies *dataplane.MemoryOutboundPolicies
+	Profiles         *dataplane.MemoryProfiles
 }
 
 // Load reads and checks path. Errors name the file and the field.
@@ -137,18 +156,54 @@ func Load(path string) (*Sources, error) {
 		if err != nil || n == 0 {
 			return nil, bad("policies["+port+"]", fmt.Errorf("not a port"))
 		}
-		js, err := yaml.Marshal(v)
-		if err == nil {
-			js, err = yaml.YAMLToJSON(js)
-		}
-		if err != nil {
+		var srv inbound.Server
+		if err := decode(v, &srv); err != nil {
 			return nil, bad("policies["+port+"]", err)
 		}
-		var srv inbound.Server
-		if err := protojson.Unmarshal(js, &srv); err != nil {
+		for i, az := range srv.Authorizations {
+			if az.Metadata == nil && len(az.Labels) == 0 {
+				az.Labels = map[string]string{"name": fmt.Sprintf("static-%s-%d", port, i)}
+			}
+		}
+		if _, err := authz.FromProto(&srv); err != nil {
 			return nil, bad("policies["+port+"]", err)
 		}
 		pols.Set(uint32(n), &srv)
 	}
-	return &Sources{Identity: ident, Resolver: res, Policies: pols}, nil
+
+	outs := dataplane.NewMemoryOutboundPolicies()
+	for target, v := range f.OutboundPolicies {
+		var pol outbound.OutboundPolicy
+		if err := decode(v, &pol); err != nil {
+			return nil, bad("outboundPolicies["+target+"]", err)
+		}
+		if _, err := route.Compile(&pol, nil, target); err != nil {
+			return nil, bad("outboundPolicies["+target+"]", err)
+		}
+		outs.Set(target, &pol)
+	}
+	profs := dataplane.NewMemoryProfiles()
+	for target, v := range f.Profiles {
+		var prof pdst.DestinationProfile
+		if err := decode(v, &prof); err != nil {
+			return nil, bad("profiles["+target+"]", err)
+		}
+		if _, err := route.Compile(nil, &prof, target); err != nil {
+			return nil, bad("profiles["+target+"]", err)
+		}
+		profs.Set(target, &prof)
+	}
+	return &Sources{Identity: ident, Resolver: res, Policies: pols, OutboundPolicies: outs, Profiles: profs}, nil
+}
+
+// decode reads a YAML value in protobuf JSON form into m.
+func decode(v any, m proto.Message) error {
+	js, err := yaml.Marshal(v)
+	if err == nil {
+		js, err = yaml.YAMLToJSON(js)
+	}
+	if err != nil {
+		return err
+	}
+	return protojson.Unmarshal(js, m)
 }

@@ -1,0 +1,46 @@
+// Package control connects the proxy (mesh/dataplane) to the control plane.
+// It adapts the control-plane clients to the three seams the proxy consumes,
+// so that neither side knows about the other:
+//
+//	dataplane.Identity         <- Identity, over the identity client (mesh/identity/client)
+//	dataplane.Resolver         <- Resolver, over the discovery client (mesh/discovery/client)
+//	dataplane.InboundPolicies  <- Policies, a client of io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort
+//
+// Most programs call Connect, which reads the control-plane addresses and the
+// workload's settings from a dataplane.Config (the WEFT_PROXY_* variables),
+// dials the three services and returns the three sources together:
+//
+//	cfg, _ := dataplane.LoadEnv()
+//	src, err := control.Connect(ctx, cfg)
+//	if err != nil { ... }
+//	defer src.Close()
+//	p, _ := dataplane.New(ctx, cfg, src.Identity, src.Resolver, src.Policies)
+//
+// Connect dials in plaintext: in a cluster the control-plane pods' own
+// proxies terminate mutual TLS, and on one machine (weft demo, weft dev)
+// everything is on loopback. Pass WithDialOptions to add transport
+// credentials.
+//
+// # Translation
+//
+// The Resolver turns each discovery endpoint into a dataplane.Endpoint:
+// address, TLS identity, protocol hint (h2, opaque or none), opaque
+// transport port and weight. A destination that discovery says does not
+// exist is an error wrapping dataplane.ErrNotFound on the first answer;
+// when it disappears later the watcher gets an empty set (no endpoints).
+// In explicit mode, where no iptables rule sends a peer's connection to
+// its proxy, WithMeshedInboundPort makes every meshed endpoint (one with
+// an identity) reachable through its proxy's inbound port: the proxy dials
+// that port and the transport header carries the application port, as
+// docs/dataplane.md describes.
+//
+// The Policies client sends the workload as Linkerd's proxies do
+// ({"ns":"shop","pod":"web-1"}). NotFound on the first answer is
+// dataplane.ErrNotFound (the proxy then applies its default policy); once a
+// port has a policy, a broken stream keeps the channel open and the last
+// policy in force while it reconnects with jittered backoff.
+//
+// The Identity holds the workload's certificate through the identity
+// client, which renews it at 70% of its lifetime and keeps the current one
+// while the identity service is away.
+package control

@@ -1,0 +1,130 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/weftmesh/weft/mesh/dataplane"
+	"github.com/weftmesh/weft/mesh/discovery"
+	"github.com/weftmesh/weft/mesh/discovery/client"
+)
+
+// Resolver is a dataplane.Resolver over the discovery client.
+type Resolver struct {
+	c          *client.Client
+	meshedPort uint16
+}
+
+// ResolverOption tunes NewResolver.
+type ResolverOption func(*Resolver)
+
+// WithMeshedInboundPort makes endpoints that carry an identity but no
+// opaque transport port reachable through port, their proxy's inbound
+// port (explicit mode: nothing redirects a peer's connection to the
+// proxy). 0, the default, leaves endpoints as discovery sent them.
+func WithMeshedInboundPort(port uint16) ResolverOption {
+	return func(r *Resolver) { r.meshedPort = port }
+}
+
+// NewResolver wraps a discovery client. The caller keeps owning c and
+// closes it.
+func NewResolver(c *client.Client, opts ...ResolverOption) (*Resolver, error) {
+	if c == nil {
+		return nil, errors.New("control: discovery client is nil")
+	}
+	r := &Resolver{c: c}
+	for _, o := range opts {
+		o(r)
+	}
+	return r, nil
+}
+
+// Resolve implements dataplane.Resolver: it waits for discovery's first
+// answer (or the end of ctx), then streams complete endpoint sets until
+// ctx ends. A destination that does not exist is an error wrapping
+// dataplane.ErrNotFound.
+func (r *Resolver) Resolve(ctx context.Context, target string) (<-chan []dataplane.Endpoint, error) {
+	w, err := r.c.Watch(ctx, target)
+	if err != nil {
+		return nil, fmt.Errorf("control: resolving %s: %w", target, err)
+	}
+	if err := w.Wait(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("control: resolving %s: %w", target, err)
+	}
+	set, _ := w.Endpoints()
+	if !set.Exists {
+		w.Close()
+		return nil, fmt.Errorf("control: resolving %s: %w", target, dataplane.ErrNotFound)
+	}
+	out := make(chan []dataplane.Endpoint, 1)
+	out <- r.translate(set)
+	go func() {
+		defer close(out)
+		defer w.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.Done():
+				return
+			case <-w.Updated():
+			}
+			set, ok := w.Endpoints()
+			if !ok {
+				continue
+			}
+			eps := r.translate(set)
+			// Keep only the latest set: replace one the proxy has not read.
+			select {
+			case <-out:
+			default:
+			}
+			select {
+			case out <- eps:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// translate turns a discovery set into the proxy's endpoints. A set that
+// no longer exists has none.
+func (r *Resolver) translate(set discovery.EndpointSet) []dataplane.Endpoint {
+	if !set.Exists {
+		return []dataplane.Endpoint{}
+	}
+	eps := make([]dataplane.Endpoint, 0, len(set.Endpoints))
+	for _, e := range set.Endpoints {
+		eps = append(eps, TranslateEndpoint(e, r.meshedPort))
+	}
+	return eps
+}
+
+// TranslateEndpoint converts one discovery endpoint. meshedInboundPort, when
+// not 0, becomes the opaque transport port of a meshed endpoint (one with an
+// identity) that has none. An opaque transport port outside 1..65535 is
+// dropped.
+func TranslateEndpoint(e discovery.Endpoint, meshedInboundPort uint16) dataplane.Endpoint {
+	out := dataplane.Endpoint{
+		Addr:     e.Addr,
+		Identity: e.Identity,
+		Weight:   e.Weight,
+	}
+	switch e.Hint {
+	case discovery.HintH2:
+		out.Protocol = dataplane.HintH2
+	case discovery.HintOpaque:
+		out.Protocol = dataplane.HintOpaque
+	}
+	if e.OpaqueTransportPort > 0 && e.OpaqueTransportPort <= 65535 {
+		out.OpaqueTransportPort = uint16(e.OpaqueTransportPort)
+	}
+	if out.OpaqueTransportPort == 0 && out.Identity != "" && meshedInboundPort != 0 {
+		out.OpaqueTransportPort = meshedInboundPort
+	}
+	return out
+}

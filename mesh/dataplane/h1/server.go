@@ -1,0 +1,623 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Server serves HTTP/1.1 requests on connections handed to ServeConn.
+type Server struct {
+	// Handler answers each request. Its ResponseWriter implements
+	// http.Flusher and http.Hijacker.
+	Handler http.Handler
+	// Limits bound request heads.
+	Limits Limits
+	// IdleTimeout is how long a kept-alive connection may wait for its
+	// next request (default one minute).
+	IdleTimeout time.Duration
+	// HeaderTimeout is how long a request head may take once its first
+	// byte arrived (default 10s).
+	HeaderTimeout time.Duration
+	// OnRefused, if set, is told of every request refused by ReadRequest,
+	// with the connection's context.
+	OnRefused func(ctx context.Context, err error)
+}
+
+// maxDrain bounds the unread request body the server reads away to keep
+// a connection alive after its handler returned.
+const maxDrain = 256 << 10
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+// ServeConn serves requests on c until the client closes it, a request is
+// refused, a response requires closing, or ctx is cancelled: then an idle
+// connection is closed at once and a busy one after its current exchange.
+// Requests get a context with ctx's values that is cancelled when the
+// client goes away, not when ctx is. ServeConn closes c unless a handler
+// hijacked it.
+func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
+	sc := &serverConn{s: s, c: c, pc: &pushbackConn{Conn: c}}
+	sc.br = bufio.NewReaderSize(sc.pc, 4096)
+	sc.bw = bufio.NewWriterSize(c, 4096)
+	if !sc.serve(ctx) {
+		return
+	}
+	c.Close()
+}
+
+type serverConn struct {
+	s  *Server
+	c  net.Conn
+	pc *pushbackConn
+	br *bufio.Reader
+	bw *bufio.Writer
+
+	wmu sync.Mutex // guards bw between the handler and 100 Continue
+
+	bgMu      sync.Mutex
+	bgTimer   *time.Timer
+	bgDone    chan struct{}
+	bgClosed  bool // no new background reads (the handler returned)
+	bgCancel  context.CancelFunc
+	bgAborted bool
+}
+
+func (sc *serverConn) idle() time.Duration {
+	if sc.s.IdleTimeout > 0 {
+		return sc.s.IdleTimeout
+	}
+	return time.Minute
+}
+
+func (sc *serverConn) headerTimeout() time.Duration {
+	if sc.s.HeaderTimeout > 0 {
+		return sc.s.HeaderTimeout
+	}
+	return 10 * time.Second
+}
+
+// serve runs the request loop; it returns false when the connection was
+// hijacked.
+func (sc *serverConn) serve(ctx context.Context) bool {
+	base := context.WithoutCancel(ctx)
+	for first := true; ; first = false {
+		if ctx.Err() != nil && sc.br.Buffered() == 0 {
+			return true
+		}
+		wait := sc.idle()
+		if first {
+			wait = sc.headerTimeout()
+		}
+		_ = sc.c.SetReadDeadline(time.Now().Add(wait))
+		stop := context.AfterFunc(ctx, func() { _ = sc.c.SetReadDeadline(aLongTimeAgo) })
+		_, err := sc.br.Peek(1)
+		stop()
+		if err != nil {
+			return true
+		}
+		_ = sc.c.SetReadDeadline(time.Now().Add(sc.headerTimeout()))
+		req, err := ReadRequest(sc.br, sc.s.Limits)
+		if err != nil {
+			if st := StatusOf(err); st != 0 {
+				if sc.s.OnRefused != nil {
+					sc.s.OnRefused(ctx, err)
+				}
+				msg := err.Error()
+				var e *Error
+				if errors.As(err, &e) {
+					msg = e.Reason
+				}
+				sc.writeError(st, msg)
+			}
+			return true
+		}
+		_ = sc.c.SetReadDeadline(time.Time{})
+
+		reqCtx, cancel := context.WithCancel(base)
+		req = req.WithContext(reqCtx)
+		req.RemoteAddr = sc.c.RemoteAddr().String()
+		w := &response{sc: sc, req: req, header: make(http.Header, 8), draining: ctx.Err() != nil}
+
+		sc.bgMu.Lock()
+		sc.bgClosed, sc.bgCancel = false, cancel
+		sc.bgMu.Unlock()
+		body, sized := req.Body.(*Body)
+		if sized {
+			body.onEOF = sc.watchClient
+			if ex := req.Header["Expect"]; len(ex) > 0 {
+				body.onRead = w.sendContinue
+			}
+		} else {
+			sc.watchClient()
+		}
+
+		ok := sc.runHandler(w, req)
+
+		if w.hijacked {
+			cancel()
+			return false
+		}
+		if !ok {
+			// The handler aborted (or panicked): the exchange cannot end
+			// cleanly, so the connection ends here.
+			sc.stopBackgroundRead()
+			cancel()
+			return true
+		}
+		sc.stopBackgroundRead()
+		w.finish()
+		cancel()
+		if w.closeAfter || req.Close || w.err != nil {
+			return true
+		}
+		if sized && !body.sawEOF() {
+			_ = sc.c.SetReadDeadline(time.Now().Add(time.Second))
+			ok := body.drain(maxDrain)
+			_ = sc.c.SetReadDeadline(time.Time{})
+			if !ok {
+				return true
+			}
+		}
+	}
+}
+
+// runHandler runs the handler, turning a panic (http.ErrAbortHandler or
+// any other) into an aborted exchange.
+func (sc *serverConn) runHandler(w *response, req *http.Request) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			ok = false
+		}
+	}()
+	sc.s.Handler.ServeHTTP(w, req)
+	return true
+}
+
+// clientWatchDelay is how long a request runs before the server starts
+// watching its connection for the client going away: quick exchanges
+// never pay for the watch.
+const clientWatchDelay = 50 * time.Millisecond
+
+// watchClient arms the client watch for the current request.
+func (sc *serverConn) watchClient() {
+	sc.bgMu.Lock()
+	defer sc.bgMu.Unlock()
+	if sc.bgClosed {
+		return
+	}
+	if sc.bgTimer == nil {
+		sc.bgTimer = time.AfterFunc(clientWatchDelay, sc.startBackgroundRead)
+		return
+	}
+	sc.bgTimer.Reset(clientWatchDelay)
+}
+
+// startBackgroundRead watches the idle connection for the client going
+// away once the request body has been read: a read error cancels the
+// request; a byte read early (a pipelined request) is kept for later.
+func (sc *serverConn) startBackgroundRead() {
+	sc.bgMu.Lock()
+	defer sc.bgMu.Unlock()
+	if sc.bgClosed || sc.bgDone != nil || sc.br.Buffered() > 0 || sc.pc.has {
+		return
+	}
+	done := make(chan struct{})
+	sc.bgDone, sc.bgAborted = done, false
+	cancel := sc.bgCancel
+	go func() {
+		defer close(done)
+		var one [1]byte
+		n, err := sc.pc.Conn.Read(one[:])
+		sc.bgMu.Lock()
+		aborted := sc.bgAborted
+		sc.bgMu.Unlock()
+		if n == 1 {
+			sc.pc.b, sc.pc.has = one[0], true
+		}
+		if err != nil && !aborted {
+			sc.pc.err = err
+			cancel()
+		}
+	}()
+}
+
+// stopBackgroundRead ends the watch and forbids new ones for this request.
+func (sc *serverConn) stopBackgroundRead() {
+	sc.bgMu.Lock()
+	sc.bgClosed = true
+	if sc.bgTimer != nil {
+		sc.bgTimer.Stop()
+	}
+	done := sc.bgDone
+	if done != nil {
+		sc.bgAborted = true
+	}
+	sc.bgMu.Unlock()
+	if done == nil {
+		return
+	}
+	_ = sc.c.SetReadDeadline(aLongTimeAgo)
+	<-done
+	_ = sc.c.SetReadDeadline(time.Time{})
+	sc.bgMu.Lock()
+	sc.bgDone = nil
+	sc.bgMu.Unlock()
+}
+
+func (sc *serverConn) writeError(status int, msg string) {
+	body := http.StatusText(status) + ": " + msg + "\n"
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	fmt.Fprintf(sc.bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		status, http.StatusText(status), len(body), body)
+	_ = sc.bw.Flush()
+}
+
+// pushbackConn returns a byte read early by the background read first,
+// and the error that read saw.
+type pushbackConn struct {
+	net.Conn
+	b   byte
+	has bool
+	err error
+}
+
+// NetConn returns the wrapped connection.
+func (p *pushbackConn) NetConn() net.Conn { return p.Conn }
+
+func (p *pushbackConn) Read(b []byte) (int, error) {
+	if p.has {
+		if len(b) == 0 {
+			return 0, nil
+		}
+		b[0] = p.b
+		p.has = false
+		return 1, nil
+	}
+	if p.err != nil {
+		return 0, p.err
+	}
+	return p.Conn.Read(b)
+}
+
+// response is the http.ResponseWriter of one exchange.
+type response struct {
+	sc       *serverConn
+	req      *http.Request
+	header   http.Header
+	draining bool
+
+	wroteHeader bool
+	status      int
+	noBody      bool
+	chunked     bool
+	cl          int64 // -1: not sized
+	written     int64
+	closeAfter  bool
+	hijacked    bool
+	sent100     bool
+	err         error
+}
+
+// Header returns the response header.
+func (w *response) Header() http.Header { return w.header }
+
+// WriteHeader sends the status line and header. A 1xx status other than
+// 101 sends an informational response and may be followed by others.
+func (w *response) WriteHeader(code int) {
+	if w.wroteHeader || w.hijacked {
+		return
+	}
+	if code < 100 || code > 999 {
+		code = http.StatusInternalServerError
+	}
+	sc := w.sc
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	if code >= 100 && code < 200 {
+		if code == http.StatusSwitchingProtocols {
+			return // only through Hijack
+		}
+		if code == http.StatusContinue {
+			if w.sent100 {
+				return
+			}
+			w.sent100 = true
+		}
+		writeStatus(sc.bw, code)
+		w.err = writeFields(sc.bw, w.header, nil)
+		if err := sc.bw.Flush(); err != nil {
+			w.err = err
+		}
+		return
+	}
+	w.wroteHeader, w.status = true, code
+	w.cl = -1
+	if v := w.header["Content-Length"]; len(v) == 1 {
+		if n, ok := parseContentLength(v[0]); ok {
+			w.cl = n
+		}
+	}
+	if w.cl < 0 {
+		delete(w.header, "Content-Length")
+	}
+	w.noBody = w.req.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified
+	closeAsked := false
+	for _, t := range ConnectionTokens(w.header) {
+		closeAsked = closeAsked || t == "close"
+	}
+	w.closeAfter = w.req.Close || w.draining || closeAsked
+	switch {
+	case w.noBody:
+	case w.cl >= 0:
+	case w.req.ProtoMinor == 1:
+		w.chunked = true
+	default:
+		w.closeAfter = true
+	}
+	if code == http.StatusNoContent || code == http.StatusNotModified {
+		delete(w.header, "Content-Length")
+		w.cl = -1
+	}
+
+	writeStatus(sc.bw, code)
+	var extra []string
+	if w.chunked {
+		extra = append(extra, "Transfer-Encoding: chunked")
+		if tr := w.declaredTrailers(); len(tr) > 0 {
+			extra = append(extra, "Trailer: "+strings.Join(tr, ", "))
+		}
+	}
+	switch {
+	case w.closeAfter:
+		extra = append(extra, "Connection: close")
+	case w.req.ProtoMinor == 0:
+		extra = append(extra, "Connection: keep-alive")
+	}
+	w.err = writeFields(sc.bw, w.header, extra)
+}
+
+func writeStatus(bw *bufio.Writer, code int) {
+	text := http.StatusText(code)
+	if text == "" {
+		text = "status code " + strconv.Itoa(code)
+	}
+	bw.WriteString("HTTP/1.1 ")
+	bw.WriteString(strconv.Itoa(code))
+	bw.WriteByte(' ')
+	bw.WriteString(text)
+	bw.WriteString("\r\n")
+}
+
+// writeFields writes h without hop-by-hop, trailer-announcement and
+// invalid fields, then the extra lines and the blank line.
+func writeFields(bw *bufio.Writer, h http.Header, extra []string) error {
+	for k, vs := range h {
+		if skipOnWrite(k) {
+			continue
+		}
+		for _, v := range vs {
+			if !ValidHeader(k, v) {
+				continue
+			}
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			bw.WriteString(v)
+			bw.WriteString("\r\n")
+		}
+	}
+	for _, e := range extra {
+		bw.WriteString(e)
+		bw.WriteString("\r\n")
+	}
+	_, err := bw.WriteString("\r\n")
+	return err
+}
+
+func skipOnWrite(k string) bool {
+	if strings.HasPrefix(k, http.TrailerPrefix) {
+		return true
+	}
+	switch k {
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Te", "Trailer", "Upgrade", "Http2-Settings":
+		return true
+	}
+	return false
+}
+
+func (w *response) declaredTrailers() []string {
+	var out []string
+	for _, v := range w.header["Trailer"] {
+		for _, k := range strings.Split(v, ",") {
+			if k = strings.TrimSpace(k); k != "" && ValidName(k) {
+				out = append(out, http.CanonicalHeaderKey(k))
+			}
+		}
+	}
+	return out
+}
+
+// ErrBodyNotAllowed is returned by Write for responses that have no body.
+var ErrBodyNotAllowed = errors.New("h1: response to this request or with this status has no body")
+
+// ErrContentLength is returned by Write beyond the declared length.
+var ErrContentLength = errors.New("h1: wrote more than the declared Content-Length")
+
+// Write writes body bytes, framed as the header announced.
+func (w *response) Write(p []byte) (int, error) {
+	if w.hijacked {
+		return 0, http.ErrHijacked
+	}
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.noBody {
+		return 0, ErrBodyNotAllowed
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	sc := w.sc
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	var err error
+	switch {
+	case w.cl >= 0:
+		if left := w.cl - w.written; int64(len(p)) > left {
+			n, _ := sc.bw.Write(p[:left])
+			w.written += int64(n)
+			return n, ErrContentLength
+		}
+		_, err = sc.bw.Write(p)
+	case w.chunked:
+		sc.bw.WriteString(strconv.FormatInt(int64(len(p)), 16))
+		sc.bw.WriteString("\r\n")
+		sc.bw.Write(p)
+		_, err = sc.bw.WriteString("\r\n")
+	default:
+		_, err = sc.bw.Write(p)
+	}
+	if err != nil {
+		w.err = err
+		return 0, err
+	}
+	w.written += int64(len(p))
+	return len(p), nil
+}
+
+// Flush sends what is buffered.
+func (w *response) Flush() {
+	if w.hijacked {
+		return
+	}
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	w.sc.wmu.Lock()
+	if err := w.sc.bw.Flush(); err != nil && w.err == nil {
+		w.err = err
+	}
+	w.sc.wmu.Unlock()
+}
+
+// FlushError is Flush reporting the write error.
+func (w *response) FlushError() error {
+	w.Flush()
+	return w.err
+}
+
+// sendContinue answers Expect: 100-continue when the handler first reads
+// the body, unless the final response already started.
+func (w *response) sendContinue() {
+	sc := w.sc
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	if w.wroteHeader || w.sent100 || w.hijacked {
+		return
+	}
+	w.sent100 = true
+	sc.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+	_ = sc.bw.Flush()
+}
+
+// finish ends the response: the last chunk with trailers, or a check that
+// a sized body was complete.
+func (w *response) finish() {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	sc := w.sc
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	if w.chunked && w.err == nil {
+		sc.bw.WriteString("0\r\n")
+		tr := http.Header{}
+		for _, k := range w.declaredTrailers() {
+			if vs := w.header[k]; len(vs) > 0 {
+				tr[k] = vs
+			}
+		}
+		for k, vs := range w.header {
+			if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && name != "" {
+				tr[http.CanonicalHeaderKey(name)] = vs
+			}
+		}
+		for k := range tr {
+			if forbiddenTrailer(k) {
+				delete(tr, k)
+			}
+		}
+		w.err = writeFields(sc.bw, tr, nil)
+	}
+	if w.cl >= 0 && !w.noBody && w.written < w.cl {
+		w.closeAfter = true
+	}
+	if err := sc.bw.Flush(); err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+// Hijack hands the connection to the caller (for a protocol switch). The
+// ReadWriter's reader holds bytes the client already sent.
+func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.hijacked {
+		return nil, nil, http.ErrHijacked
+	}
+	if w.wroteHeader {
+		return nil, nil, errors.New("h1: hijack after the response started")
+	}
+	sc := w.sc
+	sc.stopBackgroundRead()
+	w.hijacked = true
+	sc.wmu.Lock()
+	err := sc.bw.Flush()
+	sc.wmu.Unlock()
+	if err != nil {
+		return nil, nil, err
+	}
+	return sc.pc, bufio.NewReadWriter(sc.br, sc.bw), nil
+}
+
+// WriteResponseHead writes a status line and header fields (without
+// hop-by-hop or invalid ones, plus the extra lines given verbatim), for a
+// hijacked connection such as a 101 Switching Protocols answer.
+func WriteResponseHead(w io.Writer, code int, h http.Header, extra ...string) error {
+	bw := bufio.NewWriter(w)
+	writeStatus(bw, code)
+	if err := writeFields(bw, h, extra); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// WriteRequestHead writes an HTTP/1.1 request line and header fields for
+// a request without a body (an upgrade), with Host first. Hop-by-hop and
+// invalid fields are skipped; extra lines are written verbatim.
+func WriteRequestHead(w io.Writer, method, target, host string, h http.Header, extra ...string) error {
+	if !validMethod(method) || checkTarget(method, target) != nil || !validHost(host) {
+		return errors.New("h1: invalid request line or host")
+	}
+	bw := bufio.NewWriter(w)
+	bw.WriteString(method)
+	bw.WriteByte(' ')
+	bw.WriteString(target)
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	bw.WriteString(host)
+	bw.WriteString("\r\n")
+	if err := writeFields(bw, h, extra); err != nil {
+		return err
+	}
+	return bw.Flush()
+}

@@ -1,0 +1,522 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/netip"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/weftmesh/weft/mesh/dataplane/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/transport"
+	"github.com/weftmesh/weft/mesh/policy/authz"
+)
+
+// Mesh-internal headers. Each proxy removes every l5d-* and weft-* header
+// it receives from anything but the peer proxy of the same hop, and sets
+// its own.
+const (
+	// headerOrigProto carries the client's HTTP/1 version across the
+	// HTTP/2 hop between proxies; the inbound proxy restores it.
+	headerOrigProto = "L5d-Orig-Proto"
+	// headerClientID tells the application the verified identity of the
+	// client (inbound, mesh TLS only).
+	headerClientID = "L5d-Client-Id"
+	// headerProxyError explains a response the proxy made itself.
+	headerProxyError = "L5d-Proxy-Error"
+	// headerDenyReason names the class of an authorization denial
+	// (unauthorized, no-route, invalid-path, ambiguous-request,
+	// no-policy).
+	headerDenyReason = "Weft-Deny-Reason"
+)
+
+// connInfo is what the proxy knows about the connection a request came
+// on; handlers find it in the request context.
+type connInfo struct {
+	direction string
+	h2        bool // the client speaks HTTP/2 on this connection
+
+	// Outbound.
+	svc *service
+
+	// Inbound.
+	port      uint16
+	peer      authz.Conn
+	target    netip.Addr // the address the client connected to, when known
+	fromProxy bool       // mesh TLS with the transport header: a peer proxy
+}
+
+type infoKey struct{}
+
+func infoOf(ctx context.Context) *connInfo {
+	i, _ := ctx.Value(infoKey{}).(*connInfo)
+	return i
+}
+
+// httpRuntime holds the HTTP servers and clients a proxy shares between
+// connections.
+type httpRuntime struct {
+	h1     *h1.Server
+	h2     *http2.Server
+	h2base *http.Server
+	h2t    *http2.Transport
+	appH1  *h1.Client
+	pool   *connPool
+}
+
+func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
+	cfg := p.cfg
+	rt := &httpRuntime{}
+	handler := http.HandlerFunc(p.serveRequest)
+	rt.h1 = &h1.Server{
+		Handler:       handler,
+		Limits:        h1.Limits{MaxHeaderBytes: cfg.HTTPMaxHeaderBytes},
+		IdleTimeout:   cfg.HTTPIdleTimeout,
+		HeaderTimeout: cfg.HTTPHeaderTimeout,
+		OnRefused: func(ctx context.Context, err error) {
+			dir := ""
+			if i := infoOf(ctx); i != nil {
+				dir = i.direction
+			}
+			p.m.http.protocol.WithLabelValues(dir, "http1-"+strconv.Itoa(h1.StatusOf(err))).Inc()
+			p.log.Debug("HTTP/1 request refused", "direction", dir, "err", err)
+		},
+	}
+	// HTTP/2 server limits, all set explicitly: streams per connection,
+	// header list size (and HPACK table sizes), receive windows, frame
+	// size and idle time. Go's server also bounds handler goroutines per
+	// connection, control-frame queues and CONTINUATION header bytes; the
+	// h2Guard around each connection adds the reset and flood budgets.
+	rt.h2base = &http.Server{
+		Handler:        handler,
+		MaxHeaderBytes: cfg.HTTPMaxHeaderBytes,
+		IdleTimeout:    cfg.HTTPIdleTimeout,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          int(cfg.H2MaxConcurrentStreams),
+			MaxDecoderHeaderTableSize:     4096,
+			MaxEncoderHeaderTableSize:     4096,
+			MaxReadFrameSize:              16 << 10,
+			MaxReceiveBufferPerConnection: int(cfg.H2ConnectionWindow),
+			MaxReceiveBufferPerStream:     int(cfg.H2StreamWindow),
+			SendPingTimeout:               30 * time.Second,
+			PingTimeout:                   15 * time.Second,
+		},
+		// Go's HTTP/2 server reports connection errors here, not to the
+		// process-wide logger.
+		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+	}
+	rt.h2 = &http2.Server{
+		CountError: func(errType string) {
+			p.m.http.protocol.WithLabelValues("", "http2-"+h2ErrorClass(errType)).Inc()
+		},
+	}
+	if err := http2.ConfigureServer(rt.h2base, rt.h2); err != nil {
+		return nil, fmt.Errorf("dataplane: configuring HTTP/2: %w", err)
+	}
+
+	// Clients. One HTTP/2 transport for every multiplexed connection (to
+	// peer proxies over mesh TLS, and h2c to applications and unmeshed
+	// endpoints), with its windows set explicitly.
+	t1 := &http.Transport{
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerConnection: int(cfg.H2ConnectionWindow),
+			MaxReceiveBufferPerStream:     int(cfg.H2StreamWindow),
+			MaxDecoderHeaderTableSize:     4096,
+			MaxEncoderHeaderTableSize:     4096,
+			MaxReadFrameSize:              1 << 16,
+		},
+	}
+	t2, err := http2.ConfigureTransports(t1)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: configuring HTTP/2 transport: %w", err)
+	}
+	t2.DisableCompression = true
+	t2.AllowHTTP = true
+	t2.MaxHeaderListSize = uint32(cfg.HTTPMaxHeaderBytes)
+	t2.ReadIdleTimeout = 30 * time.Second
+	t2.PingTimeout = 15 * time.Second
+	t2.IdleConnTimeout = 90 * time.Second
+	t2.CountError = func(errType string) {
+		p.m.http.protocol.WithLabelValues("client", "http2-"+h2ErrorClass(errType)).Inc()
+	}
+	rt.h2t = t2
+
+	// HTTP/1 to the application and to unmeshed endpoints.
+	rt.appH1 = &h1.Client{
+		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			dctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+			defer cancel()
+			return p.dialer.DialContext(dctx, "tcp", addr)
+		},
+		MaxIdlePerAddr: 256,
+		IdleTimeout:    90 * time.Second,
+		Limits:         h1.Limits{MaxHeaderBytes: cfg.HTTPMaxHeaderBytes},
+	}
+	rt.pool = newConnPool(p)
+	return rt, nil
+}
+
+// h2ErrorClass folds Go's HTTP/2 error names into a bounded label value.
+func h2ErrorClass(errType string) string {
+	if len(errType) > 40 {
+		errType = errType[:40]
+	}
+	for i := 0; i < len(errType); i++ {
+		c := errType[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return "other"
+		}
+	}
+	return errType
+}
+
+// serveHTTP serves HTTP on a connection whose protocol was detected (or
+// announced by the transport header), on a fresh goroutine so that the
+// stack grown during detection is released. done runs when it ends.
+func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInfo, done func()) {
+	ctx := context.WithValue(p.runCtx, infoKey{}, info)
+	peer, tls := info.peer.Identity, info.peer.TLS
+	if info.direction == Outbound {
+		peer, tls = "", false
+	}
+	stats := p.m.opened(info.direction, peer, tls)
+	conn = &countedConn{Conn: conn, stats: stats}
+	go func() {
+		defer done()
+		defer stats.closed()
+		if proto == transport.HTTP2 {
+			info.h2 = true
+			g := newH2Guard(conn, p.cfg.H2ResetBudget, p.cfg.HTTPMaxHeaderBytes, func(reason string) {
+				p.m.http.protocol.WithLabelValues(info.direction, reason).Inc()
+				p.log.Info("HTTP/2 connection closed for abuse", "direction", info.direction, "client", conn.RemoteAddr().String(), "reason", reason)
+			})
+			p.http.h2.ServeConn(g, &http2.ServeConnOpts{
+				Context:    context.WithoutCancel(ctx),
+				BaseConfig: p.http.h2base,
+				Handler:    p.http.h2base.Handler,
+			})
+			conn.Close()
+			return
+		}
+		p.http.h1.ServeConn(ctx, conn)
+	}()
+}
+
+// serveRequest dispatches a request by the direction of its connection.
+func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
+	info := infoOf(r.Context())
+	if info == nil {
+		http.Error(w, "no connection context", http.StatusInternalServerError)
+		return
+	}
+	if info.direction == Inbound {
+		p.serveInbound(w, r, info)
+		return
+	}
+	p.serveOutbound(w, r, info)
+}
+
+// isGRPC reports whether a request is a gRPC call.
+func isGRPC(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	return r.ProtoMajor == 2 && strings.HasPrefix(ct, "application/grpc")
+}
+
+// gRPC status codes the proxy answers with.
+const (
+	grpcInternal         = 13
+	grpcUnavailable      = 14
+	grpcDeadlineExceeded = 4
+	grpcPermissionDenied = 7
+	grpcUnimplemented    = 12
+	grpcInvalidArgument  = 3
+)
+
+// proxyErr is a response the proxy makes itself.
+type proxyErr struct {
+	status int    // HTTP status
+	grpc   int    // gRPC status for gRPC calls
+	class  string // reason class (metric label, header)
+	msg    string
+}
+
+func (e *proxyErr) Error() string { return e.class + ": " + e.msg }
+
+// writeProxyError answers a request with e: an HTTP status with a short
+// text body, or for a gRPC call a trailers-only response with grpc-status
+// and grpc-message. The l5d-proxy-error header names the class and
+// message; deny is set for authorization denials (weft-deny-reason).
+func writeProxyError(w http.ResponseWriter, grpc bool, e *proxyErr, deny bool) {
+	h := w.Header()
+	for k := range h {
+		delete(h, k)
+	}
+	h.Set(headerProxyError, e.class+": "+sanitizeValue(e.msg))
+	if deny {
+		h.Set(headerDenyReason, e.class)
+	}
+	if grpc {
+		h.Set("Content-Type", "application/grpc")
+		h.Set("Grpc-Status", strconv.Itoa(e.grpc))
+		h.Set("Grpc-Message", grpcEncode(e.msg))
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	body := http.StatusText(e.status) + ": " + e.msg + "\n"
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(e.status)
+	_, _ = io.WriteString(w, body)
+}
+
+func sanitizeValue(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c < ' ' || c == 0x7f {
+			b[i] = ' '
+		}
+	}
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	return string(b)
+}
+
+// grpcEncode percent-encodes a grpc-message as the gRPC spec asks.
+func grpcEncode(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s) && i < 512; i++ {
+		c := s[i]
+		if c >= ' ' && c <= '~' && c != '%' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// outgoingRequest builds the request sent upstream: the client's method,
+// authority, path and body with the given (already cleaned) header.
+func outgoingRequest(ctx context.Context, r *http.Request, h http.Header, body io.ReadCloser, path, rawQuery string) *http.Request {
+	u := &url.URL{Scheme: "http", Host: r.Host, Path: path, RawQuery: rawQuery}
+	if unescaped, err := url.PathUnescape(path); err == nil {
+		u.Path, u.RawPath = unescaped, path
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = []string{""} // no default agent from the Go clients
+	}
+	out := &http.Request{
+		Method:        r.Method,
+		URL:           u,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Body:          body,
+		ContentLength: r.ContentLength,
+		Host:          r.Host,
+	}
+	if body == nil || body == http.NoBody || r.ContentLength == 0 {
+		// A server request's length 0 is a known empty body (for a client
+		// request it would mean "unknown").
+		out.Body = http.NoBody
+		out.ContentLength = 0
+	}
+	if len(r.Trailer) > 0 {
+		out.Trailer = r.Trailer
+	}
+	return out.WithContext(ctx)
+}
+
+// escapedPath returns the request's path as sent (percent-encoding kept).
+func escapedPath(r *http.Request) string {
+	p := r.URL.EscapedPath()
+	if p == "" {
+		p = "/"
+	}
+	return p
+}
+
+// forward1xx relays informational responses from upstream (103 Early
+// Hints and the like) to the client, without hop-by-hop headers. 100 is
+// generated by the proxy's own server and 101 only by the upgrade path.
+func forward1xx(ctx context.Context, w http.ResponseWriter) context.Context {
+	n := 0
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, header textproto.MIMEHeader) error {
+			if code == http.StatusContinue || code == http.StatusSwitchingProtocols || n >= 5 {
+				return nil
+			}
+			n++
+			h := w.Header()
+			saved := h.Clone()
+			for k := range h {
+				delete(h, k)
+			}
+			for k, vs := range header {
+				h[k] = vs
+			}
+			h1.RemoveHopByHop(h)
+			h1.RemoveMeshHeaders(h)
+			w.WriteHeader(code)
+			for k := range h {
+				delete(h, k)
+			}
+			for k, vs := range saved {
+				h[k] = vs
+			}
+			return nil
+		},
+	})
+}
+
+// copyResponse writes resp to w: status, header (cleaned by fix), body
+// (flushed as it arrives when its length is unknown or it is gRPC) and
+// trailers. touch is called as bytes move. It returns the trailers
+// forwarded and the first error: errClientGone when writing to the client
+// failed, errUpstreamBody when reading the upstream body failed.
+func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Header), touch func()) (trailer http.Header, err error) {
+	h := w.Header()
+	for k := range h {
+		delete(h, k)
+	}
+	for k, vs := range resp.Header {
+		h[k] = vs
+	}
+	h1.RemoveHopByHop(h)
+	fix(h)
+	if resp.ContentLength < 0 && !bodyless(resp) {
+		delete(h, "Content-Length")
+	}
+	w.WriteHeader(resp.StatusCode)
+	flusher, _ := w.(http.Flusher)
+	stream := resp.ContentLength < 0 || strings.HasPrefix(resp.Header.Get("Content-Type"), "application/grpc")
+	if resp.Body != nil && resp.Body != http.NoBody {
+		buf := getBuf()
+		defer putBuf(buf)
+		for {
+			n, rerr := resp.Body.Read(*buf)
+			if n > 0 {
+				if touch != nil {
+					touch()
+				}
+				if _, werr := w.Write((*buf)[:n]); werr != nil {
+					return nil, fmt.Errorf("%w: %w", errClientGone, werr)
+				}
+				if stream && flusher != nil {
+					flusher.Flush()
+				}
+			}
+			if rerr == io.EOF {
+				break
+			}
+			if rerr != nil {
+				return nil, fmt.Errorf("%w: %w", errUpstreamBody, rerr)
+			}
+		}
+	}
+	if len(resp.Trailer) > 0 {
+		tr := resp.Trailer.Clone()
+		h1.RemoveHopByHop(tr)
+		fix(tr)
+		for k, vs := range tr {
+			if len(vs) > 0 {
+				h[http.TrailerPrefix+k] = vs
+			}
+		}
+		trailer = tr
+	}
+	return trailer, nil
+}
+
+func bodyless(resp *http.Response) bool {
+	return resp.Request != nil && resp.Request.Method == http.MethodHead ||
+		resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
+}
+
+var (
+	errClientGone   = errors.New("dataplane: client went away")
+	errUpstreamBody = errors.New("dataplane: upstream failed mid-response")
+	errIdleTimeout  = errors.New("dataplane: idle timeout")
+)
+
+// idleWatch cancels ctx when no byte moves for d; touch postpones it.
+func idleWatch(ctx context.Context, d time.Duration) (context.Context, func(), func()) {
+	if d <= 0 {
+		return ctx, func() {}, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := time.AfterFunc(d, func() { cancel(errIdleTimeout) })
+	return ctx, func() { t.Reset(d) }, func() { t.Stop(); cancel(nil) }
+}
+
+// touchReader calls touch on every read.
+type touchReader struct {
+	io.ReadCloser
+	touch func()
+}
+
+func (t *touchReader) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if n > 0 {
+		t.touch()
+	}
+	return n, err
+}
+
+// hostOnly strips the port and a trailing dot from an authority.
+func hostOnly(authority string) string {
+	h := authority
+	if host, _, err := net.SplitHostPort(authority); err == nil {
+		h = host
+	}
+	return strings.TrimSuffix(strings.ToLower(h), ".")
+}
+
+// hostPort returns the port of an authority, or 0.
+func hostPort(authority string) uint32 {
+	if _, port, err := net.SplitHostPort(authority); err == nil {
+		n, _ := strconv.ParseUint(port, 10, 16)
+		return uint32(n)
+	}
+	return 0
+}
+
+// abort ends the exchange without a proper end of stream: HTTP/2 resets
+// the stream, HTTP/1 closes the connection.
+func abort() { panic(http.ErrAbortHandler) }
+
+// countedConn counts the bytes of an HTTP client connection in the
+// connection metrics (tcp_read_bytes_total, tcp_write_bytes_total).
+type countedConn struct {
+	net.Conn
+	stats *connStats
+}
+
+func (c *countedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.stats.read.Add(float64(n))
+	}
+	return n, err
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.stats.wrt.Add(float64(n))
+	}
+	return n, err
+}

@@ -1,0 +1,154 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/weftmesh/weft/apis/proxy/inbound"
+	"github.com/weftmesh/weft/mesh/policy/authz"
+)
+
+// Default inbound policy names, as Linkerd spells them
+// (config.linkerd.io/default-inbound-policy).
+const (
+	AllUnauthenticated     = "all-unauthenticated"
+	AllAuthenticated       = "all-authenticated"
+	ClusterUnauthenticated = "cluster-unauthenticated"
+	ClusterAuthenticated   = "cluster-authenticated"
+	DenyAll                = "deny"
+	AuditAll               = "audit"
+)
+
+// DefaultClusterNetworks are the networks the cluster-* default policies
+// trust when none are configured (Linkerd's defaults).
+var DefaultClusterNetworks = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("fd00::/8"),
+}
+
+// ErrUnknownPolicy is wrapped by DefaultInboundServer for an unknown name.
+var ErrUnknownPolicy = errors.New("dataplane: unknown default inbound policy")
+
+// DefaultPolicies lists the default inbound policy names.
+func DefaultPolicies() []string {
+	return []string{AllUnauthenticated, AllAuthenticated, ClusterUnauthenticated, ClusterAuthenticated, DenyAll, AuditAll}
+}
+
+// defaultPolicy builds the policy a default inbound policy name stands
+// for, as the policy controller describes a port no Server selects: the
+// protocol is detected and every HTTP request takes the default route, so
+// the server's authorizations decide. cluster is used by the cluster-*
+// policies (nil: DefaultClusterNetworks).
+func defaultPolicy(name string, cluster []netip.Prefix) (*authz.Server, error) {
+	if cluster == nil {
+		cluster = DefaultClusterNetworks
+	}
+	var clusterNets []authz.Network
+	for _, p := range cluster {
+		clusterNets = append(clusterNets, authz.Network{Net: p.Masked()})
+	}
+	meta := authz.DefaultMeta(name)
+	anyone := authz.Authentication{Kind: authz.Unauthenticated}
+	anyID := authz.Authentication{Kind: authz.TLSAuthenticated, Suffixes: []string{""}}
+	s := &authz.Server{Meta: meta, Protocol: authz.ProtocolDetect, HTTPRoutes: []authz.HTTPRoute{authz.DefaultHTTPRoute()}}
+	switch name {
+	case AllUnauthenticated:
+		s.Authorizations = []authz.Authorization{{Meta: meta, Networks: authz.AllNetworks(), Authentication: anyone}}
+	case AllAuthenticated:
+		s.Authorizations = []authz.Authorization{{Meta: meta, Networks: authz.AllNetworks(), Authentication: anyID}}
+	case ClusterUnauthenticated:
+		s.Authorizations = []authz.Authorization{{Meta: meta, Networks: clusterNets, Authentication: anyone}}
+	case ClusterAuthenticated:
+		s.Authorizations = []authz.Authorization{{Meta: meta, Networks: clusterNets, Authentication: anyID}}
+	case AuditAll:
+		s.Authorizations = []authz.Authorization{{Meta: meta, Audit: true, Networks: authz.AllNetworks(), Authentication: anyone}}
+	case DenyAll:
+	default:
+		return nil, fmt.Errorf("%w %q (want one of %s)", ErrUnknownPolicy, name, strings.Join(DefaultPolicies(), ", "))
+	}
+	return s, nil
+}
+
+// DefaultInboundServer returns the policy a default inbound policy name
+// stands for, in the proxy API's form (what MemoryPolicies and the static
+// file carry). cluster is used by the cluster-* policies (nil:
+// DefaultClusterNetworks).
+func DefaultInboundServer(name string, cluster []netip.Prefix) (*inbound.Server, error) {
+	s, err := defaultPolicy(name, cluster)
+	if err != nil {
+		return nil, err
+	}
+	return authz.ToProto(s), nil
+}
+
+// compilePolicy converts a policy received from the policy source with the
+// shared evaluator's strict FromProto. A port read as HTTP without any
+// route gets the default route (every request, the server's
+// authorizations), which is what the policy controller sends for a server
+// without HTTPRoutes.
+func compilePolicy(ps *inbound.Server) (*authz.Server, error) {
+	s, err := authz.FromProto(ps)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case s.Protocol == authz.ProtocolGRPC && len(s.GRPCRoutes) == 0:
+		s.GRPCRoutes = []authz.GRPCRoute{authz.DefaultGRPCRoute()}
+	case s.Protocol.IsHTTP() && s.Protocol != authz.ProtocolGRPC && len(s.HTTPRoutes) == 0:
+		s.HTTPRoutes = []authz.HTTPRoute{authz.DefaultHTTPRoute()}
+	}
+	return s, nil
+}
+
+// denyAllPolicy stands in for a port whose first policy could not be read.
+func denyAllPolicy(reason string) *authz.Server {
+	return &authz.Server{Meta: authz.DefaultMeta(reason), Protocol: authz.ProtocolDetect, HTTPRoutes: []authz.HTTPRoute{authz.DefaultHTTPRoute()}}
+}
+
+// serverIPsAllow applies a Server's server_ips list, which the shared
+// evaluator does not read: when the list is set and the address the client
+// connected to is known, it must be one of them.
+func serverIPsAllow(ps *inbound.Server, target netip.Addr) bool {
+	ips := ps.GetServerIps()
+	if len(ips) == 0 || !target.IsValid() {
+		return true
+	}
+	for _, ip := range ips {
+		if a, err := authz.AddrFromProto(ip); err == nil && a.Unmap() == target.Unmap() {
+			return true
+		}
+	}
+	return false
+}
+
+// metaLabel renders policy metadata as a metric label: "default:NAME"
+// for a built-in policy, "kind:NAME" for a resource (values bounded by
+// the policy objects that exist).
+func metaLabel(m authz.Meta) string {
+	if m.Default != "" {
+		return "default:" + m.Default
+	}
+	return strings.ToLower(m.Kind) + ":" + m.Name
+}
+
+// authzName labels the authorization that admitted a client.
+func authzName(a *authz.Authorization) string {
+	if a == nil {
+		return ""
+	}
+	return metaLabel(a.Meta)
+}
+
+// routeName labels the route a request matched.
+func routeName(res *authz.Result) string {
+	m, ok := res.Route()
+	if !ok {
+		return ""
+	}
+	return metaLabel(m)
+}

@@ -1,0 +1,235 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+
+	"golang.org/x/net/http2"
+
+	"github.com/weftmesh/weft/mesh/dataplane/transport"
+)
+
+// poolKey names a multiplexed upstream: a peer proxy reached with mesh TLS
+// (identity set, the transport header naming port), or a plaintext h2c
+// server (identity empty).
+type poolKey struct {
+	addr     netip.AddrPort // where to dial
+	identity string
+	port     uint16 // application port announced in the transport header
+}
+
+// connPool keeps HTTP/2 client connections per upstream and shares them
+// between requests. A new connection is dialled only when every existing
+// one is at its stream limit (one dial at a time per upstream; requests
+// that arrive meanwhile wait for it), up to maxConnsPerKey.
+type connPool struct {
+	p      *Proxy
+	mu     sync.Mutex
+	m      map[poolKey]*poolEntry
+	closed bool
+}
+
+type poolEntry struct {
+	mu      sync.Mutex
+	conns   []*http2.ClientConn
+	dialing *dialResult
+}
+
+type dialResult struct {
+	done chan struct{}
+	cc   *http2.ClientConn
+	err  error
+}
+
+// maxConnsPerKey bounds the connections to one upstream; beyond it
+// requests queue for a stream on an existing connection.
+const maxConnsPerKey = 8
+
+func newConnPool(p *Proxy) *connPool { return &connPool{p: p, m: map[poolKey]*poolEntry{}} }
+
+// dialError marks a failure to connect: the request was not sent.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// get returns a connection with a stream reserved for one request.
+func (cp *connPool) get(ctx context.Context, key poolKey) (*http2.ClientConn, error) {
+	cp.mu.Lock()
+	if cp.closed {
+		cp.mu.Unlock()
+		return nil, &dialError{errors.New("dataplane: proxy is stopping")}
+	}
+	e := cp.m[key]
+	if e == nil {
+		e = &poolEntry{}
+		cp.m[key] = e
+	}
+	cp.mu.Unlock()
+
+	for {
+		e.mu.Lock()
+		live := e.conns[:0]
+		for _, cc := range e.conns {
+			if st := cc.State(); !st.Closed && !st.Closing {
+				live = append(live, cc)
+			}
+		}
+		for i := len(live); i < len(e.conns); i++ {
+			e.conns[i] = nil
+		}
+		e.conns = live
+		for _, cc := range e.conns {
+			if cc.ReserveNewRequest() {
+				e.mu.Unlock()
+				return cc, nil
+			}
+		}
+		if len(e.conns) >= maxConnsPerKey {
+			// Queue on the first connection: RoundTrip waits for a slot.
+			cc := e.conns[0]
+			e.mu.Unlock()
+			return cc, nil
+		}
+		if d := e.dialing; d != nil {
+			e.mu.Unlock()
+			select {
+			case <-d.done:
+			case <-ctx.Done():
+				return nil, &dialError{ctx.Err()}
+			}
+			if d.err != nil {
+				return nil, d.err
+			}
+			continue
+		}
+		d := &dialResult{done: make(chan struct{})}
+		e.dialing = d
+		e.mu.Unlock()
+
+		d.cc, d.err = cp.dial(ctx, key)
+		e.mu.Lock()
+		e.dialing = nil
+		if d.err == nil {
+			e.conns = append(e.conns, d.cc)
+		}
+		e.mu.Unlock()
+		close(d.done)
+		if d.err != nil {
+			return nil, d.err
+		}
+	}
+}
+
+func (cp *connPool) dial(ctx context.Context, key poolKey) (*http2.ClientConn, error) {
+	p := cp.p
+	var conn net.Conn
+	var err error
+	if key.identity != "" {
+		conn, err = p.dialEndpoint(ctx, Endpoint{Addr: netip.AddrPortFrom(key.addr.Addr(), key.port), Identity: key.identity, OpaqueTransportPort: key.addr.Port()}, "", transport.HTTP2, nil)
+	} else {
+		dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
+		conn, err = p.dialer.DialContext(dctx, "tcp", key.addr.String())
+		cancel()
+	}
+	if err != nil {
+		return nil, &dialError{fmt.Errorf("dataplane: connecting to %s: %w", key.addr, err)}
+	}
+	cc, err := p.http.h2t.NewClientConn(conn)
+	if err != nil {
+		conn.Close()
+		return nil, &dialError{fmt.Errorf("dataplane: HTTP/2 with %s: %w", key.addr, err)}
+	}
+	return cc, nil
+}
+
+// roundTrip sends req on a pooled connection to key. A request the
+// upstream refused without processing (GOAWAY race, refused stream) is
+// sent once more on another connection when its body can be replayed.
+func (cp *connPool) roundTrip(key poolKey, req *http.Request, replayable func() bool) (*http.Response, error) {
+	for try := 0; ; try++ {
+		cc, err := cp.get(req.Context(), key)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := cc.RoundTrip(req)
+		if err != nil && try == 0 && unprocessed(err) && replayable() {
+			continue
+		}
+		return resp, err
+	}
+}
+
+// unprocessed reports whether an HTTP/2 error means the server never
+// processed the request.
+func unprocessed(err error) bool {
+	var se http2.StreamError
+	if errors.As(err, &se) {
+		return se.Code == http2.ErrCodeRefusedStream
+	}
+	switch err.Error() {
+	case "http2: client conn not usable",
+		"http2: Transport received Server's graceful shutdown GOAWAY",
+		"http2: client conn is closed",
+		"http2: client conn could not be established":
+		return true
+	}
+	return false
+}
+
+// sweep forgets upstreams without live connections.
+func (cp *connPool) sweep() {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	for k, e := range cp.m {
+		e.mu.Lock()
+		idle := e.dialing == nil
+		for _, cc := range e.conns {
+			if !cc.State().Closed {
+				idle = false
+			}
+		}
+		e.mu.Unlock()
+		if idle {
+			delete(cp.m, k)
+		}
+	}
+}
+
+// closeAll closes every connection and refuses new ones.
+func (cp *connPool) closeAll() {
+	cp.mu.Lock()
+	cp.closed = true
+	m := cp.m
+	cp.m = map[poolKey]*poolEntry{}
+	cp.mu.Unlock()
+	for _, e := range m {
+		e.mu.Lock()
+		for _, cc := range e.conns {
+			cc.Close()
+		}
+		e.mu.Unlock()
+	}
+}
+
+// size reports the live connections, for tests and diagnostics.
+func (cp *connPool) size() int {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	n := 0
+	for _, e := range cp.m {
+		e.mu.Lock()
+		for _, cc := range e.conns {
+			if !cc.State().Closed {
+				n++
+			}
+		}
+		e.mu.Unlock()
+	}
+	return n
+}

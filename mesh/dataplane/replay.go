@@ -1,0 +1,126 @@
+package dataplane
+
+import (
+	"errors"
+	"io"
+	"sync"
+)
+
+// replayBody lets a request body be sent more than once, for retries,
+// while it streams: what the client sent is kept (up to max bytes) as the
+// first attempt reads it, and a later attempt reads the kept bytes first,
+// then the rest from the client. Once more than max bytes were read the
+// body can no longer be replayed and only the current attempt reads on.
+// An attempt that was superseded stops reading.
+type replayBody struct {
+	mu       sync.Mutex
+	readMu   sync.Mutex // one read from the client at a time
+	src      io.ReadCloser
+	buf      []byte
+	max      int64
+	overflow bool
+	srcDone  bool
+	srcErr   error
+	gen      int
+}
+
+var errStaleAttempt = errors.New("dataplane: request body taken by a later attempt")
+
+func newReplayBody(src io.ReadCloser, max int64) *replayBody {
+	return &replayBody{src: src, max: max}
+}
+
+// replayable reports whether a new attempt could send the whole body.
+func (rb *replayBody) replayable() bool {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	return !rb.overflow && rb.srcErr == nil
+}
+
+// attempt returns the body reader of a new attempt; earlier attempts'
+// readers stop.
+func (rb *replayBody) attempt() io.ReadCloser {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	rb.gen++
+	return &attemptBody{rb: rb, gen: rb.gen}
+}
+
+// close closes the client's body.
+func (rb *replayBody) close() error { return rb.src.Close() }
+
+type attemptBody struct {
+	rb  *replayBody
+	gen int
+	pos int
+}
+
+func (a *attemptBody) Read(p []byte) (int, error) {
+	rb := a.rb
+	for {
+		rb.mu.Lock()
+		if a.gen != rb.gen {
+			rb.mu.Unlock()
+			return 0, errStaleAttempt
+		}
+		if a.pos < len(rb.buf) {
+			n := copy(p, rb.buf[a.pos:])
+			a.pos += n
+			rb.mu.Unlock()
+			return n, nil
+		}
+		if rb.srcDone {
+			err := rb.srcErr
+			rb.mu.Unlock()
+			if err == nil {
+				err = io.EOF
+			}
+			return 0, err
+		}
+		passThrough := rb.overflow
+		rb.mu.Unlock()
+
+		rb.readMu.Lock()
+		rb.mu.Lock()
+		// Another reader may have read while this one waited.
+		if a.gen != rb.gen || a.pos < len(rb.buf) || rb.srcDone {
+			rb.mu.Unlock()
+			rb.readMu.Unlock()
+			continue
+		}
+		rb.mu.Unlock()
+		if passThrough {
+			n, err := rb.src.Read(p)
+			rb.readMu.Unlock()
+			if err != nil {
+				rb.mu.Lock()
+				rb.srcDone = true
+				if err != io.EOF {
+					rb.srcErr = err
+				}
+				rb.mu.Unlock()
+			}
+			return n, err
+		}
+		chunk := make([]byte, min(len(p), 32<<10))
+		n, err := rb.src.Read(chunk)
+		rb.mu.Lock()
+		rb.buf = append(rb.buf, chunk[:n]...)
+		if int64(len(rb.buf)) > rb.max {
+			rb.overflow = true
+		}
+		if err != nil {
+			rb.srcDone = true
+			if err != io.EOF {
+				rb.srcErr = err
+			}
+		}
+		rb.mu.Unlock()
+		rb.readMu.Unlock()
+		if n == 0 && err == nil {
+			continue
+		}
+	}
+}
+
+func (a *attemptBody) Close() error { return nil }
