@@ -12,6 +12,8 @@ func main() {
 	cmds := []cli.Command{
 		cli.CertsCommand(),
 		cli.CheckCommand(),
+		cli.DemoCommand(),
+		cli.DevCommand(),
 		cli.DiagnosticsCommand(),
 		cli.InjectCommand(),
 		cli.InstallCommand(),

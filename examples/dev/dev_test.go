@@ -1,0 +1,65 @@
+package dev_test
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftmesh/weft/internal/cli"
+)
+
+type buffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *buffer) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.b.Write(p) }
+func (b *buffer) String() string              { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+
+func TestTheExampleMeshFileRunsUnderWeftDev(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "app")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./app").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	t.Setenv("DEV_APP", bin)
+
+	var stdout, stderr buffer
+	rctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.DevCommand().Run(rctx, []string{"--config", "mesh.yaml", "--log-level", "warn"}, cli.IO{Stdout: &stdout, Stderr: &stderr})
+	}()
+	ok := func() bool {
+		s := stdout.String()
+		return strings.Contains(s, "[web-0] 200 hello from api-0") && strings.Contains(s, "[stranger-0] ")
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !ok() && time.Now().Before(deadline) {
+		select {
+		case code := <-done:
+			t.Fatalf("weft dev exited with %d\n%s\n%s", code, stdout.String(), stderr.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	stop()
+	select {
+	case code := <-done:
+		assert.Equal(t, cli.ExitOK, code, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("weft dev did not stop")
+	}
+	s := stdout.String()
+	assert.Contains(t, s, "[web-0] 200 hello from api-0 (api.shop.serviceaccount.identity.weft.cluster.local)")
+	assert.NotContains(t, s, "[stranger-0] 200")
+	assert.Regexp(t, `\[stranger-0\] (403|call failed)`, s)
+}

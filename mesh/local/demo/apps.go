@@ -1,0 +1,168 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/weftmesh/weft/mesh/local"
+)
+
+// apps are the demo's programs. Servers signal when they listen so that
+// the clients' first requests do not race them.
+type apps struct {
+	stats     *Stats
+	rate      float64
+	serversUp sync.WaitGroup
+}
+
+func listen(pod local.Pod) (net.Listener, error) {
+	return net.Listen("tcp", netip.AddrPortFrom(pod.IP, uint16(pod.Ports[0].Port)).String())
+}
+
+func serve(ctx context.Context, l net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// backend answers every request with a short JSON document.
+func (a *apps) backend(ctx context.Context, pod local.Pod) error {
+	l, err := listen(pod)
+	a.serversUp.Done()
+	if err != nil {
+		return err
+	}
+	return serve(ctx, l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, "{\"served_by\":%q,\"path\":%q}\n", pod.Name, r.URL.Path)
+		a.stats.Record("backend", time.Since(start), Success)
+	}))
+}
+
+// frontend answers each request after calling the backend through its
+// proxy.
+func (a *apps) frontend(ctx context.Context, pod local.Pod) error {
+	l, err := listen(pod)
+	a.serversUp.Done()
+	if err != nil {
+		return err
+	}
+	backend := "http://" + pod.Mappings[0].Listen.String() + "/items"
+	client := &http.Client{Timeout: 5 * time.Second}
+	return serve(ctx, l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, backend, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			a.stats.Record("frontend", time.Since(start), Failure)
+			http.Error(w, "backend unreachable", http.StatusBadGateway)
+			return
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			a.stats.Record("frontend", time.Since(start), classify(resp.StatusCode, nil))
+			http.Error(w, "backend said "+resp.Status, http.StatusBadGateway)
+			return
+		}
+		fmt.Fprintf(w, "frontend %s got: %s", pod.Name, body)
+		a.stats.Record("frontend", time.Since(start), Success)
+	}))
+}
+
+// classify turns a caller's view of a request into an outcome: a 403, or a
+// connection the server side closed without an answer, is a denial.
+func classify(status int, err error) Outcome {
+	switch {
+	case err == nil && status >= 200 && status < 400:
+		return Success
+	case err == nil && status == http.StatusForbidden:
+		return Denied
+	case err != nil && deniedConnection(err):
+		return Denied
+	default:
+		return Failure
+	}
+}
+
+func deniedConnection(err error) bool {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var ne *net.OpError
+	if errors.As(err, &ne) && !ne.Timeout() && ne.Op == "read" {
+		return true // connection reset while reading the answer
+	}
+	return false
+}
+
+// caller sends GET requests to the pod's first outbound mapping at rate
+// per second, recording each under name.
+func (a *apps) caller(name string, rate float64, keepAlive bool) local.App {
+	return func(ctx context.Context, pod local.Pod) error {
+		waitServers(ctx, &a.serversUp)
+		url := "http://" + pod.Mappings[0].Listen.String() + "/"
+		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: !keepAlive, MaxIdleConnsPerHost: 4}}
+		defer client.CloseIdleConnections()
+		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		defer tick.Stop()
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		inflight := make(chan struct{}, 16)
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+			}
+			select {
+			case inflight <- struct{}{}:
+			default:
+				continue // too many requests outstanding: skip this tick
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-inflight }()
+				start := time.Now()
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+				resp, err := client.Do(req)
+				status := 0
+				if err == nil {
+					status = resp.StatusCode
+					_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+					resp.Body.Close()
+				}
+				if ctx.Err() != nil {
+					return // stopping: the request was cut short, not failed
+				}
+				a.stats.Record(name, time.Since(start), classify(status, err))
+			}()
+		}
+	}
+}
+
+func waitServers(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
