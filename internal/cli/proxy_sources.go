@@ -38,6 +38,10 @@ func ControlPlaneSources(ctx context.Context, cfg dataplane.Config, log *slog.Lo
 		Identity: src.Identity,
 		Resolver: src.Resolver,
 		Policies: src.Policies,
-		Cleanup:  func() { _ = src.Close() },
+		// Profiles come from the destination service, outbound policies
+		// from the policy service, over the same connections.
+		OutboundPolicies: src.OutboundPolicies,
+		Profiles:         src.Profiles,
+		Cleanup:          func() { _ = src.Close() },
 	}, nil
 }

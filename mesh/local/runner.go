@@ -501,7 +501,8 @@ func (r *Runner) startProxy(run, ctx context.Context, wg *sync.WaitGroup, pod Po
 	if err != nil {
 		return nil, fmt.Errorf("local: proxy of %s: %w", pod.Name, err)
 	}
-	p, err := dataplane.New(ctx, cfg, src.Identity, src.Resolver, src.Policies, dataplane.WithLogger(plog))
+	p, err := dataplane.New(ctx, cfg, src.Identity, src.Resolver, src.Policies, dataplane.WithLogger(plog),
+		dataplane.WithOutboundPolicies(src.OutboundPolicies), dataplane.WithProfiles(src.Profiles))
 	if err != nil {
 		src.Close()
 		return nil, fmt.Errorf("local: proxy of %s: %w", pod.Name, err)

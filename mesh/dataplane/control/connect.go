@@ -17,12 +17,16 @@ import (
 	idclient "github.com/weftmesh/weft/mesh/identity/client"
 )
 
-// Sources are the proxy's three inputs, connected to the control plane.
-// Close them after the proxy has stopped.
+// Sources are the proxy's inputs, connected to the control plane: the
+// identity, endpoints and profiles (destination service), inbound and
+// outbound policies (policy service). Close them after the proxy has
+// stopped.
 type Sources struct {
-	Identity *Identity
-	Resolver *Resolver
-	Policies *Policies
+	Identity         *Identity
+	Resolver         *Resolver
+	Profiles         *Profiles
+	Policies         *Policies
+	OutboundPolicies *OutboundPolicies
 
 	closeOnce sync.Once
 	closers   []func() error
@@ -170,12 +174,18 @@ func Connect(ctx context.Context, cfg dataplane.Config, opts ...Option) (*Source
 	if s.Resolver, err = NewResolver(dc, WithMeshedInboundPort(cc.meshedPort)); err != nil {
 		return fail(err)
 	}
+	if s.Profiles, err = NewProfiles(dc); err != nil {
+		return fail(err)
+	}
 
 	polConn, err := dial("policy", cfg.PolicyAddr)
 	if err != nil {
 		return fail(err)
 	}
 	if s.Policies, err = NewPolicies(polConn, Workload(cfg.Namespace, cfg.Pod), WithPolicyLogger(cc.log)); err != nil {
+		return fail(err)
+	}
+	if s.OutboundPolicies, err = NewOutboundPolicies(polConn, Workload(cfg.Namespace, cfg.Pod), WithOutboundLogger(cc.log)); err != nil {
 		return fail(err)
 	}
 	return s, nil

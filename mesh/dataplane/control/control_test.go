@@ -217,7 +217,12 @@ func policyServer(t *testing.T, objs []runtime.Object) (*policy.MemorySource, *g
 	go func() { _ = x.Run(ctx) }()
 	in, err := policy.NewInboundServer(x)
 	require.NoError(t, err)
-	conn, _ := serve(t, in.Register)
+	out, err := policy.NewOutboundServer(x)
+	require.NoError(t, err)
+	conn, _ := serve(t, func(r grpc.ServiceRegistrar) {
+		in.Register(r)
+		out.Register(r)
+	})
 	return src, conn
 }
 
@@ -364,6 +369,14 @@ func TestConnectObtainsACertificateAndNamesMissingSettings(t *testing.T) {
 		require.NoError(t, err)
 		assert.NotNil(t, next[*inbound.Server](t, pch))
 	}
+
+	och, err := src.OutboundPolicies.Watch(testContext(t), local.Authority("shop", "api", 8080))
+	require.NoError(t, err)
+	assert.Equal(t, "api", next(t, och).GetMetadata().GetResource().GetName())
+	prch, err := src.Profiles.Watch(testContext(t), local.Authority("shop", "api", 8080))
+	require.NoError(t, err)
+	assert.Equal(t, "api.shop.svc.cluster.local", next(t, prch).GetFullyQualifiedName())
+
 	assert.NoError(t, src.Close())
 	assert.NoError(t, src.Close(), "Close is idempotent")
 }

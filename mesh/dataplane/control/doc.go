@@ -1,20 +1,23 @@
 // Package control connects the proxy (mesh/dataplane) to the control plane.
-// It adapts the control-plane clients to the three seams the proxy consumes,
-// so that neither side knows about the other:
+// It adapts the control-plane clients to the seams the proxy consumes, so
+// that neither side knows about the other:
 //
 //	dataplane.Identity         <- Identity, over the identity client (mesh/identity/client)
 //	dataplane.Resolver         <- Resolver, over the discovery client (mesh/discovery/client)
+//	dataplane.Profiles         <- Profiles, over the same discovery client's WatchProfile
 //	dataplane.InboundPolicies  <- Policies, a client of io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort
+//	dataplane.OutboundPolicies <- OutboundPolicies, a client of io.linkerd.proxy.outbound.OutboundPolicies/Watch
 //
 // Most programs call Connect, which reads the control-plane addresses and the
 // workload's settings from a dataplane.Config (the WEFT_PROXY_* variables),
-// dials the three services and returns the three sources together:
+// dials the three services and returns all the sources together:
 //
 //	cfg, _ := dataplane.LoadEnv()
 //	src, err := control.Connect(ctx, cfg)
 //	if err != nil { ... }
 //	defer src.Close()
-//	p, _ := dataplane.New(ctx, cfg, src.Identity, src.Resolver, src.Policies)
+//	p, _ := dataplane.New(ctx, cfg, src.Identity, src.Resolver, src.Policies,
+//		dataplane.WithOutboundPolicies(src.OutboundPolicies), dataplane.WithProfiles(src.Profiles))
 //
 // Connect dials in plaintext: in a cluster the control-plane pods' own
 // proxies terminate mutual TLS, and on one machine (weft demo, weft dev)
@@ -39,6 +42,15 @@
 // dataplane.ErrNotFound (the proxy then applies its default policy); once a
 // port has a policy, a broken stream keeps the channel open and the last
 // policy in force while it reconnects with jittered backoff.
+//
+// OutboundPolicies works the same way for a target: an IP:port is sent as
+// an address, anything else as an authority; NotFound (an unknown Service)
+// is dataplane.ErrNotFound, and a broken stream keeps the last policy while
+// it reconnects. Profiles reports ErrNotFound for a name discovery refuses
+// (outside the cluster domain) and for the default profile of a name with
+// no Service or endpoint behind it; otherwise it streams the profile as a
+// DestinationProfile, re-encoded from the discovery client's model (route
+// names survive as the "route" metrics label; other labels do not).
 //
 // The Identity holds the workload's certificate through the identity
 // client, which renews it at 70% of its lifetime and keeps the current one

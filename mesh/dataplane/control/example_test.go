@@ -23,7 +23,8 @@ func ExampleConnect() {
 		return
 	}
 	defer src.Close()
-	p, err := dataplane.New(ctx, cfg, src.Identity, src.Resolver, src.Policies)
+	p, err := dataplane.New(ctx, cfg, src.Identity, src.Resolver, src.Policies,
+		dataplane.WithOutboundPolicies(src.OutboundPolicies), dataplane.WithProfiles(src.Profiles))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -39,4 +40,17 @@ func ExampleConnect() {
 func ExampleWorkload() {
 	fmt.Println(control.Workload("shop", "web-1"))
 	// Output: {"ns":"shop","pod":"web-1"}
+}
+
+// TrafficSpec is what OutboundPolicies.Watch asks for: an address target
+// for an IP:port, an authority for anything else.
+func ExampleTrafficSpec() {
+	w := control.Workload("shop", "web-1")
+	byAddr, _ := control.TrafficSpec(w, "10.1.2.3:8080")
+	byName, _ := control.TrafficSpec(w, "api.shop.svc.cluster.local:8080")
+	fmt.Printf("%#x %d\n", byAddr.GetAddr().GetIp().GetIpv4(), byAddr.GetAddr().GetPort())
+	fmt.Println(byName.GetAuthority())
+	// Output:
+	// 0xa010203 8080
+	// api.shop.svc.cluster.local:8080
 }
