@@ -198,15 +198,18 @@ func (b *Balancer[T]) Available() int {
 
 // Handle is one request's use of an endpoint. Done must be called once.
 type Handle[T any] struct {
-	b     *Balancer[T]
-	e     *endpoint[T]
+	b *Balancer[T]
+	e *endpoint[T]
+	// value is the endpoint's value when it was picked; Update may replace
+	// the endpoint's value while the request runs.
+	value T
 	start int64
 	probe bool
 	done  atomic.Bool
 }
 
 // Value returns the chosen endpoint's value.
-func (h *Handle[T]) Value() T { return h.e.value }
+func (h *Handle[T]) Value() T { return h.value }
 
 // Key returns the chosen endpoint's key.
 func (h *Handle[T]) Key() string { return h.e.key }
@@ -283,7 +286,7 @@ func (b *Balancer[T]) PickExcept(avoid []*Handle[T]) (*Handle[T], error) {
 	if !b.available(chosen, now) {
 		return nil, ErrUnavailable
 	}
-	h := &Handle[T]{b: b, e: chosen, start: now}
+	h := &Handle[T]{b: b, e: chosen, value: chosen.value, start: now}
 	if chosen.state == probation {
 		chosen.probing = true
 		h.probe = true
