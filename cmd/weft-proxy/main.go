@@ -1,19 +1,21 @@
 // Command weft-proxy is Weft's sidecar proxy. `weft-proxy run` reads its
 // WEFT_PROXY_* settings, connects to the control plane and serves until
-// SIGTERM. The wiring lives in internal/cli; this file only lists it.
+// SIGTERM. The wiring lives in internal/cli/proxycmd, which links neither
+// client-go nor the CA backends; this file only lists the commands.
 package main
 
 import (
 	"os"
 
-	"github.com/weftmesh/weft/internal/cli"
+	"github.com/weftmesh/weft/internal/cli/core"
+	"github.com/weftmesh/weft/internal/cli/proxycmd"
 )
 
 func main() {
-	cmds := []cli.Command{
-		cli.ProxyRunCommand(cli.ControlPlaneSources),
-		cli.ProxyAwaitCommand(),
-		cli.VersionCommand(),
+	cmds := []core.Command{
+		proxycmd.ProxyRunCommand(proxycmd.ControlPlaneSources),
+		proxycmd.ProxyAwaitCommand(),
+		core.VersionCommand(),
 	}
-	os.Exit(cli.Main("weft-proxy", cmds, os.Args[1:], cli.StdIO()))
+	os.Exit(core.Main("weft-proxy", cmds, os.Args[1:], core.StdIO()))
 }

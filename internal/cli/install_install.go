@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/weftmesh/weft/internal/cli/core"
+
 	"context"
 	"errors"
 	"flag"
@@ -175,7 +177,7 @@ func writeManifest(m *install.Manifest, stdio IO) int {
 }
 
 // installValues reads the Values file over the defaults. A release build
-// (Version set at link time) tags images with its own version unless the
+// (core.Version set at link time) tags images with its own version unless the
 // file names one.
 func installValues(path string) (inject.Values, error) {
 	values := inject.DefaultValues()
@@ -189,13 +191,13 @@ func installValues(path string) (inject.Values, error) {
 			return inject.Values{}, fmt.Errorf("--values %s: %w", path, err)
 		}
 	}
-	if Version != "" {
+	if core.Version != "" {
 		var keys map[string]any
 		if err := yaml.Unmarshal(data, &keys); err == nil {
 			if _, set := keys["version"]; !set {
-				values.Version = Version
+				values.Version = core.Version
 				if err := values.Validate(); err != nil {
-					return inject.Values{}, fmt.Errorf("build version %q: %w", Version, err)
+					return inject.Values{}, fmt.Errorf("build version %q: %w", core.Version, err)
 				}
 			}
 		}

@@ -10,10 +10,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/weftmesh/weft/internal/testutil"
 )
 
 func TestDemoRunsForItsDurationAndSummarizesMutualTLSTrafficAndADenial(t *testing.T) {
-	var out, errb syncBuffer
+	var out, errb testutil.SyncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := time.Now()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/weftmesh/weft/internal/testutil"
 )
 
 func buildDevApp(t *testing.T) string {
@@ -45,7 +46,7 @@ policies:
 	cfgPath := filepath.Join(dir, "mesh.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(mesh), 0o600))
 
-	var out, errb syncBuffer
+	var out, errb testutil.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)

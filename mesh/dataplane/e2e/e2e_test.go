@@ -24,7 +24,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/weftmesh/weft/internal/cli"
+	"github.com/weftmesh/weft/internal/cli/core"
+	"github.com/weftmesh/weft/internal/cli/proxycmd"
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/netns"
 )
@@ -49,7 +50,7 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	case "init":
 		args := strings.Split(os.Getenv("WEFT_E2E_ARGS"), "\x1f")
-		os.Exit(cli.InitCommand().Run(context.Background(), args, cli.StdIO()))
+		os.Exit(proxycmd.InitCommand().Run(context.Background(), args, core.StdIO()))
 	case "proxy":
 		// Drop to the proxy's user so that weft-init's owner rule applies.
 		if err := syscall.Setgroups(nil); err == nil {
@@ -61,7 +62,7 @@ func TestMain(m *testing.M) {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
-		os.Exit(cli.ProxyRunCommand(nil).Run(ctx, []string{"--static", os.Getenv("WEFT_E2E_STATIC")}, cli.StdIO()))
+		os.Exit(proxycmd.ProxyRunCommand(nil).Run(ctx, []string{"--static", os.Getenv("WEFT_E2E_STATIC")}, core.StdIO()))
 	}
 	os.Exit(2)
 }

@@ -1,4 +1,4 @@
-package cli
+package core
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"runtime/debug"
 )
 
-// Version is set at link time (-ldflags "-X github.com/weftmesh/weft/internal/cli.Version=v0.1.0");
+// Version is set at link time (-ldflags "-X github.com/weftmesh/weft/internal/cli/core.Version=v0.1.0");
 // otherwise the module version from the build info is used.
 var Version = ""
 

@@ -1,6 +1,8 @@
-package cli
+package proxycmd
 
 import (
+	"github.com/weftmesh/weft/internal/cli/core"
+
 	"context"
 	"errors"
 	"flag"
@@ -40,11 +42,11 @@ type ProxySources func(ctx context.Context, cfg dataplane.Config, log *slog.Logg
 // until SIGTERM, then drains. sources wires the control-plane clients; with
 // --static FILE the inputs come from a file instead (see
 // mesh/dataplane/static). With neither, the command fails.
-func ProxyRunCommand(sources ProxySources) Command {
-	return Command{
+func ProxyRunCommand(sources ProxySources) core.Command {
+	return core.Command{
 		Name:    "run",
 		Summary: "run the Weft proxy (settings from WEFT_PROXY_* variables or flags)",
-		Run: func(ctx context.Context, args []string, stdio IO) int {
+		Run: func(ctx context.Context, args []string, stdio core.IO) int {
 			return runProxy(ctx, args, stdio, os.LookupEnv, sources)
 		},
 	}
@@ -55,8 +57,8 @@ func flagName(env string) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(env, "WEFT_PROXY_")), "_", "-")
 }
 
-func runProxy(ctx context.Context, args []string, stdio IO, lookup func(string) (string, bool), sources ProxySources) int {
-	fs := NewFlagSet("weft-proxy run", stdio)
+func runProxy(ctx context.Context, args []string, stdio core.IO, lookup func(string) (string, bool), sources ProxySources) int {
+	fs := core.NewFlagSet("weft-proxy run", stdio)
 	settings := dataplane.Settings()
 	values := map[string]*string{}
 	for _, s := range settings {
@@ -74,7 +76,7 @@ func runProxy(ctx context.Context, args []string, stdio IO, lookup func(string) 
 		fmt.Fprintf(tw, "--static\t\t\t%s\n", "read identity, destinations and policies from a file (development and tests)")
 		tw.Flush()
 	}
-	if code, ok := Parse(fs, args); !ok {
+	if code, ok := core.Parse(fs, args); !ok {
 		return code
 	}
 	set := map[string]bool{}
@@ -87,12 +89,12 @@ func runProxy(ctx context.Context, args []string, stdio IO, lookup func(string) 
 	})
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
-		return ExitUsage
+		return core.ExitUsage
 	}
 	log, err := proxyLogger(cfg, stdio.Stderr)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
-		return ExitUsage
+		return core.ExitUsage
 	}
 
 	var in ProxyInputs
@@ -101,7 +103,7 @@ func runProxy(ctx context.Context, args []string, stdio IO, lookup func(string) 
 		src, err := static.Load(*staticFile)
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
-			return ExitUsage
+			return core.ExitUsage
 		}
 		in = ProxyInputs{Identity: src.Identity, Resolver: src.Resolver, Policies: src.Policies,
 			OutboundPolicies: src.OutboundPolicies, Profiles: src.Profiles}
@@ -109,11 +111,11 @@ func runProxy(ctx context.Context, args []string, stdio IO, lookup func(string) 
 		in, err = sources(ctx, cfg, log)
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
-			return ExitFailure
+			return core.ExitFailure
 		}
 	default:
 		fmt.Fprintln(stdio.Stderr, "weft-proxy: no control-plane clients are wired into this binary; use --static FILE")
-		return ExitUsage
+		return core.ExitUsage
 	}
 	if in.Cleanup != nil {
 		defer in.Cleanup()
@@ -128,18 +130,18 @@ func runProxy(ctx context.Context, args []string, stdio IO, lookup func(string) 
 	p, err := dataplane.New(ctx, cfg, in.Identity, in.Resolver, in.Policies, opts...)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
-		return ExitFailure
+		return core.ExitFailure
 	}
 	ls, err := dataplane.Listen(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
-		return ExitFailure
+		return core.ExitFailure
 	}
 	if err := p.Run(ctx, ls); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
-		return ExitFailure
+		return core.ExitFailure
 	}
-	return ExitOK
+	return core.ExitOK
 }
 
 func proxyLogger(cfg dataplane.Config, w io.Writer) (*slog.Logger, error) {

@@ -1,4 +1,4 @@
-package cli_test
+package proxycmd_test
 
 import (
 	"net/http"
@@ -9,7 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/weftmesh/weft/internal/cli"
+	"github.com/weftmesh/weft/internal/cli/core"
+	"github.com/weftmesh/weft/internal/cli/proxycmd"
 )
 
 func TestProxyAwaitReturnsOnceTheProxyIsReady(t *testing.T) {
@@ -23,8 +24,8 @@ func TestProxyAwaitReturnsOnceTheProxyIsReady(t *testing.T) {
 	}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	code, _, errs := runCommand(t, cli.ProxyAwaitCommand(), "", "--admin-addr", addr, "--interval", "10ms", "--timeout", "5s")
-	assert.Equal(t, cli.ExitOK, code, errs)
+	code, _, errs := runCommand(t, proxycmd.ProxyAwaitCommand(), "", "--admin-addr", addr, "--interval", "10ms", "--timeout", "5s")
+	assert.Equal(t, core.ExitOK, code, errs)
 	assert.GreaterOrEqual(t, probes.Load(), int32(3))
 }
 
@@ -34,7 +35,7 @@ func TestProxyAwaitFailsAfterItsTimeoutNamingTheLastAnswer(t *testing.T) {
 	}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	code, _, errs := runCommand(t, cli.ProxyAwaitCommand(), "", "--admin-addr", addr, "--interval", "10ms", "--timeout", "1s")
-	assert.Equal(t, cli.ExitFailure, code)
+	code, _, errs := runCommand(t, proxycmd.ProxyAwaitCommand(), "", "--admin-addr", addr, "--interval", "10ms", "--timeout", "1s")
+	assert.Equal(t, core.ExitFailure, code)
 	assert.Contains(t, errs, "503")
 }

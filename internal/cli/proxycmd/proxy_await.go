@@ -1,6 +1,8 @@
-package cli
+package proxycmd
 
 import (
+	"github.com/weftmesh/weft/internal/cli/core"
+
 	"context"
 	"fmt"
 	"net/http"
@@ -11,21 +13,21 @@ import (
 // server answers /ready with 200. The injector runs it as the proxy
 // container's postStart hook in classic (non-native) sidecar mode, so that
 // application containers start only once the proxy can carry their traffic.
-func ProxyAwaitCommand() Command {
-	return Command{Name: "await", Summary: "wait until the proxy is ready (postStart hook)", Run: runProxyAwait}
+func ProxyAwaitCommand() core.Command {
+	return core.Command{Name: "await", Summary: "wait until the proxy is ready (postStart hook)", Run: runProxyAwait}
 }
 
-func runProxyAwait(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft-proxy await", stdio)
+func runProxyAwait(ctx context.Context, args []string, stdio core.IO) int {
+	fs := core.NewFlagSet("weft-proxy await", stdio)
 	admin := fs.String("admin-addr", "127.0.0.1:4191", "HOST:PORT of the proxy's admin server")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait before failing")
 	interval := fs.Duration("interval", 200*time.Millisecond, "time between probes")
-	if code, ok := Parse(fs, args); !ok {
+	if code, ok := core.Parse(fs, args); !ok {
 		return code
 	}
 	if *timeout <= 0 || *interval <= 0 {
 		fmt.Fprintln(stdio.Stderr, "weft-proxy await: --timeout and --interval must be positive")
-		return ExitUsage
+		return core.ExitUsage
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -36,13 +38,13 @@ func runProxyAwait(ctx context.Context, args []string, stdio IO) int {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-proxy await: --admin-addr %q: %v\n", *admin, err)
-			return ExitUsage
+			return core.ExitUsage
 		}
 		resp, err := client.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return ExitOK
+				return core.ExitOK
 			}
 			last = resp.Status
 		} else if ctx.Err() == nil {
@@ -53,7 +55,7 @@ func runProxyAwait(ctx context.Context, args []string, stdio IO) int {
 		select {
 		case <-ctx.Done():
 			fmt.Fprintf(stdio.Stderr, "weft-proxy await: proxy at %s not ready after %s (last: %s)\n", *admin, *timeout, last)
-			return ExitFailure
+			return core.ExitFailure
 		case <-time.After(*interval):
 		}
 	}

@@ -1,6 +1,8 @@
-package cli
+package proxycmd
 
 import (
+	"github.com/weftmesh/weft/internal/cli/core"
+
 	"bytes"
 	"context"
 	"strings"
@@ -14,8 +16,8 @@ import (
 
 func TestWeftInitDryRunPrintsTheRules(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := InitCommand().Run(context.Background(), []string{"--dry-run", "--proxy-uid", "1337", "--outbound-ports-to-ignore", "443,9000-9100", "--inbound-ports-to-ignore", "4190,4191"}, IO{Stdout: &out, Stderr: &errb})
-	require.Equal(t, ExitOK, code, errb.String())
+	code := InitCommand().Run(context.Background(), []string{"--dry-run", "--proxy-uid", "1337", "--outbound-ports-to-ignore", "443,9000-9100", "--inbound-ports-to-ignore", "4190,4191"}, core.IO{Stdout: &out, Stderr: &errb})
+	require.Equal(t, core.ExitOK, code, errb.String())
 	assert.Contains(t, out.String(), "-A WEFT_INIT_OUTPUT -m owner --uid-owner 1337 -j RETURN")
 	assert.Contains(t, out.String(), "--dports 443,9000:9100 -j RETURN")
 	assert.Contains(t, out.String(), "-A WEFT_INIT_PREROUTING -p tcp -m multiport --dports 4190,4191 -j RETURN")
@@ -32,8 +34,8 @@ func TestWeftInitRejectsBadFlags(t *testing.T) {
 		{"--no-such-flag"},
 	} {
 		var out, errb bytes.Buffer
-		code := InitCommand().Run(context.Background(), args, IO{Stdout: &out, Stderr: &errb})
-		assert.Equal(t, ExitUsage, code, "%v", args)
+		code := InitCommand().Run(context.Background(), args, core.IO{Stdout: &out, Stderr: &errb})
+		assert.Equal(t, core.ExitUsage, code, "%v", args)
 		assert.NotEmpty(t, errb.String(), "%v", args)
 	}
 }
@@ -43,7 +45,7 @@ func TestWeftInitInstallsIdempotentlyAndCleansUp(t *testing.T) {
 	runners := map[string]iptables.Runner{"iptables": v4, "ip6tables": v6}
 	run := func(args ...string) string {
 		var out, errb bytes.Buffer
-		require.Equal(t, ExitOK, runInit(context.Background(), args, IO{Stdout: &out, Stderr: &errb}, runners), errb.String())
+		require.Equal(t, core.ExitOK, runInit(context.Background(), args, core.IO{Stdout: &out, Stderr: &errb}, runners), errb.String())
 		return out.String()
 	}
 	run()

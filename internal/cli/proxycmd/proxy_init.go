@@ -1,6 +1,8 @@
-package cli
+package proxycmd
 
 import (
+	"github.com/weftmesh/weft/internal/cli/core"
+
 	"context"
 	"fmt"
 
@@ -10,11 +12,11 @@ import (
 // InitCommand is weft-init: it installs (or with --cleanup removes) the nat
 // rules that send the pod's TCP traffic through its proxy. --dry-run prints
 // the rules as iptables-restore input instead.
-func InitCommand() Command {
-	return Command{
+func InitCommand() core.Command {
+	return core.Command{
 		Name:    "weft-init",
 		Summary: "install the iptables rules that redirect a pod's traffic to its proxy",
-		Run: func(ctx context.Context, args []string, stdio IO) int {
+		Run: func(ctx context.Context, args []string, stdio core.IO) int {
 			return runInit(ctx, args, stdio, nil)
 		},
 	}
@@ -22,8 +24,8 @@ func InitCommand() Command {
 
 // runInit runs weft-init with runners for iptables and ip6tables (nil: the
 // real binaries).
-func runInit(ctx context.Context, args []string, stdio IO, runners map[string]iptables.Runner) int {
-	fs := NewFlagSet("weft-init", stdio)
+func runInit(ctx context.Context, args []string, stdio core.IO, runners map[string]iptables.Runner) int {
+	fs := core.NewFlagSet("weft-init", stdio)
 	inPort := fs.Uint("incoming-proxy-port", 4143, "port of the proxy's inbound listener")
 	outPort := fs.Uint("outgoing-proxy-port", 4140, "port of the proxy's outbound listener")
 	uid := fs.Uint("proxy-uid", 2102, "user ID the proxy runs as; its traffic is never redirected")
@@ -32,42 +34,42 @@ func runInit(ctx context.Context, args []string, stdio IO, runners map[string]ip
 	ipv6 := fs.Bool("ipv6", true, "also install the rules with ip6tables")
 	dryRun := fs.Bool("dry-run", false, "print the rules instead of installing them")
 	cleanup := fs.Bool("cleanup", false, "remove weft-init's chains and jumps")
-	if code, ok := Parse(fs, args); !ok {
+	if code, ok := core.Parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stdio.Stderr, "weft-init: unexpected argument %q\n", fs.Arg(0))
-		return ExitUsage
+		return core.ExitUsage
 	}
 	cfg := iptables.Config{ProxyUID: uint32(*uid)}
 	for name, v := range map[string]uint{"--incoming-proxy-port": *inPort, "--outgoing-proxy-port": *outPort} {
 		if v == 0 || v > 65535 {
 			fmt.Fprintf(stdio.Stderr, "weft-init: %s %d is not a port\n", name, v)
-			return ExitUsage
+			return core.ExitUsage
 		}
 	}
 	cfg.InboundPort, cfg.OutboundPort = uint16(*inPort), uint16(*outPort)
 	var err error
 	if cfg.InboundPortsToIgnore, err = iptables.ParsePorts(*inIgnore); err != nil {
 		fmt.Fprintf(stdio.Stderr, "weft-init: --inbound-ports-to-ignore: %v\n", err)
-		return ExitUsage
+		return core.ExitUsage
 	}
 	if cfg.OutboundPortsToIgnore, err = iptables.ParsePorts(*outIgnore); err != nil {
 		fmt.Fprintf(stdio.Stderr, "weft-init: --outbound-ports-to-ignore: %v\n", err)
-		return ExitUsage
+		return core.ExitUsage
 	}
 	script, err := iptables.Script(cfg)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "weft-init: %v\n", err)
-		return ExitUsage
+		return core.ExitUsage
 	}
 	if *dryRun {
 		if *cleanup {
 			fmt.Fprintf(stdio.Stdout, "# would remove chains %v and their jumps from PREROUTING and OUTPUT\n", iptables.Chains())
-			return ExitOK
+			return core.ExitOK
 		}
 		fmt.Fprint(stdio.Stdout, script)
-		return ExitOK
+		return core.ExitOK
 	}
 	bins := []string{"iptables"}
 	if *ipv6 {
@@ -85,7 +87,7 @@ func runInit(ctx context.Context, args []string, stdio IO, runners map[string]ip
 		}
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-init: %s: %v\n", bin, err)
-			return ExitFailure
+			return core.ExitFailure
 		}
 	}
 	if *cleanup {
@@ -93,5 +95,5 @@ func runInit(ctx context.Context, args []string, stdio IO, runners map[string]ip
 	} else {
 		fmt.Fprintf(stdio.Stdout, "weft-init: rules installed (inbound -> %d, outbound -> %d, proxy uid %d)\n", cfg.InboundPort, cfg.OutboundPort, cfg.ProxyUID)
 	}
-	return ExitOK
+	return core.ExitOK
 }

@@ -1,6 +1,9 @@
-package cli
+package proxycmd
 
 import (
+	"github.com/weftmesh/weft/internal/cli/core"
+	"github.com/weftmesh/weft/internal/testutil"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -9,35 +12,20 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/dataplane"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func noEnv(string) (string, bool) { return "", false }
 
 func TestProxyRunHelpListsEverySetting(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := ProxyRunCommand(nil).Run(context.Background(), []string{"--help"}, IO{Stdout: &out, Stderr: &errb})
-	assert.Equal(t, ExitOK, code)
+	code := ProxyRunCommand(nil).Run(context.Background(), []string{"--help"}, core.IO{Stdout: &out, Stderr: &errb})
+	assert.Equal(t, core.ExitOK, code)
 	for _, s := range dataplane.Settings() {
 		assert.Contains(t, errb.String(), s.Env)
 		assert.Contains(t, errb.String(), "--"+flagName(s.Env)+" ")
@@ -53,18 +41,18 @@ func TestProxyRunRejectsBadSettingsNamingThem(t *testing.T) {
 		}
 		return "", false
 	}
-	code := runProxy(context.Background(), nil, IO{Stdout: io.Discard, Stderr: &errb}, env, nil)
-	assert.Equal(t, ExitUsage, code)
+	code := runProxy(context.Background(), nil, core.IO{Stdout: io.Discard, Stderr: &errb}, env, nil)
+	assert.Equal(t, core.ExitUsage, code)
 	assert.Contains(t, errb.String(), `WEFT_PROXY_DETECT_TIMEOUT="soon"`)
 
 	errb.Reset()
-	code = runProxy(context.Background(), []string{"--log-format", "xml"}, IO{Stdout: io.Discard, Stderr: &errb}, noEnv, nil)
-	assert.Equal(t, ExitUsage, code)
+	code = runProxy(context.Background(), []string{"--log-format", "xml"}, core.IO{Stdout: io.Discard, Stderr: &errb}, noEnv, nil)
+	assert.Equal(t, core.ExitUsage, code)
 	assert.Contains(t, errb.String(), `WEFT_PROXY_LOG_FORMAT="xml"`)
 
 	errb.Reset()
-	code = runProxy(context.Background(), nil, IO{Stdout: io.Discard, Stderr: &errb}, noEnv, nil)
-	assert.Equal(t, ExitUsage, code)
+	code = runProxy(context.Background(), nil, core.IO{Stdout: io.Discard, Stderr: &errb}, noEnv, nil)
+	assert.Equal(t, core.ExitUsage, code)
 	assert.Contains(t, errb.String(), "--static")
 }
 
@@ -86,9 +74,9 @@ func TestProxyRunServesFromAStaticFileUntilCancelled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var errb syncBuffer
+	var errb testutil.SyncBuffer
 	done := make(chan int, 1)
-	go func() { done <- runProxy(ctx, args, IO{Stdout: io.Discard, Stderr: &errb}, noEnv, nil) }()
+	go func() { done <- runProxy(ctx, args, core.IO{Stdout: io.Discard, Stderr: &errb}, noEnv, nil) }()
 	client := &http.Client{Timeout: time.Second}
 	testutil.Eventually(t, 10*time.Second, func() bool {
 		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/ready", admin))
@@ -101,7 +89,7 @@ func TestProxyRunServesFromAStaticFileUntilCancelled(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		assert.Equal(t, ExitOK, code, errb.String())
+		assert.Equal(t, core.ExitOK, code, errb.String())
 	case <-time.After(10 * time.Second):
 		t.Fatal("the proxy did not stop")
 	}
@@ -148,8 +136,8 @@ policies:
 	defer cancel()
 	run := func(args ...string) chan int {
 		done := make(chan int, 1)
-		var errb syncBuffer
-		go func() { done <- runProxy(ctx, args, IO{Stdout: io.Discard, Stderr: &errb}, noEnv, nil) }()
+		var errb testutil.SyncBuffer
+		go func() { done <- runProxy(ctx, args, core.IO{Stdout: io.Discard, Stderr: &errb}, noEnv, nil) }()
 		return done
 	}
 	doneS := run("--static", filepath.Join(dir, "server.yaml"), "--inbound-addr", fmt.Sprintf("127.0.0.1:%d", inbound),
@@ -175,7 +163,7 @@ policies:
 	for _, d := range []chan int{doneS, doneC} {
 		select {
 		case code := <-d:
-			assert.Equal(t, ExitOK, code)
+			assert.Equal(t, core.ExitOK, code)
 		case <-time.After(10 * time.Second):
 			t.Fatal("a proxy did not stop")
 		}
