@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +18,6 @@ import (
 	"github.com/weftmesh/weft/internal/cli"
 	"github.com/weftmesh/weft/internal/testutil"
 )
-
-var discoveryListenRE = regexp.MustCompile(`msg="destination service listening" addr=(\S+)`)
 
 const discoveryManifests = `
 apiVersion: v1
@@ -79,36 +76,8 @@ endpoints:
 // address and logs.
 func discoveryStartController(t *testing.T, dir string) (string, *testutil.SyncBuffer) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &testutil.SyncBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		done <- cli.DestinationControllerCommand().Run(ctx,
-			[]string{"--addr", "127.0.0.1:0", "--source", "static", "--manifests", dir, "--cluster-domain", "cluster.local"},
-			cli.IO{Stdin: strings.NewReader(""), Stdout: logs, Stderr: logs})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case st := <-done:
-			assert.Equal(t, cli.ExitOK, st, "clean shutdown: %s", logs.String())
-		case <-time.After(testutil.DefaultTimeout):
-			t.Error("the controller did not stop after cancellation")
-		}
-	})
-	var addr string
-	testutil.Eventually(t, 0, func() bool {
-		select {
-		case st := <-done:
-			t.Fatalf("the controller exited with %d: %s", st, logs.String())
-		default:
-		}
-		if m := discoveryListenRE.FindStringSubmatch(logs.String()); m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	}, "the destination service to listen")
-	return addr, logs
+	return startController(t, cli.DestinationControllerCommand(), "destination service",
+		"--addr", "127.0.0.1:0", "--source", "static", "--manifests", dir, "--cluster-domain", "cluster.local")
 }
 
 func discoveryWrite(t *testing.T, path, data string) {

@@ -2,14 +2,11 @@ package cli_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,40 +24,11 @@ import (
 	"github.com/weftmesh/weft/internal/testutil"
 )
 
-var identityListenRE = regexp.MustCompile(`msg="identity service listening" addr=(\S+)`)
-
 // identityStartController runs `weft-controller identity` until the test
 // ends and returns a connection to it.
 func identityStartController(t *testing.T, args ...string) (*grpc.ClientConn, *testutil.SyncBuffer) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &testutil.SyncBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		done <- cli.IdentityControllerCommand().Run(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), cli.IO{Stdin: strings.NewReader(""), Stdout: logs, Stderr: logs})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case st := <-done:
-			assert.Equal(t, cli.ExitOK, st, "clean shutdown: %s", logs.String())
-		case <-time.After(testutil.DefaultTimeout):
-			t.Error("the controller did not stop after cancellation")
-		}
-	})
-	var addr string
-	testutil.Eventually(t, 0, func() bool {
-		select {
-		case st := <-done:
-			t.Fatalf("the controller exited with %d: %s", st, logs.String())
-		default:
-		}
-		m := identityListenRE.FindStringSubmatch(logs.String())
-		if m != nil {
-			addr = m[1]
-		}
-		return m != nil
-	}, "the controller did not start listening")
+	addr, logs := startController(t, cli.IdentityControllerCommand(), "identity service", append([]string{"--addr", "127.0.0.1:0"}, args...)...)
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
