@@ -274,11 +274,15 @@ func Default(target string) *Router {
 	return r
 }
 
-type httpRoute struct {
+// compiledRoute is an HTTP or gRPC route from the outbound policy, ready
+// for matching.
+type compiledRoute[Rule any] struct {
 	name  string
 	hosts []hostMatch
-	rules []httpRule
+	rules []Rule
 }
+
+type httpRoute = compiledRoute[httpRule]
 
 type httpRule struct {
 	matches []httpMatch
@@ -309,11 +313,7 @@ type hostMatch struct {
 	suffix bool
 }
 
-type grpcRoute struct {
-	name  string
-	hosts []hostMatch
-	rules []grpcRule
-}
+type grpcRoute = compiledRoute[grpcRule]
 
 type grpcRule struct {
 	matches []grpcMatch
@@ -358,10 +358,10 @@ func (r *Router) compilePolicy(pol *outbound.OutboundPolicy) error {
 	var err error
 	switch k := p.GetKind().(type) {
 	case *outbound.ProxyProtocol_Detect_:
-		if r.h1, err = compileHTTPRoutes(k.Detect.GetHttp1().GetRoutes(), r.target); err != nil {
+		if r.h1, err = compileRoutes(k.Detect.GetHttp1().GetRoutes(), r.target, compileHTTPRule); err != nil {
 			return err
 		}
-		if r.h2, err = compileHTTPRoutes(k.Detect.GetHttp2().GetRoutes(), r.target); err != nil {
+		if r.h2, err = compileRoutes(k.Detect.GetHttp2().GetRoutes(), r.target, compileHTTPRule); err != nil {
 			return err
 		}
 		r.Accrual = accrualOf(k.Detect.GetHttp2().GetFailureAccrual())
@@ -369,19 +369,19 @@ func (r *Router) compilePolicy(pol *outbound.OutboundPolicy) error {
 			r.Accrual = accrualOf(k.Detect.GetHttp1().GetFailureAccrual())
 		}
 	case *outbound.ProxyProtocol_Http1_:
-		if r.h1, err = compileHTTPRoutes(k.Http1.GetRoutes(), r.target); err != nil {
+		if r.h1, err = compileRoutes(k.Http1.GetRoutes(), r.target, compileHTTPRule); err != nil {
 			return err
 		}
 		r.h2 = r.h1
 		r.Accrual = accrualOf(k.Http1.GetFailureAccrual())
 	case *outbound.ProxyProtocol_Http2_:
-		if r.h2, err = compileHTTPRoutes(k.Http2.GetRoutes(), r.target); err != nil {
+		if r.h2, err = compileRoutes(k.Http2.GetRoutes(), r.target, compileHTTPRule); err != nil {
 			return err
 		}
 		r.h1 = r.h2
 		r.Accrual = accrualOf(k.Http2.GetFailureAccrual())
 	case *outbound.ProxyProtocol_Grpc_:
-		if r.grpc, err = compileGRPCRoutes(k.Grpc.GetRoutes(), r.target); err != nil {
+		if r.grpc, err = compileRoutes(k.Grpc.GetRoutes(), r.target, compileGRPCRule); err != nil {
 			return err
 		}
 		r.isGRPC = true
@@ -433,11 +433,20 @@ func metaName(m *meta.Metadata, fallback string) string {
 	return fallback
 }
 
-func compileHTTPRoutes(prs []*outbound.HttpRoute, target string) ([]httpRoute, error) {
-	var out []httpRoute
+// routeMessage is what HttpRoute and GrpcRoute of the outbound API share.
+type routeMessage[R any] interface {
+	GetMetadata() *meta.Metadata
+	GetHosts() []*httproute.HostMatch
+	GetRules() []R
+}
+
+// compileRoutes compiles the routes of one protocol: names (defaulted by
+// position), host matches, and each rule through compileRule.
+func compileRoutes[M routeMessage[R], R, Rule any](prs []M, target string, compileRule func(R, string, string) (Rule, error)) ([]compiledRoute[Rule], error) {
+	var out []compiledRoute[Rule]
 	for i, pr := range prs {
 		name := metaName(pr.GetMetadata(), fmt.Sprintf("route-%d", i))
-		rt := httpRoute{name: name}
+		rt := compiledRoute[Rule]{name: name}
 		hosts, err := compileHosts(pr.GetHosts())
 		if err != nil {
 			return nil, fmt.Errorf("route %s: %w", name, err)
@@ -447,7 +456,7 @@ func compileHTTPRoutes(prs []*outbound.HttpRoute, target string) ([]httpRoute, e
 			return nil, fmt.Errorf("route %s: no rules", name)
 		}
 		for j, prr := range pr.GetRules() {
-			rule, err := compileHTTPRule(prr, name, target)
+			rule, err := compileRule(prr, name, target)
 			if err != nil {
 				return nil, fmt.Errorf("route %s: rule %d: %w", name, j, err)
 			}
@@ -895,31 +904,6 @@ func tcpAddr(a *pnet.TcpAddress) (netip.AddrPort, error) {
 		return netip.AddrPort{}, errors.New("endpoint address without an IP")
 	}
 	return netip.AddrPortFrom(ip, uint16(a.GetPort())), nil
-}
-
-func compileGRPCRoutes(prs []*outbound.GrpcRoute, target string) ([]grpcRoute, error) {
-	var out []grpcRoute
-	for i, pr := range prs {
-		name := metaName(pr.GetMetadata(), fmt.Sprintf("route-%d", i))
-		rt := grpcRoute{name: name}
-		hosts, err := compileHosts(pr.GetHosts())
-		if err != nil {
-			return nil, fmt.Errorf("route %s: %w", name, err)
-		}
-		rt.hosts = hosts
-		if len(pr.GetRules()) == 0 {
-			return nil, fmt.Errorf("route %s: no rules", name)
-		}
-		for j, prr := range pr.GetRules() {
-			rule, err := compileGRPCRule(prr, name, target)
-			if err != nil {
-				return nil, fmt.Errorf("route %s: rule %d: %w", name, j, err)
-			}
-			rt.rules = append(rt.rules, rule)
-		}
-		out = append(out, rt)
-	}
-	return out, nil
 }
 
 func compileGRPCRule(prr *outbound.GrpcRoute_Rule, name, target string) (grpcRule, error) {
