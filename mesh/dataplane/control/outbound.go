@@ -121,60 +121,13 @@ func (o *OutboundPolicies) Watch(ctx context.Context, target string) (<-chan *ou
 	if err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	stream, first, err := o.open(sctx, spec, target)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	out := make(chan *outbound.OutboundPolicy, 1)
-	out <- first
-	go func() {
-		defer cancel()
-		defer close(out)
-		wait := o.minWait
-		for {
-			for {
-				msg, err := stream.Recv()
-				if err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					o.log.Warn("outbound policy stream broken, keeping last policy", "target", target, "err", err)
-					break
-				}
-				wait = o.minWait
-				if !replace(ctx, out, msg) {
-					return
-				}
-			}
-			for {
-				select {
-				case <-time.After(jitter(wait)):
-				case <-ctx.Done():
-					return
-				}
-				wait = min(2*wait, o.maxWait)
-				var first *outbound.OutboundPolicy
-				stream, first, err = o.open(sctx, spec, target)
-				if err == nil {
-					if !replace(ctx, out, first) {
-						return
-					}
-					break
-				}
-				if errors.Is(err, dataplane.ErrNotFound) {
-					o.log.Warn("outbound policy gone", "target", target)
-					return
-				}
-				if ctx.Err() != nil {
-					return
-				}
-				o.log.Debug("outbound policy reconnect failed", "target", target, "err", err)
-			}
-		}
-	}()
-	return out, nil
+	return streamWatch[outbound.OutboundPolicy]{
+		open: func(ctx context.Context) (grpc.ServerStreamingClient[outbound.OutboundPolicy], *outbound.OutboundPolicy, error) {
+			return o.open(ctx, spec, target)
+		},
+		minWait: o.minWait, maxWait: o.maxWait, log: o.log,
+		what: "outbound policy", attrs: []any{"target", target},
+	}.start(ctx)
 }
 
 // replace puts v in the one-slot channel out, dropping a value the reader

@@ -91,68 +91,13 @@ func (p *Policies) Watch(ctx context.Context, port uint32) (<-chan *inbound.Serv
 	if port == 0 || port > 65535 {
 		return nil, fmt.Errorf("control: policy for port %d: port out of range", port)
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	stream, first, err := p.open(sctx, port)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	out := make(chan *inbound.Server, 1)
-	out <- first
-	go func() {
-		defer cancel()
-		defer close(out)
-		wait := p.minWait
-		for {
-			for {
-				msg, err := stream.Recv()
-				if err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					p.log.Warn("inbound policy stream broken, keeping last policy", "port", port, "err", err)
-					break
-				}
-				wait = p.minWait
-				select {
-				case <-out:
-				default:
-				}
-				select {
-				case out <- msg:
-				case <-ctx.Done():
-					return
-				}
-			}
-			for {
-				select {
-				case <-time.After(jitter(wait)):
-				case <-ctx.Done():
-					return
-				}
-				wait = min(2*wait, p.maxWait)
-				var first *inbound.Server
-				stream, first, err = p.open(sctx, port)
-				if err == nil {
-					select {
-					case <-out:
-					default:
-					}
-					out <- first
-					break
-				}
-				if errors.Is(err, dataplane.ErrNotFound) {
-					p.log.Warn("inbound policy gone", "port", port)
-					return
-				}
-				if ctx.Err() != nil {
-					return
-				}
-				p.log.Debug("inbound policy reconnect failed", "port", port, "err", err)
-			}
-		}
-	}()
-	return out, nil
+	return streamWatch[inbound.Server]{
+		open: func(ctx context.Context) (grpc.ServerStreamingClient[inbound.Server], *inbound.Server, error) {
+			return p.open(ctx, port)
+		},
+		minWait: p.minWait, maxWait: p.maxWait, log: p.log,
+		what: "inbound policy", attrs: []any{"port", port},
+	}.start(ctx)
 }
 
 // open starts a WatchPort stream and reads its first message.
