@@ -186,7 +186,7 @@ func exists(path string) bool {
 // checkIdentity validates the identity material at now and returns
 // warnings for certificates close to expiry.
 func checkIdentity(id Identity, now time.Time) (warnings []string, err error) {
-	anchors, err := parseCertificates(id.TrustAnchorsPEM)
+	anchors, err := ParseCertificates(id.TrustAnchorsPEM)
 	if err != nil {
 		return nil, fmt.Errorf("install: trust anchors: %w", err)
 	}
@@ -232,7 +232,7 @@ func checkIdentity(id Identity, now time.Time) (warnings []string, err error) {
 // checkWebhook validates the webhook material for the injector Service in
 // namespace.
 func checkWebhook(w Webhook, namespace string, now time.Time) (warnings []string, err error) {
-	cas, err := parseCertificates(w.CAPEM)
+	cas, err := ParseCertificates(w.CAPEM)
 	if err != nil {
 		return nil, fmt.Errorf("install: webhook CA: %w", err)
 	}
@@ -264,7 +264,9 @@ func checkWebhook(w Webhook, namespace string, now time.Time) (warnings []string
 	return warnings, nil
 }
 
-func parseCertificates(data []byte) ([]*x509.Certificate, error) {
+// ParseCertificates reads a PEM bundle strictly: every block must be a
+// CERTIFICATE, nothing but PEM may follow, and there must be at least one.
+func ParseCertificates(data []byte) ([]*x509.Certificate, error) {
 	var out []*x509.Certificate
 	rest := data
 	for i := 1; ; i++ {

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -39,7 +37,7 @@ func (r *run) identity(ctx context.Context) {
 		r.fail(CategoryIdentity, anchorsName, r.apiError("get ConfigMap", err), "check that you may read ConfigMaps in "+r.ns)
 	default:
 		pemText := cm.Data[install.TrustRootsKey]
-		anchors, err = parseCertificates([]byte(pemText))
+		anchors, err = install.ParseCertificates([]byte(pemText))
 		if err != nil {
 			r.fail(CategoryIdentity, anchorsName, fmt.Sprintf("%s/%s %s: %v", r.ns, install.ConfigMapTrustRoots, install.TrustRootsKey, err), installHint)
 			anchors = nil
@@ -139,31 +137,4 @@ func validAt(c *x509.Certificate, now time.Time) error {
 		return fmt.Errorf("not valid before %s", c.NotBefore.UTC().Format(time.RFC3339))
 	}
 	return nil
-}
-
-func parseCertificates(data []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	rest := data
-	for i := 1; ; i++ {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("PEM block %d is %q, want CERTIFICATE", i, b.Type)
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("PEM block %d: %w", i, err)
-		}
-		out = append(out, c)
-	}
-	if len(bytes.TrimSpace(rest)) != 0 {
-		return nil, errors.New("trailing data that is not PEM")
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no PEM certificate found")
-	}
-	return out, nil
 }
