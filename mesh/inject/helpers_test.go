@@ -1,6 +1,8 @@
 package inject_test
 
 import (
+	kjson "sigs.k8s.io/json"
+
 	"encoding/json"
 	"testing"
 
@@ -8,7 +10,6 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/inject"
@@ -62,10 +63,14 @@ func applyPatch(t testing.TB, pod *corev1.Pod, p inject.Patch) *corev1.Pod {
 	return strictPod(t, out)
 }
 
+// strictPod decodes a patched pod (JSON, as JSON Patch produces it)
+// strictly: unknown, duplicate or case-mismatched fields fail the test.
 func strictPod(t testing.TB, b []byte) *corev1.Pod {
 	t.Helper()
 	var pod corev1.Pod
-	require.NoError(t, yaml.UnmarshalStrict(b, &pod), "patched document must decode strictly as a Pod")
+	strictErrs, err := kjson.UnmarshalStrict(b, &pod)
+	require.NoError(t, err, "patched document must decode as a Pod")
+	require.Empty(t, strictErrs, "patched document must decode strictly as a Pod")
 	return &pod
 }
 
