@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/weftmesh/weft/mesh/inject"
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/install/check"
 )
 
@@ -38,7 +38,7 @@ func runCheck(ctx context.Context, args []string, stdio IO) int {
 	fs.StringVar(output, "output", "text", "same as -o")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context (default: the current one)")
-	namespace := fs.String("namespace", inject.DefaultControlPlaneNamespace, "control-plane namespace")
+	namespace := fs.String("namespace", vocab.DefaultControlPlaneNamespace, "control-plane namespace")
 	timeout := fs.Duration("timeout", time.Minute, "give up on the checks after this long")
 	verbose := fs.Bool("verbose", false, "log API errors in full on stderr")
 	fs.Usage = func() {

@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/internal/cli"
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/discovery"
@@ -215,8 +216,8 @@ func TestInstalledDeploymentsUseOnlyFlagsTheControllersDefine(t *testing.T) {
 
 	// The values the flags carry are accepted by the packages behind them,
 	// for every default policy the Values allow.
-	for _, pol := range []string{inject.PolicyAllUnauthenticated, inject.PolicyAllAuthenticated, inject.PolicyClusterAuthenticated,
-		inject.PolicyClusterUnauthenticated, inject.PolicyDeny, inject.PolicyAudit} {
+	for _, pol := range []string{vocab.PolicyAllUnauthenticated, vocab.PolicyAllAuthenticated, vocab.PolicyClusterAuthenticated,
+		vocab.PolicyClusterUnauthenticated, vocab.PolicyDeny, vocab.PolicyAudit} {
 		values := filepath.Join(t.TempDir(), "values.yaml")
 		testutil.WriteFile(t, values, []byte("proxy:\n  defaultInboundPolicy: "+pol+"\n  opaquePorts: 25,3306,4000-4100\n"))
 		st, out, errs := installRun(t, cli.InstallCommand(), "--values", values)

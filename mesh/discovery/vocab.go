@@ -9,22 +9,22 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/identity"
-	"github.com/weftmesh/weft/mesh/inject"
 )
 
 // Keys and defaults read from Kubernetes objects. mesh/inject owns this
 // vocabulary (it writes these keys when it injects a pod) and mesh/identity
 // owns the name format; discovery imports both.
 const (
-	labelControlPlaneNS        = inject.LabelControlPlaneNamespace
-	annotationOpaquePorts      = inject.AnnotationOpaquePorts
-	annotationSkipInboundPorts = inject.AnnotationSkipInboundPorts
-	proxyContainerName         = inject.ProxyContainerName
-	envProxyInboundAddr        = inject.EnvInboundAddr
-	defaultProxyInboundPort    = inject.DefaultInboundPort
-	defaultControlPlaneNS      = inject.DefaultControlPlaneNamespace
-	defaultOpaquePortsString   = inject.DefaultOpaquePorts
+	labelControlPlaneNS        = vocab.LabelControlPlaneNamespace
+	annotationOpaquePorts      = vocab.AnnotationOpaquePorts
+	annotationSkipInboundPorts = vocab.AnnotationSkipInboundPorts
+	proxyContainerName         = vocab.ProxyContainerName
+	envProxyInboundAddr        = vocab.EnvInboundAddr
+	defaultProxyInboundPort    = vocab.DefaultInboundPort
+	defaultControlPlaneNS      = vocab.DefaultControlPlaneNamespace
+	defaultOpaquePortsString   = vocab.DefaultOpaquePorts
 	defaultTrustDomain         = identity.DefaultTrustDomain
 	// Linkerd-injected pods are understood too.
 	linkerdProxyContainer = "linkerd-proxy"

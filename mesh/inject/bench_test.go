@@ -3,6 +3,7 @@ package inject_test
 import (
 	"testing"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/inject"
 )
 
@@ -10,7 +11,7 @@ import (
 func BenchmarkRender(b *testing.B) {
 	values := testValues(b)
 	pod := appPod("shop", seedAnnotations())
-	ns := namespace("shop", map[string]string{inject.AnnotationInject: "enabled"})
+	ns := namespace("shop", map[string]string{vocab.AnnotationInject: "enabled"})
 	b.ReportAllocs()
 	for b.Loop() {
 		patch, report, err := inject.Render(pod, ns, values)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/weftmesh/weft/apis/vocab"
 )
 
 // Source says where a resolved setting came from.
@@ -223,7 +225,7 @@ func settingsTable() []setting {
 	}
 	itoa := func(n int32) string { return strconv.Itoa(int(n)) }
 	return []setting{
-		{name: "proxy-image", keys: []string{AnnotationProxyImage},
+		{name: "proxy-image", keys: []string{vocab.AnnotationProxyImage},
 			apply: func(w *workingConfig, v string) error {
 				if !isImageName(v) {
 					return fmt.Errorf("%q is not an image name (without tag; the tag is proxy-version)", v)
@@ -232,7 +234,7 @@ func settingsTable() []setting {
 				return nil
 			},
 			show: func(w *workingConfig) string { return w.proxyImageName }},
-		{name: "proxy-version", keys: []string{AnnotationProxyVersionOverride},
+		{name: "proxy-version", keys: []string{vocab.AnnotationProxyVersionOverride},
 			apply: func(w *workingConfig, v string) error {
 				if !isImageTag(v) {
 					return fmt.Errorf("%q is not an image tag", v)
@@ -241,7 +243,7 @@ func settingsTable() []setting {
 				return nil
 			},
 			show: func(w *workingConfig) string { return w.proxyVersion }},
-		{name: "init-image", keys: []string{AnnotationInitImage},
+		{name: "init-image", keys: []string{vocab.AnnotationInitImage},
 			apply: func(w *workingConfig, v string) error {
 				if !isImageName(v) {
 					return fmt.Errorf("%q is not an image name (without tag; the tag is init-image-version)", v)
@@ -250,7 +252,7 @@ func settingsTable() []setting {
 				return nil
 			},
 			show: func(w *workingConfig) string { return w.initImageName }},
-		{name: "init-image-version", keys: []string{AnnotationInitImageVersion},
+		{name: "init-image-version", keys: []string{vocab.AnnotationInitImageVersion},
 			apply: func(w *workingConfig, v string) error {
 				if !isImageTag(v) {
 					return fmt.Errorf("%q is not an image tag", v)
@@ -259,7 +261,7 @@ func settingsTable() []setting {
 				return nil
 			},
 			show: func(w *workingConfig) string { return w.initVersion }},
-		{name: "image-pull-policy", keys: []string{AnnotationImagePullPolicy},
+		{name: "image-pull-policy", keys: []string{vocab.AnnotationImagePullPolicy},
 			apply: func(w *workingConfig, v string) error {
 				p, err := parsePullPolicy(v)
 				if err != nil {
@@ -269,37 +271,37 @@ func settingsTable() []setting {
 				return nil
 			},
 			show: func(w *workingConfig) string { return string(w.ProxyPull) }},
-		{name: "inbound-port", keys: []string{AnnotationInboundPort},
+		{name: "inbound-port", keys: []string{vocab.AnnotationInboundPort},
 			apply: port(func(w *workingConfig) *int32 { return &w.Ports.Inbound }),
 			show:  func(w *workingConfig) string { return itoa(w.Ports.Inbound) }},
-		{name: "outbound-port", keys: []string{AnnotationOutboundPort},
+		{name: "outbound-port", keys: []string{vocab.AnnotationOutboundPort},
 			apply: port(func(w *workingConfig) *int32 { return &w.Ports.Outbound }),
 			show:  func(w *workingConfig) string { return itoa(w.Ports.Outbound) }},
-		{name: "admin-port", keys: []string{AnnotationAdminPort},
+		{name: "admin-port", keys: []string{vocab.AnnotationAdminPort},
 			apply: port(func(w *workingConfig) *int32 { return &w.Ports.Admin }),
 			show:  func(w *workingConfig) string { return itoa(w.Ports.Admin) }},
-		{name: "control-port", keys: []string{AnnotationControlPort},
+		{name: "control-port", keys: []string{vocab.AnnotationControlPort},
 			apply: port(func(w *workingConfig) *int32 { return &w.Ports.Control }),
 			show:  func(w *workingConfig) string { return itoa(w.Ports.Control) }},
-		{name: "proxy-cpu-request", keys: []string{AnnotationProxyCPURequest},
+		{name: "proxy-cpu-request", keys: []string{vocab.AnnotationProxyCPURequest},
 			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.CPU.Request }),
 			show:  func(w *workingConfig) string { return w.proxyRes.CPU.Request }},
-		{name: "proxy-cpu-limit", keys: []string{AnnotationProxyCPULimit},
+		{name: "proxy-cpu-limit", keys: []string{vocab.AnnotationProxyCPULimit},
 			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.CPU.Limit }),
 			show:  func(w *workingConfig) string { return w.proxyRes.CPU.Limit }},
-		{name: "proxy-memory-request", keys: []string{AnnotationProxyMemoryRequest},
+		{name: "proxy-memory-request", keys: []string{vocab.AnnotationProxyMemoryRequest},
 			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.Memory.Request }),
 			show:  func(w *workingConfig) string { return w.proxyRes.Memory.Request }},
-		{name: "proxy-memory-limit", keys: []string{AnnotationProxyMemoryLimit},
+		{name: "proxy-memory-limit", keys: []string{vocab.AnnotationProxyMemoryLimit},
 			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.Memory.Limit }),
 			show:  func(w *workingConfig) string { return w.proxyRes.Memory.Limit }},
-		{name: "proxy-ephemeral-storage-request", keys: []string{AnnotationProxyEphemeralRequest},
+		{name: "proxy-ephemeral-storage-request", keys: []string{vocab.AnnotationProxyEphemeralRequest},
 			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.EphemeralStorage.Request }),
 			show:  func(w *workingConfig) string { return w.proxyRes.EphemeralStorage.Request }},
-		{name: "proxy-ephemeral-storage-limit", keys: []string{AnnotationProxyEphemeralLimit},
+		{name: "proxy-ephemeral-storage-limit", keys: []string{vocab.AnnotationProxyEphemeralLimit},
 			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.EphemeralStorage.Limit }),
 			show:  func(w *workingConfig) string { return w.proxyRes.EphemeralStorage.Limit }},
-		{name: "proxy-uid", keys: []string{AnnotationProxyUID},
+		{name: "proxy-uid", keys: []string{vocab.AnnotationProxyUID},
 			apply: func(w *workingConfig, v string) error {
 				n, err := parseID(v)
 				if err != nil {
@@ -312,7 +314,7 @@ func settingsTable() []setting {
 				return nil
 			},
 			show: func(w *workingConfig) string { return strconv.FormatInt(w.UID, 10) }},
-		{name: "proxy-gid", keys: []string{AnnotationProxyGID},
+		{name: "proxy-gid", keys: []string{vocab.AnnotationProxyGID},
 			apply: func(w *workingConfig, v string) error {
 				n, err := parseID(v)
 				if err != nil {
@@ -327,7 +329,7 @@ func settingsTable() []setting {
 				}
 				return strconv.FormatInt(w.GID, 10)
 			}},
-		{name: "proxy-log-level", keys: []string{AnnotationProxyLogLevel},
+		{name: "proxy-log-level", keys: []string{vocab.AnnotationProxyLogLevel},
 			apply: func(w *workingConfig, v string) error {
 				if err := checkLogLevel(v); err != nil {
 					return err
@@ -336,27 +338,27 @@ func settingsTable() []setting {
 				return nil
 			},
 			show: func(w *workingConfig) string { return w.LogLevel }},
-		{name: "proxy-log-format", keys: []string{AnnotationProxyLogFormat},
+		{name: "proxy-log-format", keys: []string{vocab.AnnotationProxyLogFormat},
 			apply: func(w *workingConfig, v string) error {
 				f, err := parseLogFormat(v)
 				w.LogFormat = f
 				return err
 			},
 			show: func(w *workingConfig) string { return w.LogFormat }},
-		{name: "skip-inbound-ports", keys: []string{AnnotationSkipInboundPorts},
+		{name: "skip-inbound-ports", keys: []string{vocab.AnnotationSkipInboundPorts},
 			apply: ports(func(w *workingConfig) *PortRanges { return &w.SkipInboundPorts }),
 			show:  func(w *workingConfig) string { return w.SkipInboundPorts.String() }},
-		{name: "skip-outbound-ports", keys: []string{AnnotationSkipOutboundPorts},
+		{name: "skip-outbound-ports", keys: []string{vocab.AnnotationSkipOutboundPorts},
 			apply: ports(func(w *workingConfig) *PortRanges { return &w.SkipOutboundPorts }),
 			show:  func(w *workingConfig) string { return w.SkipOutboundPorts.String() }},
-		{name: "skip-subnets", keys: []string{AnnotationSkipSubnets},
+		{name: "skip-subnets", keys: []string{vocab.AnnotationSkipSubnets},
 			apply: func(w *workingConfig, v string) error {
 				s, err := parseSubnets(v)
 				w.SkipSubnets = s
 				return err
 			},
 			show: func(w *workingConfig) string { return subnetsString(w.SkipSubnets) }},
-		{name: "opaque-ports", keys: []string{AnnotationOpaquePorts},
+		{name: "opaque-ports", keys: []string{vocab.AnnotationOpaquePorts},
 			apply: func(w *workingConfig, v string) error {
 				r, err := ParsePorts(v, w.named)
 				if err != nil {
@@ -366,42 +368,42 @@ func settingsTable() []setting {
 				return nil
 			},
 			show: func(w *workingConfig) string { return w.OpaquePorts.String() }},
-		{name: "proxy-await", keys: []string{AnnotationProxyAwait},
+		{name: "proxy-await", keys: []string{vocab.AnnotationProxyAwait},
 			apply: func(w *workingConfig, v string) error {
 				b, err := parseEnabled(v)
 				w.Await = b
 				return err
 			},
 			show: func(w *workingConfig) string { return enabledString(w.Await) }},
-		{name: "proxy-enable-native-sidecar", keys: []string{AnnotationNativeSidecar, AnnotationNativeSidecarBeta, AnnotationNativeSidecarAlpha},
+		{name: "proxy-enable-native-sidecar", keys: []string{vocab.AnnotationNativeSidecar, vocab.AnnotationNativeSidecarBeta, vocab.AnnotationNativeSidecarAlpha},
 			apply: func(w *workingConfig, v string) error {
 				b, err := parseBool(v)
 				w.NativeSidecar = b
 				return err
 			},
 			show: func(w *workingConfig) string { return strconv.FormatBool(w.NativeSidecar) }},
-		{name: "default-inbound-policy", keys: []string{AnnotationDefaultInboundPolicy},
+		{name: "default-inbound-policy", keys: []string{vocab.AnnotationDefaultInboundPolicy},
 			apply: func(w *workingConfig, v string) error {
 				p, err := parseInboundPolicy(v)
 				w.DefaultInboundPolicy = p
 				return err
 			},
 			show: func(w *workingConfig) string { return w.DefaultInboundPolicy }},
-		{name: "shutdown-grace-period", keys: []string{AnnotationShutdownGracePeriod},
+		{name: "shutdown-grace-period", keys: []string{vocab.AnnotationShutdownGracePeriod},
 			apply: func(w *workingConfig, v string) error {
 				d, err := parseDuration(v)
 				w.ShutdownGracePeriod = d
 				return err
 			},
 			show: func(w *workingConfig) string { return w.ShutdownGracePeriod.String() }},
-		{name: "proxy-admin-shutdown", keys: []string{AnnotationProxyAdminShutdown},
+		{name: "proxy-admin-shutdown", keys: []string{vocab.AnnotationProxyAdminShutdown},
 			apply: func(w *workingConfig, v string) error {
 				b, err := parseEnabled(v)
 				w.AdminShutdown = b
 				return err
 			},
 			show: func(w *workingConfig) string { return enabledString(w.AdminShutdown) }},
-		{name: "proxy-wait-before-exit-seconds", keys: []string{AnnotationWaitBeforeExitSeconds},
+		{name: "proxy-wait-before-exit-seconds", keys: []string{vocab.AnnotationWaitBeforeExitSeconds},
 			apply: func(w *workingConfig, v string) error {
 				n, err := parseSeconds(v)
 				w.WaitBeforeExit = n
@@ -423,17 +425,17 @@ func enabledString(b bool) string {
 // silence.
 func isUnsupportedLinkerdAnnotation(key string) bool {
 	switch key {
-	case AnnotationProxyInboundConnectTime, AnnotationProxyOutboundConnectTime, AnnotationAccessLog,
-		AnnotationCloseWaitTimeout,
-		ConfigPrefix + "enable-external-profiles", ConfigPrefix + "enable-gateway",
-		ConfigPrefix + "enable-debug-sidecar", ConfigPrefix + "debug-image",
-		ConfigPrefix + "debug-image-version", ConfigPrefix + "debug-image-pull-policy",
-		ConfigPrefix + "proxy-require-identity-inbound-ports", ConfigPrefix + "pod-inbound-ports",
-		ConfigPrefix + "proxy-disable-inbound-protocol-detect-timeout",
-		ConfigPrefix + "proxy-disable-outbound-protocol-detect-timeout",
-		ConfigPrefix + "proxy-inbound-discovery-cache-unused-timeout",
-		ConfigPrefix + "proxy-outbound-discovery-cache-unused-timeout",
-		ConfigPrefix + "proxy-log-http-headers", ConfigPrefix + "disable-identity":
+	case vocab.AnnotationProxyInboundConnectTime, vocab.AnnotationProxyOutboundConnectTime, vocab.AnnotationAccessLog,
+		vocab.AnnotationCloseWaitTimeout,
+		vocab.ConfigPrefix + "enable-external-profiles", vocab.ConfigPrefix + "enable-gateway",
+		vocab.ConfigPrefix + "enable-debug-sidecar", vocab.ConfigPrefix + "debug-image",
+		vocab.ConfigPrefix + "debug-image-version", vocab.ConfigPrefix + "debug-image-pull-policy",
+		vocab.ConfigPrefix + "proxy-require-identity-inbound-ports", vocab.ConfigPrefix + "pod-inbound-ports",
+		vocab.ConfigPrefix + "proxy-disable-inbound-protocol-detect-timeout",
+		vocab.ConfigPrefix + "proxy-disable-outbound-protocol-detect-timeout",
+		vocab.ConfigPrefix + "proxy-inbound-discovery-cache-unused-timeout",
+		vocab.ConfigPrefix + "proxy-outbound-discovery-cache-unused-timeout",
+		vocab.ConfigPrefix + "proxy-log-http-headers", vocab.ConfigPrefix + "disable-identity":
 		return true
 	}
 	return false
@@ -441,8 +443,8 @@ func isUnsupportedLinkerdAnnotation(key string) bool {
 
 // isConfigAnnotation reports whether key is in one of the config prefixes.
 func isConfigAnnotation(key string) bool {
-	return strings.HasPrefix(key, ConfigPrefix) || strings.HasPrefix(key, ConfigPrefixBeta) ||
-		strings.HasPrefix(key, ConfigPrefixAlpha)
+	return strings.HasPrefix(key, vocab.ConfigPrefix) || strings.HasPrefix(key, vocab.ConfigPrefixBeta) ||
+		strings.HasPrefix(key, vocab.ConfigPrefixAlpha)
 }
 
 // AnnotationError is returned for an annotation whose value cannot be used.
@@ -498,23 +500,23 @@ func resolve(pod *corev1.Pod, ns *corev1.Namespace, values Values, callerMode, p
 
 	// linkerd.io/inject
 	mode := Setting{Name: "inject", Source: SourceValues}
-	if v, ok := pod.Annotations[AnnotationInject]; ok {
+	if v, ok := pod.Annotations[vocab.AnnotationInject]; ok {
 		m, err := parseInjectMode(v)
 		if err != nil {
-			errs = append(errs, &AnnotationError{Object: podObj, Key: AnnotationInject, Value: v, Err: err})
+			errs = append(errs, &AnnotationError{Object: podObj, Key: vocab.AnnotationInject, Value: v, Err: err})
 		}
-		mode = Setting{Name: "inject", Value: m, Source: SourcePod, Annotation: AnnotationInject}
-	} else if v, ok := nsAnn[AnnotationInject]; ok {
+		mode = Setting{Name: "inject", Value: m, Source: SourcePod, Annotation: vocab.AnnotationInject}
+	} else if v, ok := nsAnn[vocab.AnnotationInject]; ok {
 		m, err := parseInjectMode(v)
 		if err != nil {
-			errs = append(errs, &AnnotationError{Object: nsObj, Key: AnnotationInject, Value: v, Err: err})
+			errs = append(errs, &AnnotationError{Object: nsObj, Key: vocab.AnnotationInject, Value: v, Err: err})
 		}
-		if m == InjectIngress {
+		if m == vocab.InjectIngress {
 			// Ingress mode is a per-workload decision; on a namespace it
 			// means enabled, as in Linkerd.
-			m = InjectEnabled
+			m = vocab.InjectEnabled
 		}
-		mode = Setting{Name: "inject", Value: m, Source: SourceNamespace, Annotation: AnnotationInject}
+		mode = Setting{Name: "inject", Value: m, Source: SourceNamespace, Annotation: vocab.AnnotationInject}
 	} else if callerMode != "" {
 		mode = Setting{Name: "inject", Value: callerMode, Source: SourceCaller}
 	}

@@ -9,25 +9,26 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/inject"
 )
 
 func TestResolvePrefersPodOverNamespaceOverValues(t *testing.T) {
-	pod := appPod("shop", map[string]string{inject.AnnotationProxyLogLevel: "info"})
+	pod := appPod("shop", map[string]string{vocab.AnnotationProxyLogLevel: "info"})
 	ns := namespace("shop", map[string]string{
-		inject.AnnotationProxyLogLevel:       "debug",
-		inject.AnnotationProxyCPURequest:     "200m",
-		inject.AnnotationShutdownGracePeriod: "30s",
+		vocab.AnnotationProxyLogLevel:       "debug",
+		vocab.AnnotationProxyCPURequest:     "200m",
+		vocab.AnnotationShutdownGracePeriod: "30s",
 	})
 	cfg, err := inject.Resolve(pod, ns, testValues(t))
 	require.NoError(t, err)
 
 	assert.Equal(t, "info", cfg.LogLevel)
 	s, _ := cfg.Setting("proxy-log-level")
-	assert.Equal(t, inject.Setting{Name: "proxy-log-level", Value: "info", Source: inject.SourcePod, Annotation: inject.AnnotationProxyLogLevel}, s)
+	assert.Equal(t, inject.Setting{Name: "proxy-log-level", Value: "info", Source: inject.SourcePod, Annotation: vocab.AnnotationProxyLogLevel}, s)
 
 	s, _ = cfg.Setting("proxy-cpu-request")
-	assert.Equal(t, inject.Setting{Name: "proxy-cpu-request", Value: "200m", Source: inject.SourceNamespace, Annotation: inject.AnnotationProxyCPURequest}, s)
+	assert.Equal(t, inject.Setting{Name: "proxy-cpu-request", Value: "200m", Source: inject.SourceNamespace, Annotation: vocab.AnnotationProxyCPURequest}, s)
 	assert.Equal(t, "200m", cfg.ProxyResources.Requests.Cpu().String())
 
 	assert.Equal(t, 30*time.Second, cfg.ShutdownGracePeriod)
@@ -36,8 +37,8 @@ func TestResolvePrefersPodOverNamespaceOverValues(t *testing.T) {
 	assert.Equal(t, `admin-port=4191 (values)`, s.String())
 
 	assert.Equal(t, map[string]string{
-		inject.AnnotationProxyCPURequest:     "200m",
-		inject.AnnotationShutdownGracePeriod: "30s",
+		vocab.AnnotationProxyCPURequest:     "200m",
+		vocab.AnnotationShutdownGracePeriod: "30s",
 	}, cfg.Inherited, "only namespace settings the pod does not set are inherited")
 }
 
@@ -64,30 +65,30 @@ func TestResolveRejectsInvalidAnnotationValuesNamingAnnotationObjectAndValue(t *
 		key, value string
 		want       string
 	}{
-		{inject.AnnotationInject, "enabled|disabled", "not one of enabled, disabled, ingress"},
-		{inject.AnnotationProxyCPURequest, "100x", "not a quantity"},
-		{inject.AnnotationProxyMemoryLimit, "-1Gi", "negative"},
-		{inject.AnnotationSkipInboundPorts, "9000-8000", "backwards"},
-		{inject.AnnotationSkipOutboundPorts, "70000", "not a port"},
-		{inject.AnnotationOpaquePorts, "3306,,5432", "empty"},
-		{inject.AnnotationOpaquePorts, "postgres", "nor the name of a container port"},
-		{inject.AnnotationInboundPort, "0", "not a port"},
-		{inject.AnnotationProxyLogLevel, "warn,linkerd=loud", "not a level"},
-		{inject.AnnotationProxyLogLevel, "warn,,info", "empty"},
-		{inject.AnnotationProxyLogFormat, "xml", "not a log format"},
-		{inject.AnnotationProxyAwait, "true", "not enabled or disabled"},
-		{inject.AnnotationNativeSidecarBeta, "yes", "not true or false"},
-		{inject.AnnotationDefaultInboundPolicy, "allow-all", "not a default inbound policy"},
-		{inject.AnnotationShutdownGracePeriod, "30", "not a duration"},
-		{inject.AnnotationShutdownGracePeriod, "-5s", "negative"},
-		{inject.AnnotationProxyUID, "0", "non-root"},
-		{inject.AnnotationProxyUID, "abc", "not a user or group ID"},
-		{inject.AnnotationProxyImage, "Bad Image", "not an image name"},
-		{inject.AnnotationProxyVersionOverride, "v1 beta", "not an image tag"},
-		{inject.AnnotationImagePullPolicy, "Sometimes", "not a pull policy"},
-		{inject.AnnotationSkipSubnets, "10.0.0.1/8", "host bits"},
-		{inject.AnnotationSkipSubnets, "10.0.0.0/33", "not a CIDR"},
-		{inject.AnnotationWaitBeforeExitSeconds, "-3", "not a number of seconds"},
+		{vocab.AnnotationInject, "enabled|disabled", "not one of enabled, disabled, ingress"},
+		{vocab.AnnotationProxyCPURequest, "100x", "not a quantity"},
+		{vocab.AnnotationProxyMemoryLimit, "-1Gi", "negative"},
+		{vocab.AnnotationSkipInboundPorts, "9000-8000", "backwards"},
+		{vocab.AnnotationSkipOutboundPorts, "70000", "not a port"},
+		{vocab.AnnotationOpaquePorts, "3306,,5432", "empty"},
+		{vocab.AnnotationOpaquePorts, "postgres", "nor the name of a container port"},
+		{vocab.AnnotationInboundPort, "0", "not a port"},
+		{vocab.AnnotationProxyLogLevel, "warn,linkerd=loud", "not a level"},
+		{vocab.AnnotationProxyLogLevel, "warn,,info", "empty"},
+		{vocab.AnnotationProxyLogFormat, "xml", "not a log format"},
+		{vocab.AnnotationProxyAwait, "true", "not enabled or disabled"},
+		{vocab.AnnotationNativeSidecarBeta, "yes", "not true or false"},
+		{vocab.AnnotationDefaultInboundPolicy, "allow-all", "not a default inbound policy"},
+		{vocab.AnnotationShutdownGracePeriod, "30", "not a duration"},
+		{vocab.AnnotationShutdownGracePeriod, "-5s", "negative"},
+		{vocab.AnnotationProxyUID, "0", "non-root"},
+		{vocab.AnnotationProxyUID, "abc", "not a user or group ID"},
+		{vocab.AnnotationProxyImage, "Bad Image", "not an image name"},
+		{vocab.AnnotationProxyVersionOverride, "v1 beta", "not an image tag"},
+		{vocab.AnnotationImagePullPolicy, "Sometimes", "not a pull policy"},
+		{vocab.AnnotationSkipSubnets, "10.0.0.1/8", "host bits"},
+		{vocab.AnnotationSkipSubnets, "10.0.0.0/33", "not a CIDR"},
+		{vocab.AnnotationWaitBeforeExitSeconds, "-3", "not a number of seconds"},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			pod := appPod("shop", map[string]string{tc.key: tc.value})
@@ -107,7 +108,7 @@ func TestResolveRejectsInvalidAnnotationValuesNamingAnnotationObjectAndValue(t *
 }
 
 func TestResolveNamesTheNamespaceWhenItsAnnotationIsInvalid(t *testing.T) {
-	ns := namespace("shop", map[string]string{inject.AnnotationProxyCPULimit: "lots"})
+	ns := namespace("shop", map[string]string{vocab.AnnotationProxyCPULimit: "lots"})
 	_, err := inject.Resolve(appPod("shop", nil), ns, testValues(t))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `namespace "shop": annotation config.linkerd.io/proxy-cpu-limit="lots"`)
@@ -115,8 +116,8 @@ func TestResolveNamesTheNamespaceWhenItsAnnotationIsInvalid(t *testing.T) {
 
 func TestResolveReportsEveryInvalidAnnotationAtOnce(t *testing.T) {
 	pod := appPod("shop", map[string]string{
-		inject.AnnotationProxyCPURequest:  "100x",
-		inject.AnnotationSkipInboundPorts: "9000-8000",
+		vocab.AnnotationProxyCPURequest:  "100x",
+		vocab.AnnotationSkipInboundPorts: "9000-8000",
 	})
 	_, err := inject.Resolve(pod, nil, testValues(t))
 	require.Error(t, err)
@@ -125,8 +126,8 @@ func TestResolveReportsEveryInvalidAnnotationAtOnce(t *testing.T) {
 }
 
 func TestResolveRejectsRequestAboveLimitNamingBothSources(t *testing.T) {
-	pod := appPod("shop", map[string]string{inject.AnnotationProxyCPURequest: "2"})
-	ns := namespace("shop", map[string]string{inject.AnnotationProxyCPULimit: "1"})
+	pod := appPod("shop", map[string]string{vocab.AnnotationProxyCPURequest: "2"})
+	ns := namespace("shop", map[string]string{vocab.AnnotationProxyCPULimit: "1"})
 	_, err := inject.Resolve(pod, ns, testValues(t))
 	require.Error(t, err)
 	msg := err.Error()
@@ -136,7 +137,7 @@ func TestResolveRejectsRequestAboveLimitNamingBothSources(t *testing.T) {
 }
 
 func TestResolveResolvesNamedOpaquePortsAgainstThePodsContainers(t *testing.T) {
-	pod := appPod("shop", map[string]string{inject.AnnotationOpaquePorts: "mysql, 9000-9010"})
+	pod := appPod("shop", map[string]string{vocab.AnnotationOpaquePorts: "mysql, 9000-9010"})
 	cfg, err := inject.Resolve(pod, nil, testValues(t))
 	require.NoError(t, err)
 	assert.Equal(t, "3306,9000-9010", cfg.OpaquePorts.String())
@@ -144,28 +145,28 @@ func TestResolveResolvesNamedOpaquePortsAgainstThePodsContainers(t *testing.T) {
 
 func TestResolveNativeSidecarAliasesPreferTheStableKey(t *testing.T) {
 	pod := appPod("shop", map[string]string{
-		inject.AnnotationNativeSidecarAlpha: "false",
-		inject.AnnotationNativeSidecarBeta:  "true",
+		vocab.AnnotationNativeSidecarAlpha: "false",
+		vocab.AnnotationNativeSidecarBeta:  "true",
 	})
 	cfg, err := inject.Resolve(pod, nil, testValues(t))
 	require.NoError(t, err)
 	s, _ := cfg.Setting("proxy-enable-native-sidecar")
-	assert.Equal(t, inject.AnnotationNativeSidecarBeta, s.Annotation)
+	assert.Equal(t, vocab.AnnotationNativeSidecarBeta, s.Annotation)
 	assert.True(t, cfg.NativeSidecar)
 
 	// A namespace alias does not override a pod alias, and is not copied
 	// onto the pod where it could win on a later resolution.
-	pod = appPod("shop", map[string]string{inject.AnnotationNativeSidecarAlpha: "false"})
-	ns := namespace("shop", map[string]string{inject.AnnotationNativeSidecarBeta: "true"})
+	pod = appPod("shop", map[string]string{vocab.AnnotationNativeSidecarAlpha: "false"})
+	ns := namespace("shop", map[string]string{vocab.AnnotationNativeSidecarBeta: "true"})
 	cfg, err = inject.Resolve(pod, ns, testValues(t))
 	require.NoError(t, err)
 	assert.False(t, cfg.NativeSidecar)
-	assert.NotContains(t, cfg.Inherited, inject.AnnotationNativeSidecarBeta)
+	assert.NotContains(t, cfg.Inherited, vocab.AnnotationNativeSidecarBeta)
 }
 
 func TestResolveWarnsAboutAnnotationsWithoutEffect(t *testing.T) {
 	pod := appPod("shop", map[string]string{
-		inject.AnnotationAccessLog:            "apache",
+		vocab.AnnotationAccessLog:             "apache",
 		"config.linkerd.io/proxy-cpu-requets": "1",
 	})
 	cfg, err := inject.Resolve(pod, nil, testValues(t))
@@ -176,9 +177,9 @@ func TestResolveWarnsAboutAnnotationsWithoutEffect(t *testing.T) {
 }
 
 func TestResolveTreatsIngressOnANamespaceAsEnabled(t *testing.T) {
-	cfg, err := inject.Resolve(appPod("shop", nil), namespace("shop", map[string]string{inject.AnnotationInject: "ingress"}), testValues(t))
+	cfg, err := inject.Resolve(appPod("shop", nil), namespace("shop", map[string]string{vocab.AnnotationInject: "ingress"}), testValues(t))
 	require.NoError(t, err)
-	assert.Equal(t, inject.InjectEnabled, cfg.Mode)
+	assert.Equal(t, vocab.InjectEnabled, cfg.Mode)
 }
 
 func TestResolveRejectsInvalidValues(t *testing.T) {

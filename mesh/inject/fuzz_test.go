@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/inject"
 )
 
@@ -37,22 +38,22 @@ func FuzzParsePorts(f *testing.F) {
 // and rendering the result again must yield no patch.
 func FuzzRenderAnnotations(f *testing.F) {
 	for _, kv := range [][2]string{
-		{inject.AnnotationInject, "enabled|disabled"},
-		{inject.AnnotationProxyCPURequest, "100x"},
-		{inject.AnnotationSkipInboundPorts, "9000-8000"},
-		{inject.AnnotationOpaquePorts, "mysql,80"},
-		{inject.AnnotationProxyLogLevel, "warn,linkerd=info"},
+		{vocab.AnnotationInject, "enabled|disabled"},
+		{vocab.AnnotationProxyCPURequest, "100x"},
+		{vocab.AnnotationSkipInboundPorts, "9000-8000"},
+		{vocab.AnnotationOpaquePorts, "mysql,80"},
+		{vocab.AnnotationProxyLogLevel, "warn,linkerd=info"},
 		{"config.linkerd.io/a~b/c", "x"},
-		{inject.AnnotationNativeSidecarAlpha, "false"},
-		{inject.AnnotationShutdownGracePeriod, "1h"},
-		{inject.AnnotationInboundPort, "3306"},
+		{vocab.AnnotationNativeSidecarAlpha, "false"},
+		{vocab.AnnotationShutdownGracePeriod, "1h"},
+		{vocab.AnnotationInboundPort, "3306"},
 	} {
 		f.Add(kv[0], kv[1], true)
 		f.Add(kv[0], kv[1], false)
 	}
 	values := testValues(f)
 	f.Fuzz(func(t *testing.T, key, value string, onPod bool) {
-		pod := appPod("shop", map[string]string{inject.AnnotationInject: "enabled"})
+		pod := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled"})
 		ns := namespace("shop", nil)
 		if onPod {
 			pod.Annotations[key] = value

@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/weftmesh/weft/apis/vocab"
 )
 
 // PortRange is an inclusive range of TCP ports; a single port has From == To.
@@ -283,7 +285,7 @@ func checkLogLevel(s string) error {
 
 func parseLogFormat(s string) (string, error) {
 	switch s {
-	case LogFormatPlain, LogFormatJSON:
+	case vocab.LogFormatPlain, vocab.LogFormatJSON:
 		return s, nil
 	}
 	return "", fmt.Errorf("%q is not a log format (plain, json)", s)
@@ -291,8 +293,8 @@ func parseLogFormat(s string) (string, error) {
 
 func parseInboundPolicy(s string) (string, error) {
 	switch s {
-	case PolicyAllUnauthenticated, PolicyAllAuthenticated, PolicyClusterAuthenticated,
-		PolicyClusterUnauthenticated, PolicyDeny, PolicyAudit:
+	case vocab.PolicyAllUnauthenticated, vocab.PolicyAllAuthenticated, vocab.PolicyClusterAuthenticated,
+		vocab.PolicyClusterUnauthenticated, vocab.PolicyDeny, vocab.PolicyAudit:
 		return s, nil
 	}
 	return "", fmt.Errorf("%q is not a default inbound policy (all-unauthenticated, all-authenticated, cluster-authenticated, cluster-unauthenticated, deny, audit)", s)
@@ -309,7 +311,7 @@ func parsePullPolicy(s string) (corev1.PullPolicy, error) {
 // parseInjectMode parses the value of linkerd.io/inject.
 func parseInjectMode(s string) (string, error) {
 	switch s {
-	case InjectEnabled, InjectDisabled, InjectIngress:
+	case vocab.InjectEnabled, vocab.InjectDisabled, vocab.InjectIngress:
 		return s, nil
 	}
 	return "", fmt.Errorf("%q is not one of enabled, disabled, ingress", s)

@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/weftmesh/weft/apis/vocab"
 )
 
 // Reason says why a pod was not injected.
@@ -155,11 +157,11 @@ func Render(pod *corev1.Pod, ns *corev1.Namespace, values Values, opts ...Render
 		return nil, report, nil
 	}
 
-	if c, where := findContainer(pod, ProxyContainerName); c != nil {
-		if pod.Labels[LabelControlPlaneNamespace] != "" {
-			return skip(ReasonAlreadyInjected, "already injected (%s container in %s)", ProxyContainerName, where)
+	if c, where := findContainer(pod, vocab.ProxyContainerName); c != nil {
+		if pod.Labels[vocab.LabelControlPlaneNamespace] != "" {
+			return skip(ReasonAlreadyInjected, "already injected (%s container in %s)", vocab.ProxyContainerName, where)
 		}
-		return skip(ReasonAlreadyInjected, "a container named %s is already in %s; treating the pod as injected", ProxyContainerName, where)
+		return skip(ReasonAlreadyInjected, "a container named %s is already in %s; treating the pod as injected", vocab.ProxyContainerName, where)
 	}
 	if pod.Spec.HostNetwork {
 		return skip(ReasonHostNetwork, "pod uses the host network (hostNetwork: true)")
@@ -167,8 +169,8 @@ func Render(pod *corev1.Pod, ns *corev1.Namespace, values Values, opts ...Render
 	if isSystemNamespace(nsName) {
 		return skip(ReasonSystemNamespace, "namespace %q is never injected", nsName)
 	}
-	if ns != nil && ns.Labels[LabelAdmissionWebhooks] == "disabled" {
-		return skip(ReasonNamespaceOptedOut, "namespace %q is labelled %s=disabled", ns.Name, LabelAdmissionWebhooks)
+	if ns != nil && ns.Labels[vocab.LabelAdmissionWebhooks] == "disabled" {
+		return skip(ReasonNamespaceOptedOut, "namespace %q is labelled %s=disabled", ns.Name, vocab.LabelAdmissionWebhooks)
 	}
 
 	cfg, err := resolve(pod, ns, values, rc.defaultMode, object)
@@ -178,13 +180,13 @@ func Render(pod *corev1.Pod, ns *corev1.Namespace, values Values, opts ...Render
 	report.Warnings = cfg.Warnings
 	mode, _ := cfg.Setting("inject")
 	switch mode.Value {
-	case InjectDisabled:
+	case vocab.InjectDisabled:
 		if mode.Source == SourceNamespace {
-			return skip(ReasonDisabled, "namespace %q has %s: disabled", nsName, AnnotationInject)
+			return skip(ReasonDisabled, "namespace %q has %s: disabled", nsName, vocab.AnnotationInject)
 		}
-		return skip(ReasonDisabled, "pod has %s: disabled", AnnotationInject)
+		return skip(ReasonDisabled, "pod has %s: disabled", vocab.AnnotationInject)
 	case "":
-		return skip(ReasonNotEnabled, "neither the pod nor namespace %q has %s: enabled", nsName, AnnotationInject)
+		return skip(ReasonNotEnabled, "neither the pod nor namespace %q has %s: enabled", nsName, vocab.AnnotationInject)
 	}
 	if err := checkClashes(pod, &cfg, object); err != nil {
 		return nil, report, err
@@ -236,12 +238,12 @@ func findContainer(pod *corev1.Pod, name string) (*corev1.Container, string) {
 func checkClashes(pod *corev1.Pod, cfg *Config, object string) error {
 	var errs []error
 	if !cfg.CNI {
-		if _, where := findContainer(pod, InitContainerName); where != "" {
-			errs = append(errs, fmt.Errorf("inject: %s: a container named %s is already in %s", object, InitContainerName, where))
+		if _, where := findContainer(pod, vocab.InitContainerName); where != "" {
+			errs = append(errs, fmt.Errorf("inject: %s: a container named %s is already in %s", object, vocab.InitContainerName, where))
 		}
 	}
 	for _, v := range pod.Spec.Volumes {
-		if v.Name == TokenVolumeName || (!cfg.CNI && v.Name == XtablesLockVolumeName) {
+		if v.Name == vocab.TokenVolumeName || (!cfg.CNI && v.Name == vocab.XtablesLockVolumeName) {
 			errs = append(errs, fmt.Errorf("inject: %s: a volume named %s already exists", object, v.Name))
 		}
 	}
@@ -286,27 +288,27 @@ func escapePointer(s string) string {
 // pod as it is.
 func buildPatch(pod *corev1.Pod, cfg *Config, nsName string) Patch {
 	var p Patch
-	labels := map[string]string{LabelControlPlaneNamespace: cfg.ControlPlaneNamespace}
+	labels := map[string]string{vocab.LabelControlPlaneNamespace: cfg.ControlPlaneNamespace}
 	if nsName != "" {
-		labels[LabelWorkloadNamespace] = nsName
+		labels[vocab.LabelWorkloadNamespace] = nsName
 	}
 	p = append(p, mapOps("/metadata/labels", pod.Labels, labels)...)
 
 	annotations := map[string]string{
-		AnnotationCreatedBy:    "weft/inject " + cfg.Version,
-		AnnotationProxyVersion: cfg.ProxyVersion,
-		AnnotationIdentityMode: "default",
+		vocab.AnnotationCreatedBy:    "weft/inject " + cfg.Version,
+		vocab.AnnotationProxyVersion: cfg.ProxyVersion,
+		vocab.AnnotationIdentityMode: "default",
 	}
 	if cfg.TrustAnchorsPEM != "" {
 		sum := sha256.Sum256([]byte(cfg.TrustAnchorsPEM))
-		annotations[AnnotationTrustRootSHA256] = hex.EncodeToString(sum[:])
+		annotations[vocab.AnnotationTrustRootSHA256] = hex.EncodeToString(sum[:])
 	}
 	for k, v := range cfg.Inherited {
 		annotations[k] = v
 	}
-	if _, ok := pod.Annotations[AnnotationOpaquePorts]; !ok {
-		if _, inherited := cfg.Inherited[AnnotationOpaquePorts]; !inherited && len(cfg.OpaquePorts) > 0 {
-			annotations[AnnotationOpaquePorts] = cfg.OpaquePorts.String()
+	if _, ok := pod.Annotations[vocab.AnnotationOpaquePorts]; !ok {
+		if _, inherited := cfg.Inherited[vocab.AnnotationOpaquePorts]; !inherited && len(cfg.OpaquePorts) > 0 {
+			annotations[vocab.AnnotationOpaquePorts] = cfg.OpaquePorts.String()
 		}
 	}
 	p = append(p, mapOps("/metadata/annotations", pod.Annotations, annotations)...)
@@ -332,7 +334,7 @@ func buildPatch(pod *corev1.Pod, cfg *Config, nsName string) Patch {
 
 	vols := []corev1.Volume{tokenVolume()}
 	if !cfg.CNI {
-		vols = append(vols, corev1.Volume{Name: XtablesLockVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		vols = append(vols, corev1.Volume{Name: vocab.XtablesLockVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
 	p = append(p, insertOps("/spec/volumes", len(pod.Spec.Volumes), len(pod.Spec.Volumes), vols)...)
 	return p
@@ -404,14 +406,14 @@ func applicationPorts(pod *corev1.Pod, cfg *Config) PortRanges {
 }
 
 func tokenVolume() corev1.Volume {
-	exp := int64(IdentityTokenExpirationSeconds)
+	exp := int64(vocab.IdentityTokenExpirationSeconds)
 	return corev1.Volume{
-		Name: TokenVolumeName,
+		Name: vocab.TokenVolumeName,
 		VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-				Audience:          IdentityTokenAudience,
+				Audience:          vocab.IdentityTokenAudience,
 				ExpirationSeconds: &exp,
-				Path:              TokenVolumeName,
+				Path:              vocab.TokenVolumeName,
 			}}},
 		}},
 	}
@@ -434,32 +436,32 @@ func proxyEnv(cfg *Config, appPorts PortRanges) []corev1.EnvVar {
 		fieldEnv(envPodNS, "metadata.namespace"),
 		fieldEnv(envPodNodeName, "spec.nodeName"),
 		fieldEnv(envPodSA, "spec.serviceAccountName"),
-		{Name: EnvInboundAddr, Value: "0.0.0.0:" + strconv.Itoa(int(cfg.Ports.Inbound))},
-		{Name: EnvOutboundAddr, Value: "127.0.0.1:" + strconv.Itoa(int(cfg.Ports.Outbound))},
-		{Name: EnvAdminAddr, Value: "0.0.0.0:" + strconv.Itoa(int(cfg.Ports.Admin))},
-		{Name: EnvIdentityAddr, Value: cfg.IdentityAddr},
-		{Name: EnvDestinationAddr, Value: cfg.DestinationAddr},
-		{Name: EnvPolicyAddr, Value: cfg.PolicyAddr},
-		{Name: EnvTrustAnchors, Value: cfg.TrustAnchorsPEM},
-		{Name: EnvIdentityTokenFile, Value: IdentityTokenFile},
-		{Name: EnvIdentityName, Value: fmt.Sprintf("$(%s).$(%s).serviceaccount.identity.%s.%s", envPodSA, envPodNS, cfg.ControlPlaneNamespace, cfg.TrustDomain)},
-		{Name: EnvNamespace, Value: "$(" + envPodNS + ")"},
-		{Name: EnvPod, Value: "$(" + envPodName + ")"},
-		{Name: EnvServiceAccount, Value: "$(" + envPodSA + ")"},
-		{Name: EnvInboundPorts, Value: appPorts.String()},
-		{Name: EnvInboundOpaquePorts, Value: cfg.OpaquePorts.String()},
-		{Name: EnvInboundSkipPorts, Value: cfg.SkipInboundPorts.String()},
-		{Name: EnvOutboundSkipPorts, Value: cfg.SkipOutboundPorts.String()},
-		{Name: EnvLogLevel, Value: cfg.LogLevel},
-		{Name: EnvLogFormat, Value: cfg.LogFormat},
-		{Name: EnvShutdownGracePeriod, Value: cfg.ShutdownGracePeriod.String()},
-		{Name: EnvDefaultInboundPolicy, Value: cfg.DefaultInboundPolicy},
-		{Name: EnvDestinationContext, Value: string(ctx)},
-		{Name: EnvClusterNetworks, Value: subnetsString(cfg.ClusterNetworks)},
-		{Name: EnvAdminShutdown, Value: strconv.FormatBool(cfg.AdminShutdown)},
+		{Name: vocab.EnvInboundAddr, Value: "0.0.0.0:" + strconv.Itoa(int(cfg.Ports.Inbound))},
+		{Name: vocab.EnvOutboundAddr, Value: "127.0.0.1:" + strconv.Itoa(int(cfg.Ports.Outbound))},
+		{Name: vocab.EnvAdminAddr, Value: "0.0.0.0:" + strconv.Itoa(int(cfg.Ports.Admin))},
+		{Name: vocab.EnvIdentityAddr, Value: cfg.IdentityAddr},
+		{Name: vocab.EnvDestinationAddr, Value: cfg.DestinationAddr},
+		{Name: vocab.EnvPolicyAddr, Value: cfg.PolicyAddr},
+		{Name: vocab.EnvTrustAnchors, Value: cfg.TrustAnchorsPEM},
+		{Name: vocab.EnvIdentityTokenFile, Value: vocab.IdentityTokenFile},
+		{Name: vocab.EnvIdentityName, Value: fmt.Sprintf("$(%s).$(%s).serviceaccount.identity.%s.%s", envPodSA, envPodNS, cfg.ControlPlaneNamespace, cfg.TrustDomain)},
+		{Name: vocab.EnvNamespace, Value: "$(" + envPodNS + ")"},
+		{Name: vocab.EnvPod, Value: "$(" + envPodName + ")"},
+		{Name: vocab.EnvServiceAccount, Value: "$(" + envPodSA + ")"},
+		{Name: vocab.EnvInboundPorts, Value: appPorts.String()},
+		{Name: vocab.EnvInboundOpaquePorts, Value: cfg.OpaquePorts.String()},
+		{Name: vocab.EnvInboundSkipPorts, Value: cfg.SkipInboundPorts.String()},
+		{Name: vocab.EnvOutboundSkipPorts, Value: cfg.SkipOutboundPorts.String()},
+		{Name: vocab.EnvLogLevel, Value: cfg.LogLevel},
+		{Name: vocab.EnvLogFormat, Value: cfg.LogFormat},
+		{Name: vocab.EnvShutdownGracePeriod, Value: cfg.ShutdownGracePeriod.String()},
+		{Name: vocab.EnvDefaultInboundPolicy, Value: cfg.DefaultInboundPolicy},
+		{Name: vocab.EnvDestinationContext, Value: string(ctx)},
+		{Name: vocab.EnvClusterNetworks, Value: subnetsString(cfg.ClusterNetworks)},
+		{Name: vocab.EnvAdminShutdown, Value: strconv.FormatBool(cfg.AdminShutdown)},
 	}
-	if cfg.Mode == InjectIngress {
-		env = append(env, corev1.EnvVar{Name: EnvIngressMode, Value: "true"})
+	if cfg.Mode == vocab.InjectIngress {
+		env = append(env, corev1.EnvVar{Name: vocab.EnvIngressMode, Value: "true"})
 	}
 	return env
 }
@@ -481,13 +483,13 @@ func proxyContainer(cfg *Config, appPorts PortRanges) corev1.Container {
 		sc.RunAsGroup = ptr(cfg.GID)
 	}
 	c := corev1.Container{
-		Name:            ProxyContainerName,
+		Name:            vocab.ProxyContainerName,
 		Image:           cfg.ProxyImage,
 		ImagePullPolicy: cfg.ProxyPull,
 		Env:             proxyEnv(cfg, appPorts),
 		Ports: []corev1.ContainerPort{
-			{Name: ProxyPortName, ContainerPort: cfg.Ports.Inbound, Protocol: corev1.ProtocolTCP},
-			{Name: AdminPortName, ContainerPort: cfg.Ports.Admin, Protocol: corev1.ProtocolTCP},
+			{Name: vocab.ProxyPortName, ContainerPort: cfg.Ports.Inbound, Protocol: corev1.ProtocolTCP},
+			{Name: vocab.AdminPortName, ContainerPort: cfg.Ports.Admin, Protocol: corev1.ProtocolTCP},
 		},
 		Resources: cfg.ProxyResources,
 		LivenessProbe: &corev1.Probe{ProbeHandler: httpProbe("/live", cfg.Ports.Admin),
@@ -496,7 +498,7 @@ func proxyContainer(cfg *Config, appPorts PortRanges) corev1.Container {
 			InitialDelaySeconds: 2, TimeoutSeconds: 1, PeriodSeconds: 10, FailureThreshold: 3},
 		SecurityContext:          sc,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		VolumeMounts:             []corev1.VolumeMount{{Name: TokenVolumeName, MountPath: IdentityTokenDir, ReadOnly: true}},
+		VolumeMounts:             []corev1.VolumeMount{{Name: vocab.TokenVolumeName, MountPath: vocab.IdentityTokenDir, ReadOnly: true}},
 	}
 	if cfg.NativeSidecar {
 		c.RestartPolicy = ptr(corev1.ContainerRestartPolicyAlways)
@@ -531,7 +533,7 @@ func initContainer(cfg *Config) corev1.Container {
 		args = append(args, "--outbound-ports-to-ignore", cfg.SkipOutboundPorts.String())
 	}
 	return corev1.Container{
-		Name:            InitContainerName,
+		Name:            vocab.InitContainerName,
 		Image:           cfg.InitImage,
 		ImagePullPolicy: cfg.InitPull,
 		Args:            args,
@@ -549,6 +551,6 @@ func initContainer(cfg *Config) corev1.Container {
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		VolumeMounts:             []corev1.VolumeMount{{Name: XtablesLockVolumeName, MountPath: "/run"}},
+		VolumeMounts:             []corev1.VolumeMount{{Name: vocab.XtablesLockVolumeName, MountPath: "/run"}},
 	}
 }

@@ -10,17 +10,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/inject"
 )
 
 func seedAnnotations() map[string]string {
 	return map[string]string{
-		inject.AnnotationInject:             "enabled",
-		inject.AnnotationProxyCPURequest:    "100m",
-		inject.AnnotationProxyMemoryRequest: "64Mi",
-		inject.AnnotationProxyCPULimit:      "1",
-		inject.AnnotationProxyMemoryLimit:   "250Mi",
-		inject.AnnotationProxyLogLevel:      "warn,linkerd=info",
+		vocab.AnnotationInject:             "enabled",
+		vocab.AnnotationProxyCPURequest:    "100m",
+		vocab.AnnotationProxyMemoryRequest: "64Mi",
+		vocab.AnnotationProxyCPULimit:      "1",
+		vocab.AnnotationProxyMemoryLimit:   "250Mi",
+		vocab.AnnotationProxyLogLevel:      "warn,linkerd=info",
 	}
 }
 
@@ -31,19 +32,19 @@ func TestRenderGivesTheSeedProxyExactlyTheAnnotatedResourcesAndLogLevel(t *testi
 	require.True(t, report.Injected, report.Message)
 
 	out := applyPatch(t, pod, patch)
-	proxy := container(out, inject.ProxyContainerName)
+	proxy := container(out, vocab.ProxyContainerName)
 	require.NotNil(t, proxy)
 	want := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("250Mi")},
 	}
 	assert.True(t, equality(want, proxy.Resources), "resources: got %+v", proxy.Resources)
-	assert.Equal(t, "warn,linkerd=info", env(proxy)[inject.EnvLogLevel])
+	assert.Equal(t, "warn,linkerd=info", env(proxy)[vocab.EnvLogLevel])
 
 	for _, name := range []string{"proxy-cpu-request", "proxy-memory-request", "proxy-cpu-limit", "proxy-memory-limit", "proxy-log-level"} {
 		s := setting(t, report, name)
 		assert.Equal(t, inject.SourcePod, s.Source, name)
-		assert.Equal(t, inject.ConfigPrefix+name, s.Annotation, name)
+		assert.Equal(t, vocab.ConfigPrefix+name, s.Annotation, name)
 	}
 	assert.Equal(t, "100m", setting(t, report, "proxy-cpu-request").Value)
 	assert.Equal(t, inject.SourceValues, setting(t, report, "inbound-port").Source)
@@ -66,7 +67,7 @@ func equality(a, b corev1.ResourceRequirements) bool {
 }
 
 func TestRenderNativeSidecarPutsInitThenProxyBeforeApplicationInitContainers(t *testing.T) {
-	pod := appPod("shop", map[string]string{inject.AnnotationInject: "enabled"})
+	pod := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled"})
 	pod.Spec.InitContainers = []corev1.Container{{Name: "migrate", Image: "example.com/migrate:1"}}
 	patch, report, err := inject.Render(pod, nil, testValues(t))
 	require.NoError(t, err)
@@ -74,15 +75,15 @@ func TestRenderNativeSidecarPutsInitThenProxyBeforeApplicationInitContainers(t *
 
 	out := applyPatch(t, pod, patch)
 	require.Len(t, out.Spec.InitContainers, 3)
-	assert.Equal(t, inject.InitContainerName, out.Spec.InitContainers[0].Name)
-	assert.Equal(t, inject.ProxyContainerName, out.Spec.InitContainers[1].Name)
+	assert.Equal(t, vocab.InitContainerName, out.Spec.InitContainers[0].Name)
+	assert.Equal(t, vocab.ProxyContainerName, out.Spec.InitContainers[1].Name)
 	assert.Equal(t, "migrate", out.Spec.InitContainers[2].Name)
 	proxy := out.Spec.InitContainers[1]
 	require.NotNil(t, proxy.RestartPolicy)
 	assert.Equal(t, corev1.ContainerRestartPolicyAlways, *proxy.RestartPolicy)
 	require.NotNil(t, proxy.StartupProbe)
 	assert.Equal(t, "/ready", proxy.StartupProbe.HTTPGet.Path)
-	assert.Equal(t, int32(inject.DefaultAdminPort), proxy.StartupProbe.HTTPGet.Port.IntVal)
+	assert.Equal(t, int32(vocab.DefaultAdminPort), proxy.StartupProbe.HTTPGet.Port.IntVal)
 	assert.Equal(t, "/live", proxy.LivenessProbe.HTTPGet.Path)
 	assert.Equal(t, "/ready", proxy.ReadinessProbe.HTTPGet.Path)
 	require.Len(t, out.Spec.Containers, 1, "native mode leaves containers alone")
@@ -90,24 +91,24 @@ func TestRenderNativeSidecarPutsInitThenProxyBeforeApplicationInitContainers(t *
 
 func TestRenderClassicModePutsProxyFirstWithAwaitAndInitLast(t *testing.T) {
 	pod := appPod("shop", map[string]string{
-		inject.AnnotationInject:                "enabled",
-		inject.AnnotationNativeSidecarBeta:     "false",
-		inject.AnnotationWaitBeforeExitSeconds: "5",
+		vocab.AnnotationInject:                "enabled",
+		vocab.AnnotationNativeSidecarBeta:     "false",
+		vocab.AnnotationWaitBeforeExitSeconds: "5",
 	})
 	pod.Spec.InitContainers = []corev1.Container{{Name: "migrate", Image: "example.com/migrate:1"}}
 	patch, report, err := inject.Render(pod, nil, testValues(t))
 	require.NoError(t, err)
 	assert.Equal(t, "classic", report.Sidecar)
 	s := setting(t, report, "proxy-enable-native-sidecar")
-	assert.Equal(t, inject.AnnotationNativeSidecarBeta, s.Annotation)
+	assert.Equal(t, vocab.AnnotationNativeSidecarBeta, s.Annotation)
 
 	out := applyPatch(t, pod, patch)
 	require.Len(t, out.Spec.InitContainers, 2)
 	assert.Equal(t, "migrate", out.Spec.InitContainers[0].Name)
-	assert.Equal(t, inject.InitContainerName, out.Spec.InitContainers[1].Name)
+	assert.Equal(t, vocab.InitContainerName, out.Spec.InitContainers[1].Name)
 	require.Len(t, out.Spec.Containers, 2)
 	proxy := out.Spec.Containers[0]
-	assert.Equal(t, inject.ProxyContainerName, proxy.Name)
+	assert.Equal(t, vocab.ProxyContainerName, proxy.Name)
 	assert.Nil(t, proxy.RestartPolicy)
 	require.NotNil(t, proxy.Lifecycle)
 	require.NotNil(t, proxy.Lifecycle.PostStart)
@@ -118,16 +119,16 @@ func TestRenderClassicModePutsProxyFirstWithAwaitAndInitLast(t *testing.T) {
 
 func TestRenderInitContainerCarriesPortsSkipPortsAndUID(t *testing.T) {
 	pod := appPod("shop", map[string]string{
-		inject.AnnotationInject:            "enabled",
-		inject.AnnotationSkipInboundPorts:  "9000-9100, 8443",
-		inject.AnnotationSkipOutboundPorts: "5432,443",
-		inject.AnnotationSkipSubnets:       "10.0.0.0/8,fd00::/8",
-		inject.AnnotationProxyUID:          "3000",
+		vocab.AnnotationInject:            "enabled",
+		vocab.AnnotationSkipInboundPorts:  "9000-9100, 8443",
+		vocab.AnnotationSkipOutboundPorts: "5432,443",
+		vocab.AnnotationSkipSubnets:       "10.0.0.0/8,fd00::/8",
+		vocab.AnnotationProxyUID:          "3000",
 	})
 	patch, report, err := inject.Render(pod, nil, testValues(t))
 	require.NoError(t, err)
 	out := applyPatch(t, pod, patch)
-	init := container(out, inject.InitContainerName)
+	init := container(out, vocab.InitContainerName)
 	require.NotNil(t, init)
 	assert.Equal(t, []string{
 		"--incoming-proxy-port", "4143",
@@ -141,44 +142,44 @@ func TestRenderInitContainerCarriesPortsSkipPortsAndUID(t *testing.T) {
 	assert.Equal(t, "10.0.0.0/8,fd00::/8", setting(t, report, "skip-subnets").Value)
 	assert.Contains(t, strings.Join(report.Warnings, "\n"), "skip-subnets")
 	assert.ElementsMatch(t, []corev1.Capability{"NET_ADMIN", "NET_RAW"}, init.SecurityContext.Capabilities.Add)
-	proxy := container(out, inject.ProxyContainerName)
+	proxy := container(out, vocab.ProxyContainerName)
 	assert.Equal(t, int64(3000), *proxy.SecurityContext.RunAsUser)
 	e := env(proxy)
-	assert.Equal(t, "8443,9000-9100", e[inject.EnvInboundSkipPorts])
-	assert.Equal(t, "443,5432", e[inject.EnvOutboundSkipPorts])
+	assert.Equal(t, "8443,9000-9100", e[vocab.EnvInboundSkipPorts])
+	assert.Equal(t, "443,5432", e[vocab.EnvOutboundSkipPorts])
 }
 
 func TestRenderProxyEnvironmentCarriesAddressesIdentityAndContext(t *testing.T) {
 	v := testValues(t)
-	pod := appPod("shop", map[string]string{inject.AnnotationInject: "ingress"})
+	pod := appPod("shop", map[string]string{vocab.AnnotationInject: "ingress"})
 	patch, report, err := inject.Render(pod, nil, v)
 	require.NoError(t, err)
 	assert.Equal(t, "ingress", report.Mode)
-	proxy := container(applyPatch(t, pod, patch), inject.ProxyContainerName)
+	proxy := container(applyPatch(t, pod, patch), vocab.ProxyContainerName)
 	e := env(proxy)
-	assert.Equal(t, "0.0.0.0:4143", e[inject.EnvInboundAddr])
-	assert.Equal(t, "127.0.0.1:4140", e[inject.EnvOutboundAddr])
-	assert.Equal(t, "0.0.0.0:4191", e[inject.EnvAdminAddr])
-	assert.Equal(t, "weft-identity-headless.weft.svc.cluster.local.:8080", e[inject.EnvIdentityAddr])
-	assert.Equal(t, "weft-dst-headless.weft.svc.cluster.local.:8086", e[inject.EnvDestinationAddr])
-	assert.Equal(t, "weft-policy.weft.svc.cluster.local.:8090", e[inject.EnvPolicyAddr])
-	assert.Equal(t, v.IdentityTrustAnchorsPEM, e[inject.EnvTrustAnchors])
-	assert.Equal(t, "/var/run/secrets/tokens/weft-identity-token", e[inject.EnvIdentityTokenFile])
-	assert.Equal(t, "$(_pod_sa).$(_pod_ns).serviceaccount.identity.weft.cluster.local", e[inject.EnvIdentityName])
-	assert.Equal(t, "$(_pod_ns)", e[inject.EnvNamespace])
-	assert.Equal(t, "$(_pod_name)", e[inject.EnvPod])
-	assert.Equal(t, "$(_pod_sa)", e[inject.EnvServiceAccount])
-	assert.Equal(t, inject.DefaultOpaquePorts, e[inject.EnvInboundOpaquePorts])
-	assert.Equal(t, "warn,linkerd=info", e[inject.EnvLogLevel])
-	assert.Equal(t, "plain", e[inject.EnvLogFormat])
-	assert.Equal(t, "2m0s", e[inject.EnvShutdownGracePeriod])
-	assert.Equal(t, "all-unauthenticated", e[inject.EnvDefaultInboundPolicy])
-	assert.Equal(t, "true", e[inject.EnvIngressMode])
-	assert.Equal(t, "3306,8080", e[inject.EnvInboundPorts], "the application's ports")
-	assert.Equal(t, inject.DefaultClusterNetworks, e[inject.EnvClusterNetworks])
-	assert.Equal(t, "false", e[inject.EnvAdminShutdown])
+	assert.Equal(t, "0.0.0.0:4143", e[vocab.EnvInboundAddr])
+	assert.Equal(t, "127.0.0.1:4140", e[vocab.EnvOutboundAddr])
+	assert.Equal(t, "0.0.0.0:4191", e[vocab.EnvAdminAddr])
+	assert.Equal(t, "weft-identity-headless.weft.svc.cluster.local.:8080", e[vocab.EnvIdentityAddr])
+	assert.Equal(t, "weft-dst-headless.weft.svc.cluster.local.:8086", e[vocab.EnvDestinationAddr])
+	assert.Equal(t, "weft-policy.weft.svc.cluster.local.:8090", e[vocab.EnvPolicyAddr])
+	assert.Equal(t, v.IdentityTrustAnchorsPEM, e[vocab.EnvTrustAnchors])
+	assert.Equal(t, "/var/run/secrets/tokens/weft-identity-token", e[vocab.EnvIdentityTokenFile])
+	assert.Equal(t, "$(_pod_sa).$(_pod_ns).serviceaccount.identity.weft.cluster.local", e[vocab.EnvIdentityName])
+	assert.Equal(t, "$(_pod_ns)", e[vocab.EnvNamespace])
+	assert.Equal(t, "$(_pod_name)", e[vocab.EnvPod])
+	assert.Equal(t, "$(_pod_sa)", e[vocab.EnvServiceAccount])
+	assert.Equal(t, vocab.DefaultOpaquePorts, e[vocab.EnvInboundOpaquePorts])
+	assert.Equal(t, "warn,linkerd=info", e[vocab.EnvLogLevel])
+	assert.Equal(t, "plain", e[vocab.EnvLogFormat])
+	assert.Equal(t, "2m0s", e[vocab.EnvShutdownGracePeriod])
+	assert.Equal(t, "all-unauthenticated", e[vocab.EnvDefaultInboundPolicy])
+	assert.Equal(t, "true", e[vocab.EnvIngressMode])
+	assert.Equal(t, "3306,8080", e[vocab.EnvInboundPorts], "the application's ports")
+	assert.Equal(t, vocab.DefaultClusterNetworks, e[vocab.EnvClusterNetworks])
+	assert.Equal(t, "false", e[vocab.EnvAdminShutdown])
 	var ctx map[string]string
-	require.NoError(t, json.Unmarshal([]byte(e[inject.EnvDestinationContext]), &ctx))
+	require.NoError(t, json.Unmarshal([]byte(e[vocab.EnvDestinationContext]), &ctx))
 	assert.Equal(t, map[string]string{"ns": "$(_pod_ns)", "nodeName": "$(_pod_nodeName)", "pod": "$(_pod_name)"}, ctx)
 
 	// $(var) references only expand to variables defined earlier.
@@ -197,7 +198,7 @@ func TestRenderProxyEnvironmentCarriesAddressesIdentityAndContext(t *testing.T) 
 }
 
 func TestRenderAddsProjectedTokenVolumeWithIdentityAudience(t *testing.T) {
-	pod := appPod("shop", map[string]string{inject.AnnotationInject: "enabled"})
+	pod := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled"})
 	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	patch, _, err := inject.Render(pod, nil, testValues(t))
 	require.NoError(t, err)
@@ -205,50 +206,50 @@ func TestRenderAddsProjectedTokenVolumeWithIdentityAudience(t *testing.T) {
 	require.Len(t, out.Spec.Volumes, 3)
 	assert.Equal(t, "data", out.Spec.Volumes[0].Name)
 	tok := out.Spec.Volumes[1]
-	assert.Equal(t, inject.TokenVolumeName, tok.Name)
+	assert.Equal(t, vocab.TokenVolumeName, tok.Name)
 	require.NotNil(t, tok.Projected)
 	sat := tok.Projected.Sources[0].ServiceAccountToken
 	assert.Equal(t, "identity.l5d.io", sat.Audience)
 	assert.Equal(t, int64(86400), *sat.ExpirationSeconds)
-	proxy := container(out, inject.ProxyContainerName)
-	assert.Contains(t, proxy.VolumeMounts, corev1.VolumeMount{Name: inject.TokenVolumeName, MountPath: "/var/run/secrets/tokens", ReadOnly: true})
+	proxy := container(out, vocab.ProxyContainerName)
+	assert.Contains(t, proxy.VolumeMounts, corev1.VolumeMount{Name: vocab.TokenVolumeName, MountPath: "/var/run/secrets/tokens", ReadOnly: true})
 }
 
 func TestRenderLabelsAndAnnotatesTheInjectedPod(t *testing.T) {
 	v := testValues(t)
-	pod := appPod("shop", map[string]string{inject.AnnotationInject: "enabled"})
-	ns := namespace("shop", map[string]string{inject.AnnotationProxyLogFormat: "json"})
+	pod := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled"})
+	ns := namespace("shop", map[string]string{vocab.AnnotationProxyLogFormat: "json"})
 	patch, _, err := inject.Render(pod, ns, v)
 	require.NoError(t, err)
 	out := applyPatch(t, pod, patch)
-	assert.Equal(t, "weft", out.Labels[inject.LabelControlPlaneNamespace])
-	assert.Equal(t, "shop", out.Labels[inject.LabelWorkloadNamespace])
+	assert.Equal(t, "weft", out.Labels[vocab.LabelControlPlaneNamespace])
+	assert.Equal(t, "shop", out.Labels[vocab.LabelWorkloadNamespace])
 	assert.Equal(t, "web", out.Labels["app"], "existing labels are kept")
-	assert.Equal(t, "v0.1.0", out.Annotations[inject.AnnotationProxyVersion])
-	assert.Equal(t, "weft/inject v0.1.0", out.Annotations[inject.AnnotationCreatedBy])
-	assert.Len(t, out.Annotations[inject.AnnotationTrustRootSHA256], 64)
-	assert.Equal(t, "json", out.Annotations[inject.AnnotationProxyLogFormat], "namespace config is recorded on the pod")
-	assert.Equal(t, inject.DefaultOpaquePorts, out.Annotations[inject.AnnotationOpaquePorts], "default opaque ports are recorded for discovery")
+	assert.Equal(t, "v0.1.0", out.Annotations[vocab.AnnotationProxyVersion])
+	assert.Equal(t, "weft/inject v0.1.0", out.Annotations[vocab.AnnotationCreatedBy])
+	assert.Len(t, out.Annotations[vocab.AnnotationTrustRootSHA256], 64)
+	assert.Equal(t, "json", out.Annotations[vocab.AnnotationProxyLogFormat], "namespace config is recorded on the pod")
+	assert.Equal(t, vocab.DefaultOpaquePorts, out.Annotations[vocab.AnnotationOpaquePorts], "default opaque ports are recorded for discovery")
 }
 
 func TestRenderCNIModeAddsNoInitContainer(t *testing.T) {
 	v := testValues(t)
 	v.CNIEnabled = true
-	pod := appPod("shop", map[string]string{inject.AnnotationInject: "enabled"})
+	pod := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled"})
 	patch, report, err := inject.Render(pod, nil, v)
 	require.NoError(t, err)
 	assert.Equal(t, "cni", report.Init)
 	out := applyPatch(t, pod, patch)
-	assert.Nil(t, container(out, inject.InitContainerName))
-	require.NotNil(t, container(out, inject.ProxyContainerName))
+	assert.Nil(t, container(out, vocab.InitContainerName))
+	require.NotNil(t, container(out, vocab.ProxyContainerName))
 	for _, vol := range out.Spec.Volumes {
-		assert.NotEqual(t, inject.XtablesLockVolumeName, vol.Name)
+		assert.NotEqual(t, vocab.XtablesLockVolumeName, vol.Name)
 	}
 }
 
 func TestRenderIsIdempotent(t *testing.T) {
 	for _, native := range []string{"true", "false"} {
-		pod := appPod("shop", map[string]string{inject.AnnotationInject: "enabled", inject.AnnotationNativeSidecar: native})
+		pod := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled", vocab.AnnotationNativeSidecar: native})
 		patch, _, err := inject.Render(pod, nil, testValues(t))
 		require.NoError(t, err)
 		require.NotEmpty(t, patch)
@@ -263,13 +264,13 @@ func TestRenderIsIdempotent(t *testing.T) {
 }
 
 func TestRenderLeavesPodsAloneWithTheReason(t *testing.T) {
-	enabled := map[string]string{inject.AnnotationInject: "enabled"}
+	enabled := map[string]string{vocab.AnnotationInject: "enabled"}
 	hostNet := appPod("shop", enabled)
 	hostNet.Spec.HostNetwork = true
 	optedOut := namespace("shop", enabled)
-	optedOut.Labels = map[string]string{inject.LabelAdmissionWebhooks: "disabled"}
+	optedOut.Labels = map[string]string{vocab.LabelAdmissionWebhooks: "disabled"}
 	userProxy := appPod("shop", enabled)
-	userProxy.Spec.Containers = append(userProxy.Spec.Containers, corev1.Container{Name: inject.ProxyContainerName, Image: "mine"})
+	userProxy.Spec.Containers = append(userProxy.Spec.Containers, corev1.Container{Name: vocab.ProxyContainerName, Image: "mine"})
 
 	for _, tc := range []struct {
 		name   string
@@ -282,8 +283,8 @@ func TestRenderLeavesPodsAloneWithTheReason(t *testing.T) {
 		{"kube-system", appPod("kube-system", enabled), nil, inject.ReasonSystemNamespace, "kube-system"},
 		{"kube-public", appPod("kube-public", enabled), nil, inject.ReasonSystemNamespace, "kube-public"},
 		{"opted-out namespace", appPod("shop", nil), optedOut, inject.ReasonNamespaceOptedOut, "admission-webhooks=disabled"},
-		{"disabled pod", appPod("shop", map[string]string{inject.AnnotationInject: "disabled"}), namespace("shop", enabled), inject.ReasonDisabled, "pod has linkerd.io/inject: disabled"},
-		{"disabled namespace", appPod("shop", nil), namespace("shop", map[string]string{inject.AnnotationInject: "disabled"}), inject.ReasonDisabled, `namespace "shop"`},
+		{"disabled pod", appPod("shop", map[string]string{vocab.AnnotationInject: "disabled"}), namespace("shop", enabled), inject.ReasonDisabled, "pod has linkerd.io/inject: disabled"},
+		{"disabled namespace", appPod("shop", nil), namespace("shop", map[string]string{vocab.AnnotationInject: "disabled"}), inject.ReasonDisabled, `namespace "shop"`},
 		{"nothing asks", appPod("shop", nil), namespace("shop", nil), inject.ReasonNotEnabled, "neither"},
 		{"container named like the proxy", userProxy, nil, inject.ReasonAlreadyInjected, "already in containers"},
 	} {
@@ -299,22 +300,22 @@ func TestRenderLeavesPodsAloneWithTheReason(t *testing.T) {
 }
 
 func TestRenderPodAnnotationOverridesDisabledNamespace(t *testing.T) {
-	pod := appPod("shop", map[string]string{inject.AnnotationInject: "enabled"})
-	_, report, err := inject.Render(pod, namespace("shop", map[string]string{inject.AnnotationInject: "disabled"}), testValues(t))
+	pod := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled"})
+	_, report, err := inject.Render(pod, namespace("shop", map[string]string{vocab.AnnotationInject: "disabled"}), testValues(t))
 	require.NoError(t, err)
 	assert.True(t, report.Injected)
 	assert.Equal(t, inject.SourcePod, setting(t, report, "inject").Source)
 }
 
 func TestRenderRejectsClashingNamesAndPorts(t *testing.T) {
-	initClash := appPod("shop", map[string]string{inject.AnnotationInject: "enabled"})
-	initClash.Spec.InitContainers = []corev1.Container{{Name: inject.InitContainerName, Image: "mine"}}
-	portClash := appPod("shop", map[string]string{inject.AnnotationInject: "enabled"})
+	initClash := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled"})
+	initClash.Spec.InitContainers = []corev1.Container{{Name: vocab.InitContainerName, Image: "mine"}}
+	portClash := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled"})
 	portClash.Spec.Containers[0].Ports = append(portClash.Spec.Containers[0].Ports, corev1.ContainerPort{ContainerPort: 4191})
-	annotatedClash := appPod("shop", map[string]string{inject.AnnotationInject: "enabled", inject.AnnotationInboundPort: "8080"})
-	volClash := appPod("shop", map[string]string{inject.AnnotationInject: "enabled"})
-	volClash.Spec.Volumes = []corev1.Volume{{Name: inject.TokenVolumeName}}
-	dupPorts := appPod("shop", map[string]string{inject.AnnotationInject: "enabled", inject.AnnotationAdminPort: "4143"})
+	annotatedClash := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled", vocab.AnnotationInboundPort: "8080"})
+	volClash := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled"})
+	volClash.Spec.Volumes = []corev1.Volume{{Name: vocab.TokenVolumeName}}
+	dupPorts := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled", vocab.AnnotationAdminPort: "4143"})
 
 	for _, tc := range []struct {
 		name string
@@ -324,7 +325,7 @@ func TestRenderRejectsClashingNamesAndPorts(t *testing.T) {
 		{"init container name", initClash, []string{"weft-init", "initContainers"}},
 		{"app listens on admin port", portClash, []string{`container "web"`, "4191", "admin-port=4191 (values)"}},
 		{"inbound port annotated onto an app port", annotatedClash, []string{"8080", "inbound-port=8080 (pod annotation config.linkerd.io/inbound-port)"}},
-		{"token volume name", volClash, []string{inject.TokenVolumeName}},
+		{"token volume name", volClash, []string{vocab.TokenVolumeName}},
 		{"duplicate proxy ports", dupPorts, []string{"inbound and admin ports are both 4143", "config.linkerd.io/admin-port"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -340,10 +341,10 @@ func TestRenderRejectsClashingNamesAndPorts(t *testing.T) {
 }
 
 func TestRenderEscapesJSONPointerTokensInAnnotationKeys(t *testing.T) {
-	pod := appPod("shop", map[string]string{"example.com/a~b": "x", inject.AnnotationInject: "enabled"})
+	pod := appPod("shop", map[string]string{"example.com/a~b": "x", vocab.AnnotationInject: "enabled"})
 	ns := namespace("shop", map[string]string{
 		"config.linkerd.io/odd~key/with-slash": "1",
-		inject.AnnotationProxyLogFormat:        "json",
+		vocab.AnnotationProxyLogFormat:         "json",
 	})
 	patch, report, err := inject.Render(pod, ns, testValues(t))
 	require.NoError(t, err)
@@ -363,11 +364,11 @@ func TestRenderEscapesJSONPointerTokensInAnnotationKeys(t *testing.T) {
 func TestRenderPatchAppliesToPodsWithoutLabelsAnnotationsOrVolumes(t *testing.T) {
 	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "x"}}}}
 	pod.Namespace = "bare"
-	patch, _, err := inject.Render(pod, nil, testValues(t), inject.WithDefaultMode(inject.InjectEnabled))
+	patch, _, err := inject.Render(pod, nil, testValues(t), inject.WithDefaultMode(vocab.InjectEnabled))
 	require.NoError(t, err)
 	out := applyPatch(t, pod, patch)
-	assert.Equal(t, "weft", out.Labels[inject.LabelControlPlaneNamespace])
-	assert.NotEmpty(t, out.Annotations[inject.AnnotationProxyVersion])
+	assert.Equal(t, "weft", out.Labels[vocab.LabelControlPlaneNamespace])
+	assert.NotEmpty(t, out.Annotations[vocab.AnnotationProxyVersion])
 	assert.Len(t, out.Spec.Volumes, 2)
 	assert.Len(t, out.Spec.InitContainers, 2)
 }
@@ -376,7 +377,7 @@ func TestRenderOwnPatchApplierAgreesWithTheIndependentLibrary(t *testing.T) {
 	pod := appPod("shop", seedAnnotations())
 	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	for _, native := range []string{"true", "false"} {
-		pod.Annotations[inject.AnnotationNativeSidecar] = native
+		pod.Annotations[vocab.AnnotationNativeSidecar] = native
 		patch, _, err := inject.Render(pod, nil, testValues(t))
 		require.NoError(t, err)
 		doc, err := json.Marshal(pod)
@@ -388,7 +389,7 @@ func TestRenderOwnPatchApplierAgreesWithTheIndependentLibrary(t *testing.T) {
 }
 
 func TestRenderWarnsWithoutTrustAnchors(t *testing.T) {
-	pod := appPod("shop", map[string]string{inject.AnnotationInject: "enabled"})
+	pod := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled"})
 	_, report, err := inject.Render(pod, nil, inject.DefaultValues())
 	require.NoError(t, err)
 	assert.True(t, report.Injected)
@@ -401,21 +402,21 @@ func TestRenderPatchAppliesWhenLabelsAndAnnotationsAreEmptyMaps(t *testing.T) {
 	pod := appPod("shop", map[string]string{})
 	pod.Labels = map[string]string{}
 	pod.Spec.InitContainers = []corev1.Container{}
-	patch, _, err := inject.Render(pod, nil, testValues(t), inject.WithDefaultMode(inject.InjectEnabled))
+	patch, _, err := inject.Render(pod, nil, testValues(t), inject.WithDefaultMode(vocab.InjectEnabled))
 	require.NoError(t, err)
 	out := applyPatch(t, pod, patch)
-	assert.Equal(t, "weft", out.Labels[inject.LabelControlPlaneNamespace])
-	assert.NotEmpty(t, out.Annotations[inject.AnnotationProxyVersion])
+	assert.Equal(t, "weft", out.Labels[vocab.LabelControlPlaneNamespace])
+	assert.NotEmpty(t, out.Annotations[vocab.AnnotationProxyVersion])
 }
 
 func TestRenderProxyAdminShutdownIsOffUnlessEnabled(t *testing.T) {
-	pod := appPod("shop", map[string]string{inject.AnnotationInject: "enabled", inject.AnnotationProxyAdminShutdown: "enabled"})
+	pod := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled", vocab.AnnotationProxyAdminShutdown: "enabled"})
 	patch, report, err := inject.Render(pod, nil, testValues(t))
 	require.NoError(t, err)
-	assert.Equal(t, "true", env(container(applyPatch(t, pod, patch), inject.ProxyContainerName))[inject.EnvAdminShutdown])
+	assert.Equal(t, "true", env(container(applyPatch(t, pod, patch), vocab.ProxyContainerName))[vocab.EnvAdminShutdown])
 	assert.Equal(t, inject.SourcePod, setting(t, report, "proxy-admin-shutdown").Source)
 
-	pod.Annotations[inject.AnnotationProxyAdminShutdown] = "true"
+	pod.Annotations[vocab.AnnotationProxyAdminShutdown] = "true"
 	_, _, err = inject.Render(pod, nil, testValues(t))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `config.linkerd.io/proxy-admin-shutdown="true"`)

@@ -20,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/weftmesh/weft/apis/vocab"
 )
 
 // Format is the output format of `weft inject`.
@@ -431,7 +433,7 @@ func (t *Transformer) processWorkload(ctx context.Context, where, api, kind stri
 	var patch Patch
 	var report Report
 	if t.manual {
-		patch, report, err = Render(pod, ns, t.values, WithDefaultMode(InjectEnabled), WithObject(kind, meta.Name))
+		patch, report, err = Render(pod, ns, t.values, WithDefaultMode(vocab.InjectEnabled), WithObject(kind, meta.Name))
 	} else {
 		patch, report, err = t.annotate(pod, ns, kind, meta.Name)
 	}
@@ -466,13 +468,13 @@ func mustPointer(p string) []string {
 // if it asked for injection and, if they pass, adds linkerd.io/inject:
 // enabled.
 func (t *Transformer) annotate(pod *corev1.Pod, ns *corev1.Namespace, kind, name string) (Patch, Report, error) {
-	current, has := pod.Annotations[AnnotationInject]
+	current, has := pod.Annotations[vocab.AnnotationInject]
 	probe := pod.DeepCopy()
-	if !has || current == InjectEnabled {
+	if !has || current == vocab.InjectEnabled {
 		if probe.Annotations == nil {
 			probe.Annotations = map[string]string{}
 		}
-		probe.Annotations[AnnotationInject] = InjectEnabled
+		probe.Annotations[vocab.AnnotationInject] = vocab.InjectEnabled
 	}
 	_, report, err := Render(probe, ns, t.values, WithObject(kind, name))
 	if err != nil || !report.Injected {
@@ -484,14 +486,14 @@ func (t *Transformer) annotate(pod *corev1.Pod, ns *corev1.Namespace, kind, name
 	if !has {
 		for i, s := range report.Settings {
 			if s.Name == "inject" {
-				report.Settings[i] = Setting{Name: "inject", Value: InjectEnabled, Source: SourceCaller}
+				report.Settings[i] = Setting{Name: "inject", Value: vocab.InjectEnabled, Source: SourceCaller}
 			}
 		}
 	}
 	if has {
 		return nil, report, nil // enabled or ingress already
 	}
-	return mapOps("/metadata/annotations", pod.Annotations, map[string]string{AnnotationInject: InjectEnabled}), report, nil
+	return mapOps("/metadata/annotations", pod.Annotations, map[string]string{vocab.AnnotationInject: vocab.InjectEnabled}), report, nil
 }
 
 // decodeWorkload strictly decodes a workload and returns its metadata and

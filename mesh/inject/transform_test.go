@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/inject"
 )
 
@@ -64,13 +65,13 @@ func TestTransformManualGivesTheSeedProxyItsAnnotatedResources(t *testing.T) {
 	var d appsv1.Deployment
 	decodeStrict(t, docs[0], &d)
 	pod := &corev1.Pod{ObjectMeta: d.Spec.Template.ObjectMeta, Spec: d.Spec.Template.Spec}
-	proxy := container(pod, inject.ProxyContainerName)
+	proxy := container(pod, vocab.ProxyContainerName)
 	require.NotNil(t, proxy)
 	assert.Equal(t, "100m", proxy.Resources.Requests.Cpu().String())
 	assert.Equal(t, "64Mi", proxy.Resources.Requests.Memory().String())
 	assert.Equal(t, "1", proxy.Resources.Limits.Cpu().String())
 	assert.Equal(t, "250Mi", proxy.Resources.Limits.Memory().String())
-	assert.Equal(t, "warn,linkerd=info", env(proxy)[inject.EnvLogLevel])
+	assert.Equal(t, "warn,linkerd=info", env(proxy)[vocab.EnvLogLevel])
 
 	require.Len(t, reports, 1)
 	assert.Equal(t, "Deployment", reports[0].Kind)
@@ -89,12 +90,12 @@ func TestTransformManualInheritsFromTheNamespaceInTheInput(t *testing.T) {
 	var d appsv1.Deployment
 	decodeStrict(t, docs[2], &d)
 	pod := &corev1.Pod{ObjectMeta: d.Spec.Template.ObjectMeta, Spec: d.Spec.Template.Spec}
-	proxy := container(pod, inject.ProxyContainerName)
+	proxy := container(pod, vocab.ProxyContainerName)
 	require.NotNil(t, proxy)
 	assert.Equal(t, "200m", proxy.Resources.Requests.Cpu().String(), "from the namespace")
-	assert.Equal(t, "info", env(proxy)[inject.EnvLogLevel], "the pod's own annotation wins")
-	assert.Equal(t, "5432", env(proxy)[inject.EnvOutboundSkipPorts])
-	assert.Equal(t, "200m", pod.Annotations[inject.AnnotationProxyCPURequest], "inherited setting recorded on the pod")
+	assert.Equal(t, "info", env(proxy)[vocab.EnvLogLevel], "the pod's own annotation wins")
+	assert.Equal(t, "5432", env(proxy)[vocab.EnvOutboundSkipPorts])
+	assert.Equal(t, "200m", pod.Annotations[vocab.AnnotationProxyCPURequest], "inherited setting recorded on the pod")
 
 	require.Len(t, reports, 1)
 	assert.Equal(t, inject.SourceNamespace, setting(t, reports[0], "proxy-cpu-request").Source)
@@ -118,7 +119,7 @@ func TestTransformAnnotatesPodTemplatesByDefault(t *testing.T) {
 	decodeStrict(t, docs[0], &list)
 	var ds appsv1.DaemonSet
 	require.NoError(t, json.Unmarshal(list.Items[0].Raw, &ds))
-	assert.Equal(t, "enabled", ds.Spec.Template.Annotations[inject.AnnotationInject])
+	assert.Equal(t, "enabled", ds.Spec.Template.Annotations[vocab.AnnotationInject])
 	assert.Empty(t, ds.Spec.Template.Spec.InitContainers, "annotate-only adds no containers")
 	var cm corev1.ConfigMap
 	require.NoError(t, json.Unmarshal(list.Items[1].Raw, &cm))
@@ -126,19 +127,19 @@ func TestTransformAnnotatesPodTemplatesByDefault(t *testing.T) {
 
 	var sts appsv1.StatefulSet
 	decodeStrict(t, docs[1], &sts)
-	assert.Equal(t, "enabled", sts.Spec.Template.Annotations[inject.AnnotationInject], "template without metadata gets one")
+	assert.Equal(t, "enabled", sts.Spec.Template.Annotations[vocab.AnnotationInject], "template without metadata gets one")
 	var cj batchv1.CronJob
 	decodeStrict(t, docs[2], &cj)
-	assert.Equal(t, "enabled", cj.Spec.JobTemplate.Spec.Template.Annotations[inject.AnnotationInject])
+	assert.Equal(t, "enabled", cj.Spec.JobTemplate.Spec.Template.Annotations[vocab.AnnotationInject])
 	var job batchv1.Job
 	decodeStrict(t, docs[3], &job)
-	assert.Equal(t, "disabled", job.Spec.Template.Annotations[inject.AnnotationInject])
+	assert.Equal(t, "disabled", job.Spec.Template.Annotations[vocab.AnnotationInject])
 	var rs appsv1.ReplicaSet
 	decodeStrict(t, docs[4], &rs)
-	assert.NotContains(t, rs.Spec.Template.Annotations, inject.AnnotationInject)
+	assert.NotContains(t, rs.Spec.Template.Annotations, vocab.AnnotationInject)
 	var pod corev1.Pod
 	decodeStrict(t, docs[5], &pod)
-	assert.Equal(t, "enabled", pod.Annotations[inject.AnnotationInject])
+	assert.Equal(t, "enabled", pod.Annotations[vocab.AnnotationInject])
 
 	assert.Equal(t, strings.Join([]string{
 		`daemonset "agent" injected`,
@@ -171,8 +172,8 @@ func TestTransformManualHandlesEveryWorkloadKind(t *testing.T) {
 	var cj batchv1.CronJob
 	require.NoError(t, yaml.UnmarshalStrict([]byte(lines[2]), &cj))
 	pod := &corev1.Pod{Spec: cj.Spec.JobTemplate.Spec.Template.Spec}
-	require.NotNil(t, container(pod, inject.ProxyContainerName))
-	assert.Equal(t, corev1.ContainerRestartPolicyAlways, *container(pod, inject.ProxyContainerName).RestartPolicy,
+	require.NotNil(t, container(pod, vocab.ProxyContainerName))
+	assert.Equal(t, corev1.ContainerRestartPolicyAlways, *container(pod, vocab.ProxyContainerName).RestartPolicy,
 		"a Job's proxy is a native sidecar so the Job can finish")
 	injected := 0
 	for _, r := range reports {
@@ -249,7 +250,7 @@ func TestTransformRefusesBadInputWithoutWritingAnything(t *testing.T) {
 }
 
 func TestTransformLooksUpNamespacesMissingFromTheInput(t *testing.T) {
-	ns := namespace("emojivoto", map[string]string{inject.AnnotationProxyLogFormat: "json"})
+	ns := namespace("emojivoto", map[string]string{vocab.AnnotationProxyLogFormat: "json"})
 	_, _, reports := transform(t, readTestdata(t, "seed.yaml"), inject.WithManual(), inject.WithNamespaces(inject.NewStaticNamespaces(ns)))
 	require.Len(t, reports, 1)
 	s := setting(t, reports[0], "proxy-log-format")

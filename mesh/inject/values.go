@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/weftmesh/weft/apis/vocab"
 )
 
 // Values holds every install-time setting of the proxy and its init
@@ -135,31 +137,31 @@ type InitValues struct {
 // DefaultValues returns the settings Weft ships with.
 func DefaultValues() Values {
 	return Values{
-		Version:               DefaultVersion,
-		ControlPlaneNamespace: DefaultControlPlaneNamespace,
-		ClusterDomain:         DefaultClusterDomain,
-		IdentityTrustDomain:   DefaultTrustDomain,
-		ClusterNetworks:       DefaultClusterNetworks,
+		Version:               vocab.DefaultVersion,
+		ControlPlaneNamespace: vocab.DefaultControlPlaneNamespace,
+		ClusterDomain:         vocab.DefaultClusterDomain,
+		IdentityTrustDomain:   vocab.DefaultTrustDomain,
+		ClusterNetworks:       vocab.DefaultClusterNetworks,
 		Proxy: ProxyValues{
-			Image: Image{Name: DefaultProxyImage, PullPolicy: corev1.PullIfNotPresent},
-			UID:   DefaultProxyUID,
+			Image: Image{Name: vocab.DefaultProxyImage, PullPolicy: corev1.PullIfNotPresent},
+			UID:   vocab.DefaultProxyUID,
 			Ports: Ports{
-				Inbound:  DefaultInboundPort,
-				Outbound: DefaultOutboundPort,
-				Admin:    DefaultAdminPort,
-				Control:  DefaultControlPort,
+				Inbound:  vocab.DefaultInboundPort,
+				Outbound: vocab.DefaultOutboundPort,
+				Admin:    vocab.DefaultAdminPort,
+				Control:  vocab.DefaultControlPort,
 			},
 			LogLevel:             "warn,linkerd=info",
-			LogFormat:            LogFormatPlain,
-			OpaquePorts:          DefaultOpaquePorts,
+			LogFormat:            vocab.LogFormatPlain,
+			OpaquePorts:          vocab.DefaultOpaquePorts,
 			Await:                true,
 			AwaitCommand:         []string{"/usr/lib/weft/weft-proxy", "await", "--timeout=2m"},
 			NativeSidecar:        true,
-			DefaultInboundPolicy: PolicyAllUnauthenticated,
+			DefaultInboundPolicy: vocab.PolicyAllUnauthenticated,
 			ShutdownGracePeriod:  metav1.Duration{Duration: 2 * time.Minute},
 		},
 		ProxyInit: InitValues{
-			Image: Image{Name: DefaultInitImage, PullPolicy: corev1.PullIfNotPresent},
+			Image: Image{Name: vocab.DefaultInitImage, PullPolicy: corev1.PullIfNotPresent},
 			Resources: Resources{
 				CPU:    Resource{Request: "10m", Limit: "100m"},
 				Memory: Resource{Request: "20Mi", Limit: "20Mi"},
@@ -184,18 +186,18 @@ func ParseValues(data []byte) (Values, error) {
 
 // IdentityAddress returns the identity service address handed to proxies.
 func (v *Values) IdentityAddress() string {
-	return v.serviceAddr(v.IdentityAddr, ServiceIdentity, IdentityPort)
+	return v.serviceAddr(v.IdentityAddr, vocab.ServiceIdentity, vocab.IdentityPort)
 }
 
 // DestinationAddress returns the destination service address handed to
 // proxies.
 func (v *Values) DestinationAddress() string {
-	return v.serviceAddr(v.DestinationAddr, ServiceDestination, DestinationPort)
+	return v.serviceAddr(v.DestinationAddr, vocab.ServiceDestination, vocab.DestinationPort)
 }
 
 // PolicyAddress returns the policy service address handed to proxies.
 func (v *Values) PolicyAddress() string {
-	return v.serviceAddr(v.PolicyAddr, ServicePolicy, PolicyPort)
+	return v.serviceAddr(v.PolicyAddr, vocab.ServicePolicy, vocab.PolicyPort)
 }
 
 func (v *Values) serviceAddr(set, svc string, port int) string {
@@ -224,7 +226,7 @@ func (v *Values) version(own string) string {
 	case v.Version != "":
 		return v.Version
 	default:
-		return DefaultVersion
+		return vocab.DefaultVersion
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/weftmesh/weft/apis/crds"
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/identity"
 	"github.com/weftmesh/weft/mesh/identity/local"
 	"github.com/weftmesh/weft/mesh/inject"
@@ -242,7 +243,7 @@ func versionOf(v inject.Values) string {
 	if v.Version != "" {
 		return v.Version
 	}
-	return inject.DefaultVersion
+	return vocab.DefaultVersion
 }
 
 // validImageRef is a light check of an image reference: non-empty, no

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/weftmesh/weft/apis/crds"
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/identity/local"
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/install"
@@ -118,10 +119,10 @@ func TestNamespaceOptsOutOfTheWebhooksAndIsMarkedAsControlPlane(t *testing.T) {
 	v.ControlPlaneNamespace = "mesh-system"
 	x := indexOf(render(t, v, newFixture(t, "mesh-system").certs).Objects)
 	ns := get[*corev1.Namespace](t, x, "Namespace", "mesh-system")
-	assert.Equal(t, "disabled", ns.Labels[inject.LabelAdmissionWebhooks])
+	assert.Equal(t, "disabled", ns.Labels[vocab.LabelAdmissionWebhooks])
 	assert.Equal(t, "true", ns.Labels[install.LabelIsControlPlane])
 	assert.Equal(t, "restricted", ns.Labels["pod-security.kubernetes.io/enforce"])
-	assert.Equal(t, inject.InjectDisabled, ns.Annotations[inject.AnnotationInject])
+	assert.Equal(t, vocab.InjectDisabled, ns.Annotations[vocab.AnnotationInject])
 	for _, o := range x {
 		if o.GetNamespace() != "" {
 			assert.Equal(t, "mesh-system", o.GetNamespace(), "%s %s", gvk(o).Kind, o.GetName())
@@ -189,7 +190,7 @@ func TestServicesAreExactlyWhatInjectedProxiesDial(t *testing.T) {
 			require.NoError(t, err)
 
 			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", Annotations: map[string]string{inject.AnnotationInject: inject.InjectEnabled}},
+				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", Annotations: map[string]string{vocab.AnnotationInject: vocab.InjectEnabled}},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}},
 			}
 			patch, report, err := inject.Render(pod, nil, values)
@@ -203,14 +204,14 @@ func TestServicesAreExactlyWhatInjectedProxiesDial(t *testing.T) {
 			require.NoError(t, json.Unmarshal(out, &injected))
 			env := map[string]string{}
 			for _, c := range append(injected.Spec.InitContainers, injected.Spec.Containers...) {
-				if c.Name == inject.ProxyContainerName {
+				if c.Name == vocab.ProxyContainerName {
 					for _, e := range c.Env {
 						env[e.Name] = e.Value
 					}
 				}
 			}
 			dialed := map[string]bool{}
-			for _, key := range []string{inject.EnvIdentityAddr, inject.EnvDestinationAddr, inject.EnvPolicyAddr} {
+			for _, key := range []string{vocab.EnvIdentityAddr, vocab.EnvDestinationAddr, vocab.EnvPolicyAddr} {
 				host, portStr, err := net.SplitHostPort(env[key])
 				require.NoError(t, err, "%s=%q", key, env[key])
 				port, err := strconv.Atoi(portStr)
@@ -316,7 +317,7 @@ func TestDeploymentsRunTheControllersWithTheirFlagsAndMounts(t *testing.T) {
 	v := inject.DefaultValues()
 	v.IdentityTrustDomain = "example.org"
 	v.ClusterDomain = "corp.example"
-	v.Proxy.DefaultInboundPolicy = inject.PolicyClusterAuthenticated
+	v.Proxy.DefaultInboundPolicy = vocab.PolicyClusterAuthenticated
 	x := indexOf(render(t, v, newFixture(t, "weft").certs, install.WithControllerImage("registry.example/weft-controller:v1.2.3"), install.WithIssuanceLifetime(48*time.Hour)).Objects)
 	args := func(name string) []string {
 		d := get[*appsv1.Deployment](t, x, "Deployment", name)
@@ -329,9 +330,9 @@ func TestDeploymentsRunTheControllersWithTheirFlagsAndMounts(t *testing.T) {
 		"--trust-anchors=/var/run/weft/identity/trust-roots/ca-bundle.crt", "--issuer-dir=/var/run/weft/identity/issuer",
 		"--token-backend=kubernetes", "--issuance-lifetime=48h0m0s", "--trust-domain=example.org", "--control-plane-namespace=weft"}, args("weft-identity"))
 	assert.Equal(t, []string{"destination", "--addr=:8086", "--metrics-addr=:9996", "--source=kubernetes", "--cluster-domain=corp.example",
-		"--trust-domain=example.org", "--control-plane-namespace=weft", "--default-opaque-ports=" + inject.DefaultOpaquePorts}, args("weft-destination"))
+		"--trust-domain=example.org", "--control-plane-namespace=weft", "--default-opaque-ports=" + vocab.DefaultOpaquePorts}, args("weft-destination"))
 	assert.Equal(t, []string{"policy", "--addr=:8090", "--source=kubernetes", "--gateway-api=auto", "--default-policy=cluster-authenticated",
-		"--cluster-networks=" + inject.DefaultClusterNetworks, "--cluster-domain=corp.example", "--trust-domain=example.org", "--control-plane-namespace=weft"}, args("weft-policy"))
+		"--cluster-networks=" + vocab.DefaultClusterNetworks, "--cluster-domain=corp.example", "--trust-domain=example.org", "--control-plane-namespace=weft"}, args("weft-policy"))
 	assert.Equal(t, []string{"injector", "--addr=:8443", "--tls-cert=/var/run/weft/tls/tls.crt", "--tls-key=/var/run/weft/tls/tls.key",
 		"--values=/var/run/weft/config/values.yaml", "--trust-anchors=/var/run/weft/identity/trust-roots/ca-bundle.crt"}, args("weft-proxy-injector"))
 
@@ -342,8 +343,8 @@ func TestDeploymentsRunTheControllersWithTheirFlagsAndMounts(t *testing.T) {
 		assert.Nil(t, spec.Affinity, c.Name)
 		assert.Equal(t, map[string]string{install.LabelComponent: c.Name}, d.Spec.Selector.MatchLabels)
 		assert.True(t, labels.SelectorFromSet(d.Spec.Selector.MatchLabels).Matches(labels.Set(d.Spec.Template.Labels)))
-		assert.NotContains(t, d.Spec.Template.Labels, inject.LabelControlPlaneNamespace, "control-plane pods are not meshed")
-		assert.Equal(t, inject.InjectDisabled, d.Spec.Template.Annotations[inject.AnnotationInject])
+		assert.NotContains(t, d.Spec.Template.Labels, vocab.LabelControlPlaneNamespace, "control-plane pods are not meshed")
+		assert.Equal(t, vocab.InjectDisabled, d.Spec.Template.Annotations[vocab.AnnotationInject])
 		// Pod Security "restricted".
 		require.NotNil(t, spec.SecurityContext)
 		assert.True(t, *spec.SecurityContext.RunAsNonRoot)
@@ -459,9 +460,9 @@ func TestWebhooksCallTheInjectorServiceWithItsCAAndSkipSystemAndOptedOutNamespac
 		for _, ns := range []string{"kube-system", "kube-public"} {
 			assert.False(t, ls.Matches(nsLabels(ns, nil)), ns)
 		}
-		assert.False(t, ls.Matches(nsLabels("shop", map[string]string{inject.LabelAdmissionWebhooks: "disabled"})))
+		assert.False(t, ls.Matches(nsLabels("shop", map[string]string{vocab.LabelAdmissionWebhooks: "disabled"})))
 		assert.True(t, ls.Matches(nsLabels("shop", nil)))
-		assert.True(t, ls.Matches(nsLabels("shop", map[string]string{inject.LabelAdmissionWebhooks: "enabled"})))
+		assert.True(t, ls.Matches(nsLabels("shop", map[string]string{vocab.LabelAdmissionWebhooks: "enabled"})))
 		// The control plane's own namespace opts out through its label.
 		ns := get[*corev1.Namespace](t, x, "Namespace", "weft")
 		assert.False(t, ls.Matches(labels.Set(mergeLabels(ns.Labels, map[string]string{corev1.LabelMetadataName: "weft"}))))

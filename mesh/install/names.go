@@ -3,7 +3,7 @@ package install
 import (
 	"fmt"
 
-	"github.com/weftmesh/weft/mesh/inject"
+	"github.com/weftmesh/weft/apis/vocab"
 )
 
 // Names of the objects the install creates in the control-plane namespace.
@@ -98,9 +98,9 @@ type Component struct {
 // uses.
 func Components() []Component {
 	return []Component{
-		{Name: "identity", Deployment: "weft-identity", ServiceAccount: "weft-identity", Service: inject.ServiceIdentity, Port: inject.IdentityPort},
-		{Name: "destination", Deployment: "weft-destination", ServiceAccount: "weft-destination", Service: inject.ServiceDestination, Port: inject.DestinationPort},
-		{Name: "policy", Deployment: "weft-policy", ServiceAccount: "weft-policy", Service: inject.ServicePolicy, Port: inject.PolicyPort},
+		{Name: "identity", Deployment: "weft-identity", ServiceAccount: "weft-identity", Service: vocab.ServiceIdentity, Port: vocab.IdentityPort},
+		{Name: "destination", Deployment: "weft-destination", ServiceAccount: "weft-destination", Service: vocab.ServiceDestination, Port: vocab.DestinationPort},
+		{Name: "policy", Deployment: "weft-policy", ServiceAccount: "weft-policy", Service: vocab.ServicePolicy, Port: vocab.PolicyPort},
 		{Name: "proxy-injector", Deployment: "weft-proxy-injector", ServiceAccount: "weft-proxy-injector", Service: ServiceInjector, Port: InjectorServicePort},
 	}
 }

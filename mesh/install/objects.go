@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/identity/local"
 	"github.com/weftmesh/weft/mesh/inject"
 )
@@ -143,12 +144,12 @@ func (r *renderer) namespace() Object {
 				// The webhooks never act on the control plane itself: with
 				// failurePolicy Fail, an injector that is down could
 				// otherwise not be restarted.
-				inject.LabelAdmissionWebhooks: "disabled",
+				vocab.LabelAdmissionWebhooks: "disabled",
 				// The control plane is not meshed and needs nothing
 				// privileged.
 				"pod-security.kubernetes.io/enforce": "restricted",
 			}),
-			Annotations: map[string]string{inject.AnnotationInject: inject.InjectDisabled},
+			Annotations: map[string]string{vocab.AnnotationInject: vocab.InjectDisabled},
 		},
 	}
 }
@@ -246,11 +247,11 @@ func (r *renderer) deployment(c Component, checksum string) Object {
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
-	annotations := map[string]string{inject.AnnotationInject: inject.InjectDisabled}
+	annotations := map[string]string{vocab.AnnotationInject: vocab.InjectDisabled}
 	switch c.Name {
 	case "identity":
 		pod.Containers = []corev1.Container{r.container("identity", []string{
-			"--addr=:" + strconv.Itoa(inject.IdentityPort),
+			"--addr=:" + strconv.Itoa(vocab.IdentityPort),
 			"--metrics-addr=:" + strconv.Itoa(IdentityMetricsPort),
 			"--trust-anchors=" + trustRootsDir + "/" + TrustRootsKey,
 			"--issuer-dir=" + issuerDir,
@@ -258,7 +259,7 @@ func (r *renderer) deployment(c Component, checksum string) Object {
 			"--issuance-lifetime=" + r.cfg.lifetime.String(),
 			"--trust-domain=" + r.values.IdentityTrustDomain,
 			"--control-plane-namespace=" + r.ns(),
-		}, inject.IdentityPort, IdentityMetricsPort)}
+		}, vocab.IdentityPort, IdentityMetricsPort)}
 		pod.Containers[0].VolumeMounts = []corev1.VolumeMount{
 			{Name: "trust-roots", MountPath: trustRootsDir, ReadOnly: true},
 			{Name: "identity-issuer", MountPath: issuerDir, ReadOnly: true},
@@ -269,17 +270,17 @@ func (r *renderer) deployment(c Component, checksum string) Object {
 		}
 	case "destination":
 		pod.Containers = []corev1.Container{r.container("destination", []string{
-			"--addr=:" + strconv.Itoa(inject.DestinationPort),
+			"--addr=:" + strconv.Itoa(vocab.DestinationPort),
 			"--metrics-addr=:" + strconv.Itoa(DestinationMetricsPort),
 			"--source=kubernetes",
 			"--cluster-domain=" + r.values.ClusterDomain,
 			"--trust-domain=" + r.values.IdentityTrustDomain,
 			"--control-plane-namespace=" + r.ns(),
 			"--default-opaque-ports=" + r.values.Proxy.OpaquePorts,
-		}, inject.DestinationPort, DestinationMetricsPort)}
+		}, vocab.DestinationPort, DestinationMetricsPort)}
 	case "policy":
 		pod.Containers = []corev1.Container{r.container("policy", []string{
-			"--addr=:" + strconv.Itoa(inject.PolicyPort),
+			"--addr=:" + strconv.Itoa(vocab.PolicyPort),
 			"--source=kubernetes",
 			"--gateway-api=auto",
 			"--default-policy=" + r.values.Proxy.DefaultInboundPolicy,
@@ -287,7 +288,7 @@ func (r *renderer) deployment(c Component, checksum string) Object {
 			"--cluster-domain=" + r.values.ClusterDomain,
 			"--trust-domain=" + r.values.IdentityTrustDomain,
 			"--control-plane-namespace=" + r.ns(),
-		}, inject.PolicyPort, 0)}
+		}, vocab.PolicyPort, 0)}
 	case "proxy-injector":
 		pod.Containers = []corev1.Container{r.container("injector", []string{
 			"--addr=:" + strconv.Itoa(InjectorPort),
@@ -414,7 +415,7 @@ func (r *renderer) pdb(c Component) Object {
 // plane's own among them).
 func namespaceSelector() *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-		{Key: inject.LabelAdmissionWebhooks, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"disabled"}},
+		{Key: vocab.LabelAdmissionWebhooks, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"disabled"}},
 		{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-node-lease", "kube-public", "kube-system"}},
 	}}
 }

@@ -18,8 +18,8 @@ import (
 
 	policyv1alpha1 "github.com/weftmesh/weft/apis/policy/v1alpha1"
 	policyv1beta3 "github.com/weftmesh/weft/apis/policy/v1beta3"
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/identity"
-	"github.com/weftmesh/weft/mesh/inject"
 )
 
 // ClusterDomain is the DNS suffix of the local mesh's Services.
@@ -27,7 +27,7 @@ const ClusterDomain = "cluster.local"
 
 // Domain is the identity domain of the local mesh: control-plane namespace
 // "weft", trust domain "cluster.local", as a default installation.
-var Domain = identity.Domain{ControlPlaneNamespace: inject.DefaultControlPlaneNamespace, TrustDomain: inject.DefaultTrustDomain}
+var Domain = identity.Domain{ControlPlaneNamespace: vocab.DefaultControlPlaneNamespace, TrustDomain: vocab.DefaultTrustDomain}
 
 // LabelApp selects a workload's pods.
 const LabelApp = "app"
@@ -166,20 +166,20 @@ func objects(f *File, pods map[string][]*Pod) []runtime.Object {
 		var eps []discoveryv1.Endpoint
 		for _, pod := range pods[w.Namespace+"/"+w.Name] {
 			ann := map[string]string{
-				inject.AnnotationInject:                        inject.InjectEnabled,
-				inject.ConfigPrefix + "default-inbound-policy": f.DefaultInboundPolicy,
+				vocab.AnnotationInject:                        vocab.InjectEnabled,
+				vocab.ConfigPrefix + "default-inbound-policy": f.DefaultInboundPolicy,
 			}
 			if len(opaque) > 0 {
-				ann[inject.ConfigPrefix+"opaque-ports"] = strings.Join(opaque, ",")
+				ann[vocab.ConfigPrefix+"opaque-ports"] = strings.Join(opaque, ",")
 			}
 			out = append(out, &corev1.Pod{
 				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 				ObjectMeta: metav1.ObjectMeta{
 					Name: pod.Name, Namespace: pod.Namespace,
 					Labels: map[string]string{
-						LabelApp:                          w.Name,
-						inject.LabelControlPlaneNamespace: Domain.ControlPlaneNamespace,
-						inject.LabelWorkloadNamespace:     w.Namespace,
+						LabelApp:                         w.Name,
+						vocab.LabelControlPlaneNamespace: Domain.ControlPlaneNamespace,
+						vocab.LabelWorkloadNamespace:     w.Namespace,
 					},
 					Annotations: ann,
 				},
@@ -187,9 +187,9 @@ func objects(f *File, pods map[string][]*Pod) []runtime.Object {
 					ServiceAccountName: w.ServiceAccount,
 					Containers: []corev1.Container{
 						{Name: "app", Image: "local", Ports: cports},
-						{Name: inject.ProxyContainerName, Image: "local", Env: []corev1.EnvVar{
-							{Name: inject.EnvInboundAddr, Value: pod.Inbound.String()},
-							{Name: inject.EnvAdminAddr, Value: pod.Admin.String()},
+						{Name: vocab.ProxyContainerName, Image: "local", Env: []corev1.EnvVar{
+							{Name: vocab.EnvInboundAddr, Value: pod.Inbound.String()},
+							{Name: vocab.EnvAdminAddr, Value: pod.Admin.String()},
 						}},
 					},
 				},

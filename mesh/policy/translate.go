@@ -17,7 +17,7 @@ import (
 	"github.com/weftmesh/weft/apis/policy/v1alpha1"
 	"github.com/weftmesh/weft/apis/policy/v1beta1"
 	"github.com/weftmesh/weft/apis/policy/v1beta3"
-	"github.com/weftmesh/weft/mesh/inject"
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 	"github.com/weftmesh/weft/mesh/policy/pathnorm"
 )
@@ -25,10 +25,10 @@ import (
 // Annotations Weft reads, as Linkerd names them. mesh/inject owns the
 // vocabulary; these are the same keys.
 const (
-	AnnotationDefaultInboundPolicy = inject.AnnotationDefaultInboundPolicy
-	AnnotationOpaquePorts          = inject.AnnotationOpaquePorts
-	AnnotationRequireIdentityPorts = inject.ConfigPrefix + "proxy-require-identity-inbound-ports"
-	AnnotationInject               = inject.AnnotationInject
+	AnnotationDefaultInboundPolicy = vocab.AnnotationDefaultInboundPolicy
+	AnnotationOpaquePorts          = vocab.AnnotationOpaquePorts
+	AnnotationRequireIdentityPorts = vocab.ConfigPrefix + "proxy-require-identity-inbound-ports"
+	AnnotationInject               = vocab.AnnotationInject
 )
 
 const policyGroup = "policy.linkerd.io"

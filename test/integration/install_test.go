@@ -27,9 +27,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/internal/cli"
 	"github.com/weftmesh/weft/internal/testutil"
-	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/install"
 	"github.com/weftmesh/weft/mesh/install/check"
 )
@@ -226,9 +226,9 @@ func TestInstallAppliesToARealAPIServerAndCheckReportsWhatItSees(t *testing.T) {
 	// does not run (failurePolicy Ignore), and is not ready.
 	app := newNamespace(t, c, "install-app", nil, nil)
 	meshed := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{inject.LabelControlPlaneNamespace: ns}},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{vocab.LabelControlPlaneNamespace: ns}},
 		Spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{{Name: inject.ProxyContainerName, Image: "ghcr.io/weftmesh/weft-proxy:dev", RestartPolicy: ptrTo(corev1.ContainerRestartPolicyAlways)}},
+			InitContainers: []corev1.Container{{Name: vocab.ProxyContainerName, Image: "ghcr.io/weftmesh/weft-proxy:dev", RestartPolicy: ptrTo(corev1.ContainerRestartPolicyAlways)}},
 			Containers:     []corev1.Container{{Name: "app", Image: "example.com/app:1"}},
 		},
 	}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/internal/testutil"
 	discoverykube "github.com/weftmesh/weft/mesh/discovery/kubernetes"
 	"github.com/weftmesh/weft/mesh/inject"
@@ -116,7 +117,7 @@ func serveWebhooks(t *testing.T, c clients) *webhooks {
 	base := "https://" + l.Addr().String()
 
 	selector := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-		{Key: inject.LabelAdmissionWebhooks, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"disabled"}},
+		{Key: vocab.LabelAdmissionWebhooks, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"disabled"}},
 		{Key: webhookLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{w.id}},
 	}}
 	mwc := &admissionregv1.MutatingWebhookConfiguration{
@@ -163,7 +164,7 @@ func serveWebhooks(t *testing.T, c clients) *webhooks {
 	// The API server picks webhook configurations up from its own
 	// informer: wait until a dry-run pod in a probe namespace is injected
 	// and a dry-run ServiceProfile reaches the validator.
-	probe := newNamespace(t, c, "probe", map[string]string{webhookLabel: w.id}, map[string]string{inject.AnnotationInject: inject.InjectEnabled})
+	probe := newNamespace(t, c, "probe", map[string]string{webhookLabel: w.id}, map[string]string{vocab.AnnotationInject: vocab.InjectEnabled})
 	began := time.Now()
 	testutil.Eventually(t, 20*time.Second, func() bool {
 		pod, err := c.kube.CoreV1().Pods(probe).Create(ctx, appPod("probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -192,7 +193,7 @@ func appPod(name string) *corev1.Pod {
 func proxyContainer(pod *corev1.Pod) (corev1.Container, bool) {
 	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range cs {
-			if c.Name == inject.ProxyContainerName {
+			if c.Name == vocab.ProxyContainerName {
 				return c, true
 			}
 		}
@@ -231,22 +232,22 @@ func TestAPIServerCallsWeftsAdmissionWebhooks(t *testing.T) {
 
 	t.Run("a pod created in an injected namespace is stored with the proxy", func(t *testing.T) {
 		ctx := timeout(t, 30*time.Second)
-		ns := newNamespace(t, c, "injected", map[string]string{webhookLabel: w.id}, map[string]string{inject.AnnotationInject: inject.InjectEnabled})
+		ns := newNamespace(t, c, "injected", map[string]string{webhookLabel: w.id}, map[string]string{vocab.AnnotationInject: vocab.InjectEnabled})
 		_, err := c.kube.CoreV1().Pods(ns).Create(ctx, appPod("web"), metav1.CreateOptions{})
 		require.NoError(t, err)
 		stored, err := c.kube.CoreV1().Pods(ns).Get(ctx, "web", metav1.GetOptions{})
 		require.NoError(t, err)
 
 		proxy, ok := proxyContainer(stored)
-		require.True(t, ok, "stored pod has no %s container: init=%v containers=%v", inject.ProxyContainerName, names(stored.Spec.InitContainers), names(stored.Spec.Containers))
+		require.True(t, ok, "stored pod has no %s container: init=%v containers=%v", vocab.ProxyContainerName, names(stored.Spec.InitContainers), names(stored.Spec.Containers))
 		assert.True(t, w.called("/inject", ns), "the API server called the injector for this namespace")
 		assert.Equal(t, defaultValues().ProxyImage(), proxy.Image)
-		assert.Equal(t, "weft", stored.Labels[inject.LabelControlPlaneNamespace], "the meshed-pod label")
+		assert.Equal(t, "weft", stored.Labels[vocab.LabelControlPlaneNamespace], "the meshed-pod label")
 		assert.Equal(t, "web", stored.Labels["app"], "the pod's own labels are kept")
 		assert.Contains(t, names(stored.Spec.Containers), "app", "the application container is kept")
 		// The proxy gets a token for identity.l5d.io through a projected
 		// volume the API server accepted.
-		assert.True(t, projectsIdentityToken(stored), "no projected service-account token for %s", inject.IdentityTokenAudience)
+		assert.True(t, projectsIdentityToken(stored), "no projected service-account token for %s", vocab.IdentityTokenAudience)
 		// The ServiceAccount admission plugin ran before the webhook and
 		// its token volume survived the patch.
 		assert.Equal(t, "default", stored.Spec.ServiceAccountName)
@@ -257,8 +258,8 @@ func TestAPIServerCallsWeftsAdmissionWebhooks(t *testing.T) {
 
 	t.Run("a pod in a namespace with admission webhooks disabled is stored untouched without calling the injector", func(t *testing.T) {
 		ctx := timeout(t, 30*time.Second)
-		ns := newNamespace(t, c, "opted-out", map[string]string{webhookLabel: w.id, inject.LabelAdmissionWebhooks: "disabled"},
-			map[string]string{inject.AnnotationInject: inject.InjectEnabled})
+		ns := newNamespace(t, c, "opted-out", map[string]string{webhookLabel: w.id, vocab.LabelAdmissionWebhooks: "disabled"},
+			map[string]string{vocab.AnnotationInject: vocab.InjectEnabled})
 		sent := appPod("web")
 		_, err := c.kube.CoreV1().Pods(ns).Create(ctx, sent, metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -270,7 +271,7 @@ func TestAPIServerCallsWeftsAdmissionWebhooks(t *testing.T) {
 
 	t.Run("a pod in a namespace with injection disabled is stored untouched", func(t *testing.T) {
 		ctx := timeout(t, 30*time.Second)
-		ns := newNamespace(t, c, "disabled", map[string]string{webhookLabel: w.id}, map[string]string{inject.AnnotationInject: inject.InjectDisabled})
+		ns := newNamespace(t, c, "disabled", map[string]string{webhookLabel: w.id}, map[string]string{vocab.AnnotationInject: vocab.InjectDisabled})
 		sent := appPod("web")
 		_, err := c.kube.CoreV1().Pods(ns).Create(ctx, sent, metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -282,7 +283,7 @@ func TestAPIServerCallsWeftsAdmissionWebhooks(t *testing.T) {
 
 	t.Run("an invalid pod annotation is refused by the API server with the injector's message", func(t *testing.T) {
 		ctx := timeout(t, 30*time.Second)
-		ns := newNamespace(t, c, "bad-annotation", map[string]string{webhookLabel: w.id}, map[string]string{inject.AnnotationInject: inject.InjectEnabled})
+		ns := newNamespace(t, c, "bad-annotation", map[string]string{webhookLabel: w.id}, map[string]string{vocab.AnnotationInject: vocab.InjectEnabled})
 		pod := appPod("web")
 		pod.Annotations["config.linkerd.io/proxy-cpu-request"] = "lots"
 		_, err := c.kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
@@ -352,7 +353,7 @@ func projectsIdentityToken(pod *corev1.Pod) bool {
 			continue
 		}
 		for _, s := range v.Projected.Sources {
-			if s.ServiceAccountToken != nil && s.ServiceAccountToken.Audience == inject.IdentityTokenAudience {
+			if s.ServiceAccountToken != nil && s.ServiceAccountToken.Audience == vocab.IdentityTokenAudience {
 				return true
 			}
 		}

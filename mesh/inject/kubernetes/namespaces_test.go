@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/inject/kubernetes"
@@ -28,14 +29,14 @@ func ns(name string, annotations map[string]string) *corev1.Namespace {
 
 func TestNamespacesServesAnnotationsFromTheCache(t *testing.T) {
 	ctx := testutil.Context(t, 10*time.Second)
-	client := fake.NewClientset(ns("shop", map[string]string{inject.AnnotationInject: "enabled"}))
+	client := fake.NewClientset(ns("shop", map[string]string{vocab.AnnotationInject: "enabled"}))
 	nss, err := kubernetes.NewNamespaces(ctx, client)
 	require.NoError(t, err)
 	defer nss.Close()
 
 	got, err := nss.Namespace(ctx, "shop")
 	require.NoError(t, err)
-	assert.Equal(t, "enabled", got.Annotations[inject.AnnotationInject])
+	assert.Equal(t, "enabled", got.Annotations[vocab.AnnotationInject])
 
 	_, err = nss.Namespace(ctx, "missing")
 	require.Error(t, err)
@@ -49,12 +50,12 @@ func TestNamespacesFindsANamespaceCreatedAfterStart(t *testing.T) {
 	require.NoError(t, err)
 	defer nss.Close()
 
-	_, err = client.CoreV1().Namespaces().Create(ctx, ns("fresh", map[string]string{inject.AnnotationProxyLogLevel: "debug"}), metav1.CreateOptions{})
+	_, err = client.CoreV1().Namespaces().Create(ctx, ns("fresh", map[string]string{vocab.AnnotationProxyLogLevel: "debug"}), metav1.CreateOptions{})
 	require.NoError(t, err)
 	// Found at once, through the cache or the direct read.
 	got, err := nss.Namespace(ctx, "fresh")
 	require.NoError(t, err)
-	assert.Equal(t, "debug", got.Annotations[inject.AnnotationProxyLogLevel])
+	assert.Equal(t, "debug", got.Annotations[vocab.AnnotationProxyLogLevel])
 }
 
 func TestNamespacesCloseIsIdempotentAndNewHonoursCancellation(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/inject/webhook"
 )
@@ -20,13 +21,13 @@ import (
 // 50th and 99th percentile latency in milliseconds.
 func BenchmarkInjectorHTTPS(b *testing.B) {
 	const concurrency = 16
-	nss := inject.NewStaticNamespaces(namespace("shop", map[string]string{inject.AnnotationInject: "enabled"}))
+	nss := inject.NewStaticNamespaces(namespace("shop", map[string]string{vocab.AnnotationInject: "enabled"}))
 	h, err := webhook.NewInjector(testValues(b), nss)
 	if err != nil {
 		b.Fatal(err)
 	}
 	url, client := serveTLS(b, h)
-	body := podReview(b, "bench", appPod("shop", map[string]string{inject.AnnotationProxyCPURequest: "100m"}))
+	body := podReview(b, "bench", appPod("shop", map[string]string{vocab.AnnotationProxyCPURequest: "100m"}))
 
 	call := func() (time.Duration, error) {
 		start := time.Now()

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/inject/webhook"
 )
@@ -44,14 +45,14 @@ func FuzzDecodeReview(f *testing.F) {
 // injector must never panic or fail with 500, and any patch it returns
 // must apply to the object it was given.
 func FuzzInjectorPod(f *testing.F) {
-	pod, _ := json.Marshal(appPod("shop", map[string]string{inject.AnnotationInject: "enabled"}))
+	pod, _ := json.Marshal(appPod("shop", map[string]string{vocab.AnnotationInject: "enabled"}))
 	f.Add(pod)
 	f.Add([]byte(`{"metadata":{"annotations":{"linkerd.io/inject":"enabled","config.linkerd.io/opaque-ports":"x~y/z"}},"spec":{}}`))
 	f.Add([]byte(`{"metadata":{"labels":null,"annotations":{"a/b~c":"1"}},"spec":{"containers":null,"volumes":[]}}`))
 	f.Add([]byte(`{"spec":{"hostNetwork":true}}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`"x"`))
-	h, err := webhook.NewInjector(testValues(f), inject.NewStaticNamespaces(namespace("shop", map[string]string{inject.AnnotationInject: "enabled"})))
+	h, err := webhook.NewInjector(testValues(f), inject.NewStaticNamespaces(namespace("shop", map[string]string{vocab.AnnotationInject: "enabled"})))
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, obj []byte) {
 		if !json.Valid(obj) {

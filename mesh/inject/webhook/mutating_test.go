@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/inject/webhook"
 )
@@ -33,9 +34,9 @@ func newInjector(t testing.TB, nss inject.NamespaceLookup, opts ...webhook.Optio
 }
 
 func TestInjectorInjectsAPodOverHTTPS(t *testing.T) {
-	nss := inject.NewStaticNamespaces(namespace("shop", map[string]string{inject.AnnotationInject: "enabled"}))
+	nss := inject.NewStaticNamespaces(namespace("shop", map[string]string{vocab.AnnotationInject: "enabled"}))
 	_, url, client := newInjector(t, nss)
-	pod := appPod("shop", map[string]string{inject.AnnotationProxyCPURequest: "100m"})
+	pod := appPod("shop", map[string]string{vocab.AnnotationProxyCPURequest: "100m"})
 
 	status, body := post(t, client, url, podReview(t, "3f2a", pod))
 	require.Equal(t, http.StatusOK, status, string(body))
@@ -44,9 +45,9 @@ func TestInjectorInjectsAPodOverHTTPS(t *testing.T) {
 	assert.True(t, resp.Allowed)
 	assert.Equal(t, "true", resp.AuditAnnotations["injected"])
 	out := applyResponse(t, pod, resp)
-	assert.True(t, hasContainer(out, inject.ProxyContainerName))
-	assert.True(t, hasContainer(out, inject.InitContainerName))
-	assert.Equal(t, "weft", out.Labels[inject.LabelControlPlaneNamespace])
+	assert.True(t, hasContainer(out, vocab.ProxyContainerName))
+	assert.True(t, hasContainer(out, vocab.InitContainerName))
+	assert.Equal(t, "weft", out.Labels[vocab.LabelControlPlaneNamespace])
 
 	// The API server may call again (reinvocation): no second injection.
 	status, body = post(t, client, url, podReview(t, "3f2b", out))
@@ -127,7 +128,7 @@ func TestInjectorRefusesWrongMethodAndContentType(t *testing.T) {
 }
 
 func TestInjectorAllowsOtherKindsOperationsAndSubresourcesUnchanged(t *testing.T) {
-	_, url, client := newInjector(t, inject.NewStaticNamespaces(namespace("shop", map[string]string{inject.AnnotationInject: "enabled"})))
+	_, url, client := newInjector(t, inject.NewStaticNamespaces(namespace("shop", map[string]string{vocab.AnnotationInject: "enabled"})))
 	pod := appPod("shop", nil)
 	raw, err := json.Marshal(pod)
 	require.NoError(t, err)
@@ -150,7 +151,7 @@ func TestInjectorAllowsOtherKindsOperationsAndSubresourcesUnchanged(t *testing.T
 
 func TestInjectorDeniesPodsWithInvalidAnnotations(t *testing.T) {
 	_, url, client := newInjector(t, inject.NewStaticNamespaces(namespace("shop", nil)))
-	pod := appPod("shop", map[string]string{inject.AnnotationInject: "enabled", inject.AnnotationSkipInboundPorts: "9000-8000"})
+	pod := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled", vocab.AnnotationSkipInboundPorts: "9000-8000"})
 	status, body := post(t, client, url, podReview(t, "bad", pod))
 	require.Equal(t, http.StatusOK, status)
 	resp := decodeResponse(t, body)
@@ -163,8 +164,8 @@ func TestInjectorDeniesPodsWithInvalidAnnotations(t *testing.T) {
 }
 
 func TestInjectorLeavesOptedOutNamespacesAlone(t *testing.T) {
-	ns := namespace("legacy", map[string]string{inject.AnnotationInject: "enabled"})
-	ns.Labels = map[string]string{inject.LabelAdmissionWebhooks: "disabled"}
+	ns := namespace("legacy", map[string]string{vocab.AnnotationInject: "enabled"})
+	ns.Labels = map[string]string{vocab.LabelAdmissionWebhooks: "disabled"}
 	_, url, client := newInjector(t, inject.NewStaticNamespaces(ns))
 	status, body := post(t, client, url, podReview(t, "o", appPod("legacy", nil)))
 	require.Equal(t, http.StatusOK, status)
@@ -203,11 +204,11 @@ func TestInjectorSurvivesAPanicBelowIt(t *testing.T) {
 func TestInjectorCountsRequestsByOutcome(t *testing.T) {
 	counter := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "injector_requests_total"}, []string{"outcome"})
 	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "injector_request_duration_seconds"}, []string{"outcome"})
-	nss := inject.NewStaticNamespaces(namespace("shop", map[string]string{inject.AnnotationInject: "enabled"}))
+	nss := inject.NewStaticNamespaces(namespace("shop", map[string]string{vocab.AnnotationInject: "enabled"}))
 	_, url, client := newInjector(t, nss, webhook.WithMetrics(kitprometheus.NewCounter(counter), kitprometheus.NewHistogram(hist)))
 
 	post(t, client, url, podReview(t, "1", appPod("shop", nil)))
-	post(t, client, url, podReview(t, "2", appPod("shop", map[string]string{inject.AnnotationInject: "disabled"})))
+	post(t, client, url, podReview(t, "2", appPod("shop", map[string]string{vocab.AnnotationInject: "disabled"})))
 	post(t, client, url, []byte("{"))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(counter, hist)
@@ -308,9 +309,9 @@ spec:
 	require.Equal(t, http.StatusOK, status)
 	webhookPod := applyResponse(t, pod, decodeResponse(t, body))
 
-	assert.True(t, hasContainer(webhookPod, inject.ProxyContainerName))
+	assert.True(t, hasContainer(webhookPod, vocab.ProxyContainerName))
 	assert.Equal(t, cliPod.Labels, webhookPod.Labels)
 	assert.Equal(t, cliPod.Annotations, webhookPod.Annotations)
 	assert.Equal(t, cliPod.Spec, webhookPod.Spec)
-	assert.Equal(t, "250Mi", cliPod.Annotations[inject.AnnotationProxyMemoryLimit], "namespace value inherited")
+	assert.Equal(t, "250Mi", cliPod.Annotations[vocab.AnnotationProxyMemoryLimit], "namespace value inherited")
 }

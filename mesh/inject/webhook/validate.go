@@ -21,6 +21,7 @@ import (
 	policyv1beta2 "github.com/weftmesh/weft/apis/policy/v1beta2"
 	policyv1beta3 "github.com/weftmesh/weft/apis/policy/v1beta3"
 	spv1alpha2 "github.com/weftmesh/weft/apis/serviceprofile/v1alpha2"
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/inject"
 )
 
@@ -247,12 +248,12 @@ func validateServer(spec *field.Path, pods, external *metav1.LabelSelector, port
 		errs = append(errs, field.NotSupported(spec.Child("proxyProtocol"), protocol, []string{"unknown", "HTTP/1", "HTTP/2", "gRPC", "opaque", "TLS"}))
 	}
 	switch access {
-	case "", inject.PolicyAllUnauthenticated, inject.PolicyAllAuthenticated, inject.PolicyClusterAuthenticated,
-		inject.PolicyClusterUnauthenticated, inject.PolicyDeny, inject.PolicyAudit:
+	case "", vocab.PolicyAllUnauthenticated, vocab.PolicyAllAuthenticated, vocab.PolicyClusterAuthenticated,
+		vocab.PolicyClusterUnauthenticated, vocab.PolicyDeny, vocab.PolicyAudit:
 	default:
 		errs = append(errs, field.NotSupported(spec.Child("accessPolicy"), access, []string{
-			inject.PolicyAllUnauthenticated, inject.PolicyAllAuthenticated, inject.PolicyClusterAuthenticated,
-			inject.PolicyClusterUnauthenticated, inject.PolicyDeny, inject.PolicyAudit}))
+			vocab.PolicyAllUnauthenticated, vocab.PolicyAllAuthenticated, vocab.PolicyClusterAuthenticated,
+			vocab.PolicyClusterUnauthenticated, vocab.PolicyDeny, vocab.PolicyAudit}))
 	}
 	return errs
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/inject"
 )
 
@@ -86,7 +87,7 @@ func New(kube kubernetes.Interface, ext apiextclient.Interface, opts ...Option) 
 	if kube == nil || ext == nil {
 		return nil, errors.New("check: nil client")
 	}
-	cfg := config{namespace: inject.DefaultControlPlaneNamespace, now: time.Now, logger: slog.New(slog.DiscardHandler), maxListed: 10}
+	cfg := config{namespace: vocab.DefaultControlPlaneNamespace, now: time.Now, logger: slog.New(slog.DiscardHandler), maxListed: 10}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -20,8 +20,8 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/internal/testutil"
-	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/install"
 	"github.com/weftmesh/weft/mesh/install/check"
 )
@@ -253,8 +253,8 @@ func TestProxyChecksFindUnreadyStaleAndOldRootPods(t *testing.T) {
 	create(c.meshedPod("shop", "starting", false))
 	old := c.meshedPod("shop", "old", true)
 	old.Spec.InitContainers[0].Image = "ghcr.io/weftmesh/weft-proxy:v0.0.1"
-	old.Annotations[inject.AnnotationProxyVersion] = "v0.0.1"
-	old.Annotations[inject.AnnotationTrustRootSHA256] = strings.Repeat("0", 64)
+	old.Annotations[vocab.AnnotationProxyVersion] = "v0.0.1"
+	old.Annotations[vocab.AnnotationTrustRootSHA256] = strings.Repeat("0", 64)
 	create(old)
 	broken := c.meshedPod("blog", "broken", false)
 	broken.Status.InitContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}
@@ -263,7 +263,7 @@ func TestProxyChecksFindUnreadyStaleAndOldRootPods(t *testing.T) {
 	noProxy.Spec.InitContainers = nil
 	create(noProxy)
 	other := c.meshedPod("blog", "other-mesh", false)
-	other.Labels[inject.LabelControlPlaneNamespace] = "another-weft"
+	other.Labels[vocab.LabelControlPlaneNamespace] = "another-weft"
 	create(other)
 
 	r := c.run(t, check.Scope{Proxy: true})

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/install"
 )
@@ -64,7 +65,7 @@ func versionOf(v inject.Values) string {
 	if v.Version != "" {
 		return v.Version
 	}
-	return inject.DefaultVersion
+	return vocab.DefaultVersion
 }
 
 // component checks that a component's Deployment has as many ready pods as

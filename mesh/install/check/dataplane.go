@@ -10,14 +10,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/weftmesh/weft/mesh/inject"
+	"github.com/weftmesh/weft/apis/vocab"
 )
 
 // dataPlane checks every pod injected by this control plane (label
 // linkerd.io/control-plane-ns=<namespace>), in all namespaces.
 func (r *run) dataPlane(ctx context.Context) {
 	const readyName, versionName, rootsName = "meshed pods' proxies are ready", "meshed pods run the control plane's proxy", "meshed pods carry the current trust roots"
-	pods, err := r.c.kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: inject.LabelControlPlaneNamespace + "=" + r.ns})
+	pods, err := r.c.kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: vocab.LabelControlPlaneNamespace + "=" + r.ns})
 	if err != nil {
 		msg := r.apiError("list pods in all namespaces", err)
 		r.fail(CategoryDataPlane, readyName, msg, "check that you may list pods cluster-wide")
@@ -33,7 +33,7 @@ func (r *run) dataPlane(ctx context.Context) {
 		return items[i].Name < items[j].Name
 	})
 	if len(items) == 0 {
-		msg := fmt.Sprintf("no pod carries %s=%s", inject.LabelControlPlaneNamespace, r.ns)
+		msg := fmt.Sprintf("no pod carries %s=%s", vocab.LabelControlPlaneNamespace, r.ns)
 		r.ok(CategoryDataPlane, readyName, msg)
 		r.ok(CategoryDataPlane, versionName, msg)
 		r.ok(CategoryDataPlane, rootsName, msg)
@@ -62,9 +62,9 @@ func (r *run) dataPlane(ctx context.Context) {
 			notReady = append(notReady, fmt.Sprintf("%s (%s)", id, proxyProblem(p, status)))
 		}
 		if wantImage != "" && c.Image != wantImage {
-			oldImage = append(oldImage, fmt.Sprintf("%s runs %s (version %q)", id, c.Image, p.Annotations[inject.AnnotationProxyVersion]))
+			oldImage = append(oldImage, fmt.Sprintf("%s runs %s (version %q)", id, c.Image, p.Annotations[vocab.AnnotationProxyVersion]))
 		}
-		if wantRoots != "" && p.Annotations[inject.AnnotationTrustRootSHA256] != wantRoots {
+		if wantRoots != "" && p.Annotations[vocab.AnnotationTrustRootSHA256] != wantRoots {
 			oldRoots = append(oldRoots, id)
 		}
 	}
@@ -74,11 +74,11 @@ func (r *run) dataPlane(ctx context.Context) {
 	case len(notReady)+len(noProxy) > 0:
 		var all []string
 		for _, id := range noProxy {
-			all = append(all, id+" (labelled as meshed but has no "+inject.ProxyContainerName+" container)")
+			all = append(all, id+" (labelled as meshed but has no "+vocab.ProxyContainerName+" container)")
 		}
 		all = append(all, notReady...)
 		r.fail(CategoryDataPlane, readyName, fmt.Sprintf("%d of %d meshed pods: %s", len(all), total, list(all, n)),
-			"kubectl -n NAMESPACE logs POD -c "+inject.ProxyContainerName+"; kubectl -n NAMESPACE describe pod POD")
+			"kubectl -n NAMESPACE logs POD -c "+vocab.ProxyContainerName+"; kubectl -n NAMESPACE describe pod POD")
 	default:
 		r.ok(CategoryDataPlane, readyName, fmt.Sprintf("%d meshed pods, all proxies ready", total))
 	}
@@ -107,7 +107,7 @@ func (r *run) dataPlane(ctx context.Context) {
 func proxyOf(p *corev1.Pod) (corev1.Container, *corev1.ContainerStatus, bool) {
 	find := func(cs []corev1.Container, st []corev1.ContainerStatus) (corev1.Container, *corev1.ContainerStatus, bool) {
 		for _, c := range cs {
-			if c.Name != inject.ProxyContainerName {
+			if c.Name != vocab.ProxyContainerName {
 				continue
 			}
 			for i := range st {

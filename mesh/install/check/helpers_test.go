@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/install"
@@ -126,16 +127,16 @@ func (c *cluster) meshedPod(ns, name string, ready bool) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: ns,
-			Labels:      map[string]string{inject.LabelControlPlaneNamespace: c.ns, "app": name},
-			Annotations: map[string]string{inject.AnnotationProxyVersion: inject.DefaultVersion, inject.AnnotationTrustRootSHA256: hex.EncodeToString(sum[:])},
+			Labels:      map[string]string{vocab.LabelControlPlaneNamespace: c.ns, "app": name},
+			Annotations: map[string]string{vocab.AnnotationProxyVersion: vocab.DefaultVersion, vocab.AnnotationTrustRootSHA256: hex.EncodeToString(sum[:])},
 		},
 		Spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{{Name: inject.ProxyContainerName, Image: c.values.ProxyImage(), RestartPolicy: ptr(corev1.ContainerRestartPolicyAlways)}},
+			InitContainers: []corev1.Container{{Name: vocab.ProxyContainerName, Image: c.values.ProxyImage(), RestartPolicy: ptr(corev1.ContainerRestartPolicyAlways)}},
 			Containers:     []corev1.Container{{Name: "app", Image: "example.com/app:1"}},
 		},
 		Status: corev1.PodStatus{
 			Phase:                 corev1.PodRunning,
-			InitContainerStatuses: []corev1.ContainerStatus{{Name: inject.ProxyContainerName, Ready: ready, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}},
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: vocab.ProxyContainerName, Ready: ready, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}},
 		},
 	}
 }

@@ -1,0 +1,217 @@
+// Package vocab is Linkerd's vocabulary as Weft speaks it: the annotation
+// and label keys, container and volume names, proxy environment variables,
+// default ports, default policies and control-plane names that a pod, a
+// namespace or a proxy carries. Manifests written for Linkerd mean the same
+// thing here because every Weft package reads these keys from this one
+// place.
+//
+// The package imports nothing, so anything may import it: the proxy reads
+// the environment variables the injector writes, and discovery and policy
+// read the annotations without linking the injector.
+package vocab
+
+// Annotation and label keys. Weft accepts Linkerd's keys unchanged so that
+// manifests written for Linkerd mean the same thing here.
+const (
+	// AnnotationInject turns injection on or off for a pod or, when set on a
+	// namespace, for every pod in it. Values: [InjectEnabled],
+	// [InjectDisabled], [InjectIngress].
+	AnnotationInject = "linkerd.io/inject"
+
+	// AnnotationCreatedBy records which tool injected the proxy.
+	AnnotationCreatedBy = "linkerd.io/created-by"
+	// AnnotationProxyVersion records the version of the injected proxy.
+	AnnotationProxyVersion = "linkerd.io/proxy-version"
+	// AnnotationIdentityMode records how the proxy takes part in identity
+	// ("default" for every pod Weft injects).
+	AnnotationIdentityMode = "linkerd.io/identity-mode"
+	// AnnotationTrustRootSHA256 records the SHA-256 (hex) of the trust
+	// anchors PEM handed to the proxy, so a rotation shows which pods still
+	// carry the old roots.
+	AnnotationTrustRootSHA256 = "linkerd.io/trust-root-sha256"
+
+	// LabelControlPlaneNamespace is set on every injected pod to the
+	// control-plane namespace. Discovery reads it to know a pod is meshed.
+	LabelControlPlaneNamespace = "linkerd.io/control-plane-ns"
+	// LabelWorkloadNamespace is set on injected pods to the pod's namespace.
+	LabelWorkloadNamespace = "linkerd.io/workload-ns"
+
+	// LabelAdmissionWebhooks, set to "disabled" on a namespace, opts the
+	// whole namespace out of Weft's admission webhooks (the install renders
+	// the webhook configurations with a namespaceSelector on it; the
+	// injector also honours it).
+	LabelAdmissionWebhooks = "config.linkerd.io/admission-webhooks"
+
+	// ConfigPrefix, ConfigPrefixBeta and ConfigPrefixAlpha are the prefixes
+	// of the proxy configuration annotations.
+	ConfigPrefix      = "config.linkerd.io/"
+	ConfigPrefixBeta  = "config.beta.linkerd.io/"
+	ConfigPrefixAlpha = "config.alpha.linkerd.io/"
+
+	// Proxy configuration annotations, named as Linkerd names them. Each
+	// overrides a Values field; docs/inject.md lists values and effects.
+	AnnotationProxyImage               = ConfigPrefix + "proxy-image"
+	AnnotationProxyVersionOverride     = ConfigPrefix + "proxy-version"
+	AnnotationImagePullPolicy          = ConfigPrefix + "image-pull-policy"
+	AnnotationInitImage                = ConfigPrefix + "init-image"
+	AnnotationInitImageVersion         = ConfigPrefix + "init-image-version"
+	AnnotationInboundPort              = ConfigPrefix + "inbound-port"
+	AnnotationOutboundPort             = ConfigPrefix + "outbound-port"
+	AnnotationAdminPort                = ConfigPrefix + "admin-port"
+	AnnotationControlPort              = ConfigPrefix + "control-port"
+	AnnotationProxyCPURequest          = ConfigPrefix + "proxy-cpu-request"
+	AnnotationProxyCPULimit            = ConfigPrefix + "proxy-cpu-limit"
+	AnnotationProxyMemoryRequest       = ConfigPrefix + "proxy-memory-request"
+	AnnotationProxyMemoryLimit         = ConfigPrefix + "proxy-memory-limit"
+	AnnotationProxyEphemeralRequest    = ConfigPrefix + "proxy-ephemeral-storage-request"
+	AnnotationProxyEphemeralLimit      = ConfigPrefix + "proxy-ephemeral-storage-limit"
+	AnnotationProxyUID                 = ConfigPrefix + "proxy-uid"
+	AnnotationProxyGID                 = ConfigPrefix + "proxy-gid"
+	AnnotationProxyLogLevel            = ConfigPrefix + "proxy-log-level"
+	AnnotationProxyLogFormat           = ConfigPrefix + "proxy-log-format"
+	AnnotationSkipInboundPorts         = ConfigPrefix + "skip-inbound-ports"
+	AnnotationSkipOutboundPorts        = ConfigPrefix + "skip-outbound-ports"
+	AnnotationSkipSubnets              = ConfigPrefix + "skip-subnets"
+	AnnotationOpaquePorts              = ConfigPrefix + "opaque-ports"
+	AnnotationProxyAwait               = ConfigPrefix + "proxy-await"
+	AnnotationDefaultInboundPolicy     = ConfigPrefix + "default-inbound-policy"
+	AnnotationShutdownGracePeriod      = ConfigPrefix + "shutdown-grace-period"
+	AnnotationNativeSidecar            = ConfigPrefix + "proxy-enable-native-sidecar"
+	AnnotationNativeSidecarBeta        = ConfigPrefixBeta + "proxy-enable-native-sidecar"
+	AnnotationNativeSidecarAlpha       = ConfigPrefixAlpha + "proxy-enable-native-sidecar"
+	AnnotationWaitBeforeExitSeconds    = ConfigPrefixAlpha + "proxy-wait-before-exit-seconds"
+	AnnotationProxyInboundConnectTime  = ConfigPrefix + "proxy-inbound-connect-timeout"
+	AnnotationProxyOutboundConnectTime = ConfigPrefix + "proxy-outbound-connect-timeout"
+	AnnotationAccessLog                = ConfigPrefix + "access-log"
+	AnnotationCloseWaitTimeout         = ConfigPrefix + "close-wait-timeout"
+	AnnotationProxyAdminShutdown       = ConfigPrefix + "proxy-admin-shutdown"
+)
+
+// Values of [AnnotationInject].
+const (
+	InjectEnabled  = "enabled"
+	InjectDisabled = "disabled"
+	InjectIngress  = "ingress"
+)
+
+// Names of what the injector adds to a pod.
+const (
+	// ProxyContainerName is the name of the injected proxy container.
+	ProxyContainerName = "weft-proxy"
+	// InitContainerName is the name of the injected iptables init container.
+	InitContainerName = "weft-init"
+	// ProxyPortName and AdminPortName name the proxy's container ports.
+	ProxyPortName = "weft-proxy"
+	AdminPortName = "weft-admin"
+	// TokenVolumeName is the projected service-account token volume.
+	TokenVolumeName = "weft-identity-token"
+	// XtablesLockVolumeName is the scratch volume weft-init mounts at /run
+	// so iptables can take its lock on a read-only root filesystem.
+	XtablesLockVolumeName = "weft-init-xtables-lock"
+)
+
+// Default ports of the proxy. All are configurable through the injector's Values and
+// annotations.
+const (
+	DefaultInboundPort  = 4143
+	DefaultOutboundPort = 4140
+	DefaultAdminPort    = 4191
+	DefaultControlPort  = 4190
+)
+
+// Identity token projection.
+const (
+	// IdentityTokenAudience is the audience of the projected token the proxy
+	// presents to the identity service.
+	IdentityTokenAudience = "identity.l5d.io"
+	// IdentityTokenDir is where the token volume is mounted in the proxy.
+	IdentityTokenDir = "/var/run/secrets/tokens"
+	// IdentityTokenFile is the token's path inside the proxy container.
+	IdentityTokenFile = IdentityTokenDir + "/" + TokenVolumeName
+	// IdentityTokenExpirationSeconds is the requested token lifetime.
+	IdentityTokenExpirationSeconds = 86400
+)
+
+// Control-plane defaults.
+const (
+	DefaultControlPlaneNamespace = "weft"
+	DefaultClusterDomain         = "cluster.local"
+	DefaultTrustDomain           = "cluster.local"
+	DefaultProxyImage            = "ghcr.io/weftmesh/weft-proxy"
+	DefaultInitImage             = "ghcr.io/weftmesh/weft-init"
+	// DefaultVersion is the image tag used when Values.Version is empty.
+	// Binaries built from a release set Values.Version themselves.
+	DefaultVersion = "dev"
+	// DefaultOpaquePorts are ports whose protocols speak first or are not
+	// HTTP, so the proxy skips protocol detection on them.
+	DefaultOpaquePorts = "25,587,3306,4444,5432,6379,9300,11211"
+	DefaultProxyUID    = 2102
+	// DefaultClusterNetworks are the private ranges a cluster's pods
+	// usually live in.
+	DefaultClusterNetworks = "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16,fd00::/8"
+)
+
+// Environment variables of the proxy container. The proxy (mesh/dataplane)
+// reads exactly these names.
+const (
+	EnvInboundAddr       = "WEFT_PROXY_INBOUND_ADDR"
+	EnvOutboundAddr      = "WEFT_PROXY_OUTBOUND_ADDR"
+	EnvAdminAddr         = "WEFT_PROXY_ADMIN_ADDR"
+	EnvIdentityAddr      = "WEFT_PROXY_IDENTITY_ADDR"
+	EnvDestinationAddr   = "WEFT_PROXY_DESTINATION_ADDR"
+	EnvPolicyAddr        = "WEFT_PROXY_POLICY_ADDR"
+	EnvTrustAnchors      = "WEFT_PROXY_TRUST_ANCHORS"
+	EnvIdentityTokenFile = "WEFT_PROXY_IDENTITY_TOKEN_FILE"
+	EnvIdentityName      = "WEFT_PROXY_IDENTITY_NAME"
+	EnvNamespace         = "WEFT_PROXY_NAMESPACE"
+	EnvPod               = "WEFT_PROXY_POD"
+	EnvServiceAccount    = "WEFT_PROXY_SERVICE_ACCOUNT"
+	// EnvInboundPorts lists the application's container ports, whose
+	// inbound policy the proxy fetches before it reports ready.
+	EnvInboundPorts         = "WEFT_PROXY_INBOUND_PORTS"
+	EnvInboundOpaquePorts   = "WEFT_PROXY_INBOUND_OPAQUE_PORTS"
+	EnvInboundSkipPorts     = "WEFT_PROXY_INBOUND_SKIP_PORTS"
+	EnvOutboundSkipPorts    = "WEFT_PROXY_OUTBOUND_SKIP_PORTS"
+	EnvLogLevel             = "WEFT_PROXY_LOG_LEVEL"
+	EnvLogFormat            = "WEFT_PROXY_LOG_FORMAT"
+	EnvShutdownGracePeriod  = "WEFT_PROXY_SHUTDOWN_GRACE_PERIOD"
+	EnvDefaultInboundPolicy = "WEFT_PROXY_DEFAULT_INBOUND_POLICY"
+	EnvDestinationContext   = "WEFT_PROXY_DESTINATION_CONTEXT"
+	// EnvClusterNetworks are the networks the cluster-* default policies
+	// trust.
+	EnvClusterNetworks = "WEFT_PROXY_CLUSTER_NETWORKS"
+	// EnvAdminShutdown enables POST /shutdown on the admin port
+	// (loopback only); off unless config.linkerd.io/proxy-admin-shutdown
+	// is enabled.
+	EnvAdminShutdown = "WEFT_PROXY_ADMIN_SHUTDOWN"
+	// EnvIngressMode is "true" when the pod is injected with
+	// linkerd.io/inject: ingress.
+	EnvIngressMode = "WEFT_PROXY_INGRESS_MODE"
+)
+
+// Default inbound policies the proxy understands.
+const (
+	PolicyAllUnauthenticated     = "all-unauthenticated"
+	PolicyAllAuthenticated       = "all-authenticated"
+	PolicyClusterAuthenticated   = "cluster-authenticated"
+	PolicyClusterUnauthenticated = "cluster-unauthenticated"
+	PolicyDeny                   = "deny"
+	PolicyAudit                  = "audit"
+)
+
+// Log formats of the proxy.
+const (
+	LogFormatPlain = "plain"
+	LogFormatJSON  = "json"
+)
+
+// Control-plane Services the proxy talks to, in the control-plane namespace.
+// The install rendering creates them with these names and ports.
+const (
+	ServiceIdentity    = "weft-identity-headless"
+	ServiceDestination = "weft-dst-headless"
+	ServicePolicy      = "weft-policy"
+	IdentityPort       = 8080
+	DestinationPort    = 8086
+	PolicyPort         = 8090
+)
