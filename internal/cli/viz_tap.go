@@ -12,7 +12,3 @@ func runVizTap(ctx context.Context, args []string, stdio IO) int {
 func runVizTop(ctx context.Context, args []string, stdio IO) int {
 	return vizFail(stdio, "top", errors.New("not built yet"), ExitFailure)
 }
-
-func runVizDashboard(ctx context.Context, args []string, stdio IO) int {
-	return vizFail(stdio, "dashboard", errors.New("not built yet"), ExitFailure)
-}

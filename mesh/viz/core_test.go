@@ -345,3 +345,15 @@ func TestTapLinesShowRequestResponseAndEnd(t *testing.T) {
 }
 
 func mustAddrPort(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+func TestTopBoundsItsRowsWhenClientsSendEndlessPaths(t *testing.T) {
+	top := viz.NewTop()
+	for i := 0; i < viz.MaxTopRows+50; i++ {
+		top.Add(viz.Event{Kind: viz.RequestInit, Stream: uint64(i), Method: "M" + fmtInt(i), Path: "/" + fmtInt(i)})
+		top.Add(viz.Event{Kind: viz.ResponseEnd, Stream: uint64(i)})
+	}
+	rows := top.Rows()
+	assert.Len(t, rows, viz.MaxTopRows+1)
+	assert.Equal(t, viz.OtherPath, rows[0].Path)
+	assert.Equal(t, 50, rows[0].Count)
+}

@@ -202,6 +202,14 @@ type Top struct {
 // MaxPending bounds the requests Top tracks before their end.
 const MaxPending = 10000
 
+// MaxTopRows bounds the rows of Top; requests past it are counted in one
+// row with path OtherPath (paths come from clients, who could otherwise
+// grow the table without limit).
+const MaxTopRows = 1000
+
+// OtherPath is the path of the row that collects paths past MaxTopRows.
+const OtherPath = "(other paths)"
+
 type topID struct {
 	proxy  string
 	base   uint32
@@ -252,6 +260,10 @@ func (t *Top) Add(e Event) {
 		delete(t.pending, id)
 		k := topRowKey{peerName(r.init.SourceMeta, r.init.Source), peerName(r.init.DestinationMeta, r.init.Destination), r.init.Method, r.init.Path}
 		row := t.rows[k]
+		if row == nil && len(t.rows) >= MaxTopRows {
+			k = topRowKey{src: "-", dst: "-", path: OtherPath}
+			row = t.rows[k]
+		}
 		lat := e.SinceRequest
 		if row == nil {
 			row = &TopRow{Source: k.src, Destination: k.dst, Method: k.method, Path: k.path, Best: lat, Worst: lat}
