@@ -357,3 +357,14 @@ func TestTopBoundsItsRowsWhenClientsSendEndlessPaths(t *testing.T) {
 	assert.Equal(t, viz.OtherPath, rows[0].Path)
 	assert.Equal(t, 50, rows[0].Count)
 }
+
+func TestIdentitiesFallBackToTheServiceAccountInTheNameWhenNoTargetHoldsIt(t *testing.T) {
+	ix := viz.NewIdentities([]viz.Target{
+		{Namespace: "shop", Pod: "web-0", WorkloadKind: "deployment", Workload: "web"},
+		{Namespace: "shop", Pod: "api-0", WorkloadKind: "deployment", Workload: "api", ServiceAccount: "backend"},
+	})
+	assert.Equal(t, "web", ix.ByIdentity(webID).Name, "a workload named like the service account")
+	assert.Equal(t, "api", ix.ByIdentity("backend.shop.serviceaccount.identity.weft.cluster.local").Name)
+	assert.Equal(t, viz.Workload{Kind: "identity", Name: "ghost.shop"}, ix.ByIdentity("ghost.shop.serviceaccount.identity.weft.cluster.local"))
+	assert.Equal(t, viz.Workload{Kind: "identity", Name: "spiffe://x"}, ix.ByIdentity("spiffe://x"))
+}

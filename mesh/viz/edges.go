@@ -2,6 +2,7 @@ package viz
 
 import (
 	"sort"
+	"strings"
 )
 
 // Workload names one workload: a namespace, a kind ("deployment", or
@@ -49,15 +50,16 @@ func (e Edge) Secured() bool { return e.ClientID != "" && e.ServerID != "" }
 // Identities maps mesh identities and pods to workloads, from the targets
 // a window covers.
 type Identities struct {
-	byID  map[string]Workload
-	byPod map[string]Workload
+	byID    map[string]Workload
+	byPod   map[string]Workload
+	targets []Target
 }
 
 // NewIdentities indexes targets. An identity shared by pods of several
 // workloads (one service account for two deployments) resolves to the
 // service account, as that is all mutual TLS can tell.
 func NewIdentities(ts []Target) *Identities {
-	ix := &Identities{byID: map[string]Workload{}, byPod: map[string]Workload{}}
+	ix := &Identities{byID: map[string]Workload{}, byPod: map[string]Workload{}, targets: ts}
 	shared := map[string]bool{}
 	for _, t := range ts {
 		w := Workload{Namespace: t.Namespace, Kind: t.WorkloadKind, Name: t.Workload}
@@ -79,13 +81,43 @@ func NewIdentities(ts []Target) *Identities {
 	return ix
 }
 
-// ByIdentity returns the workload holding identity id; an identity of no
-// known target comes back as kind "identity" with the short name.
+// ByIdentity returns the workload holding identity id. When no target
+// holds it (a Prometheus window knows the identities of servers only),
+// the service account and namespace in a Linkerd-style name
+// (SA.NS.serviceaccount.identity...) are matched with the targets'
+// service accounts, then with a workload of the same name, when exactly
+// one matches. Otherwise it comes back as kind "identity" with the short
+// name.
 func (ix *Identities) ByIdentity(id string) Workload {
 	if w, ok := ix.byID[id]; ok {
 		return w
 	}
-	return Workload{Kind: "identity", Name: ShortIdentity(id)}
+	short := ShortIdentity(id)
+	if sa, ns, ok := strings.Cut(short, "."); ok && short != id {
+		if w, ok := ix.unique(func(t Target) bool { return t.Namespace == ns && t.ServiceAccount == sa }); ok {
+			return w
+		}
+		if w, ok := ix.unique(func(t Target) bool { return t.Namespace == ns && t.Workload == sa }); ok {
+			return w
+		}
+	}
+	return Workload{Kind: "identity", Name: short}
+}
+
+func (ix *Identities) unique(match func(Target) bool) (Workload, bool) {
+	var found Workload
+	n := 0
+	for _, t := range ix.targets {
+		if !match(t) {
+			continue
+		}
+		w := ix.byPod[t.Key()]
+		if n == 0 || w != found {
+			n++
+			found = w
+		}
+	}
+	return found, n == 1
 }
 
 // Source returns the workload of the scraped pod a series came from.
