@@ -233,3 +233,5 @@ func reportUnreachable(w viz.Window, stdio IO) {
 		}
 	}
 }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
