@@ -211,6 +211,7 @@ func Header(st *local.State) string {
 	for _, p := range st.Plan.Pods {
 		fmt.Fprintf(&b, "  %-10s pod %-12s proxy inbound %s admin http://%s/metrics  identity %s\n", p.Workload, p.IP, p.Inbound, p.Admin, p.Identity)
 	}
+	fmt.Fprintf(&b, "observe it from another terminal: weft viz stat deploy -n demo --local %s (also edges, routes, authz, tap, top)\n", st.Dir)
 	for _, pol := range st.Plan.File.Policies {
 		fmt.Fprintf(&b, "policy: %s port %s allows only %s (mutual TLS); every other caller is denied\n", pol.Workload, pol.Port.String(), strings.Join(pol.Allow, ", "))
 	}
