@@ -36,6 +36,7 @@ type Proxy struct {
 	http        *httpRuntime
 
 	defaultState *portState
+	noPolicy     *portState // caches the series of requests to ports without a policy
 	forwardAddr  netip.Addr
 	serverTLS    *tls.Config
 	clientTLS    sync.Map // server identity -> *tls.Config
@@ -140,6 +141,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		outPolicies:  o.outPolicies,
 		profiles:     o.profiles,
 		defaultState: &portState{proto: authz.ToProto(def), srv: def},
+		noPolicy:     &portState{},
 		forwardAddr:  netip.MustParseAddr(cfg.InboundForwardHost),
 		serverTLS:    ServerTLSConfig(id, o.now),
 		dialer:       net.Dialer{Timeout: cfg.ConnectTimeout},
@@ -333,6 +335,7 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	}
 	p.http.pool.closeAll()
 	p.http.appH1.CloseIdle(true)
+	p.http.extH1.CloseIdle(true)
 	p.dests.closeAll()
 	p.pols.closeAll()
 	if admin != nil {
