@@ -206,6 +206,8 @@ func TestStatReportsGoldenMetricsOfWhatEachWorkloadServed(t *testing.T) {
 	au := viz.Stat(w, viz.Resource{Kind: viz.KindAuthority, Namespace: "shop"})
 	require.Len(t, au, 1)
 	assert.Equal(t, "api.shop.svc.cluster.local:8080", au[0].Name)
+	assert.Equal(t, 60.0, au[0].Requests(), "what web's proxy sent to the authority")
+	assert.InDelta(t, 40.0/60, au[0].SuccessRate(), 1e-9)
 
 	ns := viz.Stat(w, viz.Resource{Kind: viz.KindNamespace})
 	require.Len(t, ns, 1)

@@ -103,7 +103,8 @@ type statKey struct {
 // Stat computes the golden metrics of each resource of r's kind over w,
 // from the inbound side of the selected pods' proxies (what the workload
 // served, as `linkerd viz stat` shows; routes from the inbound route_*
-// series). Rows are sorted by namespace and name; a
+// series). Authorities come from the callers' side (the outbound
+// authority label), in the destination's namespace. Rows are sorted by namespace and name; a
 // selected workload or pod without traffic still gets a row.
 func Stat(w Window, r Resource) []StatRow {
 	rows := map[statKey]*StatRow{}
@@ -124,6 +125,19 @@ func Stat(w Window, r Resource) []StatRow {
 		return row
 	}
 	keyOf := func(l map[string]string) (statKey, bool) {
+		if r.Kind == KindAuthority {
+			// Authorities are what callers named (the outbound side's
+			// authority label; inbound series carry none, as in
+			// Linkerd), placed in the destination's namespace.
+			a, ns := l["authority"], l["dst_namespace"]
+			if ns == "" {
+				ns = l["namespace"]
+			}
+			if a == "" || (r.Name != "" && a != r.Name) || (r.Namespace != "" && ns != r.Namespace) {
+				return statKey{}, false
+			}
+			return statKey{ns: ns, name: a}, true
+		}
 		if !selected[l["namespace"]+"/"+l["pod"]] {
 			return statKey{}, false
 		}
@@ -135,12 +149,6 @@ func Stat(w Window, r Resource) []StatRow {
 		case KindWorkload:
 			kind, name := workloadOf(l, "")
 			return statKey{ns: l["namespace"], kind: kind, name: name}, name != ""
-		case KindAuthority:
-			a := l["authority"]
-			if r.Name != "" && a != r.Name {
-				return statKey{}, false
-			}
-			return statKey{ns: l["namespace"], name: a}, a != ""
 		case KindRoute:
 			rt := l["rt_route"]
 			if rt == "" {
@@ -173,8 +181,12 @@ func Stat(w Window, r Resource) []StatRow {
 	if r.Kind == KindRoute {
 		respName, latName = MetricRouteResp, MetricRouteLatency+"_bucket"
 	}
+	dir := "inbound"
+	if r.Kind == KindAuthority {
+		dir = "outbound"
+	}
 	for _, s := range w.Series {
-		if s.Labels["direction"] != "inbound" {
+		if s.Labels["direction"] != dir {
 			continue
 		}
 		switch s.Name {
