@@ -141,7 +141,7 @@ func TestDashboardInAHeadlessBrowserShowsTheDemoMeshLive(t *testing.T) {
 	assert.ElementsMatch(t, []string{frontend, backend, traffic, intruder}, v.Nodes)
 	assert.Contains(t, v.Denied, intruder+"->"+backend)
 	assert.Contains(t, v.Edges[intruder+"->"+backend], "denied")
-	assert.Contains(t, v.Edges[frontend+"->"+backend], "🔒", "the edge is mutual TLS")
+	assert.Contains(t, v.Edges[frontend+"->"+backend], "mTLS", "the edge is mutual TLS")
 	rows := strings.Join(v.EdgeRows, "\n")
 	assert.Contains(t, rows, "frontend.demo.serviceaccount.identity.weft.cluster.local", "the backend's proxy verified the frontend")
 	assert.Contains(t, rows, "backend.demo.serviceaccount.identity.weft.cluster.local", "the frontend's proxy verified the backend")

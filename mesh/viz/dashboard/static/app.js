@@ -84,15 +84,29 @@ function drawTopology(f) {
     const denied = e.denied > 0;
     const cls = denied && e.golden.requests === 0 ? "denied" : health(e.golden);
     const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x, y2 = b.y + b.h / 2;
-    const bend = (i % 3 - 1) * 14 + (denied ? 28 : 0);
-    const mx = (x1 + x2) / 2, my = (y1 + y2) / 2 + bend;
+    // Bend the curve around the boxes it would cross, so that every
+    // edge and its label stay visible and clickable.
+    const others = Object.entries(pos).filter(([id]) => id !== e.src && id !== e.dst).map(([, p]) => p);
+    const hits = (cx, cy) => {
+      for (let k = 1; k < 24; k++) {
+        const t = k / 24, x = (1 - t) * (1 - t) * x1 + 2 * (1 - t) * t * cx + t * t * x2, y = (1 - t) * (1 - t) * y1 + 2 * (1 - t) * t * cy + t * t * y2;
+        for (const o of others) if (x > o.x - 8 && x < o.x + o.w + 8 && y > o.y - 8 && y < o.y + o.h + 8) return true;
+      }
+      return false;
+    };
+    const base = (i % 3 - 1) * 14 + (denied ? 28 : 0);
+    let mx = (x1 + x2) / 2, my = (y1 + y2) / 2 + base;
+    for (const extra of [0, 100, -100, 170, -170, 240, -240]) {
+      if (!hits(mx, (y1 + y2) / 2 + base + extra)) { my = (y1 + y2) / 2 + base + extra; break; }
+    }
+    const lx = (x1 + 2 * mx + x2) / 4, ly = (y1 + 2 * my + y2) / 4;
     const key = e.src + "->" + e.dst;
     const path = el("svg:path", { d: `M${x1},${y1} Q${mx},${my} ${x2},${y2}`, class: "edge " + cls + (denied ? " denied" : ""),
       "marker-end": "url(#arrow-" + (denied ? "denied" : cls) + ")", "data-edge": key });
-    const lock = e.secured ? "🔒 " : "";
+    const lock = e.secured ? "mTLS · " : "";
     let label = lock + fmt.rps(e.golden.rps) + " · " + fmt.pct(e.golden.successRate);
-    if (denied) label = "⛔ denied " + Math.round(e.denied) + (e.deniedRps !== null && e.deniedRps !== undefined ? " (" + e.deniedRps.toFixed(1) + "/s)" : "") + (e.golden.requests > 0 ? " · " + label : "");
-    const text = el("svg:text", { x: mx, y: my - 4, "text-anchor": "middle", class: "edge-label" + (denied ? " denied" : ""), "data-edge-label": key, text: label });
+    if (denied) label = "✕ denied " + Math.round(e.denied) + (e.deniedRps !== null && e.deniedRps !== undefined ? " (" + e.deniedRps.toFixed(1) + "/s)" : "") + (e.golden.requests > 0 ? " · " + label : "");
+    const text = el("svg:text", { x: lx, y: ly - 5, "text-anchor": "middle", class: "edge-label" + (denied ? " denied" : ""), "data-edge-label": key, text: label });
     const title = "client " + (e.clientId || "-") + " → server " + (e.serverId || "-");
     path.appendChild(el("svg:title", { text: title }));
     text.appendChild(el("svg:title", { text: title }));
@@ -108,7 +122,7 @@ function drawTopology(f) {
     const g = el("svg:g", { class: "node" + (n.pods > 0 ? "" : " unscraped"), "data-node": n.id, transform: `translate(${p.x},${p.y})` });
     g.appendChild(el("svg:rect", { width: p.w, height: p.h, rx: 6 }));
     g.appendChild(el("svg:text", { x: 10, y: 18, text: n.name + (n.pods > 0 ? "  (" + n.meshed + "/" + n.pods + " meshed)" : "") }));
-    g.appendChild(el("svg:text", { x: 10, y: 34, class: "id", text: n.identity ? "🔒 " + fmt.short(n.identity) : n.namespace }));
+    g.appendChild(el("svg:text", { x: 10, y: 34, class: "id", text: n.identity ? "id " + fmt.short(n.identity) : n.namespace }));
     g.appendChild(el("svg:text", { x: 10, y: 52, class: "id", text: n.pods > 0 ? "in " + fmt.rps(n.golden.rps) + " · " + fmt.pct(n.golden.successRate) + " · p99 " + fmt.ms(n.golden.p99) : "" }));
     g.appendChild(el("svg:title", { text: n.identity || n.id }));
     parts.push(g);
@@ -134,7 +148,7 @@ async function explain(d) {
 
 // ---- charts ----
 
-function chart(points, key, lines, title, maxFixed) {
+function chart(points, key, lines, title, maxFixed, bare) {
   const W = 300, H = 90, pad = 4;
   const vals = [];
   for (const p of points) { const g = p.series[key]; for (const l of lines) if (g && g[l.field] !== null && g[l.field] !== undefined) vals.push(g[l.field] * (l.scale || 1)); }
@@ -151,7 +165,7 @@ function chart(points, key, lines, title, maxFixed) {
     });
     if (d) svg.appendChild(el("svg:path", { d: d, class: "line " + l.cls }));
   }
-  svg.appendChild(el("svg:text", { x: W - 4, y: 11, "text-anchor": "end", class: "label", text: title + " (max " + (maxFixed ? maxFixed * 100 + "%" : max.toFixed(1)) + ")" }));
+  if (!bare) svg.appendChild(el("svg:text", { x: W - 4, y: 11, "text-anchor": "end", class: "label", text: title + " (max " + (maxFixed ? maxFixed * 100 + "%" : max.toFixed(1)) + ")" }));
   return svg;
 }
 
@@ -169,7 +183,7 @@ function drawCharts(f) {
 }
 
 function spark(points, key) {
-  return chart(points, key, [{ field: "rps", cls: "rps" }], "rps");
+  return chart(points, key, [{ field: "rps", cls: "rps" }], "rps", 0, true);
 }
 
 // ---- tables ----
@@ -178,7 +192,7 @@ function drawTables(f) {
   const nodes = Object.fromEntries(f.nodes.map((n) => [n.id, n]));
   const name = (id) => (nodes[id] ? nodes[id].name : id);
   fillTable("edges", f.edges, (e) => el("tr", { class: e.denied > 0 ? "denied" : "", "data-edge-row": e.src + "->" + e.dst },
-    td(name(e.src)), td(name(e.dst)), td(e.clientId || "-"), td(e.serverId || "-"), td(e.secured ? "🔒 yes" : "no"),
+    td(name(e.src)), td(name(e.dst)), td(e.clientId || "-"), td(e.serverId || "-"), td(e.secured ? "yes, both sides" : "no"),
     td(fmt.rps(e.golden.rps), "num"), td(fmt.pct(e.golden.successRate), "num"), td(String(Math.round(e.denied)), "num")));
   fillTable("workloads", f.nodes.filter((n) => n.pods > 0), (n) => el("tr", {},
     td(n.id), td(n.identity || "-"), td(n.meshed + "/" + n.pods), td(fmt.rps(n.golden.rps), "num"), td(fmt.pct(n.golden.successRate), "num"),
@@ -221,7 +235,7 @@ function onTap(events) {
     const row = el("tr", { class: p.status >= 400 ? "denied" : "", "data-tap-row": "1" },
       td(new Date().toLocaleTimeString()), td(r.proxy + " (" + (r.direction === "inbound" ? "in" : "out") + ")"), td(peer(r.sourceMeta, r.source)),
       td(peer(r.destinationMeta, r.destination)), td(r.method), td(r.authority), td(r.path), td(p.status ? String(p.status) : "-", "num"),
-      td(fmt.ms((e.sinceRequestNs || 0) / 1e6), "num"), td(tls ? "🔒" : "no"));
+      td(fmt.ms((e.sinceRequestNs || 0) / 1e6), "num"), td(tls ? "yes" : "no"));
     body.insertBefore(row, body.firstChild);
   }
   while (body.children.length > MAX_TAP_ROWS) body.removeChild(body.lastChild);
