@@ -247,8 +247,9 @@ func TestVizCommandsAgreeWithTheDemosOwnCounters(t *testing.T) {
 	p.waitCounts(t, n+k, m)
 	testutil.Eventually(t, 30*time.Second, func() bool {
 		var now statJSON
-		vizJSON(t, &now, append([]string{"stat", "deploy/backend", "--since-start"}, local...)...)
-		return len(now.Rows) == 1 && now.Rows[0].Requests == n+k
+		vizJSON(t, &now, append([]string{"stat", "deploy", "--since-start"}, local...)...)
+		ix := now.byName()
+		return len(now.Rows) == 4 && now.Rows[ix["frontend"]].Requests == n+k && now.Rows[ix["backend"]].Requests == n+k
 	}, "the proxies to count the window's requests")
 	stop()
 	wg.Wait()
