@@ -132,6 +132,13 @@ func TestVizWithPrometheusAgreesWithTheDemosOwnCounters(t *testing.T) {
 	}, "the backend's proxy scraped after the last denial")
 	assert.Equal(t, "authorizationpolicy/backend-http-allow", az.Rows[0].Authorization)
 	assert.Equal(t, float64(n), az.Rows[0].Allowed)
+	// Now that the last denial was scraped, the denied edge counts it too.
+	vizJSON(t, &ed, append([]string{"edges", "--since-start"}, flags...)...)
+	for _, e := range ed.Edges {
+		if e.Src.Name == "intruder" && e.Dst.Name == "backend" {
+			assert.Equal(t, float64(c["intruder"].Denied), e.Denied)
+		}
+	}
 
 	// A window is increase() over it: traffic made inside it shows.
 	p.traffic.Allow(n)
