@@ -133,6 +133,19 @@
 // dropped, and at most 20,000 label sets are kept. No label is taken from
 // a raw Host, path or header.
 //
+// # Tap
+//
+// With Config.TapIdentities set, Run serves io.linkerd.proxy.tap.Tap on
+// Listeners.Tap (port 4190) over mutual TLS: only callers whose verified
+// identity is in the list may Observe. A tap's match (source, destination,
+// labels, route, scheme, method, authority, path) is compiled once; the
+// requests it takes are reported as request-init, response-init and
+// response-end events (latencies, status, gRPC status or reset code, body
+// bytes, headers when asked for). Requests pay one atomic load while no
+// tap is open; events reach a tap's stream through a bounded buffer and a
+// per-tap events-per-second budget, and are dropped and counted beyond
+// them (tap_events_dropped_total), never waited for.
+//
 // # Faults
 //
 // A destination whose watch breaks keeps its last endpoints and is watched

@@ -400,9 +400,10 @@ func forward1xx(ctx context.Context, w http.ResponseWriter) context.Context {
 // copyResponse writes resp to w: status, header (cleaned by fix), body
 // (flushed as it arrives when its length is unknown or it is gRPC) and
 // trailers. touch is called as bytes move. It returns the trailers
-// forwarded and the first error: errClientGone when writing to the client
-// failed, errUpstreamBody when reading the upstream body failed.
-func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Header), touch func()) (trailer http.Header, err error) {
+// forwarded, the body bytes written and the first error: errClientGone
+// when writing to the client failed, errUpstreamBody when reading the
+// upstream body failed.
+func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Header), touch func()) (trailer http.Header, written uint64, err error) {
 	h := w.Header()
 	for k := range h {
 		delete(h, k)
@@ -428,8 +429,9 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Head
 					touch()
 				}
 				if _, werr := w.Write((*buf)[:n]); werr != nil {
-					return nil, fmt.Errorf("%w: %w", errClientGone, werr)
+					return nil, written, fmt.Errorf("%w: %w", errClientGone, werr)
 				}
+				written += uint64(n)
 				if stream && flusher != nil {
 					flusher.Flush()
 				}
@@ -438,7 +440,7 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Head
 				break
 			}
 			if rerr != nil {
-				return nil, fmt.Errorf("%w: %w", errUpstreamBody, rerr)
+				return nil, written, fmt.Errorf("%w: %w", errUpstreamBody, rerr)
 			}
 		}
 	}
@@ -453,7 +455,7 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Head
 		}
 		trailer = tr
 	}
-	return trailer, nil
+	return trailer, written, nil
 }
 
 func bodyless(resp *http.Response) bool {

@@ -72,9 +72,16 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	series := p.inboundSeries(cache, info, &res, denyClass)
 	series.use(now)
 	series.authz.inc()
+	var tr *tapRequest // set when an open tap takes the request
+	if p.tap.on() {
+		tr = p.tapInbound(r, info, st, &res)
+		defer tr.responseEnd(0, -1, -1, nil) // ends an upgraded or aborted request; no-op once ended
+	}
 	if deny != nil {
 		p.log.Info("inbound request denied", "port", info.port, "reason", deny.class, "peer_id", info.peer.Identity, "method", r.Method)
 		writeProxyError(w, grpc, deny, true)
+		tr.responseInit(deny.status, w.Header(), info.h2)
+		tr.responseEnd(0, tapGRPCStatus(grpcStatusOf(grpc, deny)), -1, nil)
 		return
 	}
 	if res.Decision == authz.Audit {
@@ -88,6 +95,8 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		writeProxyError(w, grpc, e, false)
 		stats.head(e.status)
 		stats.done(e.status, grpcStatusOf(grpc, e), true, e.class)
+		tr.responseInit(e.status, w.Header(), info.h2)
+		tr.responseEnd(0, tapGRPCStatus(grpcStatusOf(grpc, e)), -1, nil)
 	}
 
 	// The request as the application sees it: the normalized path the
@@ -152,19 +161,22 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	gs := resp.Header.Get("Grpc-Status")
 	failure := resp.StatusCode >= 500 || (gs != "" && gs != "0")
 	stats.head(resp.StatusCode)
-	trailer, err := copyResponse(w, resp, h1.RemoveMeshHeaders, nil)
+	tr.responseInit(resp.StatusCode, resp.Header, info.h2)
+	trailer, n, err := copyResponse(w, resp, h1.RemoveMeshHeaders, nil)
 	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
 		gs = tgs
 		failure = failure || tgs != "0"
 	}
 	if err != nil {
 		stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
+		tr.responseEnd(n, -1, tapResetCode(err), nil)
 		if errors.Is(err, errUpstreamBody) {
 			abort()
 		}
 		return
 	}
 	stats.done(resp.StatusCode, gs, failure, "")
+	tr.responseEnd(n, tapGRPCStatus(gs), -1, trailer)
 }
 
 // grpcStatusOf is the grpc-status of an answer the proxy made itself

@@ -338,14 +338,26 @@ func (p *Proxy) serveOutbound(w http.ResponseWriter, r *http.Request, info *conn
 	})
 	var stats reqStats
 	stats.begin(svc.routeSeries(rt.Name), time.Now())
+	var tr *tapRequest                                // set when an open tap takes the request
+	defer func() { tr.responseEnd(0, -1, -1, nil) }() // ends an upgraded or aborted request; no-op once ended
+	tapped := false
+	tapStart := func(ep Endpoint) {
+		if !tapped && p.tap.on() {
+			tapped = true
+			tr = p.tapOutbound(r, info, rt.Name, &ep)
+		}
+	}
 	fail := func(e *proxyErr) {
 		p.m.http.errors.WithLabelValues(Outbound, svc.label, e.class).Inc()
+		tapStart(Endpoint{})
 		writeProxyError(w, grpc, e, false)
 		if stats.ep == nil {
 			stats.attempt(svc.localSeries())
 		}
 		stats.head(e.status)
 		stats.done(e.status, grpcStatusOf(grpc, e), true, e.class)
+		tr.responseInit(e.status, w.Header(), info.h2)
+		tr.responseEnd(0, tapGRPCStatus(grpcStatusOf(grpc, e)), -1, nil)
 	}
 
 	switch {
@@ -359,10 +371,13 @@ func (p *Proxy) serveOutbound(w http.ResponseWriter, r *http.Request, info *conn
 		loc := rt.Redirect.Location("http", hostOnly(r.Host), hostPort(r.Host), r.URL.Path, r.URL.RawQuery, rt.MatchedPrefix())
 		w.Header().Set("Location", loc)
 		w.Header().Set("Content-Length", "0")
+		tapStart(Endpoint{})
 		w.WriteHeader(rt.Redirect.Status)
 		stats.attempt(svc.localSeries())
 		stats.head(rt.Redirect.Status)
 		stats.done(rt.Redirect.Status, "", false, "")
+		tr.responseInit(rt.Redirect.Status, w.Header(), info.h2)
+		tr.responseEnd(0, -1, -1, nil)
 		return
 	case rt.Fail.Hit():
 		fail(faultErr(rt.Fail))
@@ -437,6 +452,7 @@ attempts:
 		}
 		tried = append(tried, h)
 		stats.attempt(be.seriesFor(svc, h))
+		tapStart(h.Value())
 
 		attemptBody := body
 		if rb != nil {
@@ -537,8 +553,9 @@ attempts:
 	gs := resp.Header.Get("Grpc-Status")
 	failure := route.Failure(rt.Classes, resp.StatusCode, gs)
 	stats.head(resp.StatusCode)
+	tr.responseInit(resp.StatusCode, resp.Header, info.h2)
 	meshed := handle.Value().Identity != ""
-	trailer, err := copyResponse(w, resp, func(h http.Header) {
+	trailer, n, err := copyResponse(w, resp, func(h http.Header) {
 		cleanResponseHeader(h, meshed)
 		rt.ResponseHeaders.Apply(h)
 	}, touch)
@@ -548,12 +565,14 @@ attempts:
 	}
 	if err != nil {
 		stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
+		tr.responseEnd(n, -1, tapResetCode(err), nil)
 		if errors.Is(err, errUpstreamBody) {
 			abort()
 		}
 		return
 	}
 	stats.done(resp.StatusCode, gs, failure, "")
+	tr.responseEnd(n, tapGRPCStatus(gs), -1, trailer)
 }
 
 // faultErr is the answer of a failure injector: its HTTP status, or its
@@ -784,7 +803,7 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 		}
 		defer resp.Body.Close()
 		w.Header().Set("Connection", "close")
-		_, cerr := copyResponse(w, resp, func(h http.Header) {
+		_, _, cerr := copyResponse(w, resp, func(h http.Header) {
 			cleanResponseHeader(h, meshed)
 			h.Set("Connection", "close")
 		}, nil)

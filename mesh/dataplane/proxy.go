@@ -29,6 +29,7 @@ type Proxy struct {
 	log      *slog.Logger
 	reg      *prometheus.Registry
 	m        *metrics
+	tap      *tapHub
 	now      func() time.Time
 
 	outPolicies OutboundPolicies
@@ -131,13 +132,19 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: registering metrics: %w", err)
 	}
+	hub := newTapHub(cfg.TapMaxTaps, cfg.TapMaxEventsPerSecond)
+	for _, c := range hub.collectors() {
+		if err := o.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("dataplane: registering metrics: %w", err)
+		}
+	}
 	def, err := defaultPolicy(cfg.DefaultInboundPolicy, cfg.ClusterNetworks)
 	if err != nil {
 		return nil, err
 	}
 	p := &Proxy{
 		cfg: cfg, id: id, resolver: resolver, policies: policies,
-		log: o.log, reg: o.reg, m: m, now: o.now,
+		log: o.log, reg: o.reg, m: m, tap: hub, now: o.now,
 		outPolicies:  o.outPolicies,
 		profiles:     o.profiles,
 		defaultState: &portState{proto: authz.ToProto(def), srv: def},
@@ -174,6 +181,9 @@ type Listeners struct {
 	Mapped []MappedListener
 	// Admin serves /live, /ready, /metrics and /shutdown.
 	Admin net.Listener
+	// Tap serves io.linkerd.proxy.tap over mutual TLS to the identities
+	// in Config.TapIdentities.
+	Tap net.Listener
 }
 
 // MappedListener is a static explicit-mode listener.
@@ -203,6 +213,9 @@ func Listen(ctx context.Context, cfg Config) (Listeners, error) {
 		open(cfg.ConnectAddr, &ls.Connect),
 		open(cfg.AdminAddr, &ls.Admin),
 	)
+	if len(cfg.TapIdentities) > 0 {
+		err = errors.Join(err, open(cfg.TapAddr, &ls.Tap))
+	}
 	for _, m := range cfg.Mappings {
 		var l net.Listener
 		if e := open(m.Listen, &l); e != nil {
@@ -220,7 +233,7 @@ func Listen(ctx context.Context, cfg Config) (Listeners, error) {
 
 // Close closes every listener.
 func (ls Listeners) Close() {
-	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect, ls.Admin} {
+	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect, ls.Admin, ls.Tap} {
 		if l != nil {
 			l.Close()
 		}
@@ -248,7 +261,7 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	p.stopMu.Unlock()
 
 	p.ownPorts = map[uint16]bool{}
-	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect} {
+	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect, ls.Tap} {
 		if l == nil {
 			continue
 		}
@@ -276,6 +289,17 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 		close(adminDone)
 	}
 
+	tapCtx, stopTap := context.WithCancel(runCtx)
+	tapDone := make(chan struct{})
+	if ls.Tap != nil {
+		go func() {
+			defer close(tapDone)
+			p.serveTap(tapCtx, ls.Tap)
+		}()
+	} else {
+		close(tapDone)
+	}
+
 	var accepting sync.WaitGroup
 	serve := func(l net.Listener, handle func(context.Context, net.Conn) bool) {
 		if l == nil {
@@ -299,8 +323,10 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 
 	<-runCtx.Done()
 
-	// Drain.
+	// Drain. Taps end at once: they observe traffic, they are not traffic.
 	p.draining.Store(true)
+	stopTap()
+	<-tapDone
 	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect} {
 		if l != nil {
 			l.Close()
