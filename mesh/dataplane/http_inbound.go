@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -40,6 +41,17 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	grpc := isGRPC(r)
 	portLabel := strconv.Itoa(int(info.port))
 	tls := tlsLabel(info.peer.TLS)
+
+	if r.Method == http.MethodConnect {
+		// CONNECT would turn the request into a tunnel past HTTP policy;
+		// the application is reached by plain requests only.
+		stats := p.m.http.request(Inbound, portLabel, "", info.peer.Identity, info.peer.TLS)
+		p.m.http.errors.WithLabelValues(Inbound, portLabel, "connect-refused").Inc()
+		writeProxyError(w, grpc, &proxyErr{http.StatusMethodNotAllowed, grpcUnimplemented, "connect-refused", "CONNECT is not forwarded to the application"}, false)
+		stats.head(true)
+		stats.done(http.StatusMethodNotAllowed, true)
+		return
+	}
 
 	target := r.RequestURI
 	if !strings.HasPrefix(target, "/") {
@@ -123,7 +135,15 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		return
 	}
 
-	req := outgoingRequest(forward1xx(r.Context(), w), r, hdr, r.Body, path, rawQuery)
+	// The body keeps its first error, and its trailers lose the mesh's
+	// headers as they arrive.
+	var body io.ReadCloser = r.Body
+	var cbody *clientBody
+	if body != nil && body != http.NoBody {
+		cbody = newClientBody(r, true)
+		body = cbody
+	}
+	req := outgoingRequest(forward1xx(r.Context(), w), r, hdr, body, path, rawQuery)
 	var resp *http.Response
 	if toH2 {
 		resp, err = p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false })
@@ -136,6 +156,8 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		switch {
 		case r.Context().Err() != nil:
 			fail(&proxyErr{499, grpcUnavailable, "client-gone", "the client went away"})
+		case cbody.failed() != nil:
+			fail(bodyFailure(cbody.failed()))
 		case errors.As(err, &de), errors.As(err, &he):
 			fail(&proxyErr{http.StatusBadGateway, grpcUnavailable, "app-unreachable", "the application is not reachable"})
 		default:

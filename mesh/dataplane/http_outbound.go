@@ -375,6 +375,11 @@ func (p *Proxy) serveOutbound(w http.ResponseWriter, r *http.Request, info *conn
 	}
 
 	var body io.ReadCloser = r.Body
+	var cbody *clientBody
+	if body != nil && body != http.NoBody {
+		cbody = newClientBody(r, false)
+		body = cbody
+	}
 	if rt.Timeouts.Idle > 0 && body != nil && body != http.NoBody {
 		body = &touchReader{ReadCloser: body, touch: touch}
 	}
@@ -472,6 +477,8 @@ attempts:
 			switch {
 			case r.Context().Err() != nil:
 				perr = &proxyErr{499, grpcUnavailable, "client-gone", "the client went away"}
+			case cbody.failed() != nil:
+				perr = bodyFailure(cbody.failed())
 			case errors.Is(context.Cause(ctx), errIdleTimeout):
 				perr = &proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "idle-timeout", "nothing moved within " + rt.Timeouts.Idle.String()}
 			case ctx.Err() != nil:
@@ -484,7 +491,8 @@ attempts:
 			default:
 				perr = &proxyErr{http.StatusBadGateway, grpcUnavailable, "upstream", err.Error()}
 			}
-			endpointFault := perr.class != "client-gone" && perr.class != "request-timeout" && perr.class != "idle-timeout"
+			endpointFault := perr.class != "client-gone" && perr.class != "request-timeout" && perr.class != "idle-timeout" &&
+				perr.class != classRequestBody
 			h.Done(!endpointFault)
 			if endpointFault && p.mayRetry(rt, r, rb, retries, budget, svc, reason) {
 				retries++

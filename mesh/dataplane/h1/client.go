@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -142,6 +143,20 @@ func (e *DialError) Error() string { return e.Err.Error() }
 // Unwrap returns the dial error.
 func (e *DialError) Unwrap() error { return e.Err }
 
+// RequestBodyError is returned by RoundTrip when reading the request body
+// failed: the side that sends the body went away or sent a malformed one
+// (for a body read by a Server, StatusOf gives the status to answer, 0
+// when the client went away). The exchange ends at once: the upstream
+// connection is closed, never reused, and whatever the upstream answered
+// is discarded.
+type RequestBodyError struct{ Err error }
+
+// Error describes the failed read.
+func (e *RequestBodyError) Error() string { return "h1: reading the request body: " + e.Err.Error() }
+
+// Unwrap returns the read error.
+func (e *RequestBodyError) Unwrap() error { return e.Err }
+
 // syncBodyLimit is the largest body of known length written on the
 // caller's goroutine before the response is read.
 const syncBodyLimit = 64 << 10
@@ -208,6 +223,7 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 	// The body: small known lengths inline, the rest concurrently so that
 	// an early answer (413, a streaming response) can be read.
 	var bodyDone chan error
+	var bodyErr atomic.Pointer[RequestBodyError]
 	switch {
 	case noBody:
 		if err := cc.bw.Flush(); err != nil {
@@ -218,8 +234,19 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 			return fail(err)
 		}
 	default:
+		// A body that fails to arrive (the client went away, or sent a
+		// malformed chunk) ends the exchange at once: the upstream would
+		// otherwise wait for the rest of it, and this side for its answer.
 		bodyDone = make(chan error, 1)
-		go func() { bodyDone <- writeBody(cc.bw, req, chunked) }()
+		go func() {
+			err := writeBody(cc.bw, req, chunked)
+			var be *RequestBodyError
+			if errors.As(err, &be) {
+				bodyErr.Store(be)
+				cc.c.Close()
+			}
+			bodyDone <- err
+		}()
 	}
 
 	trace := httptrace.ContextClientTrace(ctx)
@@ -227,6 +254,9 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 	for informational := 0; ; informational++ {
 		r, err := readResponse(cc.br, req, cl.Limits)
 		if err != nil {
+			if be := bodyErr.Load(); be != nil {
+				return fail(be)
+			}
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 				err = fmt.Errorf("%w: %w", errStale, err)
 			}
@@ -292,9 +322,13 @@ func writeHead(bw *bufio.Writer, req *http.Request, noBody, chunked bool) error 
 		if len(req.Trailer) > 0 {
 			names := make([]string, 0, len(req.Trailer))
 			for k := range req.Trailer {
-				names = append(names, k)
+				if !IsMeshHeader(k) && ValidName(k) && !forbiddenTrailer(k) {
+					names = append(names, k)
+				}
 			}
-			bw.WriteString("Trailer: " + strings.Join(names, ", ") + "\r\n")
+			if len(names) > 0 {
+				bw.WriteString("Trailer: " + strings.Join(names, ", ") + "\r\n")
+			}
 		}
 	case !noBody:
 		bw.WriteString("Content-Length: " + strconv.FormatInt(req.ContentLength, 10) + "\r\n")
@@ -316,16 +350,16 @@ func writeBody(bw *bufio.Writer, req *http.Request, chunked bool) error {
 	for {
 		n, rerr := req.Body.Read(buf)
 		if n > 0 {
+			if !chunked && written+int64(n) > req.ContentLength {
+				return &RequestBodyError{errors.New("h1: request body longer than its Content-Length")}
+			}
 			if chunked {
 				bw.WriteString(strconv.FormatInt(int64(n), 16))
 				bw.WriteString("\r\n")
 				bw.Write(buf[:n])
 				bw.WriteString("\r\n")
-			} else {
-				if written+int64(n) > req.ContentLength {
-					return errors.New("h1: request body longer than its Content-Length")
-				}
-				bw.Write(buf[:n])
+			} else if _, err := bw.Write(buf[:n]); err != nil {
+				return err
 			}
 			written += int64(n)
 			if chunked {
@@ -338,21 +372,21 @@ func writeBody(bw *bufio.Writer, req *http.Request, chunked bool) error {
 			break
 		}
 		if rerr != nil {
-			return rerr
+			return &RequestBodyError{rerr}
 		}
 	}
 	if chunked {
 		bw.WriteString("0\r\n")
 		for k, vs := range req.Trailer {
 			for _, v := range vs {
-				if ValidHeader(k, v) && !forbiddenTrailer(k) {
+				if ValidHeader(k, v) && !forbiddenTrailer(k) && !IsMeshHeader(k) {
 					bw.WriteString(k + ": " + v + "\r\n")
 				}
 			}
 		}
 		bw.WriteString("\r\n")
 	} else if written != req.ContentLength {
-		return errors.New("h1: request body shorter than its Content-Length")
+		return &RequestBodyError{io.ErrUnexpectedEOF}
 	}
 	return bw.Flush()
 }
