@@ -222,30 +222,29 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 	}
 	// The body: small known lengths inline, the rest concurrently so that
 	// an early answer (413, a streaming response) can be read.
-	var bodyDone chan error
-	var bodyErr atomic.Pointer[RequestBodyError]
+	var async *bodyWriter
 	switch {
 	case noBody:
 		if err := cc.bw.Flush(); err != nil {
 			return fail(fmt.Errorf("%w: %w", errStale, err))
 		}
 	case !chunked && req.ContentLength <= syncBodyLimit:
-		if err := writeBody(cc.bw, req, false); err != nil {
+		if err := writeBody(cc.bw, req, false, nil); err != nil {
 			return fail(err)
 		}
 	default:
 		// A body that fails to arrive (the client went away, or sent a
 		// malformed chunk) ends the exchange at once: the upstream would
 		// otherwise wait for the rest of it, and this side for its answer.
-		bodyDone = make(chan error, 1)
+		async = &bodyWriter{cl: cl, cc: cc, finished: make(chan struct{})}
 		go func() {
-			err := writeBody(cc.bw, req, chunked)
+			err := writeBody(cc.bw, req, chunked, func() { async.eof.Store(true) })
 			var be *RequestBodyError
 			if errors.As(err, &be) {
-				bodyErr.Store(be)
+				async.failed.Store(be)
 				cc.c.Close()
 			}
-			bodyDone <- err
+			async.written(err)
 		}()
 	}
 
@@ -254,7 +253,7 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 	for informational := 0; ; informational++ {
 		r, err := readResponse(cc.br, req, cl.Limits)
 		if err != nil {
-			if be := bodyErr.Load(); be != nil {
+			if be := async.failure(); be != nil {
 				return fail(be)
 			}
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -275,7 +274,7 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 			}
 		}
 	}
-	body, err := newClientBody(cl, cc, req, resp, stop, bodyDone)
+	body, err := newClientBody(cl, cc, req, resp, stop, async)
 	if err != nil {
 		return fail(err)
 	}
@@ -342,7 +341,8 @@ func writeHead(bw *bufio.Writer, req *http.Request, noBody, chunked bool) error 
 var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
 // writeBody copies the request body, chunked when asked, and flushes.
-func writeBody(bw *bufio.Writer, req *http.Request, chunked bool) error {
+// eof, when set, is called once the whole body was read.
+func writeBody(bw *bufio.Writer, req *http.Request, chunked bool, eof func()) error {
 	bp := bodyBufs.Get().(*[]byte)
 	defer bodyBufs.Put(bp)
 	buf := *bp
@@ -374,6 +374,9 @@ func writeBody(bw *bufio.Writer, req *http.Request, chunked bool) error {
 		if rerr != nil {
 			return &RequestBodyError{rerr}
 		}
+	}
+	if eof != nil {
+		eof()
 	}
 	if chunked {
 		bw.WriteString("0\r\n")
@@ -475,13 +478,13 @@ type clientBody struct {
 	resp     *http.Response
 	reusable bool
 	stop     func() bool
-	bodyDone chan error
+	async    *bodyWriter // the request body's writer, when it runs on its own
 	mu       sync.Mutex
 	done     bool
 }
 
-func newClientBody(cl *Client, cc *clientConn, req *http.Request, resp *http.Response, stop func() bool, bodyDone chan error) (io.ReadCloser, error) {
-	b := &clientBody{cl: cl, cc: cc, resp: resp, stop: stop, bodyDone: bodyDone}
+func newClientBody(cl *Client, cc *clientConn, req *http.Request, resp *http.Response, stop func() bool, async *bodyWriter) (io.ReadCloser, error) {
+	b := &clientBody{cl: cl, cc: cc, resp: resp, stop: stop, async: async}
 	h := resp.Header
 	te, cls := h["Transfer-Encoding"], h["Content-Length"]
 	closeAsked := req.Close || resp.ProtoMinor == 0
@@ -635,21 +638,97 @@ func (b *clientBody) finish(complete bool) {
 	b.mu.Unlock()
 	stopped := b.stop()
 	reuse := complete && b.reusable && stopped
-	if b.bodyDone != nil {
-		select {
-		case err := <-b.bodyDone:
-			reuse = reuse && err == nil
-		default:
-			// The request body is still being written: the connection
-			// cannot carry another exchange.
-			reuse = false
-		}
+	if b.async != nil {
+		b.async.responded(reuse)
+		return
 	}
 	if reuse {
 		b.cl.put(b.cc)
 		return
 	}
 	b.cc.c.Close()
+}
+
+// bodyWriter is a request body written on a goroutine of its own while
+// the response is read. The connection goes back to the pool only when
+// both ended cleanly, whichever ends last deciding.
+type bodyWriter struct {
+	cl       *Client
+	cc       *clientConn
+	failed   atomic.Pointer[RequestBodyError]
+	eof      atomic.Bool   // the whole body was read from its source
+	finished chan struct{} // closed when writing ended
+
+	mu        sync.Mutex
+	writeDone bool
+	writeErr  error
+	respDone  bool
+	respReuse bool
+	settled   bool
+}
+
+// lastChunkWait bounds how long a response that ended cleanly waits for
+// the end of a body already read whole to be written (a few bytes the
+// upstream, which has answered, reads at once); past it the connection is
+// closed instead of reused.
+const lastChunkWait = time.Second
+
+// failure returns the request body's read error, if reading it failed.
+func (w *bodyWriter) failure() *RequestBodyError {
+	if w == nil {
+		return nil
+	}
+	return w.failed.Load()
+}
+
+// written records the end of the body.
+func (w *bodyWriter) written(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writeDone, w.writeErr = true, err
+	close(w.finished)
+	if w.respDone {
+		w.settle(w.respReuse && err == nil)
+	}
+}
+
+// responded records the end of the response and whether it leaves the
+// connection reusable. When only the end of the body remains to be
+// written, it waits for it, so that the next request finds the connection
+// in the pool.
+func (w *bodyWriter) responded(reuse bool) {
+	if reuse && w.eof.Load() {
+		select {
+		case <-w.finished:
+		default:
+			_ = w.cc.c.SetWriteDeadline(time.Now().Add(lastChunkWait))
+			<-w.finished
+			_ = w.cc.c.SetWriteDeadline(time.Time{})
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.respDone, w.respReuse = true, reuse
+	switch {
+	case w.writeDone:
+		w.settle(reuse && w.writeErr == nil)
+	case !reuse:
+		// The writer, still running, fails on the closed connection.
+		w.settle(false)
+	}
+	// Otherwise the writer, still reading the body, decides when it ends.
+}
+
+func (w *bodyWriter) settle(reuse bool) {
+	if w.settled {
+		return
+	}
+	w.settled = true
+	if reuse {
+		w.cl.put(w.cc)
+		return
+	}
+	w.cc.c.Close()
 }
 
 // Close ends the body; unread bytes make the connection unusable.
