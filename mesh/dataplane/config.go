@@ -70,7 +70,10 @@ type Config struct {
 	H2ResetBudget          int           // WEFT_PROXY_HTTP2_RESET_BUDGET, 100: premature stream resets a connection may cause before the ratio check closes it
 
 	// Admin.
-	AdminShutdown bool // WEFT_PROXY_ADMIN_SHUTDOWN: enable POST /shutdown from loopback
+	AdminShutdown       bool          // WEFT_PROXY_ADMIN_SHUTDOWN: enable POST /shutdown from loopback
+	AdminHeaderTimeout  time.Duration // WEFT_PROXY_ADMIN_HEADER_TIMEOUT, 5s: reading one admin request
+	AdminIdleTimeout    time.Duration // WEFT_PROXY_ADMIN_IDLE_TIMEOUT, 30s: an idle keep-alive admin connection
+	AdminMaxConnections int           // WEFT_PROXY_ADMIN_MAX_CONNECTIONS, 100: admin connections open at once
 
 	// Logging.
 	LogLevel  string // WEFT_PROXY_LOG_LEVEL, info ("warn,linkerd=info" style accepted)
@@ -105,6 +108,9 @@ func DefaultConfig() Config {
 		H2StreamWindow:         1 << 20,
 		H2ConnectionWindow:     4 << 20,
 		H2ResetBudget:          100,
+		AdminHeaderTimeout:     5 * time.Second,
+		AdminIdleTimeout:       30 * time.Second,
+		AdminMaxConnections:    100,
 		LogLevel:               "info",
 		LogFormat:              "plain",
 	}
@@ -155,7 +161,10 @@ func Settings() []Setting {
 		{"WEFT_PROXY_HTTP2_STREAM_WINDOW", "1048576", "HTTP/2 receive window per stream, bytes"},
 		{"WEFT_PROXY_HTTP2_CONNECTION_WINDOW", "4194304", "HTTP/2 receive window per connection, bytes"},
 		{"WEFT_PROXY_HTTP2_RESET_BUDGET", "100", "premature stream resets (sent or received, of streams under a second old) an HTTP/2 connection may see before it is closed when at least half its streams were reset so"},
-		{"WEFT_PROXY_ADMIN_SHUTDOWN", "false", "enable POST /shutdown on the admin server (loopback clients only)"},
+		{"WEFT_PROXY_ADMIN_SHUTDOWN", "false", "enable POST /shutdown on the admin server (loopback clients that reach it directly only)"},
+		{"WEFT_PROXY_ADMIN_HEADER_TIMEOUT", "5s", "how long an admin client may take to send a whole request"},
+		{"WEFT_PROXY_ADMIN_IDLE_TIMEOUT", "30s", "how long an admin keep-alive connection may stay idle"},
+		{"WEFT_PROXY_ADMIN_MAX_CONNECTIONS", "100", "admin connections open at once; more are closed at once"},
 		{"WEFT_PROXY_LOG_LEVEL", "info", "trace, debug, info, warn, error or off; Linkerd's 'warn,linkerd=info' form is accepted (its first bare level counts)"},
 		{"WEFT_PROXY_LOG_FORMAT", "plain", "plain or json"},
 	}
@@ -304,6 +313,8 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	duration("WEFT_PROXY_SHUTDOWN_GRACE_PERIOD", &cfg.ShutdownGracePeriod, true)
 	duration("WEFT_PROXY_HTTP_IDLE_TIMEOUT", &cfg.HTTPIdleTimeout, false)
 	duration("WEFT_PROXY_HTTP_HEADER_TIMEOUT", &cfg.HTTPHeaderTimeout, false)
+	duration("WEFT_PROXY_ADMIN_HEADER_TIMEOUT", &cfg.AdminHeaderTimeout, false)
+	duration("WEFT_PROXY_ADMIN_IDLE_TIMEOUT", &cfg.AdminIdleTimeout, false)
 	integer := func(name string, lo, hi int64, set func(int64)) {
 		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -319,6 +330,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	integer("WEFT_PROXY_HTTP2_STREAM_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2StreamWindow = int32(n) })
 	integer("WEFT_PROXY_HTTP2_CONNECTION_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2ConnectionWindow = int32(n) })
 	integer("WEFT_PROXY_HTTP2_RESET_BUDGET", 1, 1<<20, func(n int64) { cfg.H2ResetBudget = int(n) })
+	integer("WEFT_PROXY_ADMIN_MAX_CONNECTIONS", 1, 100000, func(n int64) { cfg.AdminMaxConnections = int(n) })
 	if v, ok := lookup("WEFT_PROXY_ADMIN_SHUTDOWN"); ok && strings.TrimSpace(v) != "" {
 		b, err := strconv.ParseBool(strings.TrimSpace(v))
 		if err != nil {
@@ -374,11 +386,14 @@ func (c Config) Validate() error {
 		seen[m.Listen] = "mapping"
 	}
 	if c.DetectTimeout <= 0 || c.ConnectTimeout <= 0 || c.ResolveTimeout <= 0 || c.PolicyTimeout <= 0 || c.ShutdownGracePeriod < 0 ||
-		c.HTTPIdleTimeout <= 0 || c.HTTPHeaderTimeout <= 0 {
+		c.HTTPIdleTimeout <= 0 || c.HTTPHeaderTimeout <= 0 || c.AdminHeaderTimeout <= 0 || c.AdminIdleTimeout <= 0 {
 		errs = append(errs, errors.New("dataplane: timeouts must be positive"))
 	}
 	if c.HTTPMaxHeaderBytes < 4096 || c.H2MaxConcurrentStreams == 0 || c.H2StreamWindow < 65535 || c.H2ConnectionWindow < 65535 || c.H2ResetBudget <= 0 {
 		errs = append(errs, errors.New("dataplane: HTTP limits must be set (header bytes at least 4096, streams at least 1, windows at least 65535, reset budget at least 1)"))
+	}
+	if c.AdminMaxConnections <= 0 {
+		errs = append(errs, errors.New("dataplane: the admin connection cap must be at least 1"))
 	}
 	if _, err := defaultPolicy(c.DefaultInboundPolicy, c.ClusterNetworks); err != nil {
 		errs = append(errs, fmt.Errorf("dataplane: default inbound policy: %w", err))

@@ -158,7 +158,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
 			dctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 			defer cancel()
-			return p.dialer.DialContext(dctx, "tcp", addr)
+			return p.dialTracked(dctx, addr)
 		},
 		MaxIdlePerAddr: 256,
 		IdleTimeout:    90 * time.Second,

@@ -130,7 +130,7 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 
 	if upgrade {
 		p.forwardUpgrade(r.Context(), w, r, hdr, up, func(ctx context.Context) (net.Conn, error) {
-			return p.dialer.DialContext(ctx, "tcp", app.String())
+			return p.dialTracked(ctx, app.String())
 		}, stats, nil, false)
 		return
 	}

@@ -701,7 +701,7 @@ func (p *Proxy) outboundUpgrade(ctx context.Context, w http.ResponseWriter, r *h
 		}
 		dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 		defer cancel()
-		return p.dialer.DialContext(dctx, "tcp", ep.Addr.String())
+		return p.dialTracked(dctx, ep.Addr.String())
 	}, stats, h, ep.Identity != "")
 }
 

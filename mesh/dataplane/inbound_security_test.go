@@ -102,7 +102,7 @@ func TestATransportHeaderFromAClientWithoutACertificateIsRefused(t *testing.T) {
 	pols := dataplane.NewMemoryPolicies()
 	pols.Set(uint32(app.port()), openServerWithRoutes(authz.ProtocolDetect))
 	in := testutil.Listen(t)
-	startProxy(t, testConfig(), pk.identity(t, idB), nil, pols, dataplane.Listeners{Inbound: in})
+	r := startProxy(t, testConfig(), pk.identity(t, idB), nil, pols, dataplane.Listeners{Inbound: in})
 
 	for _, proto := range []transport.Protocol{transport.Opaque, transport.HTTP1, transport.HTTP2} {
 		t.Run(proto.String(), func(t *testing.T) {
@@ -114,6 +114,7 @@ func TestATransportHeaderFromAClientWithoutACertificateIsRefused(t *testing.T) {
 			assert.Zero(t, app.accepted.Load(), "nothing reached the application")
 		})
 	}
+	assert.Equal(t, float64(3), r.metric(t, "tcp_refused_total", `direction="inbound"`, `reason="no-client-identity"`))
 }
 
 func TestMalformedRequestLinesGetAnHTTPErrorNeverATCPForward(t *testing.T) {
@@ -154,7 +155,7 @@ func TestMalformedRequestLinesGetAnHTTPErrorNeverATCPForward(t *testing.T) {
 func TestNonHTTPBytesOnAnHTTPPortAreRefusedNotForwarded(t *testing.T) {
 	// A port whose Server says HTTP/1 is never downgraded to opaque.
 	app := startHTTPApp(t)
-	_, addr := plainInbound(t, openServerWithRoutes(authz.ProtocolHTTP1), app)
+	r, addr := plainInbound(t, openServerWithRoutes(authz.ProtocolHTTP1), app)
 	for name, raw := range map[string]string{
 		"binary": "\x00\x01\x02\x03 not http at all",
 		"tls":    "\x16\x03\x01\x00\x05hello",
@@ -170,6 +171,7 @@ func TestNonHTTPBytesOnAnHTTPPortAreRefusedNotForwarded(t *testing.T) {
 			assert.Zero(t, app.accepted.Load(), "nothing reached the application")
 		})
 	}
+	assert.Equal(t, float64(2), r.metric(t, "tcp_refused_total", `direction="inbound"`, `reason="not-http"`))
 }
 
 // readUntilClosed reads c in the background and reports when the proxy
@@ -185,9 +187,14 @@ func readUntilClosed(c net.Conn) *atomic.Bool {
 
 func TestARequestLineIncompleteAtTheDetectTimeoutIsNotForwarded(t *testing.T) {
 	// Defect 1, third way in: the request line is still incomplete when
-	// the detection timeout fires.
+	// the detection timeout fires. "GET /" is already HTTP to detection:
+	// the HTTP server waits for the rest (its header timeout, here 500ms)
+	// and closes. A shorter start, or the beginning of the HTTP/2
+	// preface, is refused at the detect timeout (300ms).
 	app := startHTTPApp(t)
-	_, addr := plainInbound(t, openServerWithRoutes(authz.ProtocolDetect), app)
+	cfg := testConfig()
+	cfg.HTTPHeaderTimeout = 500 * time.Millisecond
+	r, addr := plainInboundWith(t, cfg, openServerWithRoutes(authz.ProtocolDetect), app)
 	for _, partial := range []string{"GET /unrouted HTTP/1.", "G", "PRI * HTTP/2.0\r\n"} {
 		t.Run(partial, func(t *testing.T) {
 			c, err := net.DialTimeout("tcp", addr, 2*time.Second)
@@ -210,6 +217,7 @@ func TestARequestLineIncompleteAtTheDetectTimeoutIsNotForwarded(t *testing.T) {
 			assert.Zero(t, app.requests.Load())
 		})
 	}
+	assert.Equal(t, float64(2), r.metric(t, "tcp_refused_total", `direction="inbound"`, `reason="incomplete-request"`))
 }
 
 func TestConnectAtTheInboundGets405(t *testing.T) {
@@ -253,6 +261,7 @@ func TestTheInboundNeverForwardsToTheProxysOwnListeners(t *testing.T) {
 		t.Fatal("the proxy stopped")
 	default:
 	}
+	assert.Equal(t, float64(6), r.metric(t, "tcp_refused_total", `direction="inbound"`, `reason="own-port"`))
 }
 
 func TestShutdownAnswersOnlyClientsThatReachedTheAdminServerDirectly(t *testing.T) {
@@ -322,10 +331,11 @@ func TestSilentConnectionsAreClosedAtTheDetectTimeoutNotDialled(t *testing.T) {
 		}
 		wait()
 		assert.LessOrEqual(t, hp.inB.accepted.Load()-before, int32(1), "only the real requests' pooled connection was dialled")
+		assert.Equal(t, float64(silent), hp.a.metric(t, "tcp_refused_total", `direction="outbound"`, `reason="silent"`))
 	})
 	t.Run("inbound", func(t *testing.T) {
 		app := startHTTPApp(t)
-		_, addr := plainInbound(t, allowAll(t), app)
+		r, addr := plainInbound(t, allowAll(t), app)
 		wait := openSilent(t, addr, silent)
 		for i := 0; i < 5; i++ {
 			resp, _ := rawExchange(t, addr, "GET / HTTP/1.1\r\nHost: web\r\n\r\n")
@@ -333,5 +343,6 @@ func TestSilentConnectionsAreClosedAtTheDetectTimeoutNotDialled(t *testing.T) {
 		}
 		wait()
 		assert.LessOrEqual(t, app.accepted.Load(), int32(5), "only the real requests reached the application")
+		assert.Equal(t, float64(silent), r.metric(t, "tcp_refused_total", `direction="inbound"`, `reason="silent"`))
 	})
 }

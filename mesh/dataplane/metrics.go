@@ -21,6 +21,7 @@ type metrics struct {
 	openConns          *prometheus.GaugeVec
 	readBytes, written *prometheus.CounterVec
 	allow, deny        *prometheus.CounterVec
+	refused            *prometheus.CounterVec
 	policyRefused      prometheus.Counter
 	http               *httpMetrics
 }
@@ -51,6 +52,10 @@ func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*
 			Name: "inbound_tcp_authz_deny_total", Help: "Inbound connections denied, by target port, peer identity and mesh TLS.",
 		}, []string{"target_port", "peer_id", "tls"}),
 	}
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tcp_refused_total",
+		Help: "Connections refused before any policy applied, by direction (inbound, outbound, admin) and reason (a fixed set).",
+	}, []string{"direction", "reason"})
 	expiry := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "identity_cert_expiration_timestamp_seconds",
 		Help: "Unix time at which the proxy's current certificate expires (0 without one).",
@@ -65,7 +70,7 @@ func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*
 		Name: "inbound_policy_refused_total", Help: "Inbound policy updates refused because the evaluator could not fully read them.",
 	})
 	m.http = newHTTPMetrics()
-	cs := []prometheus.Collector{m.open, m.close, m.openConns, m.readBytes, m.written, m.allow, m.deny, expiry, m.policyRefused}
+	cs := []prometheus.Collector{m.open, m.close, m.openConns, m.readBytes, m.written, m.allow, m.deny, m.refused, expiry, m.policyRefused}
 	for _, c := range append(cs, m.http.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -116,4 +121,10 @@ func (m *metrics) authz(port uint16, allowed bool, name, peer string, tls bool) 
 	} else {
 		m.deny.WithLabelValues(p, peer, tlsLabel(tls)).Inc()
 	}
+}
+
+// refuse counts a connection refused for reason (one of the refuse*
+// constants, so the label stays bounded).
+func (m *metrics) refuse(direction, reason string) {
+	m.refused.WithLabelValues(direction, reason).Inc()
 }
