@@ -86,7 +86,10 @@ type running struct {
 
 func testConfig() dataplane.Config {
 	cfg := dataplane.DefaultConfig()
-	cfg.DetectTimeout = 300 * time.Millisecond
+	// Generous: a client that has bytes to send sends them at once, but a
+	// busy machine may delay it, and a client silent until the timeout is
+	// refused. Tests of the timeout itself set a shorter one.
+	cfg.DetectTimeout = 5 * time.Second
 	cfg.ShutdownGracePeriod = 2 * time.Second
 	return cfg
 }

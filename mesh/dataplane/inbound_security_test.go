@@ -190,9 +190,10 @@ func TestARequestLineIncompleteAtTheDetectTimeoutIsNotForwarded(t *testing.T) {
 	// the detection timeout fires. "GET /" is already HTTP to detection:
 	// the HTTP server waits for the rest (its header timeout, here 500ms)
 	// and closes. A shorter start, or the beginning of the HTTP/2
-	// preface, is refused at the detect timeout (300ms).
+	// preface, is refused at the detect timeout (here 1s).
 	app := startHTTPApp(t)
 	cfg := testConfig()
+	cfg.DetectTimeout = time.Second
 	cfg.HTTPHeaderTimeout = 500 * time.Millisecond
 	r, addr := plainInboundWith(t, cfg, openServerWithRoutes(authz.ProtocolDetect), app)
 	for _, partial := range []string{"GET /unrouted HTTP/1.", "G", "PRI * HTTP/2.0\r\n"} {
@@ -204,7 +205,7 @@ func TestARequestLineIncompleteAtTheDetectTimeoutIsNotForwarded(t *testing.T) {
 			_, err = io.WriteString(c, partial)
 			require.NoError(t, err)
 			closed := readUntilClosed(c)
-			// Whichever comes first after the 300ms detect timeout: the
+			// Whichever comes first after the detect timeout: the
 			// proxy closes the connection, or it dials the application.
 			testutil.Eventually(t, 10*time.Second, func() bool {
 				return closed.Load() || app.accepted.Load() > 0
@@ -320,8 +321,9 @@ func TestSilentConnectionsAreClosedAtTheDetectTimeoutNotDialled(t *testing.T) {
 	// nothing is closed. Counted by dials (accepted connections), not by
 	// latency.
 	const silent = 100
+	short := func(c *dataplane.Config) { c.DetectTimeout = time.Second }
 	t.Run("outbound", func(t *testing.T) {
-		hp := startHTTPPair(t, httpPairOptions{})
+		hp := startHTTPPair(t, httpPairOptions{cfgA: short, cfgB: short})
 		before := hp.inB.accepted.Load()
 		wait := openSilent(t, hp.clientAddr, silent)
 		c := h1Client()
@@ -335,7 +337,9 @@ func TestSilentConnectionsAreClosedAtTheDetectTimeoutNotDialled(t *testing.T) {
 	})
 	t.Run("inbound", func(t *testing.T) {
 		app := startHTTPApp(t)
-		r, addr := plainInbound(t, allowAll(t), app)
+		cfg := testConfig()
+		short(&cfg)
+		r, addr := plainInboundWith(t, cfg, allowAll(t), app)
 		wait := openSilent(t, addr, silent)
 		for i := 0; i < 5; i++ {
 			resp, _ := rawExchange(t, addr, "GET / HTTP/1.1\r\nHost: web\r\n\r\n")
