@@ -149,7 +149,7 @@ func Settings() []Setting {
 		{"WEFT_PROXY_INBOUND_FORWARD_HOST", "127.0.0.1", "address the inbound proxy connects to for the application"},
 		{"WEFT_PROXY_DEFAULT_INBOUND_POLICY", "all-unauthenticated", "policy for ports without a policy source: all-unauthenticated, all-authenticated, cluster-unauthenticated, cluster-authenticated, deny, audit"},
 		{"WEFT_PROXY_CLUSTER_NETWORKS", "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16,fd00::/8", "networks the cluster-* default policies trust"},
-		{"WEFT_PROXY_DETECT_TIMEOUT", "10s", "protocol detection timeout; a silent client is treated as opaque after it"},
+		{"WEFT_PROXY_DETECT_TIMEOUT", "10s", "protocol detection timeout; a client that sent nothing by then, or only the start of an HTTP request (inbound), is closed"},
 		{"WEFT_PROXY_CONNECT_TIMEOUT", "1s", "timeout for dialling an endpoint or the application"},
 		{"WEFT_PROXY_RESOLVE_TIMEOUT", "3s", "how long a new destination lookup may take before the connection fails"},
 		{"WEFT_PROXY_POLICY_TIMEOUT", "10s", "how long an inbound connection waits for its port's first policy before it is refused"},
