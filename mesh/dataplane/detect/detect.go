@@ -171,10 +171,25 @@ func classifyHTTP1(b []byte) Protocol {
 	if end < 0 {
 		return undecided(false)
 	}
-	if bytes.Contains(bytes.ToUpper(line), []byte("HTTP/")) {
+	if mentionsHTTP(line) {
 		return HTTP1
 	}
 	return Opaque
+}
+
+// mentionsHTTP reports whether line holds "HTTP/" in any case.
+func mentionsHTTP(line []byte) bool {
+	const word = "http/"
+	for i := 0; i+len(word) <= len(line); i++ {
+		j := 0
+		for j < len(word) && line[i+j]|0x20 == word[j] {
+			j++
+		}
+		if j == len(word) {
+			return true
+		}
+	}
+	return false
 }
 
 // absoluteForm reports whether b starts with "scheme://" (HTTP1), cannot
