@@ -243,6 +243,11 @@ func (tp *tap) bytes() []byte {
 
 func (tp *tap) port() uint16 { return uint16(tp.ln.Addr().(*net.TCPAddr).Port) }
 
+// opaque makes msg a message detection classifies as opaque at once, as a
+// binary protocol's first bytes are (text of token characters only could
+// still become an HTTP request line and waits for the detect timeout).
+func opaque(msg string) string { return "\x00" + msg }
+
 // echoOnce writes msg on a new connection to addr and reads the echo back.
 func echoOnce(t *testing.T, addr, msg string) (string, error) {
 	t.Helper()
