@@ -20,6 +20,9 @@ const (
 	adminWriteTimeout = 30 * time.Second
 	// adminMaxHeaderBytes bounds an admin request head.
 	adminMaxHeaderBytes = 16 << 10
+	// adminMaxPerClient bounds the admin connections one client address
+	// holds at once (a probe or a scrape needs one or two).
+	adminMaxPerClient = 16
 )
 
 // adminServer is the HTTP server of the admin listener: every request
@@ -38,20 +41,24 @@ func (p *Proxy) adminServer() *http.Server {
 	}
 }
 
-// capAdmin caps the admin connections open at once: one past the cap is
-// closed as soon as it is accepted (and counted), so that a client holding
-// many connections costs the proxy a bounded amount and probes from
-// elsewhere are refused only while the cap is full, never queued.
+// capAdmin caps the admin connections open at once, in all and per
+// client address: one past a cap is closed as soon as it is accepted (and
+// counted), never queued. A client holding many connections thus costs a
+// bounded amount, and one address cannot take the slots the kubelet's
+// probes and Prometheus need.
 func (p *Proxy) capAdmin(l net.Listener) net.Listener {
-	return &capListener{Listener: l, slots: make(chan struct{}, p.cfg.AdminMaxConnections), refused: func() {
-		p.m.refuse("admin", refuseTooMany)
-	}}
+	return &capListener{Listener: l, max: p.cfg.AdminMaxConnections, perClient: adminMaxPerClient,
+		byClient: map[netip.Addr]int{}, refused: func(reason string) { p.m.refuse("admin", reason) }}
 }
 
 type capListener struct {
 	net.Listener
-	slots   chan struct{}
-	refused func()
+	max, perClient int
+	refused        func(reason string)
+
+	mu       sync.Mutex
+	open     int
+	byClient map[netip.Addr]int
 }
 
 func (l *capListener) Accept() (net.Conn, error) {
@@ -60,13 +67,35 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		select {
-		case l.slots <- struct{}{}:
-			return &capConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
-		default:
-			l.refused()
-			c.Close()
+		var client netip.Addr
+		if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			client = ta.AddrPort().Addr().Unmap()
 		}
+		l.mu.Lock()
+		reason := ""
+		switch {
+		case l.open >= l.max:
+			reason = refuseTooMany
+		case l.byClient[client] >= l.perClient:
+			reason = refuseTooManyFromClient
+		default:
+			l.open++
+			l.byClient[client]++
+		}
+		l.mu.Unlock()
+		if reason != "" {
+			l.refused(reason)
+			c.Close()
+			continue
+		}
+		return &capConn{Conn: c, release: sync.OnceFunc(func() {
+			l.mu.Lock()
+			l.open--
+			if l.byClient[client]--; l.byClient[client] <= 0 {
+				delete(l.byClient, client)
+			}
+			l.mu.Unlock()
+		})}, nil
 	}
 }
 

@@ -81,7 +81,7 @@ func TestTheAdminServerCapsItsConnections(t *testing.T) {
 	}
 	over := adminConn(t, r)
 	assert.Nil(t, liveOn(over, bufio.NewReader(over)), "one past the cap is closed at once")
-	assert.GreaterOrEqual(t, refusedByAdmin(t, r), float64(1))
+	assert.GreaterOrEqual(t, refusedByAdmin(t, r, "too-many-connections"), float64(1))
 
 	held[0].Close()
 	testutil.Eventually(t, 10*time.Second, func() bool {
@@ -91,9 +91,32 @@ func TestTheAdminServerCapsItsConnections(t *testing.T) {
 	}, "a closed connection frees its slot")
 }
 
-// refusedByAdmin reads the admin refusal counter through a slot of its
+func TestTheAdminServerCapsEachClientAddress(t *testing.T) {
+	// One address cannot take the slots probes from elsewhere need.
+	pk := newPKI(t)
+	r := startProxy(t, testConfig(), pk.identity(t, idB), nil, nil, dataplane.Listeners{Inbound: testutil.Listen(t)})
+	from := func(ip string) net.Conn {
+		d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		c, err := d.Dial("tcp", r.ls.Admin.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c
+	}
+	for i := 0; i < 16; i++ {
+		c := from("127.0.0.1")
+		require.NotNil(t, liveOn(c, bufio.NewReader(c)), "connection %d from one address is within its cap", i)
+	}
+	c := from("127.0.0.1")
+	assert.Nil(t, liveOn(c, bufio.NewReader(c)), "the 17th from the same address is closed")
+	assert.Equal(t, float64(1), refusedByAdmin(t, r, "too-many-from-client"))
+	c = from("127.0.0.2")
+	assert.NotNil(t, liveOn(c, bufio.NewReader(c)), "another address is served")
+}
+
+// refusedByAdmin reads an admin refusal counter through a slot of its
 // own (the cap may be full): from the registry, not over HTTP.
-func refusedByAdmin(t *testing.T, r *running) float64 {
+func refusedByAdmin(t *testing.T, r *running, reason string) float64 {
 	mfs, err := r.proxy.Registry().Gather()
 	require.NoError(t, err)
 	for _, mf := range mfs {
@@ -105,7 +128,7 @@ func refusedByAdmin(t *testing.T, r *running) float64 {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["direction"] == "admin" && labels["reason"] == "too-many-connections" {
+			if labels["direction"] == "admin" && labels["reason"] == reason {
 				return m.GetCounter().GetValue()
 			}
 		}

@@ -73,7 +73,7 @@ type Config struct {
 	AdminShutdown       bool          // WEFT_PROXY_ADMIN_SHUTDOWN: enable POST /shutdown from loopback
 	AdminHeaderTimeout  time.Duration // WEFT_PROXY_ADMIN_HEADER_TIMEOUT, 5s: reading one admin request
 	AdminIdleTimeout    time.Duration // WEFT_PROXY_ADMIN_IDLE_TIMEOUT, 30s: an idle keep-alive admin connection
-	AdminMaxConnections int           // WEFT_PROXY_ADMIN_MAX_CONNECTIONS, 100: admin connections open at once
+	AdminMaxConnections int           // WEFT_PROXY_ADMIN_MAX_CONNECTIONS, 500: admin connections open at once (16 per client address)
 
 	// Logging.
 	LogLevel  string // WEFT_PROXY_LOG_LEVEL, info ("warn,linkerd=info" style accepted)
@@ -110,7 +110,7 @@ func DefaultConfig() Config {
 		H2ResetBudget:          100,
 		AdminHeaderTimeout:     5 * time.Second,
 		AdminIdleTimeout:       30 * time.Second,
-		AdminMaxConnections:    100,
+		AdminMaxConnections:    500,
 		LogLevel:               "info",
 		LogFormat:              "plain",
 	}
@@ -164,7 +164,7 @@ func Settings() []Setting {
 		{"WEFT_PROXY_ADMIN_SHUTDOWN", "false", "enable POST /shutdown on the admin server (loopback clients that reach it directly only)"},
 		{"WEFT_PROXY_ADMIN_HEADER_TIMEOUT", "5s", "how long an admin client may take to send a whole request"},
 		{"WEFT_PROXY_ADMIN_IDLE_TIMEOUT", "30s", "how long an admin keep-alive connection may stay idle"},
-		{"WEFT_PROXY_ADMIN_MAX_CONNECTIONS", "100", "admin connections open at once; more are closed at once"},
+		{"WEFT_PROXY_ADMIN_MAX_CONNECTIONS", "500", "admin connections open at once (and at most 16 per client address); more are closed at once"},
 		{"WEFT_PROXY_LOG_LEVEL", "info", "trace, debug, info, warn, error or off; Linkerd's 'warn,linkerd=info' form is accepted (its first bare level counts)"},
 		{"WEFT_PROXY_LOG_FORMAT", "plain", "plain or json"},
 	}

@@ -88,6 +88,8 @@ const (
 	refuseNotHTTP      = "not-http"              // bytes that are not HTTP on a port whose Server declares HTTP
 	refuseOpaqueRoutes = "opaque-on-http-routes" // opaque bytes on a detect port with routes, no server-level authorization admitting them
 	refuseTooMany      = "too-many-connections"  // the admin server's connection cap
+
+	refuseTooManyFromClient = "too-many-from-client" // the admin server's cap per client address
 )
 
 // refusal is a connection the proxy will not serve, with the reason it
