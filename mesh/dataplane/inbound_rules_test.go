@@ -42,7 +42,7 @@ func TestOpaqueBytesOnADetectPortWithRoutesNeedAServerLevelAuthorization(t *test
 		_, err = io.WriteString(c, binary)
 		require.NoError(t, err)
 		testutil.Eventually(t, 10*time.Second, func() bool { return app.accepted.Load() == 1 }, "the opaque bytes forwarded")
-		assert.Equal(t, float64(1), r.metric(t, "inbound_tcp_authz_allow_total", `authz="authorizationpolicy:anyone"`))
+		assert.Equal(t, float64(1), r.metric(t, "inbound_tcp_authz_allow_total", `authz_kind="authorizationpolicy"`, `authz_name="anyone"`))
 	})
 }
 
