@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/weftmesh/weft/mesh/dataplane/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weftmesh/weft/mesh/dataplane/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 

@@ -19,7 +19,7 @@ import (
 	pdst "github.com/weftmesh/weft/apis/proxy/destination"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
-	"github.com/weftmesh/weft/mesh/dataplane/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftmesh/weft/internal/testutil"
-	"github.com/weftmesh/weft/mesh/dataplane/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 )
 
 func TestRemoveHopByHopDropsEveryNominatedHeader(t *testing.T) {
