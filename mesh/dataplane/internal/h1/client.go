@@ -34,6 +34,11 @@ type Client struct {
 	IdleTimeout time.Duration
 	// Limits bound response heads (MaxHeaderBytes, MaxHeaders).
 	Limits Limits
+	// OmitTrailer, if set, names request trailer fields that are neither
+	// announced nor sent (besides those never allowed in a trailer). The
+	// caller's own fields, such as a mesh's, are its rule, not the
+	// codec's.
+	OmitTrailer func(name string) bool
 
 	mu     sync.Mutex
 	idle   map[string][]*clientConn
@@ -56,6 +61,10 @@ func (cl *Client) maxIdle() int {
 		return cl.MaxIdlePerAddr
 	}
 	return 64
+}
+
+func (cl *Client) omitTrailer(name string) bool {
+	return cl.OmitTrailer != nil && cl.OmitTrailer(name)
 }
 
 func (cl *Client) idleTimeout() time.Duration {
@@ -216,7 +225,7 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 		return nil, err
 	}
 	chunked := !noBody && req.ContentLength < 0
-	if err := writeHead(cc.bw, req, noBody, chunked); err != nil {
+	if err := writeHead(cc.bw, req, noBody, chunked, cl.omitTrailer); err != nil {
 		return fail(err)
 	}
 	// The body: small known lengths inline, the rest concurrently so that
@@ -228,7 +237,7 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 			return fail(fmt.Errorf("%w: %w", errStale, err))
 		}
 	case !chunked && req.ContentLength <= syncBodyLimit:
-		if err := writeBody(cc.bw, req, false, nil); err != nil {
+		if err := writeBody(cc.bw, req, false, nil, nil); err != nil {
 			return fail(err)
 		}
 	default:
@@ -237,7 +246,7 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 		// otherwise wait for the rest of it, and this side for its answer.
 		async = &bodyWriter{cl: cl, cc: cc, finished: make(chan struct{})}
 		go func() {
-			err := writeBody(cc.bw, req, chunked, func() { async.eof.Store(true) })
+			err := writeBody(cc.bw, req, chunked, cl.omitTrailer, func() { async.eof.Store(true) })
 			var be *RequestBodyError
 			if errors.As(err, &be) {
 				async.failed.Store(be)
@@ -282,7 +291,7 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 }
 
 // writeHead writes the request line and header fields.
-func writeHead(bw *bufio.Writer, req *http.Request, noBody, chunked bool) error {
+func writeHead(bw *bufio.Writer, req *http.Request, noBody, chunked bool, omit func(string) bool) error {
 	target := req.URL.RequestURI()
 	host := req.Host
 	if host == "" {
@@ -320,7 +329,7 @@ func writeHead(bw *bufio.Writer, req *http.Request, noBody, chunked bool) error 
 		if len(req.Trailer) > 0 {
 			names := make([]string, 0, len(req.Trailer))
 			for k := range req.Trailer {
-				if !IsMeshHeader(k) && ValidName(k) && !forbiddenTrailer(k) {
+				if ValidName(k) && !forbiddenTrailer(k) && !omit(k) {
 					names = append(names, k)
 				}
 			}
@@ -340,8 +349,9 @@ func writeHead(bw *bufio.Writer, req *http.Request, noBody, chunked bool) error 
 var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
 // writeBody copies the request body, chunked when asked, and flushes.
-// eof, when set, is called once the whole body was read.
-func writeBody(bw *bufio.Writer, req *http.Request, chunked bool, eof func()) error {
+// Trailers omit refuses are not written; eof, when set, is called once
+// the whole body was read.
+func writeBody(bw *bufio.Writer, req *http.Request, chunked bool, omit func(string) bool, eof func()) error {
 	bp := bodyBufs.Get().(*[]byte)
 	defer bodyBufs.Put(bp)
 	buf := *bp
@@ -381,7 +391,7 @@ func writeBody(bw *bufio.Writer, req *http.Request, chunked bool, eof func()) er
 		bw.WriteString("0\r\n")
 		for k, vs := range req.Trailer {
 			for _, v := range vs {
-				if ValidHeader(k, v) && !forbiddenTrailer(k) && !IsMeshHeader(k) {
+				if ValidHeader(k, v) && !forbiddenTrailer(k) && !omit(k) {
 					bw.WriteString(k + ": " + v + "\r\n")
 				}
 			}

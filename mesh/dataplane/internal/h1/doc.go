@@ -34,9 +34,10 @@
 // lines and list items, empty ones included) and every hop-by-hop header
 // (Connection, Keep-Alive, Proxy-Connection, TE except "trailers",
 // Transfer-Encoding, Upgrade, Proxy-Authenticate, Proxy-Authorization,
-// HTTP2-Settings). [RemoveMeshHeaders] drops the mesh's own l5d-* headers,
-// which each proxy regenerates at its hop. [ValidHeader] re-checks names and
-// values when a message crosses from HTTP/2 to HTTP/1.
+// HTTP2-Settings). [ValidHeader] re-checks names and values when a message
+// crosses from HTTP/2 to HTTP/1. The mesh's own headers (l5d-*, weft-*)
+// are the data plane's rule, not the codec's: mesh/dataplane strips them,
+// and tells the client which trailers never to send ([Client.OmitTrailer]).
 //
 // # Sending
 //
@@ -46,7 +47,7 @@
 // sent a malformed chunk) the exchange ends at once with a
 // [RequestBodyError], the upstream connection closed and never reused.
 // The connection returns to the pool only when the response and the body
-// both ended cleanly. Mesh headers are never written as trailers.
+// both ended cleanly.
 //
 // # Serving
 //

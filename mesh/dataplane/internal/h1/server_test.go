@@ -40,13 +40,6 @@ func TestRemoveHopByHopDropsEveryNominatedHeader(t *testing.T) {
 	assert.Empty(t, h)
 }
 
-func TestMeshHeadersAreRecognisedInAnyCase(t *testing.T) {
-	h := http.Header{"L5d-Client-Id": {"x"}, "Weft-Deny-Reason": {"y"}, "X-L5d": {"keep"}}
-	h1.RemoveMeshHeaders(h)
-	assert.Equal(t, http.Header{"X-L5d": {"keep"}}, h)
-	assert.True(t, h1.IsMeshHeader("l5d-dst-override"))
-}
-
 func TestUpgradeNeverOffersH2C(t *testing.T) {
 	mk := func(conn, up string) *http.Request {
 		return &http.Request{ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{"Connection": {conn}, "Upgrade": {up}}}
