@@ -410,7 +410,7 @@ func readResponse(br *bufio.Reader, req *http.Request, lim Limits) (*http.Respon
 	lr := &lineReader{br: br, budget: lim.MaxHeaderBytes}
 	line, err := lr.line(lim.MaxRequestLine, http.StatusBadGateway)
 	if err != nil {
-		return nil, err
+		return nil, responseError(err)
 	}
 	s := string(line)
 	if len(s) < 12 || !strings.HasPrefix(s, "HTTP/1.") || (s[7] != '0' && s[7] != '1') || s[8] != ' ' {
@@ -420,9 +420,9 @@ func readResponse(br *bufio.Reader, req *http.Request, lim Limits) (*http.Respon
 	if err != nil || code < 100 || code > 999 || (len(s) > 12 && s[12] != ' ') {
 		return nil, fmt.Errorf("h1: malformed status line %q", abbreviate(s))
 	}
-	h, err := readResponseFields(lr, lim)
+	h, err := readFields(lr, fieldRules{maxLine: lim.MaxHeaderBytes, maxFields: lim.MaxHeaders, tooLarge: http.StatusBadGateway, underscore: true})
 	if err != nil {
-		return nil, err
+		return nil, responseError(err)
 	}
 	resp := &http.Response{
 		Status:     s[9:],
@@ -436,44 +436,13 @@ func readResponse(br *bufio.Reader, req *http.Request, lim Limits) (*http.Respon
 	return resp, nil
 }
 
-// readResponseFields is readFields allowing "_" in names (responses
-// only).
-func readResponseFields(lr *lineReader, lim Limits) (http.Header, error) {
-	h := make(http.Header, 8)
-	n := 0
-	for {
-		line, err := lr.line(lim.MaxHeaderBytes, http.StatusBadGateway)
-		if err != nil {
-			if err == io.EOF {
-				return nil, io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-		if len(line) == 0 {
-			return h, nil
-		}
-		if n++; n > lim.MaxHeaders {
-			return nil, errors.New("h1: too many response header fields")
-		}
-		if line[0] == ' ' || line[0] == '\t' {
-			return nil, errors.New("h1: obsolete line folding in a response")
-		}
-		colon := strings.IndexByte(string(line), ':')
-		if colon <= 0 {
-			return nil, errors.New("h1: malformed response header line")
-		}
-		for _, c := range line[:colon] {
-			if !isTokenChar(c) {
-				return nil, fmt.Errorf("h1: invalid response header name %q", abbreviate(string(line[:colon])))
-			}
-		}
-		value := trimOWS(line[colon+1:])
-		for _, c := range value {
-			if !validValueByte(c) {
-				return nil, fmt.Errorf("h1: invalid character in response header %q", abbreviate(string(line[:colon])))
-			}
-		}
-		key := textproto.CanonicalMIMEHeaderKey(string(line[:colon]))
-		h[key] = append(h[key], string(value))
+// responseError turns a refusal of the response head (an *Error, whose
+// status is the answer to a request) into a plain error: the exchange
+// failed upstream, and nothing about it is the client's to be told.
+func responseError(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return fmt.Errorf("h1: invalid response: %s", e.Reason)
 	}
+	return err
 }

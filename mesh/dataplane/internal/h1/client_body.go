@@ -63,14 +63,11 @@ func newClientBody(cl *Client, cc *clientConn, req *http.Request, resp *http.Res
 		cr := NewChunkedReader(cc.br, 0)
 		b.r = &trailerReader{cr: cr, resp: resp}
 		if tr := h["Trailer"]; len(tr) > 0 {
-			resp.Trailer = http.Header{}
-			for _, v := range tr {
-				for _, k := range strings.Split(v, ",") {
-					if k = strings.TrimSpace(k); k != "" {
-						resp.Trailer[http.CanonicalHeaderKey(k)] = nil
-					}
-				}
+			names, err := trailerNames(tr, true)
+			if err != nil {
+				return nil, responseError(err)
 			}
+			resp.Trailer = names
 		}
 	case len(cls) > 0:
 		n, ok := singleLength(cls)
