@@ -22,8 +22,9 @@ import (
 // read on the caller's goroutine (a request body of unknown or large size
 // is written by a second one), with no per-connection reader and writer
 // goroutines. Responses are parsed as strictly as requests (bare LF,
-// obs-fold, control characters, Content-Length with Transfer-Encoding
-// are refused), except that header names may contain "_".
+// obs-fold, control characters, Content-Length with Transfer-Encoding,
+// Transfer-Encoding on HTTP/1.0 or other than chunked are refused),
+// except that header names may contain "_".
 type Client struct {
 	// Dial opens a connection to addr.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
