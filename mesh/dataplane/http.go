@@ -431,8 +431,8 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Head
 	flusher, _ := w.(http.Flusher)
 	stream := resp.ContentLength < 0 || strings.HasPrefix(resp.Header.Get("Content-Type"), "application/grpc")
 	if resp.Body != nil && resp.Body != http.NoBody {
-		buf := getBuf()
-		defer putBuf(buf)
+		buf, put := getBodyBuf(resp.ContentLength)
+		defer put(buf)
 		for {
 			n, rerr := resp.Body.Read(*buf)
 			if n > 0 {
