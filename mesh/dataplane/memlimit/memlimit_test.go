@@ -75,6 +75,20 @@ func TestApplyReadsTheCgroupV1MemoryController(t *testing.T) {
 	assert.Equal(t, []int64{188743680}, rec.calls)
 }
 
+func TestApplyReadsTheV1MemoryControllerOnAHybridHierarchy(t *testing.T) {
+	// systemd's hybrid layout: a v2 line for the unified hierarchy, with
+	// the memory controller still on v1 (no memory.max anywhere).
+	root := fakeRoot(t, map[string]string{
+		"proc/self/cgroup": "4:memory:/process_api/abc\n0::/\n",
+		"sys/fs/cgroup/memory/process_api/abc/memory.limit_in_bytes": "1073741824\n",
+	})
+	var rec recorder
+	r, err := memlimit.Apply(root, memlimit.DefaultFraction, noEnv, rec.set)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1073741824), r.Container)
+	assert.Equal(t, []int64{966367641}, rec.calls)
+}
+
 func TestApplySetsNothingWithoutALimit(t *testing.T) {
 	cases := map[string]map[string]string{
 		"v2 max": {"proc/self/cgroup": "0::/a\n", "sys/fs/cgroup/a/memory.max": "max\n"},
