@@ -69,6 +69,12 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	if len(c.prefix) > 0 {
 		n := copy(p, c.prefix)
 		c.prefix = c.prefix[n:]
+		if len(c.prefix) == 0 {
+			// An empty tail still holds the whole array (a ClientHello
+			// with a hybrid key share is 1.5 KiB) for the life of the
+			// connection.
+			c.prefix = nil
+		}
 		return n, nil
 	}
 	return c.Conn.Read(p)

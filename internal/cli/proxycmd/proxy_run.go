@@ -10,10 +10,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/weftmesh/weft/mesh/dataplane"
+	"github.com/weftmesh/weft/mesh/dataplane/memlimit"
 	"github.com/weftmesh/weft/mesh/dataplane/static"
 )
 
@@ -96,6 +98,7 @@ func runProxy(ctx context.Context, args []string, stdio core.IO, lookup func(str
 		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
 		return core.ExitUsage
 	}
+	applyMemoryLimit(log, lookup)
 
 	var in ProxyInputs
 	switch {
@@ -142,6 +145,22 @@ func runProxy(ctx context.Context, args []string, stdio core.IO, lookup func(str
 		return core.ExitFailure
 	}
 	return core.ExitOK
+}
+
+// applyMemoryLimit gives the Go runtime a soft memory limit of 90% of the
+// container's (read once from the cgroup files), unless GOMEMLIMIT is set.
+// A cgroup file it cannot read is reported and the proxy runs without a
+// limit, as it would without a container limit.
+func applyMemoryLimit(log *slog.Logger, lookup func(string) (string, bool)) {
+	r, err := memlimit.Apply("/", memlimit.DefaultFraction, lookup, debug.SetMemoryLimit)
+	switch {
+	case err != nil:
+		log.Warn("no Go memory limit derived from the container's", "err", err)
+	case r.Limit > 0:
+		log.Info("Go memory limit set from the container's", "limit_bytes", r.Limit, "container_bytes", r.Container, "file", r.Source)
+	case r.Source != "":
+		log.Debug("Go memory limit from GOMEMLIMIT")
+	}
 }
 
 func proxyLogger(cfg dataplane.Config, w io.Writer) (*slog.Logger, error) {
