@@ -201,7 +201,10 @@ func assertInjected(t *testing.T, name string, p corev1.Pod, e *env) {
 
 	sc := init.SecurityContext
 	require.NotNil(t, sc, "%s: weft-init security context", name)
-	uid := p.Spec.SecurityContext.RunAsUser
+	var uid *int64
+	if p.Spec.SecurityContext != nil {
+		uid = p.Spec.SecurityContext.RunAsUser
+	}
 	if sc.RunAsUser != nil {
 		uid = sc.RunAsUser
 	}
