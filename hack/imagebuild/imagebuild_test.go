@@ -219,6 +219,10 @@ func TestHostIptablesCarriesItsLibrariesAndCapabilities(t *testing.T) {
 		}
 	}
 	assert.Greater(t, ext, 10, "the match and target extensions")
+	// REDIRECT, weft-init's target, is a link to the NAT extension on
+	// Debian: without the link iptables does not know --to-ports.
+	assert.Equal(t, "libxt_NAT.so", byPath[xtablesExt+"/libxt_REDIRECT.so"].Link)
+	assert.Contains(t, byPath, xtablesExt+"/libxt_NAT.so")
 	for _, l := range iptablesLinks {
 		assert.Equal(t, "xtables-nft-multi", byPath["/usr/sbin/"+l].Link, l)
 	}

@@ -115,7 +115,7 @@ var iptablesLinks = []string{
 // two capabilities by its pod, can run it), its extensions, the shared
 // libraries they need and the names that link to it.
 func HostIptables() ([]oci.File, error) {
-	ext, err := oci.HostDir(xtablesExt)
+	ext, extLinks, err := oci.HostDir(xtablesExt)
 	if err != nil {
 		return nil, fmt.Errorf("imagebuild: iptables extensions (apt-get install iptables): %w", err)
 	}
@@ -128,6 +128,7 @@ func HostIptables() ([]oci.File, error) {
 			files[i].Capabilities = []int{oci.CapNetAdmin, oci.CapNetRaw}
 		}
 	}
+	files = append(files, extLinks...)
 	for _, l := range iptablesLinks {
 		files = append(files, oci.File{Path: "/usr/sbin/" + l, Link: "xtables-nft-multi"})
 	}

@@ -99,20 +99,28 @@ func HostProgram(p string, extra ...string) ([]File, error) {
 }
 
 // HostDir lists the regular files directly in dir (sorted), for plugins a
-// program loads from a directory.
-func HostDir(dir string) ([]string, error) {
+// program loads from a directory, and returns the symbolic links there as
+// image links (iptables names several extensions by links to one file).
+func HostDir(dir string) (files []string, links []File, err error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("oci: %w", err)
+		return nil, nil, fmt.Errorf("oci: %w", err)
 	}
-	var out []string
 	for _, e := range ents {
-		if e.Type().IsRegular() {
-			out = append(out, path.Join(dir, e.Name()))
+		p := path.Join(dir, e.Name())
+		switch {
+		case e.Type().IsRegular():
+			files = append(files, p)
+		case e.Type()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return nil, nil, fmt.Errorf("oci: %w", err)
+			}
+			links = append(links, File{Path: p, Link: target})
 		}
 	}
-	if len(out) == 0 {
-		return nil, errors.New("oci: no file in " + dir)
+	if len(files) == 0 {
+		return nil, nil, errors.New("oci: no file in " + dir)
 	}
-	return out, nil
+	return files, links, nil
 }
