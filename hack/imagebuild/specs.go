@@ -37,9 +37,12 @@ type Image struct {
 	Path       string // where the binary goes in the image
 	User       string
 	Entrypoint []string
-	// Iptables adds the host's iptables (nft backend) with file
-	// capabilities NET_ADMIN and NET_RAW, for weft-init.
+	// Iptables adds the host's iptables (nft backend), for weft-init.
 	Iptables bool
+	// Capabilities are file capabilities of the binary (weft-init's
+	// NET_ADMIN and NET_RAW: it runs non-root and passes them to iptables
+	// as ambient capabilities, as build/Dockerfile's setcap does).
+	Capabilities []int
 }
 
 // Images are the release images (build/Dockerfile's targets) and the test
@@ -51,7 +54,8 @@ func Images() []Image {
 		{Name: "weft-proxy", Repo: "ghcr.io/weftmesh/weft-proxy", Binary: "weft-proxy", Path: "/usr/lib/weft/weft-proxy",
 			User: fmt.Sprintf("%d:%d", uidProxy, uidProxy), Entrypoint: []string{"/usr/lib/weft/weft-proxy", "run"}},
 		{Name: "weft-init", Repo: "ghcr.io/weftmesh/weft-init", Binary: "weft-init", Path: "/usr/lib/weft/weft-init",
-			User: fmt.Sprintf("%d:%d", uidNobody, uidNobody), Entrypoint: []string{"/usr/lib/weft/weft-init"}, Iptables: true},
+			User: fmt.Sprintf("%d:%d", uidNobody, uidNobody), Entrypoint: []string{"/usr/lib/weft/weft-init"}, Iptables: true,
+			Capabilities: []int{oci.CapNetAdmin, oci.CapNetRaw}},
 		{Name: "weft", Repo: "ghcr.io/weftmesh/weft", Binary: "weft", Path: "/usr/bin/weft",
 			User: fmt.Sprintf("%d:%d", uidNonroot, uidNonroot), Entrypoint: []string{"/usr/bin/weft"}},
 		{Name: "testapp", Repo: "weft.local/testapp", Binary: "testapp", Path: "/usr/bin/testapp",
@@ -73,7 +77,7 @@ func (im Image) Spec(tag string, binary []byte, base Base) (oci.Spec, error) {
 	files := []oci.File{
 		{Path: "/etc/passwd", Mode: 0o644, Data: []byte(passwd)},
 		{Path: "/etc/group", Mode: 0o644, Data: []byte(group)},
-		{Path: im.Path, Mode: 0o755, Data: binary},
+		{Path: im.Path, Mode: 0o755, Data: binary, Capabilities: im.Capabilities},
 	}
 	if len(base.CABundle) > 0 {
 		files = append(files, oci.File{Path: caBundle, Mode: 0o644, Data: base.CABundle})
@@ -110,10 +114,10 @@ var iptablesLinks = []string{
 }
 
 // HostIptables assembles the iptables files of weft-init's image from the
-// host's Debian iptables package: the nft multi-call program with NET_ADMIN
-// and NET_RAW as file capabilities (so the non-root weft-init, granted those
-// two capabilities by its pod, can run it), its extensions, the shared
-// libraries they need and the names that link to it.
+// host's Debian iptables package: the nft multi-call program (no file
+// capabilities: weft-init hands it NET_ADMIN and NET_RAW as ambient ones),
+// its extensions, the shared libraries they need and the names that link
+// to it.
 func HostIptables() ([]oci.File, error) {
 	ext, extLinks, err := oci.HostDir(xtablesExt)
 	if err != nil {
@@ -122,11 +126,6 @@ func HostIptables() ([]oci.File, error) {
 	files, err := oci.HostProgram(xtables, ext...)
 	if err != nil {
 		return nil, fmt.Errorf("imagebuild: iptables (apt-get install iptables): %w", err)
-	}
-	for i := range files {
-		if files[i].Path == xtables {
-			files[i].Capabilities = []int{oci.CapNetAdmin, oci.CapNetRaw}
-		}
 	}
 	files = append(files, extLinks...)
 	for _, l := range iptablesLinks {

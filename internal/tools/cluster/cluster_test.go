@@ -44,7 +44,12 @@ func TestDownTouchesNoDirectoryWithoutItsMarker(t *testing.T) {
 }
 
 func TestDownRemovesAStoppedClustersDirectoryAndIsIdempotent(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state")
+	// A short directory: t.TempDir's name carries the test's and would
+	// not leave room for the unix sockets the layout places in it.
+	base, err := os.MkdirTemp("", "wc")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	dir := filepath.Join(base, "state")
 	l, err := NewLayout("downtest", dir)
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(l.PIDDir(), 0o755))
