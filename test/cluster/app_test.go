@@ -40,8 +40,10 @@ func randomSuffix() string {
 }
 
 // appNamespace creates a namespace (annotated for injection when inject)
-// and returns its name.
-func (e *env) appNamespace(t *testing.T, prefix string, inject bool) string {
+// and returns its name. cleanup registers its deletion: the Cleanup of the
+// test that outlives every step using the namespace (a step's own t would
+// delete it as soon as that step ends).
+func (e *env) appNamespace(t *testing.T, cleanup func(func()), prefix string, inject bool) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: prefix + "-" + randomSuffix()}}
 	if inject {
@@ -49,7 +51,7 @@ func (e *env) appNamespace(t *testing.T, prefix string, inject bool) string {
 	}
 	_, err := e.kube.CoreV1().Namespaces().Create(timeout(t, time.Minute), ns, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() {
+	cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_ = e.kube.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{})

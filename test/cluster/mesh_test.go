@@ -27,6 +27,8 @@ import (
 type mesh struct {
 	e   *env
 	dir string
+	// cleanup is the whole test's Cleanup, for what all steps share.
+	cleanup func(func())
 	// installArgs are the flags of `weft install`; pinned adds the
 	// certificates the first install generated, so later renders are the
 	// same install.
@@ -44,7 +46,7 @@ type mesh struct {
 // meshed and policy enforced; operations under traffic; uninstall.
 func TestMeshOnARealNode(t *testing.T) {
 	e := setup(t)
-	m := &mesh{e: e, dir: t.TempDir(), pods: map[string]corev1.Pod{}}
+	m := &mesh{e: e, dir: t.TempDir(), cleanup: t.Cleanup, pods: map[string]corev1.Pod{}}
 	for _, step := range []struct {
 		name string
 		run  func(*testing.T)
@@ -139,8 +141,8 @@ func (m *mesh) check(t *testing.T, args ...string) check.Report {
 
 func (m *mesh) application(t *testing.T) {
 	e := m.e
-	m.app = e.appNamespace(t, "shop", true)
-	m.plain = e.appNamespace(t, "plain", false)
+	m.app = e.appNamespace(t, m.cleanup, "shop", true)
+	m.plain = e.appNamespace(t, m.cleanup, "plain", false)
 	e.deployApp(t, m.app, "backend")
 	e.deployApp(t, m.app, "frontend", "--upstream", fmt.Sprintf("http://backend:%d", httpPort))
 	e.deployApp(t, m.app, "client")
@@ -307,7 +309,7 @@ func (m *mesh) meshed(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if sum(ms, hop.metric, map[string]string{"direction": hop.dir, "peer_id": hop.peerID, "tls": "true"}) == 0 {
+			if sum(ms, hop.metric, meshedFrom(hop.dir, hop.peerID)) == 0 {
 				return fmt.Errorf("none; seen: %s", peers(ms, hop.metric, hop.dir))
 			}
 			return nil

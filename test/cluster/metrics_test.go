@@ -84,13 +84,29 @@ next:
 	return total
 }
 
+// peerLabel is the label carrying the peer's verified identity on a
+// series of direction dir (Linkerd's names, docs/metrics.md): an inbound
+// series names its client, an outbound one the server it reached.
+func peerLabel(dir string) string {
+	if dir == "inbound" {
+		return "client_id"
+	}
+	return "server_id"
+}
+
+// meshedFrom are the labels of series of direction dir whose peer is id
+// over mutual TLS.
+func meshedFrom(dir, id string) map[string]string {
+	return map[string]string{"direction": dir, peerLabel(dir): id, "tls": "true"}
+}
+
 // peers lists the distinct peer identities and TLS states of the samples
 // named name in direction dir, for messages.
 func peers(samples []sample, name, dir string) string {
 	seen := map[string]bool{}
 	for _, s := range samples {
 		if s.name == name && s.labels["direction"] == dir && s.value > 0 {
-			seen[fmt.Sprintf("peer_id=%q tls=%s", s.labels["peer_id"], s.labels["tls"])] = true
+			seen[fmt.Sprintf("%s=%q tls=%s no_tls_reason=%q", peerLabel(dir), s.labels[peerLabel(dir)], s.labels["tls"], s.labels["no_tls_reason"])] = true
 		}
 	}
 	var out []string

@@ -92,7 +92,7 @@ func (m *mesh) scale(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if sum(ms, "request_total", map[string]string{"direction": "inbound", "peer_id": identityOf("frontend", m.app), "tls": "true"}) == 0 {
+			if sum(ms, "request_total", meshedFrom("inbound", identityOf("frontend", m.app))) == 0 {
 				return errors.New("no inbound request from frontend yet")
 			}
 			return nil
