@@ -3,7 +3,8 @@ GO ?= go
 GOTEST_TIMEOUT ?= 40m
 FUZZTIME ?= 5s
 
-.PHONY: all build test unit fuzz-smoke test-stress test-kube kube-binaries vet fmt-check generate check-generated demo
+.PHONY: all build test unit fuzz-smoke test-stress test-kube kube-binaries vet fmt-check generate check-generated demo \
+	cluster-binaries cluster-up cluster-images cluster-down test-cluster
 
 all: build
 
@@ -34,6 +35,26 @@ kube-binaries:
 
 test-kube: kube-binaries
 	$(GO) test -count=1 -tags kubeintegration -race -timeout 30m ./test/integration/... ./internal/testutil/kubeenv/...
+
+# The local single-node cluster (docs/cluster.md): real kubelet, control
+# plane, CoreDNS, containerd; needs root. The first build of the Kubernetes
+# binaries takes many minutes; they are cached in ~/.cache/weft/kube.
+cluster-binaries:
+	bash hack/cluster.sh build
+
+cluster-up:
+	bash hack/cluster.sh up
+
+# Builds this tree's images (hack/imagebuild) and loads them into the node.
+cluster-images:
+	bash hack/cluster.sh images
+
+cluster-down:
+	bash hack/cluster.sh down
+
+# Weft end to end on the local cluster (after cluster-up and cluster-images).
+test-cluster:
+	$(GO) test -count=1 -tags clusterintegration -race -timeout 45m -v ./test/cluster/...
 
 vet:
 	$(GO) vet ./...

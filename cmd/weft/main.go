@@ -18,6 +18,7 @@ func main() {
 		cli.InjectCommand(),
 		cli.InstallCommand(),
 		cli.PolicyCommand(),
+		cli.UninstallCommand(),
 		cli.AuthzCommand(),
 		cli.VizCommand(),
 		cli.VersionCommand(),

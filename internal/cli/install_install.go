@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/weftmesh/weft/mesh/identity/local"
@@ -38,6 +39,7 @@ Flags:
 type installFlags struct {
 	valuesFile, anchorsFile, issuerDir, issuerScheme string
 	webhookDir, controllerImage, certsOut            string
+	controllerPull                                   string
 	lifetime                                         time.Duration
 	crdsOnly, ha                                     bool
 }
@@ -54,6 +56,7 @@ func runInstall(_ context.Context, args []string, stdio IO) int {
 	fs.DurationVar(&f.lifetime, "identity-issuance-lifetime", 24*time.Hour, "lifetime of the workload certificates the identity service issues")
 	fs.StringVar(&f.webhookDir, "webhook-cert-dir", "", "directory with the webhook CA and serving certificate: ca.crt, tls.crt, tls.key (generated when empty)")
 	fs.StringVar(&f.controllerImage, "controller-image", "", "weft-controller image (default "+install.DefaultControllerImage+":<values version>)")
+	fs.StringVar(&f.controllerPull, "controller-image-pull-policy", string(corev1.PullIfNotPresent), "imagePullPolicy of the control-plane containers: Always, IfNotPresent or Never")
 	fs.StringVar(&f.certsOut, "certs-out", "", "write the certificates this run generates into DIR (ca.crt, ca.key, issuer/, webhook/) to pass back next time")
 	fs.Usage = func() {
 		fmt.Fprint(stdio.Stderr, installUsage)
@@ -134,6 +137,7 @@ func runInstall(_ context.Context, args []string, stdio IO) int {
 	if f.ha {
 		opts = append(opts, install.WithHA())
 	}
+	opts = append(opts, install.WithControllerImagePullPolicy(corev1.PullPolicy(f.controllerPull)))
 	if f.controllerImage != "" {
 		opts = append(opts, install.WithControllerImage(f.controllerImage))
 	}

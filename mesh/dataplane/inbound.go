@@ -182,7 +182,7 @@ func (ic *inboundConn) undecided() (string, bool) {
 
 func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	log := p.log.With("direction", Inbound, "client", c.RemoteAddr().String())
-	ic, err := p.acceptInbound(c)
+	ic, err := p.acceptInbound(ctx, c)
 	defer ic.release()
 	if err != nil {
 		var rf *refusal
@@ -355,7 +355,7 @@ func hasHTTPRoutes(s *authz.Server) bool {
 // acceptInbound sniffs the connection, terminates mesh TLS when the client
 // asks for this proxy's identity, and finds the target port. The caller
 // releases the returned connection's sniffing buffer.
-func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, error) {
+func (p *Proxy) acceptInbound(ctx context.Context, c net.Conn) (*inboundConn, error) {
 	remote, _ := c.RemoteAddr().(*net.TCPAddr)
 	if remote == nil {
 		return nil, errors.New("dataplane: not a TCP connection")
@@ -376,13 +376,11 @@ func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, error) {
 		}
 	}
 	deadline := time.Now().Add(p.cfg.DetectTimeout)
-	if origPort != 0 && p.isOpaquePort(origPort) {
-		// Opaque ports skip detection; meshed clients reach them through
-		// the proxy's own port with the transport header.
-		ic.port, ic.protocol = origPort, transport.Opaque
-		return ic, p.checkPort(ic.port)
-	}
-
+	// Opaque ports skip HTTP detection, not mesh TLS: a meshed client
+	// whose discovery did not mark the port opaque (a Server declaring it
+	// opaque, which discovery does not read) connects to the port itself
+	// with mesh TLS, and its identity must be verified, not its TLS bytes
+	// forwarded as an anonymous client's.
 	ic.buf = getBuf()
 	n, proto, sni, err := sniff(c, *ic.buf, deadline, true)
 	if err != nil {
@@ -393,6 +391,12 @@ func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, error) {
 		// client without mesh identity.
 		if origPort == 0 {
 			return ic, refuse(refuseNoTarget, errors.New("direct connection without mesh TLS"))
+		}
+		if p.opaquePortPolicy(ctx, origPort) {
+			// Whatever the client sent (nothing, for a protocol whose
+			// server speaks first) goes to the application as it is.
+			ic.port, ic.protocol, ic.prefix = origPort, transport.Opaque, (*ic.buf)[:n]
+			return ic, p.checkPort(ic.port)
 		}
 		ic.sniffed, ic.sniffN, ic.detected = true, n, proto
 		ic.port, ic.protocol, ic.prefix = origPort, protocolOf(proto), (*ic.buf)[:n]
@@ -432,7 +436,7 @@ func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, error) {
 		return ic, refuse(refuseNoTarget, errors.New("mesh TLS without transport header on a direct connection"))
 	}
 	ic.port = origPort
-	if p.isOpaquePort(origPort) {
+	if p.opaquePortPolicy(ctx, origPort) {
 		return ic, p.checkPort(ic.port)
 	}
 	if err := ic.sniff(deadline); err != nil {
@@ -454,17 +458,19 @@ func (p *Proxy) checkPort(port uint16) error {
 	return nil
 }
 
-// isOpaquePort reports whether inbound connections to port skip detection:
-// configured as opaque, or its current policy says so.
-func (p *Proxy) isOpaquePort(port uint16) bool {
+// opaquePortPolicy reports whether inbound connections to port skip
+// protocol detection: configured as opaque, or its policy says so. It waits
+// for the port's first policy (which handleInbound needs next anyway), so
+// the first connection to a port a Server declares opaque is opaque too.
+func (p *Proxy) opaquePortPolicy(ctx context.Context, port uint16) bool {
 	if p.cfg.InboundOpaquePorts.Contains(port) {
 		return true
 	}
 	if p.policies == nil {
 		return false
 	}
-	st := p.pols.peek(uint32(port))
-	return st != nil && opaqueServer(st.proto)
+	st, err := p.pols.get(ctx, uint32(port))
+	return err == nil && opaqueServer(st.proto)
 }
 
 func opaqueServer(s *inbound.Server) bool {

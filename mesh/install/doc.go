@@ -12,7 +12,8 @@
 //     ConfigMap under values.yaml);
 //   - [Certificates]: the identity trust anchors and issuer, and the
 //     webhook CA with the injector's serving certificate;
-//   - options: [WithHA], [WithControllerImage], [WithIssuanceLifetime],
+//   - options: [WithHA], [WithControllerImage],
+//     [WithControllerImagePullPolicy], [WithIssuanceLifetime],
 //     [WithIssuerScheme], [WithClock].
 //
 // Certificates come from files ([LoadIdentity], [LoadWebhook]) or are made

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,6 +42,7 @@ type Option func(*config)
 type config struct {
 	ha              bool
 	controllerImage string
+	controllerPull  corev1.PullPolicy
 	lifetime        time.Duration
 	issuerScheme    string
 	now             func() time.Time
@@ -57,6 +59,13 @@ func WithHA() Option { return func(c *config) { c.ha = true } }
 // name@digest). The default is [DefaultControllerImage] tagged with the
 // Values version.
 func WithControllerImage(ref string) Option { return func(c *config) { c.controllerImage = ref } }
+
+// WithControllerImagePullPolicy sets the imagePullPolicy of the
+// control-plane containers (default IfNotPresent): Always, IfNotPresent or
+// Never (images loaded on the nodes beforehand, as on a local cluster).
+func WithControllerImagePullPolicy(p corev1.PullPolicy) Option {
+	return func(c *config) { c.controllerPull = p }
+}
 
 // WithIssuanceLifetime sets the lifetime of workload certificates
 // (default 24h).
@@ -99,7 +108,7 @@ func CRDs() (*Manifest, error) {
 // problem with the inputs is reported at once, each naming what is wrong,
 // and nothing is rendered then.
 func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest, error) {
-	cfg := config{lifetime: identity.DefaultLifetime, issuerScheme: local.SchemeKubernetes, now: time.Now}
+	cfg := config{lifetime: identity.DefaultLifetime, issuerScheme: local.SchemeKubernetes, now: time.Now, controllerPull: corev1.PullIfNotPresent}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -118,6 +127,11 @@ func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest
 	}
 	if cfg.issuerScheme != local.SchemeKubernetes && cfg.issuerScheme != local.SchemeLinkerd {
 		errs = append(errs, fmt.Errorf("install: issuer scheme %q: want %s or %s", cfg.issuerScheme, local.SchemeKubernetes, local.SchemeLinkerd))
+	}
+	switch cfg.controllerPull {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		errs = append(errs, fmt.Errorf("install: controller image pull policy %q: want Always, IfNotPresent or Never", cfg.controllerPull))
 	}
 	if !validImageRef(cfg.controllerImage) {
 		errs = append(errs, fmt.Errorf("install: controller image %q is not an image reference", cfg.controllerImage))

@@ -354,7 +354,7 @@ func (r *renderer) container(component string, args []string, port, metricsPort 
 	c := corev1.Container{
 		Name:            component,
 		Image:           r.cfg.controllerImage,
-		ImagePullPolicy: corev1.PullIfNotPresent,
+		ImagePullPolicy: r.cfg.controllerPull,
 		Args:            append([]string{component}, args...),
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("50Mi")},
