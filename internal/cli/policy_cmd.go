@@ -227,7 +227,7 @@ func runPolicyExplain(_ context.Context, args []string, stdio IO) int {
 		}
 		req.Client.IP = a.Unmap()
 	}
-	ref, err := policy.ParseWorkloadRef(toWorkload, toNS)
+	ref, err := policy.ParseKindName(toWorkload, toNS)
 	if err != nil {
 		return fail(err)
 	}

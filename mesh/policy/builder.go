@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"net/netip"
 	"sort"
 	"strings"
 	"time"
@@ -41,7 +40,6 @@ func (b *builder) build() *Index {
 	ix := &Index{
 		cfg:       cfg,
 		workloads: map[WorkloadRef]*workloadPolicy{},
-		byIP:      map[netip.Addr]*workloadPolicy{},
 		servers:   map[ObjectRef]*serverTemplate{},
 	}
 
@@ -132,9 +130,6 @@ func (b *builder) build() *Index {
 	for _, w := range b.objs.Workloads {
 		wp := b.workload(w, templates)
 		ix.workloads[w.Ref()] = wp
-		for _, ip := range w.IPs {
-			ix.byIP[ip] = wp
-		}
 	}
 
 	for _, list := range b.servers {

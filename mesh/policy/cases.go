@@ -252,7 +252,7 @@ func parseCase(src string, i int, raw json.RawMessage) (Case, error) {
 			return Case{}, err
 		}
 	}
-	ref, err := ParseWorkloadRef(wl, ns)
+	ref, err := ParseKindName(wl, ns)
 	if err != nil {
 		return Case{}, &CaseError{Source: src, Field: f + ".to.workload", Err: fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "policy: "))}
 	}

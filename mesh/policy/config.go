@@ -119,7 +119,8 @@ type Config struct {
 	OpaquePorts []uint16
 	// Logger receives diagnostics; it discards them by default.
 	Logger *slog.Logger
-	// Clock returns the current time; time.Now by default.
+	// Clock returns the current time (time.Now by default); the indexer
+	// times its builds with it.
 	Clock func() time.Time
 	// RebuildSeconds observes how long each index build takes
 	// (suggested name policy_index_rebuild_seconds).
@@ -278,7 +279,7 @@ func WithMetrics(rebuildSeconds metrics.Histogram, streams metrics.Gauge) Option
 	}
 }
 
-// WithClock sets the clock.
+// WithClock sets the clock the indexer times its builds with.
 func WithClock(now func() time.Time) Option {
 	return func(c *Config) error {
 		if now != nil {

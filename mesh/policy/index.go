@@ -2,9 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"net/netip"
-	"sort"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -70,18 +67,10 @@ type Index struct {
 	cfg       *Config
 	objs      *Objects
 	workloads map[WorkloadRef]*workloadPolicy
-	byIP      map[netip.Addr]*workloadPolicy
 	servers   map[ObjectRef]*serverTemplate
 	problems  []Problem
-	built     time.Time
 	outbound  *outboundIndex
 }
-
-// Config returns the configuration the index was built with.
-func (ix *Index) Config() *Config { return ix.cfg }
-
-// Objects returns the snapshot the index was built from.
-func (ix *Index) Objects() *Objects { return ix.objs }
 
 // Problems returns the errors and warnings found while indexing, errors
 // first.
@@ -126,7 +115,6 @@ func Build(objs *Objects, cfg *Config) *Index {
 	b := &builder{cfg: cfg, objs: &sorted, p: &problems{objs: objs}}
 	ix := b.build()
 	ix.objs = objs
-	ix.built = cfg.Clock()
 	return ix
 }
 
@@ -145,43 +133,6 @@ func (ix *Index) Lookup(ref WorkloadRef, port uint16) (*authz.Server, bool) {
 		return wp.opaqueDefault, true
 	}
 	return wp.detectDefault, true
-}
-
-// Workload returns a workload by reference.
-func (ix *Index) Workload(ref WorkloadRef) (*Workload, bool) {
-	wp, ok := ix.workloads[ref]
-	if !ok {
-		return nil, false
-	}
-	return wp.w, true
-}
-
-// WorkloadByIP returns the pod with the address.
-func (ix *Index) WorkloadByIP(ip netip.Addr) (*Workload, bool) {
-	wp, ok := ix.byIP[ip.Unmap()]
-	if !ok {
-		return nil, false
-	}
-	return wp.w, true
-}
-
-// Workloads returns every workload reference, sorted.
-func (ix *Index) Workloads() []WorkloadRef {
-	out := make([]WorkloadRef, 0, len(ix.workloads))
-	for r := range ix.workloads {
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		return a.Name < b.Name
-	})
-	return out
 }
 
 // ResolvePort turns a port number or container port name into a number.

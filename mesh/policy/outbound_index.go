@@ -10,28 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
-// Annotations of outbound behaviour, as Linkerd names them. Retry and
-// timeout annotations may be set on a Service (for all its routes) or on
-// an HTTPRoute or GRPCRoute (overriding the Service's).
-const (
-	AnnotationRetryHTTP      = "retry.linkerd.io/http"
-	AnnotationRetryGRPC      = "retry.linkerd.io/grpc"
-	AnnotationRetryLimit     = "retry.linkerd.io/limit"
-	AnnotationRetryTimeout   = "retry.linkerd.io/timeout"
-	AnnotationTimeoutRequest = "timeout.linkerd.io/request"
-	AnnotationTimeoutResp    = "timeout.linkerd.io/response"
-	AnnotationTimeoutIdle    = "timeout.linkerd.io/idle"
-
-	AnnotationFailureAccrual            = "balancer.linkerd.io/failure-accrual"
-	AnnotationAccrualMaxFailures        = "balancer.linkerd.io/failure-accrual-consecutive-max-failures"
-	AnnotationAccrualMinPenalty         = "balancer.linkerd.io/failure-accrual-consecutive-min-penalty"
-	AnnotationAccrualMaxPenalty         = "balancer.linkerd.io/failure-accrual-consecutive-max-penalty"
-	AnnotationAccrualJitterRatio        = "balancer.linkerd.io/failure-accrual-consecutive-jitter-ratio"
-	defaultAccrualMaxFailures    uint32 = 7
-)
+const defaultAccrualMaxFailures uint32 = 7
 
 type statusRange struct{ start, end uint32 }
 
@@ -128,35 +111,35 @@ var grpcRetryCodes = map[string]bool{"cancelled": true, "deadline-exceeded": tru
 func parseRetry(p *problems, ref ObjectRef, a map[string]string) retrySpec {
 	var r retrySpec
 	field := func(k string) string { return "metadata.annotations." + k }
-	if v, ok := a[AnnotationRetryLimit]; ok {
+	if v, ok := a[vocab.AnnotationRetryLimit]; ok {
 		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 16)
 		if err != nil {
-			p.warnf(ref, field(AnnotationRetryLimit), "%q is not a number; ignored", v)
+			p.warnf(ref, field(vocab.AnnotationRetryLimit), "%q is not a number; ignored", v)
 		} else if n > 0 {
 			r.set, r.limit = true, uint32(n)
 		}
 	}
-	if v, ok := a[AnnotationRetryTimeout]; ok {
+	if v, ok := a[vocab.AnnotationRetryTimeout]; ok {
 		d, err := parseLinkerdDuration(v)
 		if err != nil {
-			p.warnf(ref, field(AnnotationRetryTimeout), "%v; ignored", err)
+			p.warnf(ref, field(vocab.AnnotationRetryTimeout), "%v; ignored", err)
 		} else if d > 0 {
 			r.set, r.timeout = true, d
 		}
 	}
-	if v, ok := a[AnnotationRetryHTTP]; ok {
+	if v, ok := a[vocab.AnnotationRetryHTTP]; ok {
 		conds, err := parseStatusRanges(v)
 		if err != nil {
-			p.warnf(ref, field(AnnotationRetryHTTP), "%v; the annotation is ignored", err)
+			p.warnf(ref, field(vocab.AnnotationRetryHTTP), "%v; the annotation is ignored", err)
 		} else {
 			r.set, r.conditions = true, conds
 		}
 	}
-	if v, ok := a[AnnotationRetryGRPC]; ok {
+	if v, ok := a[vocab.AnnotationRetryGRPC]; ok {
 		for _, c := range strings.Split(v, ",") {
 			c = strings.ToLower(strings.TrimSpace(c))
 			if !grpcRetryCodes[c] {
-				p.warnf(ref, field(AnnotationRetryGRPC), "unsupported gRPC retry condition %q (want cancelled, deadline-exceeded, resource-exhausted, internal or unavailable)", c)
+				p.warnf(ref, field(vocab.AnnotationRetryGRPC), "unsupported gRPC retry condition %q (want cancelled, deadline-exceeded, resource-exhausted, internal or unavailable)", c)
 				continue
 			}
 			r.grpcCodes = append(r.grpcCodes, c)
@@ -200,7 +183,7 @@ func parseStatusRanges(v string) ([]statusRange, error) {
 func parseTimeouts(p *problems, ref ObjectRef, a map[string]string) (timeoutSpec, [3]bool) {
 	var t timeoutSpec
 	var has [3]bool
-	for i, k := range []string{AnnotationTimeoutRequest, AnnotationTimeoutResp, AnnotationTimeoutIdle} {
+	for i, k := range []string{vocab.AnnotationTimeoutRequest, vocab.AnnotationTimeoutResp, vocab.AnnotationTimeoutIdle} {
 		v, ok := a[k]
 		if !ok {
 			continue
@@ -224,20 +207,20 @@ func parseTimeouts(p *problems, ref ObjectRef, a map[string]string) (timeoutSpec
 }
 
 func parseAccrual(p *problems, ref ObjectRef, a map[string]string) *accrualSpec {
-	mode, ok := a[AnnotationFailureAccrual]
+	mode, ok := a[vocab.AnnotationFailureAccrual]
 	if !ok {
 		return nil
 	}
 	field := func(k string) string { return "metadata.annotations." + k }
 	if mode != "consecutive" {
-		p.warnf(ref, field(AnnotationFailureAccrual), "unsupported failure accrual mode %q (want consecutive); ignored", mode)
+		p.warnf(ref, field(vocab.AnnotationFailureAccrual), "unsupported failure accrual mode %q (want consecutive); ignored", mode)
 		return nil
 	}
 	s := &accrualSpec{maxFailures: defaultAccrualMaxFailures, minPenalty: time.Second, maxPenalty: time.Minute, jitter: 0.5}
-	if v, ok := a[AnnotationAccrualMaxFailures]; ok {
+	if v, ok := a[vocab.AnnotationAccrualMaxFailures]; ok {
 		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
 		if err != nil || n == 0 {
-			p.warnf(ref, field(AnnotationAccrualMaxFailures), "%q is not a positive number; failure accrual is off", v)
+			p.warnf(ref, field(vocab.AnnotationAccrualMaxFailures), "%q is not a positive number; failure accrual is off", v)
 			return nil
 		}
 		s.maxFailures = uint32(n)
@@ -245,7 +228,7 @@ func parseAccrual(p *problems, ref ObjectRef, a map[string]string) *accrualSpec 
 	for _, kv := range []struct {
 		key string
 		dst *time.Duration
-	}{{AnnotationAccrualMinPenalty, &s.minPenalty}, {AnnotationAccrualMaxPenalty, &s.maxPenalty}} {
+	}{{vocab.AnnotationAccrualMinPenalty, &s.minPenalty}, {vocab.AnnotationAccrualMaxPenalty, &s.maxPenalty}} {
 		if v, ok := a[kv.key]; ok {
 			d, err := parseLinkerdDuration(v)
 			if err != nil {
@@ -255,16 +238,16 @@ func parseAccrual(p *problems, ref ObjectRef, a map[string]string) *accrualSpec 
 			*kv.dst = d
 		}
 	}
-	if v, ok := a[AnnotationAccrualJitterRatio]; ok {
+	if v, ok := a[vocab.AnnotationAccrualJitterRatio]; ok {
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 32)
 		if err != nil || f < 0 || f > 100 {
-			p.warnf(ref, field(AnnotationAccrualJitterRatio), "%q is not a ratio between 0 and 100; failure accrual is off", v)
+			p.warnf(ref, field(vocab.AnnotationAccrualJitterRatio), "%q is not a ratio between 0 and 100; failure accrual is off", v)
 			return nil
 		}
 		s.jitter = float32(f)
 	}
 	if s.minPenalty > s.maxPenalty || s.maxPenalty == 0 {
-		p.warnf(ref, field(AnnotationAccrualMinPenalty), "min penalty %s exceeds max penalty %s, or max is zero; failure accrual is off", s.minPenalty, s.maxPenalty)
+		p.warnf(ref, field(vocab.AnnotationAccrualMinPenalty), "min penalty %s exceeds max penalty %s, or max is zero; failure accrual is off", s.minPenalty, s.maxPenalty)
 		return nil
 	}
 	return s
@@ -279,16 +262,16 @@ func (b *builder) buildOutbound() *outboundIndex {
 	for _, svc := range b.objs.Services {
 		ref := ObjectRef{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name}
 		si := &serviceInfo{svc: svc, opaque: map[uint16]bool{}}
-		if v, ok := svc.Annotations[AnnotationOpaquePorts]; ok {
+		if v, ok := svc.Annotations[vocab.AnnotationOpaquePorts]; ok {
 			set, err := parsePortSet(v)
 			if err != nil {
-				b.p.warnf(ref, "metadata.annotations."+AnnotationOpaquePorts, "%v", err)
+				b.p.warnf(ref, "metadata.annotations."+vocab.AnnotationOpaquePorts, "%v", err)
 			}
 			if set != nil {
 				si.opaque = set
 			}
 		} else if ns := b.namespaces[svc.Namespace]; ns != nil {
-			if v, ok := ns.Annotations[AnnotationOpaquePorts]; ok {
+			if v, ok := ns.Annotations[vocab.AnnotationOpaquePorts]; ok {
 				if set, err := parsePortSet(v); err == nil {
 					si.opaque = set
 				}

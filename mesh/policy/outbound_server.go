@@ -501,7 +501,7 @@ func (s *OutboundServer) Drain() { s.drain.drain() }
 
 func (s *OutboundServer) target(spec *outbound.TrafficSpec) (OutboundTarget, error) {
 	if w := spec.GetSourceWorkload(); w != "" {
-		if _, err := ParseWorkload(w); err != nil {
+		if _, err := ParseProxyWorkload(w); err != nil {
 			return OutboundTarget{}, err
 		}
 	}

@@ -610,13 +610,13 @@ func TestEvaluateErrorsOnUnknownWorkloadsAndPorts(t *testing.T) {
 
 func TestParseWorkloadRefAcceptsKubectlKinds(t *testing.T) {
 	for in, kind := range map[string]string{"deployment/api": "deployment", "deploy/api": "deployment", "pod/api-0": "pod", "sts/db": "statefulset", "DaemonSet/x": "daemonset"} {
-		r, err := policy.ParseWorkloadRef(in, "")
+		r, err := policy.ParseKindName(in, "")
 		require.NoError(t, err, in)
 		assert.Equal(t, kind, r.Kind)
 		assert.Equal(t, "default", r.Namespace)
 	}
 	for _, bad := range []string{"api", "service/api", "deployment/", "/api", "a/b/c"} {
-		_, err := policy.ParseWorkloadRef(bad, "x")
+		_, err := policy.ParseKindName(bad, "x")
 		assert.Error(t, err, bad)
 	}
 }

@@ -7,17 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/policy/authz"
-)
-
-// Annotations Weft reads, as Linkerd names them. mesh/inject owns the
-// vocabulary; these are the same keys.
-const (
-	AnnotationDefaultInboundPolicy = vocab.AnnotationDefaultInboundPolicy
-	AnnotationOpaquePorts          = vocab.AnnotationOpaquePorts
-	AnnotationRequireIdentityPorts = vocab.ConfigPrefix + "proxy-require-identity-inbound-ports"
-	AnnotationInject               = vocab.AnnotationInject
 )
 
 const policyGroup = "policy.linkerd.io"

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 	"github.com/weftmesh/weft/mesh/policy/pathnorm"
 )
@@ -150,27 +151,27 @@ func (b *builder) workload(w *Workload, templates map[nsName]*serverTemplate) *w
 	// Default policy: pod, then namespace, then cluster.
 	wp.defaultPolicy, wp.defaultFrom = cfg.DefaultPolicy, "the cluster default"
 	if ns != nil {
-		if v, ok := ns.Annotations[AnnotationDefaultInboundPolicy]; ok {
+		if v, ok := ns.Annotations[vocab.AnnotationDefaultInboundPolicy]; ok {
 			if d, err := ParseDefaultPolicy(v); err == nil {
 				wp.defaultPolicy, wp.defaultFrom = d, "the annotation on namespace "+ns.Name
 			} else {
-				p.warnf(ObjectRef{Kind: "Namespace", Name: ns.Name}, "metadata.annotations."+AnnotationDefaultInboundPolicy, "%v; using %s", err, wp.defaultPolicy)
+				p.warnf(ObjectRef{Kind: "Namespace", Name: ns.Name}, "metadata.annotations."+vocab.AnnotationDefaultInboundPolicy, "%v; using %s", err, wp.defaultPolicy)
 			}
 		}
 	}
-	if v, ok := w.Annotations[AnnotationDefaultInboundPolicy]; ok {
+	if v, ok := w.Annotations[vocab.AnnotationDefaultInboundPolicy]; ok {
 		if d, err := ParseDefaultPolicy(v); err == nil {
 			wp.defaultPolicy, wp.defaultFrom = d, "the annotation on "+strings.ToLower(w.Kind)+" "+w.Name
 		} else {
-			p.warnf(ref, "metadata.annotations."+AnnotationDefaultInboundPolicy, "%v; using %s", err, wp.defaultPolicy)
+			p.warnf(ref, "metadata.annotations."+vocab.AnnotationDefaultInboundPolicy, "%v; using %s", err, wp.defaultPolicy)
 		}
 	}
 
 	// Opaque ports.
-	if v, from := annotation(w, ns, AnnotationOpaquePorts); from != "" {
+	if v, from := annotation(w, ns, vocab.AnnotationOpaquePorts); from != "" {
 		set, err := parsePortSet(v)
 		if err != nil {
-			p.warnf(ref, "metadata.annotations."+AnnotationOpaquePorts, "%v", err)
+			p.warnf(ref, "metadata.annotations."+vocab.AnnotationOpaquePorts, "%v", err)
 		}
 		wp.opaque = set
 		if wp.opaque == nil {
@@ -182,10 +183,10 @@ func (b *builder) workload(w *Workload, templates map[nsName]*serverTemplate) *w
 		}
 	}
 	requireID := map[uint16]bool{}
-	if v, from := annotation(w, ns, AnnotationRequireIdentityPorts); from != "" {
+	if v, from := annotation(w, ns, vocab.AnnotationRequireIdentityInboundPorts); from != "" {
 		set, err := parsePortSet(v)
 		if err != nil {
-			p.warnf(ref, "metadata.annotations."+AnnotationRequireIdentityPorts, "%v", err)
+			p.warnf(ref, "metadata.annotations."+vocab.AnnotationRequireIdentityInboundPorts, "%v", err)
 		}
 		if set != nil {
 			requireID = set
@@ -273,32 +274,33 @@ func defaultServer(cfg *Config, d DefaultPolicy, opaque bool, probes []string) *
 }
 
 const (
-	proxyContainerWeft    = "weft-proxy"
+	// proxyContainerLinkerd is the proxy container Linkerd injects; a
+	// workload running it is meshed too.
 	proxyContainerLinkerd = "linkerd-proxy"
 )
 
 func meshState(w *Workload, ns *corev1.Namespace) (Meshed, string) {
 	for _, cs := range [][]corev1.Container{w.Containers, w.InitContainers} {
 		for _, c := range cs {
-			if c.Name == proxyContainerWeft || c.Name == proxyContainerLinkerd {
+			if c.Name == vocab.ProxyContainerName || c.Name == proxyContainerLinkerd {
 				return MeshedYes, "it runs the " + c.Name + " container"
 			}
 		}
 	}
-	switch v := w.Annotations[AnnotationInject]; v {
-	case "enabled", "ingress":
-		return MeshedYes, AnnotationInject + "=" + v + " on the pod template"
-	case "disabled":
-		return MeshedNo, AnnotationInject + "=disabled on the pod template"
+	switch v := w.Annotations[vocab.AnnotationInject]; v {
+	case vocab.InjectEnabled, vocab.InjectIngress:
+		return MeshedYes, vocab.AnnotationInject + "=" + v + " on the pod template"
+	case vocab.InjectDisabled:
+		return MeshedNo, vocab.AnnotationInject + "=disabled on the pod template"
 	}
 	if ns != nil {
-		switch v := ns.Annotations[AnnotationInject]; v {
-		case "enabled", "ingress":
-			return MeshedYes, AnnotationInject + "=" + v + " on namespace " + ns.Name
-		case "disabled":
-			return MeshedNo, AnnotationInject + "=disabled on namespace " + ns.Name
+		switch v := ns.Annotations[vocab.AnnotationInject]; v {
+		case vocab.InjectEnabled, vocab.InjectIngress:
+			return MeshedYes, vocab.AnnotationInject + "=" + v + " on namespace " + ns.Name
+		case vocab.InjectDisabled:
+			return MeshedNo, vocab.AnnotationInject + "=disabled on namespace " + ns.Name
 		}
-		return MeshedNo, "neither the pod template nor namespace " + ns.Name + " has " + AnnotationInject
+		return MeshedNo, "neither the pod template nor namespace " + ns.Name + " has " + vocab.AnnotationInject
 	}
 	return MeshedUnknown, "namespace " + w.Namespace + " is not among the objects, so whether the workload is meshed is unknown"
 }

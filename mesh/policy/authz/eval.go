@@ -394,15 +394,3 @@ func suffixMatch(id, suffix string) bool {
 	}
 	return len(id) > len(suffix)+1 && id[len(id)-len(suffix)-1] == '.' && strings.HasSuffix(id, suffix)
 }
-
-// IdentityMatches reports whether the identity pattern (an exact name,
-// "*", or "*.suffix") matches id.
-func IdentityMatches(pattern, id string) bool {
-	if pattern == "*" {
-		return id != ""
-	}
-	if strings.HasPrefix(pattern, "*.") {
-		return suffixMatch(id, pattern[2:])
-	}
-	return pattern == id
-}

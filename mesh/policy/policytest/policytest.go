@@ -86,7 +86,7 @@ type Target struct {
 // To names a workload ("deployment/web", "pod/web-0") in a namespace and
 // a port (number or container port name, as a string).
 func To(namespace, workload, port string) Target {
-	ref, err := policy.ParseWorkloadRef(workload, namespace)
+	ref, err := policy.ParseKindName(workload, namespace)
 	t := Target{req: policy.Request{Workload: ref}, err: err}
 	if n, err := strconv.Atoi(port); err == nil {
 		t.req.Port = intstr.FromInt32(int32(n))

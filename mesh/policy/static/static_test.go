@@ -111,6 +111,27 @@ func TestABadFileKeepsTheLastGoodObjectsAndReportsTheError(t *testing.T) {
 	assert.Equal(t, 2, src.Loads())
 }
 
+func TestWithoutNotifyPollingAloneSeesAChange(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "server.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(server, "http")), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src, err := static.New(ctx, []string{dir}, static.WithoutNotify(), static.WithPollInterval(20*time.Millisecond), static.WithDebounce(5*time.Millisecond))
+	require.NoError(t, err)
+	defer src.Close()
+
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(server, "8080")), 0o600))
+	select {
+	case <-src.Updated():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reload without notifications")
+	}
+	require.Len(t, src.Objects().Servers, 1)
+	assert.Equal(t, int32(8080), src.Objects().Servers[0].Spec.Port.IntVal)
+}
+
 func TestNewFailsOnABadFirstLoad(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.yaml"), []byte("apiVersion: v1\nkind: Nodez\nmetadata: {name: a}\n"), 0o600))
