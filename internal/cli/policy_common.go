@@ -19,6 +19,7 @@ type policyFlags struct {
 	trustDomain     string
 	cpNamespace     string
 	output          string
+	opaquePorts     string
 }
 
 func (f *policyFlags) register(fs *flag.FlagSet) {
@@ -28,10 +29,14 @@ func (f *policyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
 	fs.StringVar(&f.output, "o", "text", "output format: text or json")
+	registerDefaultOpaquePorts(fs, &f.opaquePorts)
 }
 
 func (f *policyFlags) options() []policy.Option {
+	opaque, err := parseDefaultOpaquePorts(f.opaquePorts)
 	opts := []policy.Option{
+		func(*policy.Config) error { return err },
+		policy.WithDefaultOpaquePorts(opaque),
 		policy.WithDefaultPolicy(f.defaultPolicy),
 		policy.WithTrustDomain(f.trustDomain),
 		policy.WithControlPlaneNamespace(f.cpNamespace),

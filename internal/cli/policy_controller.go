@@ -42,6 +42,7 @@ type policyControllerFlags struct {
 	trustDomain, cpNamespace string
 	clusterDomain            string
 	detectTimeout            time.Duration
+	opaquePorts              string
 	logLevel                 string
 	gatewayAPI               string
 	poll                     time.Duration
@@ -63,6 +64,7 @@ func runPolicyController(ctx context.Context, args []string, stdio IO) int {
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "DNS suffix of Services")
 	fs.DurationVar(&f.detectTimeout, "detect-timeout", 10*time.Second, "protocol detection timeout sent to proxies")
+	registerDefaultOpaquePorts(fs, &f.opaquePorts)
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if st, ok := Parse(fs, args); !ok {
 		return st
@@ -93,8 +95,13 @@ func runPolicyController(ctx context.Context, args []string, stdio IO) int {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fail(fmt.Errorf("--log-level %q: %v", f.logLevel, err))
 	}
+	opaque, err := parseDefaultOpaquePorts(f.opaquePorts)
+	if err != nil {
+		return fail(err)
+	}
 	logger := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: level}))
 	opts := []policy.Option{
+		policy.WithDefaultOpaquePorts(opaque),
 		policy.WithDefaultPolicy(f.defaultPolicy), policy.WithTrustDomain(f.trustDomain),
 		policy.WithControlPlaneNamespace(f.cpNamespace), policy.WithClusterDomain(f.clusterDomain),
 		policy.WithDetectTimeout(f.detectTimeout), policy.WithLogger(logger),

@@ -7,7 +7,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/policy/authz"
+	"github.com/weftmesh/weft/mesh/ports"
 )
 
 // Client is the caller in an offline evaluation. Set exactly one of
@@ -169,7 +171,7 @@ func (ix *Index) evaluate(r Request, explain bool) (Result, []string, error) {
 		} else {
 			opaque := ""
 			if pp.server.Protocol == authz.ProtocolOpaque {
-				opaque = "; the port is opaque"
+				opaque = "; the port is opaque (" + opaqueWhy(wp) + ")"
 			}
 			steps = append(steps, fmt.Sprintf("no Server selects port %s: the default policy %s applies (from %s)%s",
 				portDesc, wp.defaultPolicy, wp.defaultFrom, opaque))
@@ -196,4 +198,15 @@ func (ix *Index) evaluate(r Request, explain bool) (Result, []string, error) {
 	}
 	res.Result = authz.Evaluate(pp.server, res.Conn, r.HTTP)
 	return res, steps, nil
+}
+
+// opaqueWhy says where a workload's opaque ports come from.
+func opaqueWhy(wp *workloadPolicy) string {
+	switch wp.opaqueFrom {
+	case ports.FromObject:
+		return vocab.AnnotationOpaquePorts + " on the workload"
+	case ports.FromNamespace:
+		return vocab.AnnotationOpaquePorts + " on namespace " + wp.w.Namespace
+	}
+	return "a default opaque port that a container declares"
 }

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/weftmesh/weft/mesh/policy/authz"
+	"github.com/weftmesh/weft/mesh/ports"
 )
 
 // Meshed says whether a workload runs a proxy that enforces policy.
@@ -35,19 +36,33 @@ type workloadPolicy struct {
 	defaultFrom   string
 	ports         map[uint16]*portPolicy
 	names         map[string][]uint16
-	detectDefault *authz.Server
-	opaqueDefault *authz.Server
-	opaque        map[uint16]bool
+	// defaults are the policies of ports neither a Server selects nor a
+	// container declares: detect, opaque, and the same two in the
+	// authenticated form (require-identity ports).
+	defaults   [4]*authz.Server
+	opaque     ports.Set
+	opaqueFrom ports.Source
+	requireID  ports.Set
 }
 
 func (wp *workloadPolicy) lookup(port uint16) *portPolicy {
 	if pp, ok := wp.ports[port]; ok {
 		return pp
 	}
-	if wp.opaque[port] {
-		return &portPolicy{server: wp.opaqueDefault}
+	return &portPolicy{server: wp.defaultFor(port)}
+}
+
+// defaultFor returns the default policy of a port no Server selects and no
+// container declares.
+func (wp *workloadPolicy) defaultFor(port uint16) *authz.Server {
+	i := 0
+	if wp.opaque.Contains(uint32(port)) {
+		i = 1
 	}
-	return &portPolicy{server: wp.detectDefault}
+	if wp.requireID.Contains(uint32(port)) {
+		i += 2
+	}
+	return wp.defaults[i]
 }
 
 // serverTemplate is the port policy a Server yields, before the probe
@@ -129,10 +144,7 @@ func (ix *Index) Lookup(ref WorkloadRef, port uint16) (*authz.Server, bool) {
 	if pp, ok := wp.ports[port]; ok {
 		return pp.server, true
 	}
-	if wp.opaque[port] {
-		return wp.opaqueDefault, true
-	}
-	return wp.detectDefault, true
+	return wp.defaultFor(port), true
 }
 
 // ResolvePort turns a port number or container port name into a number.

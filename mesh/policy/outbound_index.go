@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/policy/authz"
+	"github.com/weftmesh/weft/mesh/ports"
 )
 
 const defaultAccrualMaxFailures uint32 = 7
@@ -51,7 +52,7 @@ type outboundRoute struct {
 
 type serviceInfo struct {
 	svc      *corev1.Service
-	opaque   map[uint16]bool
+	opaque   ports.Set
 	accrual  *accrualSpec
 	retry    retrySpec
 	timeouts timeoutSpec
@@ -261,22 +262,22 @@ func (b *builder) buildOutbound() *outboundIndex {
 	ox := &outboundIndex{cfg: b.cfg, services: map[nsName]*serviceInfo{}, byIP: map[netip.Addr]*serviceInfo{}}
 	for _, svc := range b.objs.Services {
 		ref := ObjectRef{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name}
-		si := &serviceInfo{svc: svc, opaque: map[uint16]bool{}}
-		if v, ok := svc.Annotations[vocab.AnnotationOpaquePorts]; ok {
-			set, err := parsePortSet(v)
-			if err != nil {
-				b.p.warnf(ref, "metadata.annotations."+vocab.AnnotationOpaquePorts, "%v", err)
-			}
-			if set != nil {
-				si.opaque = set
-			}
-		} else if ns := b.namespaces[svc.Namespace]; ns != nil {
-			if v, ok := ns.Annotations[vocab.AnnotationOpaquePorts]; ok {
-				if set, err := parsePortSet(v); err == nil {
-					si.opaque = set
-				}
-			}
+		si := &serviceInfo{svc: svc}
+		var nsAnn map[string]string
+		if ns := b.namespaces[svc.Namespace]; ns != nil {
+			nsAnn = ns.Annotations
 		}
+		// One rule with the destination controller (mesh/ports): the
+		// annotation, else the namespace's, else the default list.
+		opaque, from, err := ports.OpaqueForService(svc.Annotations, nsAnn, b.cfg.OpaquePorts)
+		if err != nil {
+			owner := ref
+			if from == ports.FromNamespace {
+				owner = ObjectRef{Kind: "Namespace", Name: svc.Namespace}
+			}
+			b.p.warnf(owner, "metadata.annotations."+vocab.AnnotationOpaquePorts, "%v; no port is opaque", err)
+		}
+		si.opaque = opaque
 		si.accrual = parseAccrual(b.p, ref, svc.Annotations)
 		si.retry = parseRetry(b.p, ref, svc.Annotations)
 		si.timeouts, _ = parseTimeouts(b.p, ref, svc.Annotations)

@@ -157,7 +157,7 @@ func (ix *Index) OutboundPolicy(t OutboundTarget) (*outbound.OutboundPolicy, err
 	opaque := &outbound.ProxyProtocol_Opaque{Routes: []*outbound.OpaqueRoute{opaqueRoute}}
 	appProto := ""
 	if sp.AppProtocol != nil {
-		appProto = *sp.AppProtocol
+		appProto = strings.ToLower(*sp.AppProtocol)
 	}
 	var accrual *outbound.FailureAccrual
 	if si.accrual != nil {
@@ -180,7 +180,8 @@ func (ix *Index) OutboundPolicy(t OutboundTarget) (*outbound.OutboundPolicy, err
 
 	pp := &outbound.ProxyProtocol{}
 	switch {
-	case si.opaque[t.Port] || appProto == "linkerd.io/opaque" || (appProto != "" && !knownAppProtocol(appProto)):
+	// appProtocol wins over the opaque-ports list (Linkerd's rule).
+	case appProto == "linkerd.io/opaque" || (appProto != "" && !knownAppProtocol(appProto)) || (appProto == "" && si.opaque.Contains(uint32(t.Port))):
 		pp.Kind = &outbound.ProxyProtocol_Opaque_{Opaque: opaque}
 	case appProto == "http":
 		pp.Kind = &outbound.ProxyProtocol_Http1_{Http1: &outbound.ProxyProtocol_Http1{Routes: httpRoutes, FailureAccrual: accrual}}

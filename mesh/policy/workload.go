@@ -11,6 +11,7 @@ import (
 	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 	"github.com/weftmesh/weft/mesh/policy/pathnorm"
+	"github.com/weftmesh/weft/mesh/ports"
 )
 
 // containerPorts returns the named and numbered TCP ports a workload
@@ -143,7 +144,7 @@ func (b *builder) workload(w *Workload, templates map[nsName]*serverTemplate) *w
 	cfg, p := b.cfg, b.p
 	ns := b.namespaces[w.Namespace]
 	ref := ObjectRef{Kind: w.Kind, Namespace: w.Namespace, Name: w.Name}
-	wp := &workloadPolicy{w: w, ports: map[uint16]*portPolicy{}, opaque: map[uint16]bool{}}
+	wp := &workloadPolicy{w: w, ports: map[uint16]*portPolicy{}}
 
 	// Meshed?
 	wp.meshed, wp.meshedWhy = meshState(w, ns)
@@ -167,35 +168,31 @@ func (b *builder) workload(w *Workload, templates map[nsName]*serverTemplate) *w
 		}
 	}
 
-	// Opaque ports.
-	if v, from := annotation(w, ns, vocab.AnnotationOpaquePorts); from != "" {
-		set, err := parsePortSet(v)
-		if err != nil {
-			p.warnf(ref, "metadata.annotations."+vocab.AnnotationOpaquePorts, "%v", err)
-		}
-		wp.opaque = set
-		if wp.opaque == nil {
-			wp.opaque = map[uint16]bool{}
-		}
-	} else {
-		for _, port := range cfg.OpaquePorts {
-			wp.opaque[port] = true
-		}
-	}
-	requireID := map[uint16]bool{}
-	if v, from := annotation(w, ns, vocab.AnnotationRequireIdentityInboundPorts); from != "" {
-		set, err := parsePortSet(v)
-		if err != nil {
-			p.warnf(ref, "metadata.annotations."+vocab.AnnotationRequireIdentityInboundPorts, "%v", err)
-		}
-		if set != nil {
-			requireID = set
-		}
-	}
-
 	names, numbers := containerPorts(w)
 	wp.names = names
 	probes := probePaths(w)
+	named := map[string]int32{}
+	for name, ps := range names {
+		named[name] = int32(ps[0])
+	}
+	var nsAnn map[string]string
+	if ns != nil {
+		nsAnn = ns.Annotations
+	}
+
+	// Opaque ports: one rule with the destination controller (mesh/ports).
+	opaque, from, err := ports.OpaqueForPod(w.Annotations, nsAnn, named, declaredPorts(w), cfg.OpaquePorts)
+	if err != nil {
+		p.warnf(annotationOwner(ref, ns, from), "metadata.annotations."+vocab.AnnotationOpaquePorts, "%v; no port is opaque", err)
+	}
+	wp.opaque, wp.opaqueFrom = opaque, from
+	if v, where := annotation(w, ns, vocab.AnnotationRequireIdentityInboundPorts); where != "" {
+		set, err := ports.Parse(v, named)
+		if err != nil {
+			p.warnf(ref, "metadata.annotations."+vocab.AnnotationRequireIdentityInboundPorts, "%v", err)
+		}
+		wp.requireID = set
+	}
 
 	podLabels := labels.Set(w.Labels)
 	for _, s := range b.servers[w.Namespace] {
@@ -231,12 +228,6 @@ func (b *builder) workload(w *Workload, templates map[nsName]*serverTemplate) *w
 		}
 	}
 
-	policyFor := func(port uint16) DefaultPolicy {
-		if requireID[port] {
-			return wp.defaultPolicy.withAuthenticatedOnly()
-		}
-		return wp.defaultPolicy
-	}
 	known := map[uint16]bool{}
 	for n := range numbers {
 		known[n] = true
@@ -244,18 +235,53 @@ func (b *builder) workload(w *Workload, templates map[nsName]*serverTemplate) *w
 	for n := range probes {
 		known[n] = true
 	}
-	for n := range requireID {
-		known[n] = true
-	}
 	for port := range known {
 		if _, taken := wp.ports[port]; taken {
 			continue
 		}
-		wp.ports[port] = &portPolicy{server: defaultServer(cfg, policyFor(port), wp.opaque[port], probes[port])}
+		wp.ports[port] = &portPolicy{server: defaultServer(cfg, wp.policyFor(port), wp.opaque.Contains(uint32(port)), probes[port])}
 	}
-	wp.detectDefault = defaultServer(cfg, wp.defaultPolicy, false, nil)
-	wp.opaqueDefault = defaultServer(cfg, wp.defaultPolicy, true, nil)
+	authOnly := wp.defaultPolicy.withAuthenticatedOnly()
+	wp.defaults = [4]*authz.Server{
+		defaultServer(cfg, wp.defaultPolicy, false, nil), defaultServer(cfg, wp.defaultPolicy, true, nil),
+		defaultServer(cfg, authOnly, false, nil), defaultServer(cfg, authOnly, true, nil),
+	}
 	return wp
+}
+
+// policyFor is the default policy of a port no Server selects: the
+// workload's, in its authenticated form on ports listed in
+// config.linkerd.io/proxy-require-identity-inbound-ports.
+func (wp *workloadPolicy) policyFor(port uint16) DefaultPolicy {
+	if wp.requireID.Contains(uint32(port)) {
+		return wp.defaultPolicy.withAuthenticatedOnly()
+	}
+	return wp.defaultPolicy
+}
+
+// annotationOwner names the object an annotation was read from.
+func annotationOwner(workload ObjectRef, ns *corev1.Namespace, from ports.Source) ObjectRef {
+	if from == ports.FromNamespace && ns != nil {
+		return ObjectRef{Kind: "Namespace", Name: ns.Name}
+	}
+	return workload
+}
+
+// declaredPorts lists every container port of a workload's containers and
+// init containers: the ports the default opaque list is filtered by, as
+// Linkerd's injector filters it.
+func declaredPorts(w *Workload) []uint16 {
+	var out []uint16
+	for _, cs := range [][]corev1.Container{w.Containers, w.InitContainers} {
+		for _, c := range cs {
+			for _, p := range c.Ports {
+				if p.ContainerPort > 0 && p.ContainerPort <= 65535 {
+					out = append(out, uint16(p.ContainerPort))
+				}
+			}
+		}
+	}
+	return out
 }
 
 func defaultServer(cfg *Config, d DefaultPolicy, opaque bool, probes []string) *authz.Server {
