@@ -39,6 +39,7 @@ type policyControllerFlags struct {
 	defaultPolicy            string
 	clusterNetworks          StringList
 	probeNetworks            StringList
+	probeSet                 bool
 	trustDomain, cpNamespace string
 	clusterDomain            string
 	detectTimeout            time.Duration
@@ -59,7 +60,7 @@ func runPolicyController(ctx context.Context, args []string, stdio IO) int {
 	fs.StringVar(&f.gatewayAPI, "gateway-api", "auto", "kubernetes source: watch Gateway API routes: auto (if the CRDs are installed), true or false")
 	fs.StringVar(&f.defaultPolicy, "default-policy", "all-unauthenticated", "cluster default inbound policy")
 	fs.Var(&f.clusterNetworks, "cluster-networks", "comma-separated cluster networks (default "+strings.Join(policy.DefaultClusterNetworks, ",")+")")
-	fs.Var(&f.probeNetworks, "probe-networks", "comma-separated networks kubelet probes come from (default 0.0.0.0/0,::/0)")
+	registerProbeNetworks(fs, &f.probeNetworks, &f.probeSet)
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "DNS suffix of Services")
@@ -109,7 +110,7 @@ func runPolicyController(ctx context.Context, args []string, stdio IO) int {
 	if len(f.clusterNetworks) > 0 {
 		opts = append(opts, policy.WithClusterNetworks(f.clusterNetworks...))
 	}
-	if len(f.probeNetworks) > 0 {
+	if f.probeSet {
 		opts = append(opts, policy.WithProbeNetworks(f.probeNetworks...))
 	}
 	if _, err := policy.NewConfig(opts...); err != nil {

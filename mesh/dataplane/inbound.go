@@ -162,7 +162,7 @@ func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, func(), error) {
 	if remote == nil {
 		return nil, nop, errors.New("dataplane: not a TCP connection")
 	}
-	ic := &inboundConn{conn: c, peer: authz.Conn{IP: remote.AddrPort().Addr().Unmap()}}
+	ic := &inboundConn{conn: c, peer: p.peerConn(remote.AddrPort().Addr().Unmap())}
 
 	// Where the client meant to go: the original destination of a
 	// redirected connection, or nothing for a direct one.

@@ -42,6 +42,7 @@ type Proxy struct {
 	dialer       net.Dialer
 	destIdle     time.Duration
 	origDst      func(net.Conn) (netip.AddrPort, error)
+	loopback     bool // see WithLoopbackAllowed
 
 	running  atomic.Bool
 	draining atomic.Bool
@@ -70,6 +71,7 @@ type options struct {
 	origDst     func(net.Conn) (netip.AddrPort, error)
 	outPolicies OutboundPolicies
 	profiles    Profiles
+	loopback    bool // see WithLoopbackAllowed
 }
 
 // WithLogger sets the logger (default: discard).
@@ -136,7 +138,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	}
 	p := &Proxy{
 		cfg: cfg, id: id, resolver: resolver, policies: policies,
-		log: o.log, reg: o.reg, m: m, now: o.now,
+		log: o.log, reg: o.reg, m: m, now: o.now, loopback: o.loopback,
 		outPolicies:  o.outPolicies,
 		profiles:     o.profiles,
 		defaultState: &portState{proto: authz.ToProto(def), srv: def},

@@ -13,7 +13,7 @@ import (
 )
 
 // Client is the caller in an offline evaluation. Set exactly one of
-// ServiceAccount (with Namespace), Identity, or Unauthenticated.
+// ServiceAccount (with Namespace), Identity, Unauthenticated, or TLS.
 type Client struct {
 	// ServiceAccount and Namespace name a meshed client; its identity is
 	// formatted from the Config's trust domain and control-plane
@@ -24,6 +24,9 @@ type Client struct {
 	Identity string
 	// Unauthenticated is a client without a mesh identity (not meshed).
 	Unauthenticated bool
+	// TLS is a client that speaks mesh TLS without presenting an
+	// identity (what ServerAuthorization's unauthenticatedTLS admits).
+	TLS bool
 	// IP is the client's address. When unset, the client is taken to be a
 	// pod inside the cluster: the first address of the first cluster
 	// network.
@@ -48,8 +51,11 @@ func (c Client) Validate() error {
 	if c.Unauthenticated {
 		n++
 	}
+	if c.TLS {
+		n++
+	}
 	if n != 1 {
-		return fmt.Errorf("policy: give exactly one of serviceAccount+namespace, identity, or unauthenticated (got %d)", n)
+		return fmt.Errorf("policy: give exactly one of serviceAccount+namespace, identity, unauthenticated, or tls (got %d)", n)
 	}
 	return nil
 }
@@ -123,11 +129,16 @@ func (c *Config) Conn(cl Client) authz.Conn {
 	if !conn.IP.IsValid() {
 		conn.IP = c.DefaultClientIP()
 	}
+	// A client given a loopback address is the workload's own process:
+	// always allowed, as by the proxy. The default address never is.
+	conn.Loopback = cl.IP.IsValid() && cl.IP.IsLoopback()
 	switch {
 	case cl.Identity != "":
 		conn.TLS, conn.Identity = true, cl.Identity
 	case cl.ServiceAccount != "":
 		conn.TLS, conn.Identity = true, c.ServiceAccountIdentity(cl.ServiceAccount, cl.Namespace)
+	case cl.TLS:
+		conn.TLS = true
 	}
 	return conn
 }
@@ -168,6 +179,9 @@ func (ix *Index) evaluate(r Request, explain bool) (Result, []string, error) {
 		}
 		if pp.fromServer != nil {
 			steps = append(steps, fmt.Sprintf("port %s is selected by %s", portDesc, pp.fromServer))
+			if t := ix.servers[*pp.fromServer]; t != nil {
+				steps = append(steps, t.notAttached...)
+			}
 		} else {
 			opaque := ""
 			if pp.server.Protocol == authz.ProtocolOpaque {

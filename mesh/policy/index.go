@@ -73,6 +73,9 @@ type serverTemplate struct {
 	// explicitRoutes is true when HTTPRoutes are attached; then probes
 	// get no automatic authorization.
 	explicitRoutes bool
+	// notAttached lists routes that name the Server but are not
+	// attached, each with the reason.
+	notAttached []string
 }
 
 // Index is the translation of one Objects snapshot: the policy of every

@@ -289,6 +289,9 @@ func (b *builder) buildOutbound() *outboundIndex {
 		}
 	}
 	for _, r := range b.httpRoutes {
+		if r.unsupportedOut != "" {
+			continue
+		}
 		for _, pr := range r.parents {
 			if !isServiceParent(pr) {
 				continue
@@ -311,6 +314,9 @@ func (b *builder) buildOutbound() *outboundIndex {
 		}
 	}
 	for _, r := range b.grpcRoutes {
+		if r.unsupported != "" {
+			continue
+		}
 		for _, pr := range r.parents {
 			if !isServiceParent(pr) || pr.namespace != r.meta.Namespace {
 				continue

@@ -44,10 +44,14 @@ func containerPorts(w *Workload) (names map[string][]uint16, numbers map[uint16]
 	return names, numbers
 }
 
-// probePaths returns the HTTP probe paths of a workload by port.
+// probePaths returns the HTTP probe paths of a workload by port, from its
+// containers and its init containers (native sidecars, restartPolicy
+// Always, are the init containers that may have probes), as Linkerd
+// reads them. A named probe port is looked up among the same container's
+// TCP ports, ignoring case.
 func probePaths(w *Workload) map[uint16][]string {
 	out := map[uint16][]string{}
-	for _, c := range w.Containers {
+	for _, c := range append(append([]corev1.Container(nil), w.Containers...), w.InitContainers...) {
 		for _, pr := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
 			if pr == nil || pr.HTTPGet == nil {
 				continue
@@ -60,8 +64,12 @@ func probePaths(w *Workload) map[uint16][]string {
 				}
 			case intstr.String:
 				for _, cp := range c.Ports {
-					if cp.Name == pr.HTTPGet.Port.StrVal {
+					if cp.Protocol != "" && cp.Protocol != corev1.ProtocolTCP {
+						continue
+					}
+					if strings.EqualFold(cp.Name, pr.HTTPGet.Port.StrVal) && cp.ContainerPort > 0 && cp.ContainerPort <= 65535 {
 						port = uint16(cp.ContainerPort)
+						break
 					}
 				}
 			}

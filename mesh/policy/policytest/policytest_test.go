@@ -20,6 +20,8 @@ func TestAssertionsPassOnTheSeedExample(t *testing.T) {
 	policytest.AssertAllowed(t, ix, web.From(policytest.Identity("api-gateway.my-app.serviceaccount.identity.weft.cluster.local")))
 	policytest.AssertDenied(t, ix, web.From(policytest.ServiceAccount("my-app", "reports")).POST("/items", "content-type", "application/json"))
 	policytest.AssertDenied(t, ix, web.From(policytest.At(policytest.Unauthenticated(), "10.42.0.9")))
+	policytest.AssertDenied(t, ix, web.From(policytest.TLSWithoutIdentity()))
+	policytest.AssertAllowed(t, ix, web.From(policytest.At(policytest.Unauthenticated(), "127.0.0.1")), "loopback is the workload itself")
 	policytest.AssertNoWarnings(t, ix)
 }
 

@@ -290,6 +290,8 @@ func Run(t *testing.T, newHarness Factory) {
 		assert.Equal(t, "/admin", res.Path)
 	})
 
+	runLinkerdParity(t, newHarness)
+
 	t.Run("InboundWatchPortStreamsTheSnapshotThenChanges", func(t *testing.T) {
 		h := newHarness(t, with(Base(), AuthorizationPolicy())...)
 		x := running(t, h.Source())
