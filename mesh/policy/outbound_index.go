@@ -15,8 +15,6 @@ import (
 	"github.com/weftmesh/weft/mesh/ports"
 )
 
-const defaultAccrualMaxFailures uint32 = 7
-
 type statusRange struct{ start, end uint32 }
 
 type retrySpec struct {
@@ -29,12 +27,6 @@ type retrySpec struct {
 
 type timeoutSpec struct {
 	request, response, idle time.Duration
-}
-
-type accrualSpec struct {
-	maxFailures            uint32
-	minPenalty, maxPenalty time.Duration
-	jitter                 float32
 }
 
 type outboundRoute struct {
@@ -54,6 +46,7 @@ type serviceInfo struct {
 	svc      *corev1.Service
 	opaque   ports.Set
 	accrual  *accrualSpec
+	bias     *biasSpec
 	retry    retrySpec
 	timeouts timeoutSpec
 	http     []*outboundRoute
@@ -207,53 +200,6 @@ func parseTimeouts(p *problems, ref ObjectRef, a map[string]string) (timeoutSpec
 	return t, has
 }
 
-func parseAccrual(p *problems, ref ObjectRef, a map[string]string) *accrualSpec {
-	mode, ok := a[vocab.AnnotationFailureAccrual]
-	if !ok {
-		return nil
-	}
-	field := func(k string) string { return "metadata.annotations." + k }
-	if mode != "consecutive" {
-		p.warnf(ref, field(vocab.AnnotationFailureAccrual), "unsupported failure accrual mode %q (want consecutive); ignored", mode)
-		return nil
-	}
-	s := &accrualSpec{maxFailures: defaultAccrualMaxFailures, minPenalty: time.Second, maxPenalty: time.Minute, jitter: 0.5}
-	if v, ok := a[vocab.AnnotationAccrualMaxFailures]; ok {
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
-		if err != nil || n == 0 {
-			p.warnf(ref, field(vocab.AnnotationAccrualMaxFailures), "%q is not a positive number; failure accrual is off", v)
-			return nil
-		}
-		s.maxFailures = uint32(n)
-	}
-	for _, kv := range []struct {
-		key string
-		dst *time.Duration
-	}{{vocab.AnnotationAccrualMinPenalty, &s.minPenalty}, {vocab.AnnotationAccrualMaxPenalty, &s.maxPenalty}} {
-		if v, ok := a[kv.key]; ok {
-			d, err := parseLinkerdDuration(v)
-			if err != nil {
-				p.warnf(ref, field(kv.key), "%v; failure accrual is off", err)
-				return nil
-			}
-			*kv.dst = d
-		}
-	}
-	if v, ok := a[vocab.AnnotationAccrualJitterRatio]; ok {
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 32)
-		if err != nil || f < 0 || f > 100 {
-			p.warnf(ref, field(vocab.AnnotationAccrualJitterRatio), "%q is not a ratio between 0 and 100; failure accrual is off", v)
-			return nil
-		}
-		s.jitter = float32(f)
-	}
-	if s.minPenalty > s.maxPenalty || s.maxPenalty == 0 {
-		p.warnf(ref, field(vocab.AnnotationAccrualMinPenalty), "min penalty %s exceeds max penalty %s, or max is zero; failure accrual is off", s.minPenalty, s.maxPenalty)
-		return nil
-	}
-	return s
-}
-
 func isServiceParent(pr parentRef) bool {
 	return isCoreGroup(pr.group) && strings.EqualFold(pr.kind, "Service")
 }
@@ -279,6 +225,7 @@ func (b *builder) buildOutbound() *outboundIndex {
 		}
 		si.opaque = opaque
 		si.accrual = parseAccrual(b.p, ref, svc.Annotations)
+		si.bias = parseLoadBias(b.p, ref, svc.Annotations)
 		si.retry = parseRetry(b.p, ref, svc.Annotations)
 		si.timeouts, _ = parseTimeouts(b.p, ref, svc.Annotations)
 		ox.services[nsName{svc.Namespace, svc.Name}] = si
