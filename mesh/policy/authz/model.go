@@ -24,6 +24,9 @@ type Meta struct {
 // DefaultMeta returns the Meta of a built-in policy.
 func DefaultMeta(name string) Meta { return Meta{Default: name} }
 
+// IsDefault reports whether m names a built-in policy.
+func (m Meta) IsDefault() bool { return m.Default != "" }
+
 // String renders m for people: "AuthorizationPolicy my-app/web-api-gateway"
 // or, for a built-in, "default:all-unauthenticated".
 func (m Meta) String() string {
