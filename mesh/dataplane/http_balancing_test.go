@@ -159,7 +159,7 @@ func TestAnEjectionRespectsTheRetryAfterOfTheResponseThatCausedIt(t *testing.T) 
 	o.resolver.Set(target, endpointOf(app))
 	accrual := &outbound.FailureAccrual{Kind: &outbound.FailureAccrual_Unified_{Unified: &outbound.FailureAccrual_Unified{
 		MaxConsecutiveFailures: 1,
-		Backoff: &outbound.ExponentialBackoff{MinBackoff: durationpb.New(time.Second), MaxBackoff: durationpb.New(time.Minute), RespectRetryAfterHint: true},
+		Backoff:                &outbound.ExponentialBackoff{MinBackoff: durationpb.New(time.Second), MaxBackoff: durationpb.New(time.Minute), RespectRetryAfterHint: true},
 	}}}
 	o.outbound.Set(target, policyWith(accrual, &outbound.HttpRoute_Rule{}))
 	c := h1Client()

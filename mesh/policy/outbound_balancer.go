@@ -14,9 +14,9 @@ import (
 // Failure accrual and load biasing of a Service, read from the annotations
 // Linkerd's policy controller reads, with its defaults and bounds.
 const (
-	defaultAccrualMaxFailures  uint32 = 7
-	defaultAccrualMinPenalty          = time.Second
-	defaultAccrualMaxPenalty          = time.Minute
+	defaultAccrualMaxFailures  uint32  = 7
+	defaultAccrualMinPenalty           = time.Second
+	defaultAccrualMaxPenalty           = time.Minute
 	defaultAccrualJitter       float32 = 0.5
 	defaultSuccessRate                 = 0.8
 	defaultSuccessRateWindow           = 10 * time.Second
