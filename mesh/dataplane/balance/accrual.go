@@ -232,9 +232,15 @@ func (b *Balancer[T]) accrue(e *endpoint[T], probe bool, o Outcome, now int64) {
 		// restores nor extends it.
 	default:
 		if a.MaxFailures > 0 {
-			if o.Failure {
+			switch {
+			case a.Unified && rateLimited:
+				// Counts against the success rate only, whatever the
+				// route calls it (gRPC RESOURCE_EXHAUSTED is a failure
+				// to the route, a 429 is not): the run neither grows nor
+				// resets.
+			case o.Failure:
 				e.failures++
-			} else {
+			default:
 				e.failures = 0
 			}
 		}

@@ -130,6 +130,20 @@ func TestRateLimitedResponsesCountAgainstTheSuccessRateNotTheRunOfFailures(t *te
 		h.DoneWith(limited)
 	}
 	assert.False(t, snapshot(b, "a").Ejected, "429s are not a run of failures")
+	// gRPC RESOURCE_EXHAUSTED is a failure to the route, still no run.
+	for i := 0; i < 10; i++ {
+		h, err := b.Pick()
+		require.NoError(t, err)
+		h.DoneWith(balance.Outcome{Failure: true, Hint: balance.HintRateLimited})
+	}
+	assert.False(t, snapshot(b, "a").Ejected, "RESOURCE_EXHAUSTED is not a run of failures either")
+	// Nor does a rate-limited answer break a run.
+	for _, o := range []balance.Outcome{{Failure: true}, limited, {Failure: true}} {
+		h, err := b.Pick()
+		require.NoError(t, err)
+		h.DoneWith(o)
+	}
+	assert.True(t, snapshot(b, "a").Ejected, "two failures around a 429 are two in a row")
 
 	acc.SuccessRate, acc.MinRequests = 0.5, 4
 	b = balance.New[string](balance.Options{Now: c.now, Accrual: &acc})
