@@ -45,6 +45,7 @@ spec:
   ports:
   - {name: http, port: 80}
   - {name: db, port: 5432}
+  - {name: opaq, port: 4191, appProtocol: linkerd.io/opaque}
 ---
 apiVersion: v1
 kind: Service
