@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/internal/testutil"
+	"github.com/weftmesh/weft/mesh/policy"
 )
 
 // The cases of Linkerd's policy-test outbound_api_failure_accrual.rs (at
@@ -196,4 +197,67 @@ metadata:
 	next, err := st.Recv()
 	require.NoError(t, err)
 	assertDefaultPenaltyEstimator(t, next)
+}
+
+// outbound_api_http's and outbound_api_grpc's load-bias cases: a route's
+// backends take the parent Service's estimator, never their own
+// Service's annotation.
+func TestLinkerdRouteBackendsInheritTheParentsLoadBias(t *testing.T) {
+	doc := func(parentAnn, backendAnn string) string {
+		return `apiVersion: v1
+kind: Namespace
+metadata: {name: my-app}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: my-app
+  annotations: {` + parentAnn + `}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web-canary
+  namespace: my-app
+  annotations: {` + backendAnn + `}
+spec:
+  selector: {app: web-canary}
+  ports: [{name: http, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: split, namespace: my-app}
+spec:
+  parentRefs: [{group: core, kind: Service, name: web, port: 80}]
+  rules:
+  - backendRefs: [{name: web-canary, port: 80}]
+`
+	}
+	routeBackend := func(t *testing.T, d string) *outbound.Backend_BalanceP2C {
+		t.Helper()
+		ix := policy.Build(objectsFrom(t, d), nil)
+		p, err := ix.OutboundPolicy(policy.OutboundTarget{Namespace: "my-app", Name: "web", Port: 80})
+		require.NoError(t, err)
+		rs := p.GetProtocol().GetDetect().GetHttp1().GetRoutes()
+		require.Len(t, rs, 1)
+		wbs := rs[0].GetRules()[0].GetBackends().GetRandomAvailable().GetBackends()
+		require.Len(t, wbs, 1)
+		return wbs[0].GetBackend().GetBackend().GetBalancer()
+	}
+	on := `balancer.alpha.linkerd.io/penalize-failures: "true"`
+	t.Run("http_route_backend_inherits_load_bias", func(t *testing.T) {
+		assert.NotNil(t, routeBackend(t, doc(on, on)).GetPenaltyPeakEwma())
+	})
+	t.Run("http_penalize_failures_annotated_parent_unannotated_backend", func(t *testing.T) {
+		assert.NotNil(t, routeBackend(t, doc(on, "")).GetPenaltyPeakEwma())
+	})
+	t.Run("http_penalize_failures_unannotated_parent_annotated_backend", func(t *testing.T) {
+		lb := routeBackend(t, doc("", on))
+		assert.Nil(t, lb.GetPenaltyPeakEwma(), "the backend's own annotation does not select the penalty")
+		assert.NotNil(t, lb.GetPeakEwma())
+	})
 }
