@@ -57,7 +57,7 @@ func runDestinationController(ctx context.Context, args []string, stdio IO) int 
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
-	fs.StringVar(&f.opaquePorts, "default-opaque-ports", discovery.DefaultOpaquePorts().String(), "ports that are opaque unless annotations say otherwise")
+	registerDefaultOpaquePorts(fs, &f.opaquePorts)
 	fs.UintVar(&f.maxStreams, "max-streams-per-connection", 10000, "most concurrent subscriptions one proxy connection may hold")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if st, ok := Parse(fs, args); !ok {
@@ -85,9 +85,9 @@ func runDestinationController(ctx context.Context, args []string, stdio IO) int 
 	if f.maxStreams == 0 || f.maxStreams > 1<<20 {
 		return fail(ExitUsage, fmt.Errorf("--max-streams-per-connection %d: want 1 to %d", f.maxStreams, 1<<20))
 	}
-	opaque, err := discovery.ParsePortSet(f.opaquePorts, nil)
+	opaque, err := parseDefaultOpaquePorts(f.opaquePorts)
 	if err != nil {
-		return fail(ExitUsage, fmt.Errorf("--default-opaque-ports: %w", err))
+		return fail(ExitUsage, err)
 	}
 	logger, err := destinationLogger(stdio.Stderr, f.logLevel)
 	if err != nil {

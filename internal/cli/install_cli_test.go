@@ -239,6 +239,8 @@ func TestInstalledDeploymentsUseOnlyFlagsTheControllersDefine(t *testing.T) {
 		ports, err := discovery.ParsePortSet(flags("weft-destination")["default-opaque-ports"], nil)
 		require.NoError(t, err)
 		assert.Equal(t, "25,3306,4000-4100", ports.String())
+		assert.Equal(t, flags("weft-destination")["default-opaque-ports"], pf["default-opaque-ports"],
+			"the destination and policy controllers read the same default opaque ports")
 	}
 
 	// And an unknown flag is indeed caught this way.

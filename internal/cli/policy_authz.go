@@ -62,7 +62,7 @@ func runAuthz(_ context.Context, args []string, stdio IO) int {
 	if err := f.validate(); err != nil {
 		return fail(err)
 	}
-	ref, err := policy.ParseWorkloadRef(positional[0], *ns)
+	ref, err := policy.ParseKindName(positional[0], *ns)
 	if err != nil {
 		return fail(err)
 	}

@@ -53,18 +53,19 @@ func runPolicy(ctx context.Context, args []string, stdio IO) int {
 
 // caseJSON is one case in `-o json` output.
 type caseJSON struct {
-	Name          string   `json:"name"`
-	Expected      string   `json:"expected"`
-	Got           string   `json:"got"`
-	Pass          bool     `json:"pass"`
-	Reason        string   `json:"reason"`
-	Workload      string   `json:"workload"`
-	Namespace     string   `json:"namespace"`
-	Port          uint16   `json:"port"`
-	Server        string   `json:"server,omitempty"`
-	Route         string   `json:"route,omitempty"`
-	Authorization string   `json:"authorization,omitempty"`
-	Explanation   []string `json:"explanation"`
+	Name           string   `json:"name"`
+	Expected       string   `json:"expected"`
+	ExpectedReason string   `json:"expectedReason,omitempty"`
+	Got            string   `json:"got"`
+	Pass           bool     `json:"pass"`
+	Reason         string   `json:"reason"`
+	Workload       string   `json:"workload"`
+	Namespace      string   `json:"namespace"`
+	Port           uint16   `json:"port"`
+	Server         string   `json:"server,omitempty"`
+	Route          string   `json:"route,omitempty"`
+	Authorization  string   `json:"authorization,omitempty"`
+	Explanation    []string `json:"explanation"`
 }
 
 type testJSON struct {
@@ -138,7 +139,7 @@ func runPolicyTest(_ context.Context, args []string, stdio IO) int {
 				fmt.Fprintf(stdio.Stdout, "PASS %s\n", r.Case.Name)
 				continue
 			}
-			fmt.Fprintf(stdio.Stdout, "FAIL %s: expected %s, got %s\n", r.Case.Name, r.Case.Expect, r.Got)
+			fmt.Fprintf(stdio.Stdout, "FAIL %s: expected %s, got %s\n", r.Case.Name, r.Case.Expected(), r.Outcome())
 			writeIndented(stdio.Stdout, r.Explanation.String(), "  ")
 		}
 		fmt.Fprintf(stdio.Stdout, "%d passed, %d failed\n", passed, failed)
@@ -152,7 +153,7 @@ func runPolicyTest(_ context.Context, args []string, stdio IO) int {
 func toCaseJSON(r policy.CaseResult) caseJSON {
 	e := r.Explanation
 	c := caseJSON{
-		Name: r.Case.Name, Expected: r.Case.Expect.String(), Got: r.Got.String(), Pass: r.Pass,
+		Name: r.Case.Name, Expected: r.Case.Expect.String(), ExpectedReason: r.Case.ExpectReason, Got: r.Got.String(), Pass: r.Pass,
 		Reason: e.ReasonString(), Workload: r.Case.Request.Workload.Kind + "/" + r.Case.Request.Workload.Name,
 		Namespace: r.Case.Request.Workload.Namespace, Port: e.Port, Explanation: e.Steps,
 	}
@@ -183,7 +184,7 @@ func runPolicyExplain(_ context.Context, args []string, stdio IO) int {
 	f.register(fs)
 	var (
 		fromSA, fromNS, fromID, fromIP string
-		unauth                         bool
+		unauth, fromTLS                bool
 		toWorkload, toNS, toPort       string
 		method, path, host             string
 		headers                        StringList
@@ -192,6 +193,7 @@ func runPolicyExplain(_ context.Context, args []string, stdio IO) int {
 	fs.StringVar(&fromNS, "from-namespace", "", "client: namespace of --from-service-account")
 	fs.StringVar(&fromID, "from-identity", "", "client: mesh identity, written out")
 	fs.BoolVar(&unauth, "from-unauthenticated", false, "client: without mesh identity (not meshed)")
+	fs.BoolVar(&fromTLS, "from-tls", false, "client: speaks mesh TLS without an identity (what unauthenticatedTLS admits)")
 	fs.StringVar(&fromIP, "from-ip", "", "client address (default: inside the first cluster network)")
 	fs.StringVar(&toWorkload, "to-workload", "", "target workload: KIND/NAME (deployment/api, pod/api-0)")
 	fs.StringVar(&toNS, "to-namespace", "default", "target namespace")
@@ -216,7 +218,7 @@ func runPolicyExplain(_ context.Context, args []string, stdio IO) int {
 	if toWorkload == "" || toPort == "" {
 		return fail(errors.New("--to-workload and --to-port are required"))
 	}
-	req := policy.Request{Client: policy.Client{ServiceAccount: fromSA, Namespace: fromNS, Identity: fromID, Unauthenticated: unauth}}
+	req := policy.Request{Client: policy.Client{ServiceAccount: fromSA, Namespace: fromNS, Identity: fromID, Unauthenticated: unauth, TLS: fromTLS}}
 	if err := req.Client.Validate(); err != nil {
 		return fail(fmt.Errorf("client: %s", strings.TrimPrefix(err.Error(), "policy: ")))
 	}
@@ -227,7 +229,7 @@ func runPolicyExplain(_ context.Context, args []string, stdio IO) int {
 		}
 		req.Client.IP = a.Unmap()
 	}
-	ref, err := policy.ParseWorkloadRef(toWorkload, toNS)
+	ref, err := policy.ParseKindName(toWorkload, toNS)
 	if err != nil {
 		return fail(err)
 	}

@@ -19,6 +19,9 @@ type policyFlags struct {
 	trustDomain     string
 	cpNamespace     string
 	output          string
+	opaquePorts     string
+	probeNetworks   StringList
+	probeSet        bool
 }
 
 func (f *policyFlags) register(fs *flag.FlagSet) {
@@ -28,16 +31,33 @@ func (f *policyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
 	fs.StringVar(&f.output, "o", "text", "output format: text or json")
+	registerDefaultOpaquePorts(fs, &f.opaquePorts)
+	registerProbeNetworks(fs, &f.probeNetworks, &f.probeSet)
+}
+
+// registerProbeNetworks registers --probe-networks, the same flag for
+// weft-controller policy and the offline policy commands.
+func registerProbeNetworks(fs *flag.FlagSet, dst *StringList, set *bool) {
+	fs.Func("probe-networks", "comma-separated networks kubelet probes come from (default 0.0.0.0/0,::/0; an empty value turns the probe authorization off)", func(v string) error {
+		*set = true
+		return dst.Set(v)
+	})
 }
 
 func (f *policyFlags) options() []policy.Option {
+	opaque, err := parseDefaultOpaquePorts(f.opaquePorts)
 	opts := []policy.Option{
+		func(*policy.Config) error { return err },
+		policy.WithDefaultOpaquePorts(opaque),
 		policy.WithDefaultPolicy(f.defaultPolicy),
 		policy.WithTrustDomain(f.trustDomain),
 		policy.WithControlPlaneNamespace(f.cpNamespace),
 	}
 	if len(f.clusterNetworks) > 0 {
 		opts = append(opts, policy.WithClusterNetworks(f.clusterNetworks...))
+	}
+	if f.probeSet {
+		opts = append(opts, policy.WithProbeNetworks(f.probeNetworks...))
 	}
 	return opts
 }

@@ -39,9 +39,11 @@ type policyControllerFlags struct {
 	defaultPolicy            string
 	clusterNetworks          StringList
 	probeNetworks            StringList
+	probeSet                 bool
 	trustDomain, cpNamespace string
 	clusterDomain            string
 	detectTimeout            time.Duration
+	opaquePorts              string
 	logLevel                 string
 	gatewayAPI               string
 	poll                     time.Duration
@@ -58,11 +60,12 @@ func runPolicyController(ctx context.Context, args []string, stdio IO) int {
 	fs.StringVar(&f.gatewayAPI, "gateway-api", "auto", "kubernetes source: watch Gateway API routes: auto (if the CRDs are installed), true or false")
 	fs.StringVar(&f.defaultPolicy, "default-policy", "all-unauthenticated", "cluster default inbound policy")
 	fs.Var(&f.clusterNetworks, "cluster-networks", "comma-separated cluster networks (default "+strings.Join(policy.DefaultClusterNetworks, ",")+")")
-	fs.Var(&f.probeNetworks, "probe-networks", "comma-separated networks kubelet probes come from (default 0.0.0.0/0,::/0)")
+	registerProbeNetworks(fs, &f.probeNetworks, &f.probeSet)
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "DNS suffix of Services")
 	fs.DurationVar(&f.detectTimeout, "detect-timeout", 10*time.Second, "protocol detection timeout sent to proxies")
+	registerDefaultOpaquePorts(fs, &f.opaquePorts)
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if st, ok := Parse(fs, args); !ok {
 		return st
@@ -93,8 +96,13 @@ func runPolicyController(ctx context.Context, args []string, stdio IO) int {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fail(fmt.Errorf("--log-level %q: %v", f.logLevel, err))
 	}
+	opaque, err := parseDefaultOpaquePorts(f.opaquePorts)
+	if err != nil {
+		return fail(err)
+	}
 	logger := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: level}))
 	opts := []policy.Option{
+		policy.WithDefaultOpaquePorts(opaque),
 		policy.WithDefaultPolicy(f.defaultPolicy), policy.WithTrustDomain(f.trustDomain),
 		policy.WithControlPlaneNamespace(f.cpNamespace), policy.WithClusterDomain(f.clusterDomain),
 		policy.WithDetectTimeout(f.detectTimeout), policy.WithLogger(logger),
@@ -102,7 +110,7 @@ func runPolicyController(ctx context.Context, args []string, stdio IO) int {
 	if len(f.clusterNetworks) > 0 {
 		opts = append(opts, policy.WithClusterNetworks(f.clusterNetworks...))
 	}
-	if len(f.probeNetworks) > 0 {
+	if f.probeSet {
 		opts = append(opts, policy.WithProbeNetworks(f.probeNetworks...))
 	}
 	if _, err := policy.NewConfig(opts...); err != nil {

@@ -360,7 +360,7 @@ func (p *Proxy) acceptInbound(ctx context.Context, c net.Conn) (*inboundConn, er
 	if remote == nil {
 		return nil, errors.New("dataplane: not a TCP connection")
 	}
-	ic := &inboundConn{conn: c, peer: authz.Conn{IP: remote.AddrPort().Addr().Unmap()}, remote: remote.AddrPort(),
+	ic := &inboundConn{conn: c, peer: p.peerConn(remote.AddrPort().Addr().Unmap()), remote: remote.AddrPort(),
 		detected: detect.Opaque}
 	if la, ok := c.LocalAddr().(*net.TCPAddr); ok {
 		ic.local = la.AddrPort().Addr().Unmap()

@@ -44,6 +44,7 @@ type Proxy struct {
 	dialer       net.Dialer
 	destIdle     time.Duration
 	origDst      func(net.Conn) (netip.AddrPort, error)
+	loopback     bool // see WithLoopbackAllowed
 
 	running  atomic.Bool
 	draining atomic.Bool
@@ -73,6 +74,7 @@ type options struct {
 	origDst     func(net.Conn) (netip.AddrPort, error)
 	outPolicies OutboundPolicies
 	profiles    Profiles
+	loopback    bool // see WithLoopbackAllowed
 }
 
 // WithLogger sets the logger (default: discard).
@@ -82,7 +84,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // on /metrics (default: a registry of its own, with Go and process metrics).
 func WithRegistry(reg *prometheus.Registry) Option { return func(o *options) { o.reg = reg } }
 
-// WithClock sets the clock used for certificate checks (default time.Now).
+// WithClock sets the clock used for certificate checks and by the HTTP
+// balancers' latency estimates and failure accrual (default time.Now).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // WithDestinationIdleTimeout sets how long a destination nobody connects to
@@ -145,7 +148,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	}
 	p := &Proxy{
 		cfg: cfg, id: id, resolver: resolver, policies: policies,
-		log: o.log, reg: o.reg, m: m, tap: hub, now: o.now,
+		log: o.log, reg: o.reg, m: m, tap: hub, now: o.now, loopback: o.loopback,
 		outPolicies:  o.outPolicies,
 		profiles:     o.profiles,
 		defaultState: &portState{proto: authz.ToProto(def), srv: def},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	spv1alpha2 "github.com/weftmesh/weft/apis/serviceprofile/v1alpha2"
+	"github.com/weftmesh/weft/mesh/ports"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -283,7 +284,15 @@ func (c *cluster) podInfo(pod *corev1.Pod, cfg *config) *podInfo {
 		pi.identity = identityName(pod.Spec.ServiceAccountName, pod.Namespace, cpns, cfg.trustDomain)
 	}
 	named := containerPortNames(pod)
-	pi.opaque = c.portAnnotation(pod.Annotations, ns, annotationOpaquePorts, named, cfg.defaultOpaque, cfg)
+	var nsAnn map[string]string
+	if ns != nil {
+		nsAnn = ns.Annotations
+	}
+	opaque, _, err := ports.OpaqueForPod(pod.Annotations, nsAnn, named, declaredPorts(pod), cfg.defaultOpaque)
+	if err != nil {
+		cfg.logger.Warn("discovery: bad opaque-ports annotation; no port is opaque", "pod", pod.Namespace+"/"+pod.Name, "error", err)
+	}
+	pi.opaque = opaque
 	pi.skip = c.portAnnotation(pod.Annotations, ns, annotationSkipInboundPorts, named, PortSet{}, cfg)
 	pi.inbound = proxyInboundPort(pod)
 	sa := pod.Spec.ServiceAccountName
@@ -435,11 +444,16 @@ func (c *cluster) serviceProfile(id ServiceID, port uint32, tok ContextToken, cf
 	if sp == nil {
 		sp = c.profiles[dep.profileKey[1]]
 	}
-	opaque := cfg.defaultOpaque
+	var svcAnn, nsAnn map[string]string
 	if svc != nil {
-		opaque = c.portAnnotation(svc.Annotations, c.namespaces[id.Namespace], annotationOpaquePorts, nil, cfg.defaultOpaque, cfg)
-	} else if ns := c.namespaces[id.Namespace]; ns != nil {
-		opaque = c.portAnnotation(nil, ns, annotationOpaquePorts, nil, cfg.defaultOpaque, cfg)
+		svcAnn = svc.Annotations
+	}
+	if ns := c.namespaces[id.Namespace]; ns != nil {
+		nsAnn = ns.Annotations
+	}
+	opaque, _, err := ports.OpaqueForService(svcAnn, nsAnn, cfg.defaultOpaque)
+	if err != nil {
+		cfg.logger.Warn("discovery: bad opaque-ports annotation; no port is opaque", "service", id.Namespace+"/"+id.Name, "error", err)
 	}
 	p.OpaqueProtocol = opaque.Contains(port)
 	if sp == nil {

@@ -117,14 +117,32 @@ func TestPodIPLookupIgnoresFinishedPodsAndHostNetworkPodsOnOtherPorts(t *testing
 	assert.False(t, resolve(t, []runtime.Object{done}, "10.0.0.1:8080").Exists)
 }
 
-func TestBadOpaquePortsAnnotationFallsBackToTheNextSource(t *testing.T) {
+func TestABadOpaquePortsAnnotationMeansNoOpaquePortAsInPolicy(t *testing.T) {
+	// One rule for discovery and policy (mesh/ports): a value that does
+	// not parse counts as an empty list, as Linkerd's policy controller
+	// reads it; the namespace's annotation does not step in.
 	objs := []runtime.Object{webSvc(), dt.Namespace("shop", "config.linkerd.io/opaque-ports", "8080"),
 		dt.Pod("shop", "a", "10.0.0.1", "web", dt.Meshed("weft", 0), dt.Annotations("config.linkerd.io/opaque-ports", "nonsense-port")),
 		dt.EndpointSlice("shop", "web-a", "web", httpPort, dt.Endpoint("10.0.0.1", "a"))}
 	set := resolve(t, objs, web)
 	require.Len(t, set.Endpoints, 1)
-	assert.Equal(t, discovery.HintOpaque, set.Endpoints[0].Hint, "the namespace's annotation applies")
-	assert.Equal(t, uint32(4143), set.Endpoints[0].OpaqueTransportPort)
+	assert.NotEqual(t, discovery.HintOpaque, set.Endpoints[0].Hint)
+	assert.Zero(t, set.Endpoints[0].OpaqueTransportPort)
+}
+
+func TestAPodGetsOnlyTheDefaultOpaquePortsItDeclares(t *testing.T) {
+	// 5432 is a default opaque port, but this pod declares only 8080: a
+	// connection to its 5432 is not opaque (Linkerd's injector annotates
+	// only declared default ports; policy reads the same rule).
+	objs := []runtime.Object{dt.Namespace("shop"), dt.Pod("shop", "a", "10.0.0.1", "web", dt.Meshed("weft", 0))}
+	set := resolve(t, objs, "10.0.0.1:5432")
+	require.Len(t, set.Endpoints, 1)
+	assert.NotEqual(t, discovery.HintOpaque, set.Endpoints[0].Hint)
+
+	objs[1] = dt.Pod("shop", "a", "10.0.0.1", "web", dt.Meshed("weft", 0), dt.ContainerPort("pg", 5432))
+	set = resolve(t, objs, "10.0.0.1:5432")
+	require.Len(t, set.Endpoints, 1)
+	assert.Equal(t, discovery.HintOpaque, set.Endpoints[0].Hint, "declared, so opaque")
 }
 
 func TestServiceProfileTranslation(t *testing.T) {

@@ -284,6 +284,7 @@ func (r *renderer) deployment(c Component, checksum string) Object {
 			"--source=kubernetes",
 			"--gateway-api=auto",
 			"--default-policy=" + r.values.Proxy.DefaultInboundPolicy,
+			"--default-opaque-ports=" + r.values.Proxy.OpaquePorts,
 			"--cluster-networks=" + r.values.ClusterNetworks,
 			"--cluster-domain=" + r.values.ClusterDomain,
 			"--trust-domain=" + r.values.IdentityTrustDomain,

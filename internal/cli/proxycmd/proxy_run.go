@@ -124,6 +124,11 @@ func runProxy(ctx context.Context, args []string, stdio core.IO, lookup func(str
 		defer in.Cleanup()
 	}
 	opts := []dataplane.Option{dataplane.WithLogger(log)}
+	if cfg.Pod != "" {
+		// In a pod, loopback is the pod's own: its processes reach the
+		// application whatever the policy, as with Linkerd's proxy.
+		opts = append(opts, dataplane.WithLoopbackAllowed())
+	}
 	if in.OutboundPolicies != nil {
 		opts = append(opts, dataplane.WithOutboundPolicies(in.OutboundPolicies))
 	}
