@@ -21,6 +21,7 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane"
 	"github.com/weftmesh/weft/mesh/dataplane/control"
+	"github.com/weftmesh/weft/mesh/grpclimit"
 	"github.com/weftmesh/weft/mesh/identity/pki"
 	idstatic "github.com/weftmesh/weft/mesh/identity/static"
 )
@@ -45,6 +46,7 @@ type options struct {
 	tempDir   string
 	grace     time.Duration
 	readyWait time.Duration
+	limits    grpclimit.Limits
 }
 
 // WithLogger sets the logger of the control plane and the runner (default:
@@ -56,6 +58,10 @@ func WithLogger(l *slog.Logger) Option {
 		}
 	}
 }
+
+// WithServerLimits sets the limits of the control plane's gRPC servers
+// (default: grpclimit.Defaults, as `weft-controller` uses).
+func WithServerLimits(l grpclimit.Limits) Option { return func(o *options) { o.limits = l } }
 
 // WithProxyLogger sets the logger of the proxies (default: discard).
 func WithProxyLogger(l *slog.Logger) Option {
@@ -140,6 +146,7 @@ func New(ctx context.Context, f *File, opts ...Option) (*Runner, error) {
 		apps:      map[string]App{},
 		grace:     2 * time.Second,
 		readyWait: 30 * time.Second,
+		limits:    grpclimit.Defaults(),
 	}
 	for i := 1; i < 100; i++ {
 		o.bases = append(o.bases, netip.AddrFrom4([4]byte{127, 0, byte(i), 0}))
@@ -163,6 +170,9 @@ func New(ctx context.Context, f *File, opts ...Option) (*Runner, error) {
 	}
 	if o.grace < 0 {
 		return nil, fmt.Errorf("local: shutdown grace period %s is negative", o.grace)
+	}
+	if err := o.limits.Validate(); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
 	}
 	return &Runner{file: f, opts: o, ready: make(chan struct{})}, nil
 }
@@ -226,7 +236,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 
 	cpCtx, stopCP := context.WithCancel(base)
 	defer stopCP()
-	cp, err := startControlPlane(cpCtx, dir, r.file, r.file.PolicyPaths(), log)
+	cp, err := startControlPlane(cpCtx, dir, r.file, r.file.PolicyPaths(), r.opts.limits, log)
 	if err != nil {
 		return err
 	}
