@@ -34,8 +34,20 @@ func runInjectorController(ctx context.Context, args []string, stdio IO) int {
 	trustAnchors := fs.String("trust-anchors", "", "PEM file of trust anchors handed to injected proxies (overrides the Values field)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster configuration)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	injectMax := fs.Int64("inject-max-body-bytes", webhook.MaxBodyBytes, "largest AdmissionReview /inject reads; larger get 413")
+	validateMax := fs.Int64("validate-max-body-bytes", webhook.MaxValidateBodyBytes, "largest AdmissionReview /validate reads; larger get 413")
+	maxInFlight := fs.Int("max-in-flight", webhook.DefaultMaxInFlight, "AdmissionReviews handled at once (both webhooks); more get 429 with Retry-After")
 	if code, ok := Parse(fs, args); !ok {
 		return code
+	}
+	if *injectMax < 1 || *validateMax < 1 {
+		fmt.Fprintf(stdio.Stderr, "weft-controller injector: --inject-max-body-bytes %d / --validate-max-body-bytes %d: want positive sizes\n", *injectMax, *validateMax)
+		return ExitUsage
+	}
+	limiter, err := webhook.NewLimiter(*maxInFlight)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "weft-controller injector: --max-in-flight %d: %v\n", *maxInFlight, err)
+		return ExitUsage
 	}
 	logger, err := newLogger(stdio.Stderr, *logLevel)
 	if err != nil {
@@ -88,12 +100,14 @@ func runInjectorController(ctx context.Context, args []string, stdio IO) int {
 	}
 	defer namespaces.Close()
 
-	injector, err := webhook.NewInjector(values, namespaces, webhook.WithLogger(logger))
+	injector, err := webhook.NewInjector(values, namespaces, webhook.WithLogger(logger),
+		webhook.WithMaxBodyBytes(*injectMax), webhook.WithLimiter(limiter))
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
 		return ExitUsage
 	}
-	validator, err := webhook.NewValidator(webhook.WithLogger(logger))
+	validator, err := webhook.NewValidator(webhook.WithLogger(logger),
+		webhook.WithMaxBodyBytes(*validateMax), webhook.WithLimiter(limiter))
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
 		return ExitUsage

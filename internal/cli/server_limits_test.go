@@ -265,3 +265,16 @@ func TestIdentityControllerRateLimitsEachIdentity(t *testing.T) {
 		require.NoError(t, certify("api", "api-token-0123456789"), "api %d", i)
 	}
 }
+
+func TestInjectorControllerRefusesLimitFlagsOutOfRange(t *testing.T) {
+	for _, args := range [][]string{{"--max-in-flight", "0"}, {"--inject-max-body-bytes", "0"}, {"--validate-max-body-bytes", "-1"}} {
+		st, _, errOut := runCommand(t, cli.InjectorControllerCommand(), "", append([]string{"--tls-cert", "x", "--tls-key", "y"}, args...)...)
+		assert.Equal(t, cli.ExitUsage, st, "%v: %s", args, errOut)
+		assert.Contains(t, errOut, args[0])
+	}
+	st, _, help := runCommand(t, cli.InjectorControllerCommand(), "", "-h")
+	require.Equal(t, cli.ExitOK, st)
+	assert.Regexp(t, `-inject-max-body-bytes int\n.*\(default 4194304\)`, help)
+	assert.Regexp(t, `-validate-max-body-bytes int\n.*\(default 1048576\)`, help)
+	assert.Regexp(t, `-max-in-flight int\n.*\(default 8\)`, help)
+}
