@@ -17,6 +17,12 @@
 //   - The handshake: a connection must finish TLS (when served) and the
 //     HTTP/2 preface within ConnectionTimeout, or it is closed. A socket
 //     that connects and sends nothing is closed after it.
+//   - Connections: at most MaxConnections open at once, and
+//     MaxConnectionsPerPeer from one client IP address. [Server.Serve]
+//     applies them to the listener it is given: a connection beyond a cap
+//     is closed as soon as it is accepted, before TLS or HTTP/2 start, and
+//     counted. [Connections] does it for any listener (the injector's
+//     HTTPS server uses it too).
 //   - Keepalive: clients may ping at most every KeepaliveMinTime (faster
 //     pingers get GOAWAY "too_many_pings"); the server pings a silent
 //     connection after KeepaliveTime and closes it when no answer comes

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -31,6 +32,16 @@ const (
 	// they drop peers that vanished without closing their sockets.
 	DefaultKeepaliveTime    = 30 * time.Second
 	DefaultKeepaliveTimeout = 10 * time.Second
+	// DefaultMaxConnections is how many connections the server holds open
+	// at once, across all clients: a proxy holds one to each controller,
+	// so 2,000 proxies on one replica (the sizing of DefaultMaxWatches)
+	// need 2,000, with room for reconnections. A connection costs some
+	// 10 to 30 KiB of buffers and goroutine stacks (docs/benchmarks.md).
+	DefaultMaxConnections = 5000
+	// DefaultMaxConnectionsPerPeer is how many of them one peer address
+	// may hold: a proxy needs one or two per controller; pods sharing a
+	// node's address (hostNetwork) or one NAT share the budget.
+	DefaultMaxConnectionsPerPeer = 100
 	// DefaultMaxConnectionIdle closes (with GOAWAY) a connection that has
 	// held no RPC for that long. Clients reconnect when they need to.
 	DefaultMaxConnectionIdle = 5 * time.Minute
@@ -65,6 +76,8 @@ type Limits struct {
 	KeepaliveTime           time.Duration
 	KeepaliveTimeout        time.Duration
 	MaxConnectionIdle       time.Duration
+	MaxConnections          int
+	MaxConnectionsPerPeer   int
 	MaxStreamsPerConnection uint32
 	MaxRecvMsgSize          int
 	MaxWatches              int
@@ -80,6 +93,8 @@ func Defaults() Limits {
 		KeepaliveTime:           DefaultKeepaliveTime,
 		KeepaliveTimeout:        DefaultKeepaliveTimeout,
 		MaxConnectionIdle:       DefaultMaxConnectionIdle,
+		MaxConnections:          DefaultMaxConnections,
+		MaxConnectionsPerPeer:   DefaultMaxConnectionsPerPeer,
 		MaxStreamsPerConnection: DefaultMaxStreamsPerConnection,
 		MaxRecvMsgSize:          DefaultMaxRecvMsgSize,
 		MaxWatches:              DefaultMaxWatches,
@@ -89,7 +104,7 @@ func Defaults() Limits {
 }
 
 // Validate reports the first limit that is not positive, or a per-peer
-// watch limit above the global one.
+// limit above the global one.
 func (l Limits) Validate() error {
 	durations := []struct {
 		name string
@@ -108,6 +123,12 @@ func (l Limits) Validate() error {
 		}
 	}
 	switch {
+	case l.MaxConnections <= 0:
+		return fmt.Errorf("grpclimit: maximum connections %d is not positive", l.MaxConnections)
+	case l.MaxConnectionsPerPeer <= 0:
+		return fmt.Errorf("grpclimit: maximum connections per peer %d is not positive", l.MaxConnectionsPerPeer)
+	case l.MaxConnectionsPerPeer > l.MaxConnections:
+		return fmt.Errorf("grpclimit: maximum connections per peer %d is above the maximum connections %d", l.MaxConnectionsPerPeer, l.MaxConnections)
 	case l.MaxStreamsPerConnection == 0:
 		return errors.New("grpclimit: maximum streams per connection is zero")
 	case l.MaxRecvMsgSize <= 0:
@@ -127,10 +148,22 @@ func (l Limits) Validate() error {
 type Server struct {
 	*grpc.Server
 	watches *Watches
+	conns   *Connections
 }
 
 // Watches returns the watch limiter of the server, to read its counters.
 func (s *Server) Watches() *Watches { return s.watches }
+
+// Connections returns the connection limiter of the server, to read its
+// counters.
+func (s *Server) Connections() *Connections { return s.conns }
+
+// Serve serves lis, as grpc.Server.Serve does, under the connection caps
+// (MaxConnections, MaxConnectionsPerPeer): a connection beyond them is
+// closed as soon as it is accepted. The caller still owns lis.
+func (s *Server) Serve(lis net.Listener) error {
+	return s.Server.Serve(s.conns.Listener(lis))
+}
 
 // NewServer returns a grpc.Server that enforces l. opts are added after
 // the limits' own options (credentials, interceptors, a stats handler); a
@@ -141,7 +174,7 @@ func NewServer(l Limits, opts ...grpc.ServerOption) (*Server, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{watches: NewWatches(l.MaxWatches, l.MaxWatchesPerPeer)}
+	s := &Server{watches: NewWatches(l.MaxWatches, l.MaxWatchesPerPeer), conns: NewConnections(l.MaxConnections, l.MaxConnectionsPerPeer)}
 	deadline := &unaryDeadline{timeout: l.RequestTimeout}
 	all := append([]grpc.ServerOption{
 		grpc.ConnectionTimeout(l.ConnectionTimeout),

@@ -90,6 +90,9 @@ func TestValidateRefusesLimitsThatAreNotPositive(t *testing.T) {
 		"watches":                func(l *grpclimit.Limits) { l.MaxWatches = 0 },
 		"watches per peer":       func(l *grpclimit.Limits) { l.MaxWatchesPerPeer = -1 },
 		"per peer above total":   func(l *grpclimit.Limits) { l.MaxWatches, l.MaxWatchesPerPeer = 10, 11 },
+		"connections":            func(l *grpclimit.Limits) { l.MaxConnections = 0 },
+		"connections per peer":   func(l *grpclimit.Limits) { l.MaxConnectionsPerPeer = -1 },
+		"conns per peer > total": func(l *grpclimit.Limits) { l.MaxConnections, l.MaxConnectionsPerPeer = 10, 11 },
 	}
 	for name, mut := range cases {
 		t.Run(name, func(t *testing.T) {

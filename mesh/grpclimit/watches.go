@@ -2,7 +2,6 @@ package grpclimit
 
 import (
 	"context"
-	"net"
 	"sync"
 	"sync/atomic"
 
@@ -88,11 +87,8 @@ func (w *Watches) acquire(ctx context.Context, method string) (func(), error) {
 // peerKey is the address a client is counted under.
 func peerKey(ctx context.Context) string {
 	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
+	if !ok {
 		return "unknown"
 	}
-	if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
-		return host
-	}
-	return p.Addr.String()
+	return addrKey(p.Addr)
 }
