@@ -40,6 +40,8 @@ func (f *serverLimitFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.l.KeepaliveTime, "keepalive-time", f.l.KeepaliveTime, "ping a connection that has been silent for this long")
 	fs.DurationVar(&f.l.KeepaliveTimeout, "keepalive-timeout", f.l.KeepaliveTimeout, "close a connection whose ping is not answered within this")
 	fs.DurationVar(&f.l.MaxConnectionIdle, "max-connection-idle", f.l.MaxConnectionIdle, "close (GOAWAY) a connection that has held no RPC for this long")
+	fs.IntVar(&f.l.MaxConnections, "max-connections", f.l.MaxConnections, "connections held open at once by all clients; more are closed as soon as accepted")
+	fs.IntVar(&f.l.MaxConnectionsPerPeer, "max-connections-per-peer", f.l.MaxConnectionsPerPeer, "connections held open at once by one client IP address")
 	fs.UintVar(&f.maxStreams, "max-streams-per-connection", f.maxStreams, "concurrent RPCs one connection may hold (HTTP/2 MAX_CONCURRENT_STREAMS)")
 	fs.IntVar(&f.l.MaxRecvMsgSize, "max-message-bytes", f.l.MaxRecvMsgSize, "largest request message accepted")
 	fs.IntVar(&f.l.MaxWatches, "max-watches", f.l.MaxWatches, "streaming RPCs (watches) held at once by all clients; more get RESOURCE_EXHAUSTED")
@@ -68,6 +70,7 @@ func (f *serverLimitFlags) limits() (grpclimit.Limits, error) {
 		v    int
 	}{
 		{"max-message-bytes", l.MaxRecvMsgSize}, {"max-watches", l.MaxWatches}, {"max-watches-per-peer", l.MaxWatchesPerPeer},
+		{"max-connections", l.MaxConnections}, {"max-connections-per-peer", l.MaxConnectionsPerPeer},
 	} {
 		if n.v <= 0 {
 			return l, fmt.Errorf("--%s %d: want a positive number", n.flag, n.v)
@@ -78,6 +81,9 @@ func (f *serverLimitFlags) limits() (grpclimit.Limits, error) {
 	}
 	if l.MaxWatchesPerPeer > l.MaxWatches {
 		return l, fmt.Errorf("--max-watches-per-peer %d is above --max-watches %d", l.MaxWatchesPerPeer, l.MaxWatches)
+	}
+	if l.MaxConnectionsPerPeer > l.MaxConnections {
+		return l, fmt.Errorf("--max-connections-per-peer %d is above --max-connections %d", l.MaxConnectionsPerPeer, l.MaxConnections)
 	}
 	l.MaxStreamsPerConnection = uint32(f.maxStreams)
 	return l, l.Validate()
@@ -122,12 +128,16 @@ func serveGRPC(ctx context.Context, s grpcServing) error {
 	healthpb.RegisterHealthServer(s.Server, hs)
 	reflection.Register(s.Server)
 	if s.Registry != nil {
-		w := s.Server.Watches()
+		w, c := s.Server.Watches(), s.Server.Connections()
 		s.Registry.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weft_grpc_watches", Help: "Streaming RPCs (watches) open now."},
 				func() float64 { return float64(w.InUse()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weft_grpc_watches_refused_total", Help: "Streaming RPCs refused with RESOURCE_EXHAUSTED by the watch limits."},
-				func() float64 { return float64(w.Refused()) }))
+				func() float64 { return float64(w.Refused()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weft_grpc_connections", Help: "Client connections open now."},
+				func() float64 { return float64(c.InUse()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weft_grpc_connections_refused_total", Help: "Client connections closed at accept by the connection limits."},
+				func() float64 { return float64(c.Refused()) }))
 	}
 
 	lis, err := net.Listen("tcp", s.Addr)

@@ -31,6 +31,7 @@ import (
 // limitFlags are the server limit flags every gRPC controller takes.
 var limitFlags = []string{
 	"connection-timeout", "keepalive-min-time", "keepalive-time", "keepalive-timeout", "max-connection-idle",
+	"max-connections", "max-connections-per-peer",
 	"max-streams-per-connection", "max-message-bytes", "max-watches", "max-watches-per-peer", "request-timeout",
 }
 
@@ -100,6 +101,7 @@ func TestControllersRefuseLimitFlagsOutOfRange(t *testing.T) {
 	for _, args := range [][]string{
 		{"--connection-timeout", "0s"}, {"--max-watches", "0"}, {"--max-streams-per-connection", "0"},
 		{"--max-watches", "10", "--max-watches-per-peer", "11"}, {"--request-timeout", "-1s"}, {"--max-message-bytes", "-5"},
+		{"--max-connections", "0"}, {"--max-connections", "10", "--max-connections-per-peer", "11"},
 	} {
 		for _, cmd := range []cli.Command{cli.IdentityControllerCommand(), cli.DestinationControllerCommand(), cli.PolicyControllerCommand()} {
 			var all []string
@@ -152,6 +154,44 @@ func TestEveryControllerAnswersAHalfSentRequestWithDeadlineExceeded(t *testing.T
 		res := testutil.HalfSentGRPC(t, c.addr, c.unary, 200, []byte{0x0a, 0x05, 'w', 'e'}, testutil.DefaultTimeout)
 		assert.Equal(t, int(codes.DeadlineExceeded), res.Status, "%s %s: %s", c.name, c.unary, res)
 		assert.GreaterOrEqual(t, res.Elapsed, timeout, "%s: %s", c.name, res)
+	}
+}
+
+// TestEveryControllerCapsTheConnectionsOfOneClient: with
+// --max-connections-per-peer 2, a third connection from one address is
+// closed on every controller before the server says a word, while another
+// address is still served.
+func TestEveryControllerCapsTheConnectionsOfOneClient(t *testing.T) {
+	ctx := testutil.Context(t, 0)
+	dialFrom := func(addr, src string) net.Conn {
+		d := net.Dialer{Timeout: testutil.DefaultTimeout, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		conn, err := d.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close() })
+		return conn
+	}
+	// spoke reads the server's first byte (its HTTP/2 SETTINGS) or the
+	// end of a connection closed unread.
+	spoke := func(conn net.Conn) bool {
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(testutil.DefaultTimeout)))
+		n, err := conn.Read(make([]byte, 1))
+		var ne net.Error
+		require.False(t, errors.As(err, &ne) && ne.Timeout(), "the server neither spoke nor closed")
+		return n == 1
+	}
+	for _, c := range startControllers(t, "--max-connections", "10", "--max-connections-per-peer", "2") {
+		for i := range 2 {
+			assert.True(t, spoke(dialFrom(c.addr, "127.0.0.1")), "%s: connection %d was refused", c.name, i)
+		}
+		assert.False(t, spoke(dialFrom(c.addr, "127.0.0.1")), "%s served a third connection from one address", c.name)
+
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+		conn, err := grpc.NewClient("passthrough:///"+c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
+		require.NoError(t, err)
+		_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		assert.NoError(t, err, "%s: another address is served", c.name)
+		_ = conn.Close()
 	}
 }
 
@@ -267,7 +307,8 @@ func TestIdentityControllerRateLimitsEachIdentity(t *testing.T) {
 }
 
 func TestInjectorControllerRefusesLimitFlagsOutOfRange(t *testing.T) {
-	for _, args := range [][]string{{"--max-in-flight", "0"}, {"--inject-max-body-bytes", "0"}, {"--validate-max-body-bytes", "-1"}} {
+	for _, args := range [][]string{{"--max-in-flight", "0"}, {"--inject-max-body-bytes", "0"}, {"--validate-max-body-bytes", "-1"},
+		{"--max-connections", "0"}, {"--max-connections-per-peer", "600"}} {
 		st, _, errOut := runCommand(t, cli.InjectorControllerCommand(), "", append([]string{"--tls-cert", "x", "--tls-key", "y"}, args...)...)
 		assert.Equal(t, cli.ExitUsage, st, "%v: %s", args, errOut)
 		assert.Contains(t, errOut, args[0])
@@ -277,4 +318,6 @@ func TestInjectorControllerRefusesLimitFlagsOutOfRange(t *testing.T) {
 	assert.Regexp(t, `-inject-max-body-bytes int\n.*\(default 4194304\)`, help)
 	assert.Regexp(t, `-validate-max-body-bytes int\n.*\(default 1048576\)`, help)
 	assert.Regexp(t, `-max-in-flight int\n.*\(default 8\)`, help)
+	assert.Regexp(t, `-max-connections int\n.*\(default 500\)`, help)
+	assert.Regexp(t, `-max-connections-per-peer int\n.*\(default 50\)`, help)
 }

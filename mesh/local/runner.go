@@ -60,8 +60,19 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithServerLimits sets the limits of the control plane's gRPC servers
-// (default: grpclimit.Defaults, as `weft-controller` uses).
+// (default: [DefaultServerLimits]).
 func WithServerLimits(l grpclimit.Limits) Option { return func(o *options) { o.limits = l } }
+
+// DefaultServerLimits are the limits of the local control plane's gRPC
+// servers: those of `weft-controller` (grpclimit.Defaults), except that
+// each per-peer cap equals its total, because every proxy of the local
+// mesh connects to the controllers from 127.0.0.1 and so is the same peer.
+func DefaultServerLimits() grpclimit.Limits {
+	l := grpclimit.Defaults()
+	l.MaxConnectionsPerPeer = l.MaxConnections
+	l.MaxWatchesPerPeer = l.MaxWatches
+	return l
+}
 
 // WithProxyLogger sets the logger of the proxies (default: discard).
 func WithProxyLogger(l *slog.Logger) Option {
@@ -146,7 +157,7 @@ func New(ctx context.Context, f *File, opts ...Option) (*Runner, error) {
 		apps:      map[string]App{},
 		grace:     2 * time.Second,
 		readyWait: 30 * time.Second,
-		limits:    grpclimit.Defaults(),
+		limits:    DefaultServerLimits(),
 	}
 	for i := 1; i < 100; i++ {
 		o.bases = append(o.bases, netip.AddrFrom4([4]byte{127, 0, byte(i), 0}))
