@@ -46,6 +46,8 @@ func (f *serverLimitFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.l.MaxRecvMsgSize, "max-message-bytes", f.l.MaxRecvMsgSize, "largest request message accepted")
 	fs.IntVar(&f.l.MaxWatches, "max-watches", f.l.MaxWatches, "streaming RPCs (watches) held at once by all clients; more get RESOURCE_EXHAUSTED")
 	fs.IntVar(&f.l.MaxWatchesPerPeer, "max-watches-per-peer", f.l.MaxWatchesPerPeer, "watches held at once by one client IP address")
+	fs.IntVar(&f.l.MaxRequests, "max-requests", f.l.MaxRequests, "unary RPCs in flight at once, all clients; more get RESOURCE_EXHAUSTED")
+	fs.IntVar(&f.l.MaxRequestsPerPeer, "max-requests-per-peer", f.l.MaxRequestsPerPeer, "unary RPCs in flight at once from one client IP address")
 	fs.DurationVar(&f.l.RequestTimeout, "request-timeout", f.l.RequestTimeout, "deadline of a unary RPC, receipt of the request included")
 }
 
@@ -71,6 +73,7 @@ func (f *serverLimitFlags) limits() (grpclimit.Limits, error) {
 	}{
 		{"max-message-bytes", l.MaxRecvMsgSize}, {"max-watches", l.MaxWatches}, {"max-watches-per-peer", l.MaxWatchesPerPeer},
 		{"max-connections", l.MaxConnections}, {"max-connections-per-peer", l.MaxConnectionsPerPeer},
+		{"max-requests", l.MaxRequests}, {"max-requests-per-peer", l.MaxRequestsPerPeer},
 	} {
 		if n.v <= 0 {
 			return l, fmt.Errorf("--%s %d: want a positive number", n.flag, n.v)
@@ -81,6 +84,9 @@ func (f *serverLimitFlags) limits() (grpclimit.Limits, error) {
 	}
 	if l.MaxWatchesPerPeer > l.MaxWatches {
 		return l, fmt.Errorf("--max-watches-per-peer %d is above --max-watches %d", l.MaxWatchesPerPeer, l.MaxWatches)
+	}
+	if l.MaxRequestsPerPeer > l.MaxRequests {
+		return l, fmt.Errorf("--max-requests-per-peer %d is above --max-requests %d", l.MaxRequestsPerPeer, l.MaxRequests)
 	}
 	if l.MaxConnectionsPerPeer > l.MaxConnections {
 		return l, fmt.Errorf("--max-connections-per-peer %d is above --max-connections %d", l.MaxConnectionsPerPeer, l.MaxConnections)
@@ -128,7 +134,7 @@ func serveGRPC(ctx context.Context, s grpcServing) error {
 	healthpb.RegisterHealthServer(s.Server, hs)
 	reflection.Register(s.Server)
 	if s.Registry != nil {
-		w, c := s.Server.Watches(), s.Server.Connections()
+		srv, w, c := s.Server, s.Server.Watches(), s.Server.Connections()
 		s.Registry.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weft_grpc_watches", Help: "Streaming RPCs (watches) open now."},
 				func() float64 { return float64(w.InUse()) }),
@@ -137,7 +143,11 @@ func serveGRPC(ctx context.Context, s grpcServing) error {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weft_grpc_connections", Help: "Client connections open now."},
 				func() float64 { return float64(c.InUse()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weft_grpc_connections_refused_total", Help: "Client connections closed at accept by the connection limits."},
-				func() float64 { return float64(c.Refused()) }))
+				func() float64 { return float64(c.Refused()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weft_grpc_requests", Help: "Unary RPCs in flight now, from their headers to their end."},
+				func() float64 { return float64(srv.RequestsInUse()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weft_grpc_requests_refused_total", Help: "Unary RPCs refused with RESOURCE_EXHAUSTED by the request limits."},
+				func() float64 { return float64(srv.RequestsRefused()) }))
 	}
 
 	lis, err := net.Listen("tcp", s.Addr)

@@ -31,7 +31,7 @@ import (
 // limitFlags are the server limit flags every gRPC controller takes.
 var limitFlags = []string{
 	"connection-timeout", "keepalive-min-time", "keepalive-time", "keepalive-timeout", "max-connection-idle",
-	"max-connections", "max-connections-per-peer",
+	"max-connections", "max-connections-per-peer", "max-requests", "max-requests-per-peer",
 	"max-streams-per-connection", "max-message-bytes", "max-watches", "max-watches-per-peer", "request-timeout",
 }
 
@@ -102,6 +102,7 @@ func TestControllersRefuseLimitFlagsOutOfRange(t *testing.T) {
 		{"--connection-timeout", "0s"}, {"--max-watches", "0"}, {"--max-streams-per-connection", "0"},
 		{"--max-watches", "10", "--max-watches-per-peer", "11"}, {"--request-timeout", "-1s"}, {"--max-message-bytes", "-5"},
 		{"--max-connections", "0"}, {"--max-connections", "10", "--max-connections-per-peer", "11"},
+		{"--max-requests-per-peer", "0"}, {"--max-requests", "10", "--max-requests-per-peer", "11"},
 	} {
 		for _, cmd := range []cli.Command{cli.IdentityControllerCommand(), cli.DestinationControllerCommand(), cli.PolicyControllerCommand()} {
 			var all []string
@@ -192,6 +193,36 @@ func TestEveryControllerCapsTheConnectionsOfOneClient(t *testing.T) {
 		_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 		assert.NoError(t, err, "%s: another address is served", c.name)
 		_ = conn.Close()
+	}
+}
+
+// TestEveryControllerCapsTheRequestsOneClientHoldsInFlight: with
+// --max-requests-per-peer 1, a client stalling one unary request on any
+// controller has its next one refused with RESOURCE_EXHAUSTED, while
+// another address is served.
+func TestEveryControllerCapsTheRequestsOneClientHoldsInFlight(t *testing.T) {
+	ctx := testutil.Context(t, 0)
+	from := func(addr, src string) *grpc.ClientConn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close() })
+		return conn
+	}
+	for _, c := range startControllers(t, "--max-requests", "10", "--max-requests-per-peer", "1") {
+		greedy := from(c.addr, "127.0.0.1")
+		// The stalled request: headers sent, the message never.
+		_, err := greedy.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, c.unary)
+		require.NoError(t, err)
+		var refused error
+		testutil.Eventually(t, 0, func() bool {
+			_, refused = healthpb.NewHealthClient(greedy).Check(ctx, &healthpb.HealthCheckRequest{})
+			return status.Code(refused) == codes.ResourceExhausted
+		}, c.name+" to refuse a second request in flight from one address")
+		assert.Contains(t, status.Convert(refused).Message(), "peer 127.0.0.1 holds its maximum of 1 requests in flight", c.name)
+		_, err = healthpb.NewHealthClient(from(c.addr, "127.0.0.2")).Check(ctx, &healthpb.HealthCheckRequest{})
+		assert.NoError(t, err, "%s: another address is served", c.name)
 	}
 }
 

@@ -10,7 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/grpclimit"
@@ -178,4 +182,50 @@ func TestAPeerThatStopsAnsweringPingsIsDisconnected(t *testing.T) {
 	}
 	assert.True(t, pinged, "the server closed the connection without pinging it first")
 	_ = conn.Close()
+}
+
+// holdRequest opens a unary Check from src and never sends its request,
+// as a stalling client would; the stream lasts until cancel.
+func holdRequest(t *testing.T, ctx context.Context, addr, src string) context.CancelFunc {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	sctx, cancel := context.WithCancel(ctx)
+	_, err = conn.NewStream(sctx, &grpc.StreamDesc{ClientStreams: true}, "/grpc.health.v1.Health/Check")
+	require.NoError(t, err)
+	return cancel
+}
+
+func TestOneClientCannotHoldMoreThanItsShareOfRequests(t *testing.T) {
+	ctx := testutil.Context(t, 0)
+	addr, srv, _ := serve(t, small(func(l *grpclimit.Limits) { l.MaxRequests, l.MaxRequestsPerPeer = 3, 2 }))
+	first := holdRequest(t, ctx, addr, "127.0.0.1")
+	holdRequest(t, ctx, addr, "127.0.0.1")
+	testutil.Eventually(t, 0, func() bool { return srv.RequestsInUse() == 2 }, "the server to hold both stalled requests")
+
+	greedy := dial(t, addr, "127.0.0.1")
+	_, err := greedy.Check(ctx, &healthpb.HealthCheckRequest{})
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	assert.Contains(t, status.Convert(err).Message(), "peer 127.0.0.1 holds its maximum of 2 requests in flight")
+
+	// Another client is served; once it holds the last place, the server
+	// is full for everyone.
+	_, err = dial(t, addr, "127.0.0.2").Check(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err, "another address")
+	holdRequest(t, ctx, addr, "127.0.0.2")
+	testutil.Eventually(t, 0, func() bool { return srv.RequestsInUse() == 3 }, "the server to hold three stalled requests")
+	_, err = dial(t, addr, "127.0.0.3").Check(ctx, &healthpb.HealthCheckRequest{})
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	assert.Contains(t, status.Convert(err).Message(), "the server holds its maximum of 3 requests in flight")
+	assert.Equal(t, uint64(2), srv.RequestsRefused())
+
+	// A request that ends gives its place back.
+	first()
+	testutil.Eventually(t, 0, func() bool { return srv.RequestsInUse() == 2 }, "the cancelled request to be released")
+	_, err = greedy.Check(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	testutil.Eventually(t, 0, func() bool { return srv.RequestsInUse() == 2 }, "the finished request to be released")
 }

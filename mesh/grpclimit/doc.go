@@ -44,6 +44,11 @@
 //     that sends half a request, or never ends it, is answered
 //     DEADLINE_EXCEEDED instead of holding the stream. A shorter deadline
 //     sent by the client (grpc-timeout) wins.
+//   - Requests in flight: those unary RPCs count, from their headers to
+//     their end, against MaxRequests in total and MaxRequestsPerPeer per
+//     client IP address; beyond either, a new one is answered
+//     RESOURCE_EXHAUSTED before its request is read. Together with the
+//     deadline this bounds what stalled requests one client can hold.
 //
 // The defaults ([Defaults]) and the reasoning behind each are in
 // docs/limits.md.

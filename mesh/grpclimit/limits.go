@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
 
@@ -61,6 +63,14 @@ const (
 	// hold, so one client cannot take the whole budget: a gateway proxy
 	// routing to 1,000 services at once holds 2,000 destination watches.
 	DefaultMaxWatchesPerPeer = 2000
+	// DefaultMaxRequests is how many unary RPCs (every stream that is not
+	// a registered streaming method) the server holds at once, from their
+	// headers to their end, across all clients; each lasts at most
+	// RequestTimeout. DefaultMaxRequestsPerPeer is how many of them one
+	// peer address may hold: a proxy has a few in flight at most (a
+	// Certify, a GetPort per port at start).
+	DefaultMaxRequests        = 10000
+	DefaultMaxRequestsPerPeer = 1000
 	// DefaultRequestTimeout is the deadline of a unary RPC on the server,
 	// counted from the moment its headers arrive: the request message must
 	// arrive and the answer be computed within it.
@@ -82,6 +92,8 @@ type Limits struct {
 	MaxRecvMsgSize          int
 	MaxWatches              int
 	MaxWatchesPerPeer       int
+	MaxRequests             int
+	MaxRequestsPerPeer      int
 	RequestTimeout          time.Duration
 }
 
@@ -99,6 +111,8 @@ func Defaults() Limits {
 		MaxRecvMsgSize:          DefaultMaxRecvMsgSize,
 		MaxWatches:              DefaultMaxWatches,
 		MaxWatchesPerPeer:       DefaultMaxWatchesPerPeer,
+		MaxRequests:             DefaultMaxRequests,
+		MaxRequestsPerPeer:      DefaultMaxRequestsPerPeer,
 		RequestTimeout:          DefaultRequestTimeout,
 	}
 }
@@ -123,6 +137,12 @@ func (l Limits) Validate() error {
 		}
 	}
 	switch {
+	case l.MaxRequests <= 0:
+		return fmt.Errorf("grpclimit: maximum requests %d is not positive", l.MaxRequests)
+	case l.MaxRequestsPerPeer <= 0:
+		return fmt.Errorf("grpclimit: maximum requests per peer %d is not positive", l.MaxRequestsPerPeer)
+	case l.MaxRequestsPerPeer > l.MaxRequests:
+		return fmt.Errorf("grpclimit: maximum requests per peer %d is above the maximum requests %d", l.MaxRequestsPerPeer, l.MaxRequests)
 	case l.MaxConnections <= 0:
 		return fmt.Errorf("grpclimit: maximum connections %d is not positive", l.MaxConnections)
 	case l.MaxConnectionsPerPeer <= 0:
@@ -147,9 +167,18 @@ func (l Limits) Validate() error {
 // services on it and serve it on a listener the caller owns.
 type Server struct {
 	*grpc.Server
-	watches *Watches
-	conns   *Connections
+	watches  *Watches
+	requests *counter
+	conns    *Connections
 }
+
+// RequestsInUse returns the unary RPCs in flight now, and
+// RequestsRefused how many were refused since the start.
+func (s *Server) RequestsInUse() int { return s.requests.inUse() }
+
+// RequestsRefused returns how many unary RPCs were refused with
+// RESOURCE_EXHAUSTED by the request caps since the start.
+func (s *Server) RequestsRefused() uint64 { return s.requests.refused.Load() }
 
 // Watches returns the watch limiter of the server, to read its counters.
 func (s *Server) Watches() *Watches { return s.watches }
@@ -175,7 +204,8 @@ func NewServer(l Limits, opts ...grpc.ServerOption) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{watches: NewWatches(l.MaxWatches, l.MaxWatchesPerPeer), conns: NewConnections(l.MaxConnections, l.MaxConnectionsPerPeer)}
-	deadline := &unaryDeadline{timeout: l.RequestTimeout}
+	s.requests = newCounter(l.MaxRequests, l.MaxRequestsPerPeer)
+	deadline := &unaryDeadline{timeout: l.RequestTimeout, requests: s.requests}
 	all := append([]grpc.ServerOption{
 		grpc.ConnectionTimeout(l.ConnectionTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: l.KeepaliveMinTime, PermitWithoutStream: true}),
@@ -195,13 +225,16 @@ func NewServer(l Limits, opts ...grpc.ServerOption) (*Server, error) {
 }
 
 // unaryDeadline puts the request timeout on every stream that is not a
-// registered streaming method, from the moment its headers arrive. It
-// works in the tap handle because that is the only hook that runs before
-// gRPC waits for the request message: an interceptor runs after it, so a
-// client that sends half a request would hold its stream forever.
+// registered streaming method, from the moment its headers arrive, and
+// counts such streams against the request caps until they end. It works
+// in the tap handle because that is the only hook that runs before gRPC
+// waits for the request message: an interceptor runs after it, so a
+// client that sends half a request would hold its stream forever, and
+// uncounted.
 type unaryDeadline struct {
-	timeout time.Duration
-	server  *grpc.Server
+	timeout  time.Duration
+	server   *grpc.Server
+	requests *counter
 
 	once    sync.Once
 	streams map[string]bool
@@ -223,6 +256,15 @@ func (u *unaryDeadline) tap(ctx context.Context, info *tap.Info) (context.Contex
 	if u.streams[info.FullMethodName] {
 		return ctx, nil
 	}
+	release, err := u.requests.acquire(peerKey(ctx), func(which string, n int) error {
+		return status.Errorf(codes.ResourceExhausted, "grpclimit: %s refused: %s holds its maximum of %d requests in flight; retry later", info.FullMethodName, which, n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	// ctx is the stream's: gRPC cancels it when the stream ends, however
+	// it ends.
+	context.AfterFunc(ctx, release)
 	if d, ok := ctx.Deadline(); ok && time.Until(d) <= u.timeout {
 		return ctx, nil
 	}

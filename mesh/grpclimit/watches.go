@@ -19,7 +19,39 @@ import (
 //
 // The per-peer count is keyed by the peer's IP address (the whole address
 // for non-IP transports). Clients behind one NAT share it.
-type Watches struct {
+type Watches struct{ c *counter }
+
+// NewWatches returns a limiter of max watches in total and perPeer per
+// peer address. A value of zero or less means no limit of that kind.
+func NewWatches(max, perPeer int) *Watches { return &Watches{c: newCounter(max, perPeer)} }
+
+// InUse returns the number of watches open now.
+func (w *Watches) InUse() int { return w.c.inUse() }
+
+// Refused returns how many watches were refused since the start.
+func (w *Watches) Refused() uint64 { return w.c.refused.Load() }
+
+// StreamServerInterceptor counts every streaming RPC while its handler
+// runs. Install it with grpc.ChainStreamInterceptor; [NewServer] does.
+func (w *Watches) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		release, err := w.c.acquire(peerKey(ss.Context()), func(which string, n int) error {
+			if which == "the server" {
+				return status.Errorf(codes.ResourceExhausted,
+					"grpclimit: %s refused: the server holds its maximum of %d watches; retry later or against another replica", info.FullMethod, n)
+			}
+			return status.Errorf(codes.ResourceExhausted, "grpclimit: %s refused: %s holds its maximum of %d watches", info.FullMethod, which, n)
+		})
+		if err != nil {
+			return err
+		}
+		defer release()
+		return handler(srv, ss)
+	}
+}
+
+// counter counts what clients hold, in total and per peer address.
+type counter struct {
 	max, perPeer int
 
 	mu    sync.Mutex
@@ -29,59 +61,39 @@ type Watches struct {
 	refused atomic.Uint64
 }
 
-// NewWatches returns a limiter of max watches in total and perPeer per
-// peer address. A value of zero or less means no limit of that kind.
-func NewWatches(max, perPeer int) *Watches {
-	return &Watches{max: max, perPeer: perPeer, peers: map[string]int{}}
+func newCounter(max, perPeer int) *counter {
+	return &counter{max: max, perPeer: perPeer, peers: map[string]int{}}
 }
 
-// InUse returns the number of watches open now.
-func (w *Watches) InUse() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.total
+func (c *counter) inUse() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
 }
 
-// Refused returns how many watches were refused since the start.
-func (w *Watches) Refused() uint64 { return w.refused.Load() }
-
-// StreamServerInterceptor counts every streaming RPC while its handler
-// runs. Install it with grpc.ChainStreamInterceptor; [NewServer] does.
-func (w *Watches) StreamServerInterceptor() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		release, err := w.acquire(ss.Context(), info.FullMethod)
-		if err != nil {
-			return err
+// acquire counts one more for key, or returns the error refusal builds
+// from what is full ("the server" or "peer ADDR") and its cap.
+func (c *counter) acquire(key string, refusal func(which string, n int) error) (func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.max > 0 && c.total >= c.max {
+		c.refused.Add(1)
+		return nil, refusal("the server", c.max)
+	}
+	if c.perPeer > 0 && c.peers[key] >= c.perPeer {
+		c.refused.Add(1)
+		return nil, refusal("peer "+key, c.perPeer)
+	}
+	c.total++
+	c.peers[key]++
+	return sync.OnceFunc(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.total--
+		if c.peers[key]--; c.peers[key] <= 0 {
+			delete(c.peers, key)
 		}
-		defer release()
-		return handler(srv, ss)
-	}
-}
-
-func (w *Watches) acquire(ctx context.Context, method string) (func(), error) {
-	key := peerKey(ctx)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.max > 0 && w.total >= w.max {
-		w.refused.Add(1)
-		return nil, status.Errorf(codes.ResourceExhausted,
-			"grpclimit: %s refused: the server holds its maximum of %d watches; retry later or against another replica", method, w.max)
-	}
-	if w.perPeer > 0 && w.peers[key] >= w.perPeer {
-		w.refused.Add(1)
-		return nil, status.Errorf(codes.ResourceExhausted,
-			"grpclimit: %s refused: peer %s holds its maximum of %d watches", method, key, w.perPeer)
-	}
-	w.total++
-	w.peers[key]++
-	return func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.total--
-		if w.peers[key]--; w.peers[key] <= 0 {
-			delete(w.peers, key)
-		}
-	}, nil
+	}), nil
 }
 
 // peerKey is the address a client is counted under.

@@ -19,6 +19,7 @@ func TestDefaultServerLimitsTreatLoopbackAsOnePeer(t *testing.T) {
 	require.NoError(t, l.Validate())
 	assert.Equal(t, l.MaxConnections, l.MaxConnectionsPerPeer, "every local proxy connects from 127.0.0.1")
 	assert.Equal(t, l.MaxWatches, l.MaxWatchesPerPeer, "every local proxy connects from 127.0.0.1")
+	assert.Equal(t, l.MaxRequests, l.MaxRequestsPerPeer, "every local proxy connects from 127.0.0.1")
 }
 
 // TestTheLocalControlPlaneEnforcesItsServerLimits attacks the local

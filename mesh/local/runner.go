@@ -71,6 +71,7 @@ func DefaultServerLimits() grpclimit.Limits {
 	l := grpclimit.Defaults()
 	l.MaxConnectionsPerPeer = l.MaxConnections
 	l.MaxWatchesPerPeer = l.MaxWatches
+	l.MaxRequestsPerPeer = l.MaxRequests
 	return l
 }
 
