@@ -10,8 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 	"k8s.io/client-go/dynamic"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -19,6 +17,7 @@ import (
 	"github.com/weftmesh/weft/mesh/discovery"
 	discoveryk8s "github.com/weftmesh/weft/mesh/discovery/kubernetes"
 	discoverystatic "github.com/weftmesh/weft/mesh/discovery/static"
+	"github.com/weftmesh/weft/mesh/grpclimit"
 )
 
 // DestinationControllerCommand is `weft-controller destination`: the
@@ -42,7 +41,7 @@ type destinationFlags struct {
 	trustDomain       string
 	cpNamespace       string
 	opaquePorts       string
-	maxStreams        uint
+	server            serverLimitFlags
 	logLevel          string
 }
 
@@ -58,7 +57,7 @@ func runDestinationController(ctx context.Context, args []string, stdio IO) int 
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
 	registerDefaultOpaquePorts(fs, &f.opaquePorts)
-	fs.UintVar(&f.maxStreams, "max-streams-per-connection", 10000, "most concurrent subscriptions one proxy connection may hold")
+	f.server.register(fs)
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if st, ok := Parse(fs, args); !ok {
 		return st
@@ -82,8 +81,8 @@ func runDestinationController(ctx context.Context, args []string, stdio IO) int 
 	default:
 		return fail(ExitUsage, fmt.Errorf("--source %q: want kubernetes or static", f.source))
 	}
-	if f.maxStreams == 0 || f.maxStreams > 1<<20 {
-		return fail(ExitUsage, fmt.Errorf("--max-streams-per-connection %d: want 1 to %d", f.maxStreams, 1<<20))
+	if _, err := f.server.limits(); err != nil {
+		return fail(ExitUsage, err)
 	}
 	opaque, err := parseDefaultOpaquePorts(f.opaquePorts)
 	if err != nil {
@@ -159,13 +158,14 @@ func serveDestination(ctx context.Context, f destinationFlags, idx *discovery.In
 	if err != nil {
 		return err
 	}
-	gs := grpc.NewServer(
-		grpc.MaxRecvMsgSize(64<<10),
-		grpc.MaxConcurrentStreams(uint32(f.maxStreams)),
-		grpc.ConnectionTimeout(10*time.Second),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	)
+	limits, err := f.server.limits()
+	if err != nil {
+		return err
+	}
+	gs, err := grpclimit.NewServer(limits)
+	if err != nil {
+		return err
+	}
 	srv.Register(gs)
 	stats := idx.Stats()
 	return serveGRPC(ctx, grpcServing{

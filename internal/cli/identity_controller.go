@@ -16,10 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/weftmesh/weft/mesh/grpclimit"
 	"github.com/weftmesh/weft/mesh/identity"
 	identityk8s "github.com/weftmesh/weft/mesh/identity/kubernetes"
 	"github.com/weftmesh/weft/mesh/identity/local"
@@ -55,6 +55,9 @@ type identityFlags struct {
 	stepProvisioner, stepKey   string
 	stepPasswordFile           string
 	stepX5CCert, stepX5CKey    string
+	server                     serverLimitFlags
+	rateBurst                  int
+	ratePerSecond              float64
 }
 
 func runIdentityController(ctx context.Context, args []string, stdio IO) int {
@@ -84,6 +87,9 @@ func runIdentityController(ctx context.Context, args []string, stdio IO) int {
 	fs.StringVar(&f.stepPasswordFile, "step-provisioner-password-file", "", "smallstep issuer: file holding the JWK's password (when encrypted)")
 	fs.StringVar(&f.stepX5CCert, "step-x5c-cert", "", "smallstep issuer: certificate chain (PEM) for an X5C provisioner, instead of --step-provisioner-key")
 	fs.StringVar(&f.stepX5CKey, "step-x5c-key", "", "smallstep issuer: private key (PEM) of --step-x5c-cert")
+	fs.IntVar(&f.rateBurst, "certify-burst", identity.DefaultRateLimit.Burst, "certificates one identity may get at once (with --certify-rate 0: no limit)")
+	fs.Float64Var(&f.ratePerSecond, "certify-rate", identity.DefaultRateLimit.PerSecond, "certificates per second one identity may get after the burst; 0 turns the limit off")
+	f.server.register(fs)
 	if st, ok := Parse(fs, args); !ok {
 		return st
 	}
@@ -105,6 +111,12 @@ func runIdentityController(ctx context.Context, args []string, stdio IO) int {
 }
 
 func (f identityFlags) validate(nargs int) error {
+	if _, err := f.server.limits(); err != nil {
+		return err
+	}
+	if err := f.rateLimit().Validate(); err != nil {
+		return fmt.Errorf("--certify-burst %d / --certify-rate %g: %w", f.rateBurst, f.ratePerSecond, err)
+	}
 	switch {
 	case nargs != 0:
 		return errors.New("no positional arguments are taken")
@@ -137,6 +149,15 @@ func (f identityFlags) validate(nargs int) error {
 		return fmt.Errorf("--issuer %q: want local or smallstep", f.issuer)
 	}
 	return nil
+}
+
+// rateLimit is the per-identity limit the flags ask for; --certify-rate 0
+// turns it off.
+func (f identityFlags) rateLimit() identity.RateLimit {
+	if f.ratePerSecond == 0 {
+		return identity.RateLimit{}
+	}
+	return identity.RateLimit{Burst: f.rateBurst, PerSecond: f.ratePerSecond}
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
@@ -217,7 +238,13 @@ func serveIdentity(ctx context.Context, f identityFlags, logger *slog.Logger) er
 		}
 	}
 
+	limits, err := f.server.limits()
+	if err != nil {
+		return err
+	}
 	svc, err := identity.NewService(ctx, authn, issuer,
+		identity.WithRequestTimeout(limits.RequestTimeout),
+		identity.WithRateLimit(f.rateLimit()),
 		identity.WithDomain(identity.Domain{ControlPlaneNamespace: f.cpNamespace, TrustDomain: f.trustDomain}),
 		identity.WithLifetime(f.lifetime),
 		identity.WithClockSkewAllowance(f.skew),
@@ -227,12 +254,7 @@ func serveIdentity(ctx context.Context, f identityFlags, logger *slog.Logger) er
 		return err
 	}
 
-	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(256 << 10),
-		grpc.MaxConcurrentStreams(100),
-		grpc.ConnectionTimeout(10 * time.Second),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	}
+	var opts []grpc.ServerOption
 	if f.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
 		if err != nil {
@@ -240,7 +262,10 @@ func serveIdentity(ctx context.Context, f identityFlags, logger *slog.Logger) er
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
 	}
-	srv := grpc.NewServer(opts...)
+	srv, err := grpclimit.NewServer(limits, opts...)
+	if err != nil {
+		return err
+	}
 	svc.Register(srv)
 	mode := "plaintext"
 	if f.tlsCert != "" {

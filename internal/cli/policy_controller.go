@@ -8,14 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 	"k8s.io/client-go/dynamic"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
+	"github.com/weftmesh/weft/mesh/grpclimit"
 	"github.com/weftmesh/weft/mesh/policy"
 	policyk8s "github.com/weftmesh/weft/mesh/policy/kubernetes"
 	"github.com/weftmesh/weft/mesh/policy/static"
@@ -47,6 +46,7 @@ type policyControllerFlags struct {
 	logLevel                 string
 	gatewayAPI               string
 	poll                     time.Duration
+	server                   serverLimitFlags
 }
 
 func runPolicyController(ctx context.Context, args []string, stdio IO) int {
@@ -67,6 +67,7 @@ func runPolicyController(ctx context.Context, args []string, stdio IO) int {
 	fs.DurationVar(&f.detectTimeout, "detect-timeout", 10*time.Second, "protocol detection timeout sent to proxies")
 	registerDefaultOpaquePorts(fs, &f.opaquePorts)
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.server.register(fs)
 	if st, ok := Parse(fs, args); !ok {
 		return st
 	}
@@ -76,6 +77,10 @@ func runPolicyController(ctx context.Context, args []string, stdio IO) int {
 	}
 	if fs.NArg() != 0 {
 		return fail(errors.New("no positional arguments are taken"))
+	}
+	limits, err := f.server.limits()
+	if err != nil {
+		return fail(err)
 	}
 	switch f.source {
 	case "static":
@@ -116,7 +121,7 @@ func runPolicyController(ctx context.Context, args []string, stdio IO) int {
 	if _, err := policy.NewConfig(opts...); err != nil {
 		return fail(err)
 	}
-	if err := servePolicy(ctx, f, opts, logger); err != nil {
+	if err := servePolicy(ctx, f, limits, opts, logger); err != nil {
 		fmt.Fprintf(stdio.Stderr, "weft-controller policy: %v\n", err)
 		return ExitFailure
 	}
@@ -166,7 +171,7 @@ func policySource(ctx context.Context, f policyControllerFlags, logger *slog.Log
 	return src, src.Close, nil
 }
 
-func servePolicy(ctx context.Context, f policyControllerFlags, opts []policy.Option, logger *slog.Logger) error {
+func servePolicy(ctx context.Context, f policyControllerFlags, limits grpclimit.Limits, opts []policy.Option, logger *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	src, closeSrc, err := policySource(ctx, f, logger)
@@ -186,12 +191,10 @@ func servePolicy(ctx context.Context, f policyControllerFlags, opts []policy.Opt
 	if err != nil {
 		return err
 	}
-	gs := grpc.NewServer(
-		grpc.MaxRecvMsgSize(64<<10),
-		grpc.MaxConcurrentStreams(10000),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
-	)
+	gs, err := grpclimit.NewServer(limits)
+	if err != nil {
+		return err
+	}
 	in.Register(gs)
 	out.Register(gs)
 	return serveGRPC(ctx, grpcServing{

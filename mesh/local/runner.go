@@ -21,6 +21,7 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane"
 	"github.com/weftmesh/weft/mesh/dataplane/control"
+	"github.com/weftmesh/weft/mesh/grpclimit"
 	"github.com/weftmesh/weft/mesh/identity/pki"
 	idstatic "github.com/weftmesh/weft/mesh/identity/static"
 )
@@ -45,6 +46,7 @@ type options struct {
 	tempDir   string
 	grace     time.Duration
 	readyWait time.Duration
+	limits    grpclimit.Limits
 }
 
 // WithLogger sets the logger of the control plane and the runner (default:
@@ -55,6 +57,22 @@ func WithLogger(l *slog.Logger) Option {
 			o.log = l
 		}
 	}
+}
+
+// WithServerLimits sets the limits of the control plane's gRPC servers
+// (default: [DefaultServerLimits]).
+func WithServerLimits(l grpclimit.Limits) Option { return func(o *options) { o.limits = l } }
+
+// DefaultServerLimits are the limits of the local control plane's gRPC
+// servers: those of `weft-controller` (grpclimit.Defaults), except that
+// each per-peer cap equals its total, because every proxy of the local
+// mesh connects to the controllers from 127.0.0.1 and so is the same peer.
+func DefaultServerLimits() grpclimit.Limits {
+	l := grpclimit.Defaults()
+	l.MaxConnectionsPerPeer = l.MaxConnections
+	l.MaxWatchesPerPeer = l.MaxWatches
+	l.MaxRequestsPerPeer = l.MaxRequests
+	return l
 }
 
 // WithProxyLogger sets the logger of the proxies (default: discard).
@@ -140,6 +158,7 @@ func New(ctx context.Context, f *File, opts ...Option) (*Runner, error) {
 		apps:      map[string]App{},
 		grace:     2 * time.Second,
 		readyWait: 30 * time.Second,
+		limits:    DefaultServerLimits(),
 	}
 	for i := 1; i < 100; i++ {
 		o.bases = append(o.bases, netip.AddrFrom4([4]byte{127, 0, byte(i), 0}))
@@ -163,6 +182,9 @@ func New(ctx context.Context, f *File, opts ...Option) (*Runner, error) {
 	}
 	if o.grace < 0 {
 		return nil, fmt.Errorf("local: shutdown grace period %s is negative", o.grace)
+	}
+	if err := o.limits.Validate(); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
 	}
 	return &Runner{file: f, opts: o, ready: make(chan struct{})}, nil
 }
@@ -226,7 +248,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 
 	cpCtx, stopCP := context.WithCancel(base)
 	defer stopCP()
-	cp, err := startControlPlane(cpCtx, dir, r.file, r.file.PolicyPaths(), log)
+	cp, err := startControlPlane(cpCtx, dir, r.file, r.file.PolicyPaths(), r.opts.limits, log)
 	if err != nil {
 		return err
 	}

@@ -18,9 +18,28 @@
 // Both handlers accept only AdmissionReview admission.k8s.io/v1 sent with
 // POST and Content-Type application/json. They answer with plain HTTP
 // errors when the request itself is wrong: 405 (method), 415 (content
-// type), 413 (body over 10 MB, [MaxBodyBytes]) and 400 (malformed JSON,
-// another apiVersion or kind, a missing request or an empty request.uid).
-// An HTTP error makes the API server apply the webhook's failurePolicy.
+// type), 413 (body over the limit: [MaxBodyBytes], 4 MiB, for the
+// injector, [MaxValidateBodyBytes], 1 MiB, for the validator;
+// WithMaxBodyBytes changes it) and 400 (malformed JSON, another
+// apiVersion or kind, a missing request or an empty request.uid). An HTTP
+// error makes the API server apply the webhook's failurePolicy.
+//
+// # Limits
+//
+// A [Limiter] caps the reviews in flight (DefaultMaxInFlight, 8, unless
+// WithLimiter shares another one): beyond it a review is answered 429 Too
+// Many Requests with "Retry-After: 1" at once, before its body is read
+// (over HTTP/1 the connection is then closed, so that Go's server does not
+// wait for the unread body). The API server retries within the webhook's
+// timeout, then applies the failurePolicy. A body over the limit is
+// refused from its Content-Length without reading it, or after the limit
+// when it is chunked.
+//
+// A review is read into one buffer of its exact size, and its object is
+// decoded while the review is parsed, keeping no copy of the object's
+// JSON; once parsed only the decoded object remains. A pod review holds
+// about 1.2 times its size while it waits on the namespace lookup and
+// about 3 times at its peak (docs/benchmarks.md).
 //
 // The injector answers 500 when it cannot read the pod's namespace, so the
 // failurePolicy decides (Ignore: the pod starts without a proxy; Fail: it
@@ -47,7 +66,9 @@
 // # Metrics
 //
 // [WithMetrics] takes a go-kit counter and histogram (seconds); both are
-// labelled "outcome": injected, skipped, allowed, denied, bad_request or
-// error. Suggested names: weft_injector_requests_total and
-// weft_injector_request_duration_seconds. The defaults discard.
+// labelled "outcome": injected, skipped, allowed, denied, bad_request,
+// too_large, overloaded or error. Suggested names:
+// weft_injector_requests_total and weft_injector_request_duration_seconds.
+// The defaults discard. [Limiter.InFlight] and [Limiter.Refused] can back
+// a gauge and a counter.
 package webhook

@@ -96,7 +96,7 @@ func TestInjectorAnswersMalformedRequestsWithHTTPErrors(t *testing.T) {
 	_ = raw
 }
 
-func TestInjectorRefusesBodiesOverTenMegabytes(t *testing.T) {
+func TestInjectorRefusesBodiesOverTheLimit(t *testing.T) {
 	_, url, client := newInjector(t, inject.NewStaticNamespaces())
 	// A real review whose pod carries an 11 MB annotation.
 	pod := appPod("shop", map[string]string{"big": strings.Repeat("x", 11<<20)})
