@@ -2,6 +2,7 @@ package local
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
@@ -172,16 +174,25 @@ func objects(f *File, pods map[string][]*Pod) []runtime.Object {
 			if len(opaque) > 0 {
 				ann[vocab.ConfigPrefix+"opaque-ports"] = strings.Join(opaque, ",")
 			}
+			// Pods belong to a Deployment's ReplicaSet, as in a cluster, so
+			// that discovery labels them deployment=<workload> (metrics'
+			// dst_deployment) and tools group them the same way.
+			hash := templateHash(w.Namespace, w.Name)
 			out = append(out, &corev1.Pod{
 				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 				ObjectMeta: metav1.ObjectMeta{
 					Name: pod.Name, Namespace: pod.Namespace,
 					Labels: map[string]string{
 						LabelApp:                         w.Name,
+						labelPodTemplateHash:             hash,
 						vocab.LabelControlPlaneNamespace: Domain.ControlPlaneNamespace,
 						vocab.LabelWorkloadNamespace:     w.Namespace,
 					},
 					Annotations: ann,
+					OwnerReferences: []metav1.OwnerReference{{
+						APIVersion: "apps/v1", Kind: "ReplicaSet", Name: w.Name + "-" + hash,
+						UID: types.UID("local-" + w.Namespace + "-" + w.Name), Controller: ptr(true),
+					}},
 				},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: w.ServiceAccount,
@@ -291,6 +302,21 @@ func (p *Plan) Pod(namespace, name string) (Pod, bool) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// labelPodTemplateHash is the label a Deployment's ReplicaSet puts on its
+// pods.
+const labelPodTemplateHash = "pod-template-hash"
+
+// templateHash is a stable stand-in for a ReplicaSet's pod-template-hash.
+func templateHash(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789" // Kubernetes' safe characters
+	out := make([]byte, 10)
+	for i := range out {
+		out[i] = alphabet[int(sum[i])%len(alphabet)]
+	}
+	return string(out)
+}
 
 func sortedKeys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))
