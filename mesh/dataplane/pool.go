@@ -150,7 +150,7 @@ func (cp *connPool) dial(ctx context.Context, key poolKey, dl dialLabels) (*http
 		conn, err = p.dialEndpoint(ctx, Endpoint{Addr: netip.AddrPortFrom(key.addr.Addr(), key.port), Identity: key.identity, OpaqueTransportPort: key.addr.Port()}, "", transport.HTTP2, nil)
 	} else {
 		dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
-		conn, err = p.dialer.DialContext(dctx, "tcp", key.addr.String())
+		conn, err = p.dialTracked(dctx, key.addr.String())
 		cancel()
 	}
 	if err != nil {
