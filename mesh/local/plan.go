@@ -54,11 +54,13 @@ type Pod struct {
 	// Identity is the name in the pod's certificate.
 	Identity string
 	// IP is the pod's loopback address: its program listens on IP:port,
-	// its proxy on IP:4143 (inbound) and IP:4191 (admin).
-	IP       netip.Addr
-	Ports    []Port
-	Inbound  netip.AddrPort
-	Admin    netip.AddrPort
+	// its proxy on IP:4143 (inbound), IP:4191 (admin) and IP:4190 (tap).
+	IP      netip.Addr
+	Ports   []Port
+	Inbound netip.AddrPort
+	Admin   netip.AddrPort
+	// Tap is the proxy's tap server (TapPort), open to TapperIdentity.
+	Tap      netip.AddrPort
 	Mappings []Mapping
 	Command  []string
 	Env      map[string]string
@@ -106,6 +108,7 @@ func NewPlan(f *File, base netip.Addr) (*Plan, error) {
 				ServiceAccount: w.ServiceAccount, Identity: name.String(), IP: ip,
 				Ports:   append([]Port(nil), w.Ports...),
 				Inbound: netip.AddrPortFrom(ip, InboundPort), Admin: netip.AddrPortFrom(ip, AdminPort),
+				Tap:     netip.AddrPortFrom(ip, TapPort),
 				Command: append([]string(nil), w.Command...), Env: w.Env,
 			}
 			for _, c := range w.Calls {
@@ -201,6 +204,8 @@ func objects(f *File, pods map[string][]*Pod) []runtime.Object {
 						{Name: vocab.ProxyContainerName, Image: "local", Env: []corev1.EnvVar{
 							{Name: vocab.EnvInboundAddr, Value: pod.Inbound.String()},
 							{Name: vocab.EnvAdminAddr, Value: pod.Admin.String()},
+							{Name: vocab.EnvTapAddr, Value: pod.Tap.String()},
+							{Name: vocab.EnvTapIdentities, Value: TapperIdentity},
 						}},
 					},
 				},
