@@ -130,6 +130,22 @@ func TestInstallTakesIssuersMadeByWeftCertsAndValuesFiles(t *testing.T) {
 	assert.Contains(t, d.Spec.Template.Spec.Containers[0].Args, "--trust-domain=example.org")
 }
 
+func TestInstallWiresTapAndOnRequestAPodMonitor(t *testing.T) {
+	st, out, errs := installRun(t, cli.InstallCommand())
+	require.Equal(t, cli.ExitOK, st, errs)
+	x := installObjects(t, out)
+	assert.Contains(t, x, "ServiceAccount/"+install.ServiceAccountTap)
+	assert.Contains(t, x, "ClusterRoleBinding/weft-weft-tap")
+	assert.NotContains(t, x, "PodMonitor/"+install.PodMonitorName)
+	assert.Contains(t, string(out), "tapIdentities: weft-tap.weft.serviceaccount.identity.weft.cluster.local")
+
+	st, out, errs = installRun(t, cli.InstallCommand(), "--prometheus-operator")
+	require.Equal(t, cli.ExitOK, st, errs)
+	x = installObjects(t, out)
+	require.Contains(t, x, "PodMonitor/"+install.PodMonitorName)
+	assert.Equal(t, "weft", x["PodMonitor/"+install.PodMonitorName].GetNamespace())
+}
+
 func TestInstallCRDsPrintsOnlyTheCRDs(t *testing.T) {
 	st, out, errs := installRun(t, cli.InstallCommand(), "--crds")
 	require.Equal(t, cli.ExitOK, st, errs)

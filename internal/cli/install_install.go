@@ -41,7 +41,7 @@ type installFlags struct {
 	webhookDir, controllerImage, certsOut            string
 	controllerPull                                   string
 	lifetime                                         time.Duration
-	crdsOnly, ha                                     bool
+	crdsOnly, ha, prometheusOperator                 bool
 }
 
 func runInstall(_ context.Context, args []string, stdio IO) int {
@@ -49,6 +49,7 @@ func runInstall(_ context.Context, args []string, stdio IO) int {
 	var f installFlags
 	fs.StringVar(&f.valuesFile, "values", "", "Values file (YAML or JSON; defaults for what it leaves out)")
 	fs.BoolVar(&f.crdsOnly, "crds", false, "print only the CustomResourceDefinitions (apply them first)")
+	fs.BoolVar(&f.prometheusOperator, "prometheus-operator", false, "add a PodMonitor (monitoring.coreos.com/v1) that scrapes every meshed proxy's metrics, for a Prometheus the Prometheus Operator runs")
 	fs.BoolVar(&f.ha, "ha", false, "high availability: 3 replicas with anti-affinity and PodDisruptionBudgets, webhooks with failurePolicy Fail")
 	fs.StringVar(&f.anchorsFile, "identity-trust-anchors-file", "", "PEM bundle of trust anchors (with --identity-issuer-dir)")
 	fs.StringVar(&f.issuerDir, "identity-issuer-dir", "", "directory with the issuer's crt.pem and key.pem (or tls.crt and tls.key)")
@@ -138,6 +139,9 @@ func runInstall(_ context.Context, args []string, stdio IO) int {
 		opts = append(opts, install.WithHA())
 	}
 	opts = append(opts, install.WithControllerImagePullPolicy(corev1.PullPolicy(f.controllerPull)))
+	if f.prometheusOperator {
+		opts = append(opts, install.WithPrometheusOperator())
+	}
 	if f.controllerImage != "" {
 		opts = append(opts, install.WithControllerImage(f.controllerImage))
 	}

@@ -150,6 +150,9 @@ type Config struct {
 	WaitBeforeExit       int64
 	// AdminShutdown enables the proxy's POST /shutdown.
 	AdminShutdown bool
+	// TapIdentities are the identities the proxy serves tap to; empty
+	// turns tap off.
+	TapIdentities []string
 
 	// Settings lists every setting with its value and source, in a fixed
 	// order.
@@ -403,6 +406,23 @@ func settingsTable() []setting {
 				return err
 			},
 			show: func(w *workingConfig) string { return enabledString(w.AdminShutdown) }},
+		{name: "tap-identities", keys: []string{vocab.AnnotationTapIdentities},
+			apply: func(w *workingConfig, v string) error {
+				ids, err := parseTapIdentities(v)
+				w.TapIdentities = ids
+				return err
+			},
+			show: func(w *workingConfig) string { return strings.Join(w.TapIdentities, ",") }},
+		// After tap-identities: disabling wins over any list.
+		{name: "disable-tap", keys: []string{vocab.AnnotationDisableTap},
+			apply: func(w *workingConfig, v string) error {
+				b, err := parseBool(v)
+				if b {
+					w.TapIdentities = nil
+				}
+				return err
+			},
+			show: func(w *workingConfig) string { return strconv.FormatBool(len(w.TapIdentities) == 0) }},
 		{name: "proxy-wait-before-exit-seconds", keys: []string{vocab.AnnotationWaitBeforeExitSeconds},
 			apply: func(w *workingConfig, v string) error {
 				n, err := parseSeconds(v)
@@ -622,6 +642,7 @@ func newWorkingConfig(pod *corev1.Pod, v *Values) *workingConfig {
 	c.CNI = v.CNIEnabled
 	c.ClusterNetworks, _ = parseSubnets(v.ClusterNetworks)
 	c.AdminShutdown = v.Proxy.AdminShutdown
+	c.TapIdentities, _ = parseTapIdentities(v.Proxy.TapIdentities)
 	c.ProxyPull = orDefault(v.Proxy.Image.PullPolicy, corev1.PullIfNotPresent)
 	c.InitPull = orDefault(v.ProxyInit.Image.PullPolicy, corev1.PullIfNotPresent)
 	c.Ports = v.Proxy.Ports

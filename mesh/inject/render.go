@@ -460,6 +460,11 @@ func proxyEnv(cfg *Config, appPorts PortRanges) []corev1.EnvVar {
 		{Name: vocab.EnvClusterNetworks, Value: subnetsString(cfg.ClusterNetworks)},
 		{Name: vocab.EnvAdminShutdown, Value: strconv.FormatBool(cfg.AdminShutdown)},
 	}
+	if len(cfg.TapIdentities) > 0 {
+		env = append(env,
+			corev1.EnvVar{Name: vocab.EnvTapAddr, Value: "0.0.0.0:" + strconv.Itoa(int(cfg.Ports.Control))},
+			corev1.EnvVar{Name: vocab.EnvTapIdentities, Value: strings.Join(cfg.TapIdentities, ",")})
+	}
 	if cfg.Mode == vocab.InjectIngress {
 		env = append(env, corev1.EnvVar{Name: vocab.EnvIngressMode, Value: "true"})
 	}

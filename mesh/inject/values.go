@@ -120,6 +120,11 @@ type ProxyValues struct {
 	// clients only). Off by default: an SSRF in the application could
 	// otherwise stop the proxy.
 	AdminShutdown bool `json:"adminShutdown,omitempty"`
+	// TapIdentities lists, comma-separated, the mesh identities the proxy
+	// serves tap to (io.linkerd.proxy.tap over mutual TLS on
+	// Ports.Control). Empty turns tap off. `weft install` sets it to the
+	// tapper's identity (tap.<controlPlaneNamespace>.serviceaccount...).
+	TapIdentities string `json:"tapIdentities,omitempty"`
 }
 
 // InitValues configures the weft-init container.
@@ -298,6 +303,9 @@ func (v *Values) validate(anchors bool) error {
 	if err := distinctPorts(v.Proxy.Ports); err != nil {
 		bad("proxy.ports", "%v", err)
 	}
+	if _, err := parseTapIdentities(v.Proxy.TapIdentities); err != nil {
+		bad("proxy.tapIdentities", "%v", err)
+	}
 	for field, r := range map[string]Resources{"proxy.resources": v.Proxy.Resources, "proxyInit.resources": v.ProxyInit.Resources} {
 		if _, err := parseResources(r); err != nil {
 			bad(field, "%v", err)
@@ -379,4 +387,20 @@ func distinctPorts(p Ports) error {
 		seen[e.port] = e.name
 	}
 	return nil
+}
+
+// parseTapIdentities reads a comma-separated list of mesh identities
+// (DNS names, lower-cased); empty entries are skipped.
+func parseTapIdentities(s string) ([]string, error) {
+	var out []string
+	for _, id := range strings.Split(s, ",") {
+		if id = strings.ToLower(strings.TrimSpace(id)); id == "" {
+			continue
+		}
+		if !isDNSName(id) {
+			return nil, fmt.Errorf("%q is not an identity name", id)
+		}
+		out = append(out, id)
+	}
+	return out, nil
 }

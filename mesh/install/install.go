@@ -46,6 +46,7 @@ type config struct {
 	lifetime        time.Duration
 	issuerScheme    string
 	now             func() time.Time
+	podMonitor      bool
 }
 
 // WithHA renders the high-availability variant: three replicas of every
@@ -152,6 +153,9 @@ func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest
 		return nil, errors.Join(errs...)
 	}
 	values.IdentityTrustAnchorsPEM = string(certs.Identity.TrustAnchorsPEM)
+	if values.Proxy.TapIdentities == "" {
+		values.Proxy.TapIdentities = TapperIdentity(values)
+	}
 
 	m, err := CRDs()
 	if err != nil {
@@ -183,6 +187,7 @@ var kindOrder = map[string]int{
 	"PodDisruptionBudget":            9,
 	"MutatingWebhookConfiguration":   10,
 	"ValidatingWebhookConfiguration": 11,
+	"PodMonitor":                     12,
 }
 
 func sortObjects(objs []Object) {

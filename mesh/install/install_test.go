@@ -141,6 +141,7 @@ func TestValuesConfigMapParsesBackToTheValuesWithTheTrustAnchors(t *testing.T) {
 	got, err := inject.ParseValues([]byte(cm.Data[install.ValuesKey]))
 	require.NoError(t, err)
 	v.IdentityTrustAnchorsPEM = string(f.anchor.CertPEM)
+	v.Proxy.TapIdentities = install.TapperIdentity(v) // filled in when empty
 	assert.Equal(t, v, got)
 
 	roots := get[*corev1.ConfigMap](t, x, "ConfigMap", install.ConfigMapTrustRoots)
@@ -287,6 +288,14 @@ func TestRBACGrantsEachComponentExactlyWhatItReads(t *testing.T) {
 		},
 		"proxy-injector": {{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}},
 	}
+	// The tapper (no Deployment of its own: whoever runs as weft-tap)
+	// reads pods, nothing else.
+	tapRole := get[*rbacv1.ClusterRole](t, x, "ClusterRole", install.ClusterRoleName("weft", install.TapComponent))
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}}, tapRole.Rules)
+	tapBinding := get[*rbacv1.ClusterRoleBinding](t, x, "ClusterRoleBinding", install.ClusterRoleName("weft", install.TapComponent))
+	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: install.ServiceAccountTap, Namespace: "weft"}}, tapBinding.Subjects)
+	assert.Equal(t, install.ClusterRoleName("weft", install.TapComponent), tapBinding.RoleRef.Name)
+	get[*corev1.ServiceAccount](t, x, "ServiceAccount", install.ServiceAccountTap)
 	roles := 0
 	for _, c := range install.Components() {
 		name := install.ClusterRoleName("weft", c.Name)

@@ -130,7 +130,11 @@ func (r *renderer) controlPlane() ([]Object, error) {
 			objs = append(objs, r.pdb(c))
 		}
 	}
+	objs = append(objs, r.tapObjects()...)
 	objs = append(objs, r.mutatingWebhook(), r.serviceProfileValidator(), r.policyValidator())
+	if r.cfg.podMonitor {
+		objs = append(objs, r.podMonitor())
+	}
 	return objs, nil
 }
 
@@ -203,6 +207,9 @@ func Rules(component string) []rbacv1.PolicyRule {
 		}
 	case "proxy-injector":
 		return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}}
+	case TapComponent:
+		// The tapper finds the meshed pods and their tap addresses.
+		return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}}
 	}
 	return nil
 }
