@@ -4,9 +4,9 @@ import (
 	"github.com/weftmesh/weft/internal/cli/core"
 
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
-	"context"
 	"strings"
 	"testing"
 
