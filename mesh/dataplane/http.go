@@ -155,9 +155,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 	// HTTP/1 to the application and to unmeshed endpoints.
 	rt.appH1 = &h1.Client{
 		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
-			dctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
-			defer cancel()
-			return p.dialer.DialContext(dctx, "tcp", addr)
+			return p.dialWithin(ctx, addr)
 		},
 		MaxIdlePerAddr: 256,
 		IdleTimeout:    90 * time.Second,
@@ -221,6 +219,10 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if info.direction == Inbound {
+		if p.access != nil {
+			p.serveInboundLogged(w, r, info)
+			return
+		}
 		p.serveInbound(w, r, info)
 		return
 	}

@@ -164,6 +164,7 @@ type httpPairOptions struct {
 	cfgA, cfgB   func(*dataplane.Config)
 	app          *httpApp
 	unmeshed     bool // discovery announces the app directly, without identity
+	optsB        []dataplane.Option
 }
 
 func startHTTPPair(t testing.TB, o httpPairOptions) *httpPair {
@@ -185,7 +186,7 @@ func startHTTPPair(t testing.TB, o httpPairOptions) *httpPair {
 		o.cfgB(&cfgB)
 	}
 	hp.inB = &countingListener{Listener: testutil.Listen(t)}
-	hp.b = startProxy(t, cfgB, hp.pki.identity(t, idB), nil, hp.policies, dataplane.Listeners{Inbound: hp.inB})
+	hp.b = startProxy(t, cfgB, hp.pki.identity(t, idB), nil, hp.policies, dataplane.Listeners{Inbound: hp.inB}, o.optsB...)
 	hop := uint16(hp.inB.Addr().(*net.TCPAddr).Port)
 
 	hp.target = fmt.Sprintf("web.shop.svc.cluster.local:%d", app.port())

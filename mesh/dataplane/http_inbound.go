@@ -118,18 +118,20 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 
 	if upgrade {
 		p.forwardUpgrade(r.Context(), w, r, hdr, up, func(ctx context.Context) (net.Conn, error) {
-			return p.dialer.DialContext(ctx, "tcp", app.String())
+			return p.dialApp(ctx, app.String())
 		}, stats, nil, false)
 		return
 	}
 
 	req := outgoingRequest(forward1xx(r.Context(), w), r, hdr, r.Body, path, rawQuery)
 	var resp *http.Response
+	upstreamDone := upstreamTimer(r.Context())
 	if toH2 {
 		resp, err = p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false })
 	} else {
 		resp, err = p.http.appH1.RoundTrip(req, app.String())
 	}
+	upstreamDone()
 	if err != nil {
 		var de *dialError
 		var he *h1.DialError

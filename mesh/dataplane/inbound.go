@@ -85,6 +85,10 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 		return false
 	}
 	log = log.With("port", ic.port, "peer_id", ic.peer.Identity, "tls", ic.peer.TLS)
+	if p.lacksRequiredIdentity(ic) {
+		log.Info("inbound connection refused: the port requires a mesh identity")
+		return false
+	}
 
 	st, err := p.pols.get(ctx, uint32(ic.port))
 	if err == nil && ic.protocol == transport.HTTP2 && !ic.fromProxy && st.srv.Protocol == authz.ProtocolHTTP1 {
@@ -134,7 +138,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	}
 
 	appAddr := net.JoinHostPort(p.cfg.InboundForwardHost, strconv.Itoa(int(ic.port)))
-	app, err := p.dialer.DialContext(ctx, "tcp", appAddr)
+	app, err := p.dialApp(ctx, appAddr)
 	if err != nil {
 		log.Info("application unreachable", "addr", appAddr, "err", err)
 		return false
@@ -173,7 +177,7 @@ func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, func(), error) {
 			ic.target = od.Addr()
 		}
 	}
-	deadline := time.Now().Add(p.cfg.DetectTimeout)
+	deadline := time.Now().Add(p.detectTimeout(Inbound))
 	if origPort != 0 && p.isOpaquePort(origPort) {
 		// Opaque ports skip detection; meshed clients reach them through
 		// the proxy's own port with the transport header.

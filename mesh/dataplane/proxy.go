@@ -42,6 +42,7 @@ type Proxy struct {
 	dialer       net.Dialer
 	destIdle     time.Duration
 	origDst      func(net.Conn) (netip.AddrPort, error)
+	access       *accessLog // nil unless cfg.AccessLog is set
 
 	running  atomic.Bool
 	draining atomic.Bool
@@ -70,6 +71,7 @@ type options struct {
 	origDst     func(net.Conn) (netip.AddrPort, error)
 	outPolicies OutboundPolicies
 	profiles    Profiles
+	accessLog   io.Writer
 }
 
 // WithLogger sets the logger (default: discard).
@@ -103,6 +105,11 @@ func WithOutboundPolicies(src OutboundPolicies) Option {
 	return func(o *options) { o.outPolicies = src }
 }
 
+// WithAccessLog sets where the access log goes when Config.AccessLog
+// names a format (the proxy binary uses stderr, as Linkerd's does). Lines
+// are written whole, one Write each, from any goroutine.
+func WithAccessLog(w io.Writer) Option { return func(o *options) { o.accessLog = w } }
+
 // WithProfiles sets the source of ServiceProfiles (per-route retries and
 // timeouts, retry budget, traffic split). Without one, no profile
 // applies.
@@ -119,6 +126,9 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		return nil, err
 	}
 	o := options{log: slog.New(slog.DiscardHandler), now: time.Now, destIdle: time.Minute, origDst: originalDstOf}
+	if cfg.DestinationIdleTimeout > 0 {
+		o.destIdle = cfg.DestinationIdleTimeout
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -146,6 +156,12 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		destIdle:     o.destIdle,
 		origDst:      o.origDst,
 		conns:        map[net.Conn]struct{}{},
+	}
+	if cfg.AccessLog != "" {
+		if o.accessLog == nil {
+			return nil, errors.New("dataplane: an access log format is set but no writer (WithAccessLog)")
+		}
+		p.access = &accessLog{format: cfg.AccessLog, w: o.accessLog, now: o.now}
 	}
 	p.dests = newDestinations(p)
 	p.pols = newPolicyCache(p)

@@ -42,6 +42,7 @@ type config struct {
 	ha              bool
 	controllerImage string
 	lifetime        time.Duration
+	skew            time.Duration
 	issuerScheme    string
 	now             func() time.Time
 }
@@ -61,6 +62,10 @@ func WithControllerImage(ref string) Option { return func(c *config) { c.control
 // WithIssuanceLifetime sets the lifetime of workload certificates
 // (default 24h).
 func WithIssuanceLifetime(d time.Duration) Option { return func(c *config) { c.lifetime = d } }
+
+// WithClockSkewAllowance sets how far back the identity service dates the
+// certificates it issues (default 20s).
+func WithClockSkewAllowance(d time.Duration) Option { return func(c *config) { c.skew = d } }
 
 // WithIssuerScheme chooses the layout of the issuer Secret:
 // local.SchemeKubernetes ("kubernetes.io/tls": tls.crt, tls.key and the
@@ -99,7 +104,7 @@ func CRDs() (*Manifest, error) {
 // problem with the inputs is reported at once, each naming what is wrong,
 // and nothing is rendered then.
 func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest, error) {
-	cfg := config{lifetime: identity.DefaultLifetime, issuerScheme: local.SchemeKubernetes, now: time.Now}
+	cfg := config{lifetime: identity.DefaultLifetime, skew: identity.DefaultClockSkewAllowance, issuerScheme: local.SchemeKubernetes, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -112,6 +117,9 @@ func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest
 	}
 	if values.IdentityTrustAnchorsPEM != "" && strings.TrimSpace(values.IdentityTrustAnchorsPEM) != strings.TrimSpace(string(certs.Identity.TrustAnchorsPEM)) {
 		errs = append(errs, errors.New("install: values: identityTrustAnchorsPEM differs from the trust anchors given; leave it empty or give the same bundle"))
+	}
+	if cfg.skew < 0 || cfg.skew >= cfg.lifetime {
+		errs = append(errs, fmt.Errorf("install: clock skew allowance %s must be at least zero and shorter than the issuance lifetime %s", cfg.skew, cfg.lifetime))
 	}
 	if cfg.lifetime < time.Minute {
 		errs = append(errs, fmt.Errorf("install: issuance lifetime %s is shorter than a minute", cfg.lifetime))

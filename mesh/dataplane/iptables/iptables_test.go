@@ -117,7 +117,9 @@ func TestApplyAgainstRealIptablesInANamespace(t *testing.T) {
 		}
 		t.Skipf("needs root, ip and iptables: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// About thirty iptables processes, each of which may wait up to 5s for
+	// the xtables lock on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ns, err := netns.New(ctx, "weft-ipt")
 	require.NoError(t, err)

@@ -54,7 +54,9 @@ func apply(ctx context.Context, t *testing.T, ns *netns.NS, cfg iptables.Config)
 // and pass once the rules send outbound traffic to the proxy's port.
 func TestValidateSucceedsOnlyWhenOutboundTrafficIsRedirected(t *testing.T) {
 	needNetns(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Dozens of iptables processes, each of which may wait up to 5s for the
+	// xtables lock on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ns := newNS(ctx, t, "weft-val")
 	// The default route leads to a namespace that forwards nothing.
@@ -108,7 +110,9 @@ func TestValidateSucceedsOnlyWhenOutboundTrafficIsRedirected(t *testing.T) {
 // those of the other family, reach the proxy.
 func TestSkipSubnetsLetConnectionsFromThoseSourcesReachTheApplication(t *testing.T) {
 	needNetns(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Dozens of iptables processes, each of which may wait up to 5s for the
+	// xtables lock on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	client := newNS(ctx, t, "weft-skc")
 	pod := newNS(ctx, t, "weft-skp")
@@ -180,7 +184,7 @@ func TestSkipSubnetsLetConnectionsFromThoseSourcesReachTheApplication(t *testing
 // sysctl from inside a namespace and checks that the host's value stays.
 func TestSetCloseWaitTimeoutChangesOnlyThePodsNamespace(t *testing.T) {
 	needNetns(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ns := newNS(ctx, t, "weft-cw")
 	apply(ctx, t, ns, iptables.DefaultConfig()) // nat rules load conntrack
