@@ -245,7 +245,15 @@ func DefaultValues() Values {
 // fields the document leaves out keep their defaults. Unknown and duplicate
 // fields are errors, and the result is validated.
 func ParseValues(data []byte) (Values, error) {
-	v := DefaultValues()
+	return ParseValuesOnto(DefaultValues(), data)
+}
+
+// ParseValuesOnto is ParseValues over base instead of the defaults (for
+// example values mapped from a Linkerd values file).
+func ParseValuesOnto(base Values, data []byte) (Values, error) {
+	v := base
+	v.Proxy.AwaitCommand = append([]string(nil), base.Proxy.AwaitCommand...)
+	v.Proxy.AdditionalEnv = append([]corev1.EnvVar(nil), base.Proxy.AdditionalEnv...)
 	if err := yaml.UnmarshalStrict(data, &v); err != nil {
 		return Values{}, fmt.Errorf("inject: values: %w", err)
 	}
