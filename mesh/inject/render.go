@@ -222,7 +222,11 @@ func Render(pod *corev1.Pod, ns *corev1.Namespace, values Values, opts ...Render
 		return skip(ReasonNotEnabled, "neither the pod nor namespace %q has %s: enabled", nsName, vocab.AnnotationInject)
 	}
 	if desc := otherMesh(work); desc != "" {
-		return skip(ReasonOtherMesh, "pod has %s; Weft does not inject next to another mesh's proxy", desc)
+		// A warning too, so that kubectl shows why the pod runs without
+		// Weft's proxy.
+		msg := fmt.Sprintf("pod has %s; Weft does not inject next to another mesh's proxy", desc)
+		report.Warnings = append(report.Warnings, object+": "+msg)
+		return skip(ReasonOtherMesh, "%s", msg)
 	}
 	if len(work.Spec.Containers) == 0 {
 		return nil, report, fmt.Errorf("inject: %s: no application container is left once Linkerd's sidecar is removed", object)
