@@ -18,6 +18,10 @@
 //
 // Apply is idempotent: it creates the chains if they are missing, replaces
 // their content, and adds each jump from the built-in chains only once.
+//
+// Beside the rules, weft-init sets the conntrack close-wait timeout
+// ([SetCloseWaitTimeout]) and, as `weft-init validate` in CNI mode, checks
+// that outbound traffic really reaches the proxy's port ([Validate]).
 package iptables
 
 import (
