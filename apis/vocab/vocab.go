@@ -35,6 +35,9 @@ const (
 	LabelControlPlaneNamespace = "linkerd.io/control-plane-ns"
 	// LabelWorkloadNamespace is set on injected pods to the pod's namespace.
 	LabelWorkloadNamespace = "linkerd.io/workload-ns"
+	// LabelControlPlaneComponent marks the control plane's own pods; the
+	// injector webhook's object selector leaves them out.
+	LabelControlPlaneComponent = "linkerd.io/control-plane-component"
 
 	// LabelAdmissionWebhooks, set to "disabled" on a namespace, opts the
 	// whole namespace out of Weft's admission webhooks (the install renders

@@ -600,3 +600,18 @@ func TestParityJSONOutputIsOneObjectPerLine(t *testing.T) {
 		assert.True(t, json.Valid([]byte(l)), l)
 	}
 }
+
+func TestParityControlPlaneComponentsNeedManualInjection(t *testing.T) {
+	code, out, errs := runCommand(t, cli.InjectCommand(), "", parityFile("control-plane.yaml"))
+	assert.Equal(t, cli.ExitUsage, code)
+	assert.Empty(t, out)
+	assert.Contains(t, errs, "control-plane component")
+	assert.Contains(t, errs, "use --manual")
+
+	docs, _ := weftInject(t, "--manual", "--enable-debug-sidecar", parityFile("control-plane.yaml"))
+	var d appsv1.Deployment
+	strict(t, docs[0], &d)
+	pod := podOf(d.Spec.Template)
+	assert.Equal(t, []string{vocab.ProxyContainerName}, proxies(pod))
+	assert.NotNil(t, containerNamed(pod, vocab.DebugContainerName), "a debug sidecar for the control plane, as linkerd inject --manual --enable-debug-sidecar")
+}

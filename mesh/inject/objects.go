@@ -304,6 +304,12 @@ func mustPointer(p string) []string {
 // enabled. A template Linkerd injected loses Linkerd's sidecar, so that the
 // webhook adds Weft's alone.
 func (t *Transformer) annotate(pod *corev1.Pod, ns *corev1.Namespace, kind, name string) (Patch, Report, error) {
+	if c, ok := pod.Labels[vocab.LabelControlPlaneComponent]; ok {
+		// The webhook's object selector leaves these pods out, so the
+		// annotation alone would silently do nothing (linkerd inject
+		// refuses them too).
+		return nil, Report{}, fmt.Errorf("inject: %s %q is a control-plane component (%s=%s), which the webhook never injects: use --manual", strings.ToLower(kind), name, vocab.LabelControlPlaneComponent, c)
+	}
 	current, has := pod.Annotations[vocab.AnnotationInject]
 	probe := pod.DeepCopy()
 	if !has || current == vocab.InjectEnabled {
