@@ -234,3 +234,17 @@ func TestValuesAnnotationsCarryWhatAnnotationsCanAndNameTheRest(t *testing.T) {
 	assert.Empty(t, cfg.SkipInboundPorts)
 	assert.Equal(t, time.Hour, cfg.CloseWaitTimeout)
 }
+
+func TestUninjectKeepsTheMetadataOfControlPlaneComponents(t *testing.T) {
+	pod := appPod("weft", map[string]string{vocab.AnnotationInject: "enabled"})
+	pod.Labels[vocab.LabelControlPlaneComponent] = "destination"
+	patch, _, err := inject.Render(pod, nil, testValues(t))
+	require.NoError(t, err)
+	injected := applyPatch(t, pod, patch)
+	undo, removed := inject.Uninject(injected)
+	assert.Contains(t, removed, vocab.ProxyContainerName)
+	out := applyPatch(t, injected, undo)
+	assert.Nil(t, container(out, vocab.ProxyContainerName))
+	assert.Equal(t, "destination", out.Labels[vocab.LabelControlPlaneComponent])
+	assert.Equal(t, "weft", out.Labels[vocab.LabelControlPlaneNamespace], "a control-plane component keeps its linkerd.io metadata, as with linkerd uninject")
+}

@@ -212,11 +212,16 @@ func replacedSummary(names []string) string {
 // only when it says disabled, as linkerd uninject does). It returns the
 // JSON Patch and the names of the containers removed; an empty patch means
 // nothing was injected.
+//
+// The metadata of control-plane components (labelled
+// linkerd.io/control-plane-component) stays, as with linkerd uninject:
+// only their sidecars go.
 func Uninject(pod *corev1.Pod) (Patch, []string) {
+	_, controlPlane := pod.Labels[vocab.LabelControlPlaneComponent]
 	s := strip(pod,
 		func(n string) bool { return isWeftContainer(n) || isLinkerdContainer(n) },
 		func(n string) bool { return isWeftVolume(n) || isLinkerdVolume(n) },
-		true,
+		!controlPlane,
 		func(k, v string) bool { return k == vocab.AnnotationInject && v == vocab.InjectDisabled })
 	if !s.changed() {
 		return nil, nil

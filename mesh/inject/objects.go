@@ -174,7 +174,8 @@ func (t *Transformer) processMeta(where, kind string, j []byte, want func(map[st
 	var patch Patch
 	if t.uninject {
 		pod := &corev1.Pod{ObjectMeta: m}
-		s := strip(pod, func(string) bool { return false }, func(string) bool { return false }, true,
+		_, controlPlane := m.Labels[vocab.LabelControlPlaneComponent]
+		s := strip(pod, func(string) bool { return false }, func(string) bool { return false }, !controlPlane,
 			func(k, v string) bool { return k == vocab.AnnotationInject && v == vocab.InjectDisabled })
 		patch = replaceOps(pod, s)
 		rep.Uninjected = len(patch) > 0
