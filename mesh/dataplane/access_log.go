@@ -2,8 +2,6 @@ package dataplane
 
 import (
 	"bufio"
-	"context"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Access log formats, as Linkerd's proxy names them.
@@ -64,23 +63,26 @@ type accessFields struct {
 	traceID, requestBytes, userAgent, host                string
 }
 
-type accessKey struct{}
-
 // serveInboundLogged serves an inbound request through serveInbound and
 // writes its access-log line when the exchange ends, even if the handler
 // aborts the response.
 func (p *Proxy) serveInboundLogged(w http.ResponseWriter, r *http.Request, info *connInfo) {
 	rec := p.access.start(r, info)
 	defer rec.finish()
-	r = r.WithContext(context.WithValue(r.Context(), accessKey{}, rec))
 	p.serveInbound(wrapAccessWriter(w, rec), r, info)
 }
 
 // upstreamTimer marks the start of waiting for the application's response
-// head; the returned function marks its end. Without an access log it
-// does nothing.
-func upstreamTimer(ctx context.Context) func() {
-	rec, _ := ctx.Value(accessKey{}).(*accessRecord)
+// head; the returned function marks its end. w is the writer the handler
+// got: without an access log it is not ours, and the timer does nothing.
+func upstreamTimer(w http.ResponseWriter) func() {
+	var rec *accessRecord
+	switch aw := w.(type) {
+	case *accessWriter:
+		rec = aw.rec
+	case accessHijacker:
+		rec = aw.rec
+	}
 	if rec == nil {
 		return func() {}
 	}
@@ -204,33 +206,69 @@ func (rec *accessRecord) apache() []byte {
 	return []byte(b.String())
 }
 
+// json writes the object with its keys sorted, as Linkerd's proxy does.
 func (rec *accessRecord) json(total, processing time.Duration) []byte {
 	f := rec.fields
-	m := map[string]any{
-		"client.addr":   f.clientAddr,
-		"client.id":     f.clientID,
-		"host":          f.host,
-		"method":        f.method,
-		"processing_ns": strconv.FormatInt(processing.Nanoseconds(), 10),
-		"request_bytes": f.requestBytes,
-		"timestamp":     f.timestamp,
-		"total_ns":      strconv.FormatInt(total.Nanoseconds(), 10),
-		"trace_id":      f.traceID,
-		"uri":           f.uri,
-		"user_agent":    f.userAgent,
-		"version":       f.version,
+	b := make([]byte, 0, 320+len(f.uri)+len(f.userAgent))
+	field := func(key, val string) {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, key)
+		b = append(b, ':')
+		b = appendJSONString(b, val)
+	}
+	b = append(b, '{')
+	field("client.addr", f.clientAddr)
+	field("client.id", f.clientID)
+	field("host", f.host)
+	field("method", f.method)
+	field("processing_ns", strconv.FormatInt(processing.Nanoseconds(), 10))
+	field("request_bytes", f.requestBytes)
+	if rec.respLen != "" {
+		field("response_bytes", rec.respLen)
 	}
 	if rec.status != 0 {
-		m["status"] = rec.status
+		b = append(b, `,"status":`...)
+		b = strconv.AppendInt(b, int64(rec.status), 10)
 	}
-	if rec.respLen != "" {
-		m["response_bytes"] = rec.respLen
+	field("timestamp", f.timestamp)
+	field("total_ns", strconv.FormatInt(total.Nanoseconds(), 10))
+	field("trace_id", f.traceID)
+	field("uri", f.uri)
+	field("user_agent", f.userAgent)
+	field("version", f.version)
+	return append(b, '}', '\n')
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped, invalid UTF-8 replaced by U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20 || c == 0x7f:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, "\ufffd"...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
 	}
-	b, err := json.Marshal(m) // sorted keys; invalid UTF-8 becomes U+FFFD
-	if err != nil {
-		return []byte("{}\n")
-	}
-	return append(b, '\n')
+	return append(b, '"')
 }
 
 // clean makes a field safe for one space-separated line: control

@@ -125,7 +125,7 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 
 	req := outgoingRequest(forward1xx(r.Context(), w), r, hdr, r.Body, path, rawQuery)
 	var resp *http.Response
-	upstreamDone := upstreamTimer(r.Context())
+	upstreamDone := upstreamTimer(w)
 	if toH2 {
 		resp, err = p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false })
 	} else {

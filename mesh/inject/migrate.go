@@ -77,22 +77,33 @@ func foreignSidecars() []foreignSidecar {
 
 // otherMesh returns a description of another mesh's sidecar in pod, or "".
 func otherMesh(pod *corev1.Pod) string {
-	for _, c := range allContainers(pod) {
-		for _, f := range foreignSidecars() {
-			if slices.Contains(f.names, c.Name) {
-				return fmt.Sprintf("the %s container of %s", c.Name, f.mesh)
-			}
-			for _, img := range f.images {
-				if strings.HasPrefix(c.Image, img) {
-					return fmt.Sprintf("container %s running %s's proxy image %s", c.Name, f.mesh, c.Image)
-				}
+	foreign, linkerdImages := foreignSidecars(), linkerdImagePrefixes()
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			if desc := foreignContainer(&list[i], foreign, linkerdImages); desc != "" {
+				return desc
 			}
 		}
-		if !isLinkerdContainer(c.Name) {
-			for _, img := range linkerdImagePrefixes() {
-				if strings.HasPrefix(c.Image, img) {
-					return fmt.Sprintf("container %s running Linkerd's proxy image %s under a name Linkerd's injector does not use", c.Name, c.Image)
-				}
+	}
+	return ""
+}
+
+// foreignContainer describes c when it is another mesh's sidecar.
+func foreignContainer(c *corev1.Container, foreign []foreignSidecar, linkerdImages []string) string {
+	for _, f := range foreign {
+		if slices.Contains(f.names, c.Name) {
+			return fmt.Sprintf("the %s container of %s", c.Name, f.mesh)
+		}
+		for _, img := range f.images {
+			if strings.HasPrefix(c.Image, img) {
+				return fmt.Sprintf("container %s running %s's proxy image %s", c.Name, f.mesh, c.Image)
+			}
+		}
+	}
+	if !isLinkerdContainer(c.Name) {
+		for _, img := range linkerdImages {
+			if strings.HasPrefix(c.Image, img) {
+				return fmt.Sprintf("container %s running Linkerd's proxy image %s under a name Linkerd's injector does not use", c.Name, c.Image)
 			}
 		}
 	}

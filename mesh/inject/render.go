@@ -248,12 +248,12 @@ func Render(pod *corev1.Pod, ns *corev1.Namespace, values Values, opts ...Render
 	if cfg.TrustAnchorsPEM == "" {
 		report.Warnings = append(report.Warnings, warnNoTrustAnchors)
 	}
-	report.Warnings = append(report.Warnings, renderWarnings(work, &cfg, object)...)
 	var owner map[string]string
 	if key, name, ok := ownerLabel(work, rc.kind, rc.name); ok {
 		owner = map[string]string{key: name}
 	}
-	patch := buildPatch(work, &cfg, nsName, owner)
+	patch, overridden := buildPatch(work, &cfg, nsName, owner)
+	report.Warnings = append(report.Warnings, renderWarnings(work, overridden, object)...)
 	if mig.changed() {
 		patch = append(replaceOps(pod, mig), patch...)
 		report.Replaced = mig.containers
@@ -346,7 +346,9 @@ func escapePointer(s string) string {
 
 // buildPatch turns the typed additions into JSON Patch operations against
 // pod as it is.
-func buildPatch(pod *corev1.Pod, cfg *Config, nsName string, owner map[string]string) Patch {
+// The second result names the proxy variables proxy-additional-env
+// replaced.
+func buildPatch(pod *corev1.Pod, cfg *Config, nsName string, owner map[string]string) (Patch, []string) {
 	var p Patch
 	labels := map[string]string{vocab.LabelControlPlaneNamespace: cfg.ControlPlaneNamespace}
 	if nsName != "" {
@@ -376,7 +378,7 @@ func buildPatch(pod *corev1.Pod, cfg *Config, nsName string, owner map[string]st
 	}
 	p = append(p, mapOps("/metadata/annotations", pod.Annotations, annotations)...)
 
-	proxy := proxyContainer(cfg, append(applicationPorts(pod, cfg), cfg.PodInboundPorts...).normalize())
+	proxy, overridden := proxyContainer(cfg, append(applicationPorts(pod, cfg), cfg.PodInboundPorts...).normalize())
 	var inits []corev1.Container
 	if cfg.CNI {
 		inits = append(inits, validatorContainer(cfg))
@@ -411,7 +413,7 @@ func buildPatch(pod *corev1.Pod, cfg *Config, nsName string, owner map[string]st
 		vols = append(vols, corev1.Volume{Name: vocab.XtablesLockVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
 	p = append(p, insertOps("/spec/volumes", len(pod.Spec.Volumes), len(pod.Spec.Volumes), vols)...)
-	return p
+	return p, overridden
 }
 
 // mapOps adds entries to a string map at path, creating the map when the
@@ -544,7 +546,7 @@ func httpProbe(path string, port int32) corev1.ProbeHandler {
 	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(port), Scheme: corev1.URISchemeHTTP}}
 }
 
-func proxyContainer(cfg *Config, appPorts PortRanges) corev1.Container {
+func proxyContainer(cfg *Config, appPorts PortRanges) (corev1.Container, []string) {
 	sc := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr(false),
 		ReadOnlyRootFilesystem:   ptr(true),
@@ -556,7 +558,7 @@ func proxyContainer(cfg *Config, appPorts PortRanges) corev1.Container {
 	if cfg.GID != 0 {
 		sc.RunAsGroup = ptr(cfg.GID)
 	}
-	env, _ := proxyEnvWithExtras(proxyEnv(cfg, appPorts), cfg)
+	env, overridden := proxyEnvWithExtras(proxyEnv(cfg, appPorts), cfg)
 	c := corev1.Container{
 		Name:            vocab.ProxyContainerName,
 		Image:           cfg.ProxyImage,
@@ -590,7 +592,7 @@ func proxyContainer(cfg *Config, appPorts PortRanges) corev1.Container {
 		}
 		c.Lifecycle.PreStop = &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: cfg.WaitBeforeExit}}
 	}
-	return c
+	return c, overridden
 }
 
 func initContainer(cfg *Config) corev1.Container {

@@ -170,6 +170,9 @@ func initExtras(c *corev1.Container, cfg *Config) {
 // already set replaces it in place).
 func proxyEnvWithExtras(env []corev1.EnvVar, cfg *Config) ([]corev1.EnvVar, []string) {
 	env = append(env, extraEnv(cfg)...)
+	if len(cfg.AdditionalEnv) == 0 {
+		return env, nil
+	}
 	var overridden []string
 	set := map[string]bool{}
 	for _, e := range env {
@@ -186,7 +189,7 @@ func proxyEnvWithExtras(env []corev1.EnvVar, cfg *Config) ([]corev1.EnvVar, []st
 // renderWarnings notes what the rendered pod does that its author may not
 // expect: UDP ports the proxy does not carry, and additional environment
 // entries that replace variables the injector sets.
-func renderWarnings(pod *corev1.Pod, cfg *Config, object string) []string {
+func renderWarnings(pod *corev1.Pod, overridden []string, object string) []string {
 	var out []string
 	for _, c := range allContainers(pod) {
 		for _, p := range c.Ports {
@@ -195,7 +198,6 @@ func renderWarnings(pod *corev1.Pod, cfg *Config, object string) []string {
 			}
 		}
 	}
-	_, overridden := proxyEnvWithExtras(proxyEnv(cfg, nil), cfg)
 	for _, n := range overridden {
 		out = append(out, fmt.Sprintf("%s: proxy-additional-env replaces %s, which the injector sets", object, n))
 	}
