@@ -13,8 +13,25 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/dataplane/iptables"
 )
+
+// ParseIdentities reads a comma-separated list of identity names (the
+// tappers' list), each a DNS-like name; empty entries are skipped.
+func ParseIdentities(s string) ([]string, error) {
+	var out []string
+	for _, id := range strings.Split(s, ",") {
+		if id = strings.ToLower(strings.TrimSpace(id)); id == "" {
+			continue
+		}
+		if err := checkDNSName(id); err != nil {
+			return nil, fmt.Errorf("identity %q: %w", id, err)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
 
 // Config holds every setting of the proxy. FromEnv fills it from the
 // WEFT_PROXY_* environment variables the injector sets; DefaultConfig gives
@@ -72,6 +89,13 @@ type Config struct {
 	// Admin.
 	AdminShutdown bool // WEFT_PROXY_ADMIN_SHUTDOWN: enable POST /shutdown from loopback
 
+	// Tap (io.linkerd.proxy.tap), served over mutual TLS to the listed
+	// identities only.
+	TapAddr               string   // WEFT_PROXY_TAP_ADDR, 0.0.0.0:4190; opened only when TapIdentities is set
+	TapIdentities         []string // WEFT_PROXY_TAP_IDENTITIES: identities accepted as tappers; empty turns tap off
+	TapMaxTaps            int      // WEFT_PROXY_TAP_MAX_TAPS, 16: taps open at once
+	TapMaxEventsPerSecond int      // WEFT_PROXY_TAP_MAX_EVENTS_PER_SECOND, 1000: events per second one tap receives
+
 	// Logging.
 	LogLevel  string // WEFT_PROXY_LOG_LEVEL, info ("warn,linkerd=info" style accepted)
 	LogFormat string // WEFT_PROXY_LOG_FORMAT, plain or json
@@ -109,6 +133,9 @@ func DefaultConfig() Config {
 		H2StreamWindow:         1 << 20,
 		H2ConnectionWindow:     4 << 20,
 		H2ResetBudget:          100,
+		TapAddr:                "0.0.0.0:4190",
+		TapMaxTaps:             defaultTapMaxTaps,
+		TapMaxEventsPerSecond:  defaultTapEventsPerSec,
 		LogLevel:               "info",
 		LogFormat:              "plain",
 	}
@@ -160,6 +187,10 @@ func Settings() []Setting {
 		{"WEFT_PROXY_HTTP2_CONNECTION_WINDOW", "4194304", "HTTP/2 receive window per connection, bytes"},
 		{"WEFT_PROXY_HTTP2_RESET_BUDGET", "100", "premature stream resets (sent or received, of streams under a second old) an HTTP/2 connection may see before it is closed when at least half its streams were reset so"},
 		{"WEFT_PROXY_ADMIN_SHUTDOWN", "false", "enable POST /shutdown on the admin server (loopback clients only)"},
+		{vocab.EnvTapAddr, "0.0.0.0:4190", "tap server (io.linkerd.proxy.tap over mutual TLS); opened only when tap identities are set"},
+		{vocab.EnvTapIdentities, "", "comma-separated identities accepted as tappers (e.g. the tap service's); empty turns tap off"},
+		{vocab.EnvTapMaxTaps, "16", "taps open at once; more are refused with RESOURCE_EXHAUSTED"},
+		{vocab.EnvTapMaxEventsPerSecond, "1000", "events one tap receives per second; requests beyond it are not reported and are counted in tap_events_dropped_total"},
 		{"WEFT_PROXY_LOG_LEVEL", "info", "trace, debug, info, warn, error or off; Linkerd's 'warn,linkerd=info' form is accepted (its first bare level counts)"},
 		{"WEFT_PROXY_LOG_FORMAT", "plain", "plain or json"},
 	}, extraSettings()...)
@@ -323,6 +354,16 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	integer("WEFT_PROXY_HTTP2_STREAM_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2StreamWindow = int32(n) })
 	integer("WEFT_PROXY_HTTP2_CONNECTION_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2ConnectionWindow = int32(n) })
 	integer("WEFT_PROXY_HTTP2_RESET_BUDGET", 1, 1<<20, func(n int64) { cfg.H2ResetBudget = int(n) })
+	listen(vocab.EnvTapAddr, &cfg.TapAddr)
+	if v, ok := lookup(vocab.EnvTapIdentities); ok {
+		ids, err := ParseIdentities(v)
+		if err != nil {
+			bad(vocab.EnvTapIdentities, v, err)
+		}
+		cfg.TapIdentities = ids
+	}
+	integer(vocab.EnvTapMaxTaps, 1, 1024, func(n int64) { cfg.TapMaxTaps = int(n) })
+	integer(vocab.EnvTapMaxEventsPerSecond, 1, 1<<20, func(n int64) { cfg.TapMaxEventsPerSecond = int(n) })
 	if v, ok := lookup("WEFT_PROXY_ADMIN_SHUTDOWN"); ok && strings.TrimSpace(v) != "" {
 		b, err := strconv.ParseBool(strings.TrimSpace(v))
 		if err != nil {
@@ -363,7 +404,11 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("dataplane: no inbound or outbound listener configured"))
 	}
 	seen := map[string]string{}
-	for name, a := range map[string]string{"inbound": c.InboundAddr, "outbound": c.OutboundAddr, "admin": c.AdminAddr, "connect": c.ConnectAddr} {
+	addrs := map[string]string{"inbound": c.InboundAddr, "outbound": c.OutboundAddr, "admin": c.AdminAddr, "connect": c.ConnectAddr}
+	if len(c.TapIdentities) > 0 {
+		addrs["tap"] = c.TapAddr
+	}
+	for name, a := range addrs {
 		if a == "" {
 			continue
 		}
@@ -387,6 +432,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := defaultPolicy(c.DefaultInboundPolicy, c.ClusterNetworks); err != nil {
 		errs = append(errs, fmt.Errorf("dataplane: default inbound policy: %w", err))
+	}
+	if c.TapMaxTaps <= 0 || c.TapMaxEventsPerSecond <= 0 {
+		errs = append(errs, errors.New("dataplane: tap limits must be positive"))
 	}
 	if _, err := netip.ParseAddr(c.InboundForwardHost); err != nil {
 		errs = append(errs, fmt.Errorf("dataplane: inbound forward host %q is not an IP address", c.InboundForwardHost))

@@ -197,3 +197,41 @@ func TestListenOpensEveryConfiguredListener(t *testing.T) {
 	_, err = dataplane.Listen(testutil.Context(t, 0), cfg)
 	assert.ErrorContains(t, err, busy.Addr().String())
 }
+
+func TestTapSettingsAreReadAndTheTapListenerOpensOnlyWithTappers(t *testing.T) {
+	env := map[string]string{
+		"WEFT_PROXY_TAP_IDENTITIES":            " Tap.viz.serviceaccount.identity.weft.cluster.local, ,other.ns.serviceaccount.identity.weft.cluster.local",
+		"WEFT_PROXY_TAP_ADDR":                  "127.0.0.1:0",
+		"WEFT_PROXY_TAP_MAX_TAPS":              "3",
+		"WEFT_PROXY_TAP_MAX_EVENTS_PER_SECOND": "50",
+	}
+	cfg, err := dataplane.FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	require.NoError(t, err)
+	assert.Equal(t, []string{"tap.viz.serviceaccount.identity.weft.cluster.local", "other.ns.serviceaccount.identity.weft.cluster.local"}, cfg.TapIdentities)
+	assert.Equal(t, 3, cfg.TapMaxTaps)
+	assert.Equal(t, 50, cfg.TapMaxEventsPerSecond)
+
+	for name, bad := range map[string]string{
+		"WEFT_PROXY_TAP_IDENTITIES": "tap.viz/evil",
+		"WEFT_PROXY_TAP_MAX_TAPS":   "0",
+	} {
+		_, err := dataplane.FromEnv(func(k string) (string, bool) {
+			if k == name {
+				return bad, true
+			}
+			return "", false
+		})
+		assert.ErrorContains(t, err, name, "a bad %s is refused by name", name)
+	}
+
+	cfg.InboundAddr, cfg.OutboundAddr, cfg.AdminAddr = "127.0.0.1:0", "", ""
+	ls, err := dataplane.Listen(testutil.Context(t, 0), cfg)
+	require.NoError(t, err)
+	assert.NotNil(t, ls.Tap, "tappers named: the tap listener opens")
+	ls.Close()
+	cfg.TapIdentities = nil
+	ls, err = dataplane.Listen(testutil.Context(t, 0), cfg)
+	require.NoError(t, err)
+	assert.Nil(t, ls.Tap, "no tapper: no tap listener")
+	ls.Close()
+}

@@ -36,11 +36,13 @@ func (p *Proxy) dialWithin(ctx context.Context, addr string) (net.Conn, error) {
 // lacksRequiredIdentity reports whether an inbound connection must be
 // refused because its port requires a mesh identity and the client has
 // none (config.linkerd.io/proxy-require-identity-inbound-ports). The
-// refusal is counted as a denied connection.
+// refusal is counted in inbound_tcp_authz_deny_total.
 func (p *Proxy) lacksRequiredIdentity(ic *inboundConn) bool {
 	if ic.peer.Identity != "" || !p.cfg.RequireIdentityPorts.Contains(ic.port) {
 		return false
 	}
-	p.m.authz(ic.port, false, "", "", ic.peer.TLS)
+	l := targetLabels(&labels{}, ic.targetAddr())
+	tlsAccept(l, ic.peer, false)
+	p.m.authzTCP(l, false)
 	return true
 }

@@ -144,7 +144,16 @@ func (r *running) admin(t testing.TB, path string) (int, string) {
 func (r *running) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
 	_, body := r.admin(t, "/metrics")
+	return sumMetric(body, name, labels...)
+}
+
+// sumMetric sums the samples of name in a /metrics body whose lines
+// contain every one of labels (each written as `key="value"`); -1 when no
+// line matches.
+func sumMetric(body, name string, labels ...string) float64 {
+	sum, found := 0.0, false
 	sc := bufio.NewScanner(strings.NewReader(body))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
@@ -157,10 +166,14 @@ func (r *running) metric(t testing.TB, name string, labels ...string) float64 {
 		if ok {
 			var v float64
 			fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%g", &v)
-			return v
+			sum += v
+			found = true
 		}
 	}
-	return -1
+	if !found {
+		return -1
+	}
+	return sum
 }
 
 func allowOnly(ids ...string) *inbound.Server {

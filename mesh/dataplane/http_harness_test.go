@@ -143,6 +143,7 @@ type httpPair struct {
 	clientAddr string
 	target     string
 	inB        *countingListener
+	tapA, tapB net.Listener // set when the proxy's config names tappers
 }
 
 // countingListener counts accepted connections.
@@ -186,7 +187,12 @@ func startHTTPPair(t testing.TB, o httpPairOptions) *httpPair {
 		o.cfgB(&cfgB)
 	}
 	hp.inB = &countingListener{Listener: testutil.Listen(t)}
-	hp.b = startProxy(t, cfgB, hp.pki.identity(t, idB), nil, hp.policies, dataplane.Listeners{Inbound: hp.inB}, o.optsB...)
+	lsB := dataplane.Listeners{Inbound: hp.inB}
+	if len(cfgB.TapIdentities) > 0 {
+		lsB.Tap = testutil.Listen(t)
+		hp.tapB = lsB.Tap
+	}
+	hp.b = startProxy(t, cfgB, hp.pki.identity(t, idB), nil, hp.policies, lsB, o.optsB...)
 	hop := uint16(hp.inB.Addr().(*net.TCPAddr).Port)
 
 	hp.target = fmt.Sprintf("web.shop.svc.cluster.local:%d", app.port())
@@ -200,9 +206,13 @@ func startHTTPPair(t testing.TB, o httpPairOptions) *httpPair {
 		o.cfgA(&cfgA)
 	}
 	mapped := testutil.Listen(t)
-	hp.a = startProxy(t, cfgA, hp.pki.identity(t, idA), hp.resolver, nil, dataplane.Listeners{
-		Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: hp.target}},
-	}, dataplane.WithOutboundPolicies(hp.outbound), dataplane.WithProfiles(hp.profiles))
+	lsA := dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: hp.target}}}
+	if len(cfgA.TapIdentities) > 0 {
+		lsA.Tap = testutil.Listen(t)
+		hp.tapA = lsA.Tap
+	}
+	hp.a = startProxy(t, cfgA, hp.pki.identity(t, idA), hp.resolver, nil, lsA,
+		dataplane.WithOutboundPolicies(hp.outbound), dataplane.WithProfiles(hp.profiles))
 	hp.clientAddr = mapped.Addr().String()
 	return hp
 }

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/h1"
 	"github.com/weftmesh/weft/mesh/policy/authz"
@@ -39,7 +40,7 @@ func denial(reason authz.Reason, detail string) *proxyErr {
 func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connInfo) {
 	grpc := isGRPC(r)
 	portLabel := strconv.Itoa(int(info.port))
-	tls := tlsLabel(info.peer.TLS)
+	now := time.Now()
 
 	target := r.RequestURI
 	if !strings.HasPrefix(target, "/") {
@@ -51,8 +52,10 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	var res authz.Result
 	var deny *proxyErr
 	st, err := p.pols.get(r.Context(), uint32(info.port))
+	cache := st
 	switch {
 	case err != nil:
+		cache = p.noPolicy
 		deny = denial(authz.ReasonNoPolicy, err.Error())
 	case !serverIPsAllow(st.proto, info.target):
 		deny = denial(authz.ReasonUnauthorized, "the server does not listen on the address the client used")
@@ -62,27 +65,38 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 			deny = denial(res.Reason, "")
 		}
 	}
-	rname := routeName(&res)
-	stats := p.m.http.request(Inbound, portLabel, rname, info.peer.Identity, info.peer.TLS)
+	denyClass := ""
 	if deny != nil {
-		p.m.http.authzDeny.WithLabelValues(portLabel, rname, deny.class, info.peer.Identity, tls).Inc()
+		denyClass = deny.class
+	}
+	series := p.inboundSeries(cache, info, &res, denyClass)
+	series.use(now)
+	series.authz.inc()
+	var tr *tapRequest // set when an open tap takes the request
+	if p.tap.on() {
+		tr = p.tapInbound(r, info, st, &res)
+		defer tr.responseEnd(0, -1, -1, nil) // ends an upgraded or aborted request; no-op once ended
+	}
+	if deny != nil {
 		p.log.Info("inbound request denied", "port", info.port, "reason", deny.class, "peer_id", info.peer.Identity, "method", r.Method)
 		writeProxyError(w, grpc, deny, true)
-		stats.head(true)
-		stats.done(deny.status, true)
+		tr.responseInit(deny.status, w.Header(), info.h2)
+		tr.responseEnd(0, tapGRPCStatus(grpcStatusOf(grpc, deny)), -1, nil)
 		return
 	}
 	if res.Decision == authz.Audit {
-		p.m.http.authzAudit.WithLabelValues(portLabel, rname, info.peer.Identity, tls).Inc()
-		p.log.Info("inbound request admitted by audit policy", "port", info.port, "route", rname, "peer_id", info.peer.Identity)
-	} else {
-		p.m.http.authzAllow.WithLabelValues(portLabel, rname, authzName(res.Authorization), info.peer.Identity, tls).Inc()
+		p.log.Info("inbound request admitted by audit policy", "port", info.port, "route", routeName(&res), "peer_id", info.peer.Identity)
 	}
+	var stats reqStats
+	stats.begin(series.rt, now)
+	stats.attempt(series.ep)
 	fail := func(e *proxyErr) {
 		p.m.http.errors.WithLabelValues(Inbound, portLabel, e.class).Inc()
 		writeProxyError(w, grpc, e, false)
-		stats.head(true)
-		stats.done(e.status, true)
+		stats.head(e.status)
+		stats.done(e.status, grpcStatusOf(grpc, e), true, e.class)
+		tr.responseInit(e.status, w.Header(), info.h2)
+		tr.responseEnd(0, tapGRPCStatus(grpcStatusOf(grpc, e)), -1, nil)
 	}
 
 	// The request as the application sees it: the normalized path the
@@ -119,7 +133,7 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	if upgrade {
 		p.forwardUpgrade(r.Context(), w, r, hdr, up, func(ctx context.Context) (net.Conn, error) {
 			return p.dialApp(ctx, app.String())
-		}, stats, nil, false)
+		}, &stats, nil, false)
 		return
 	}
 
@@ -127,7 +141,7 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	var resp *http.Response
 	upstreamDone := upstreamTimer(w)
 	if toH2 {
-		resp, err = p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false })
+		resp, err = p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false }, dialLabels{inbound: true})
 	} else {
 		resp, err = p.http.appH1.RoundTrip(req, app.String())
 	}
@@ -146,18 +160,44 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		return
 	}
 	defer resp.Body.Close()
-	failure := resp.StatusCode >= 500 || (resp.Header.Get("Grpc-Status") != "" && resp.Header.Get("Grpc-Status") != "0")
-	stats.head(failure)
-	trailer, err := copyResponse(w, resp, h1.RemoveMeshHeaders, nil)
-	if gs := trailer.Get("Grpc-Status"); gs != "" && gs != "0" {
-		failure = true
+	gs := resp.Header.Get("Grpc-Status")
+	failure := resp.StatusCode >= 500 || (gs != "" && gs != "0")
+	stats.head(resp.StatusCode)
+	tr.responseInit(resp.StatusCode, resp.Header, info.h2)
+	trailer, n, err := copyResponse(w, resp, h1.RemoveMeshHeaders, nil)
+	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
+		gs = tgs
+		failure = failure || tgs != "0"
 	}
 	if err != nil {
-		stats.done(resp.StatusCode, true)
+		stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
+		tr.responseEnd(n, -1, tapResetCode(err), nil)
 		if errors.Is(err, errUpstreamBody) {
 			abort()
 		}
 		return
 	}
-	stats.done(resp.StatusCode, failure)
+	stats.done(resp.StatusCode, gs, failure, "")
+	tr.responseEnd(n, tapGRPCStatus(gs), -1, trailer)
+}
+
+// grpcStatusOf is the grpc-status of an answer the proxy made itself
+// (empty when the call is not gRPC).
+func grpcStatusOf(grpc bool, e *proxyErr) string {
+	if !grpc {
+		return ""
+	}
+	return strconv.Itoa(e.grpc)
+}
+
+// streamErrorClass names why a response stream did not complete, for the
+// error label.
+func streamErrorClass(err error) string {
+	switch {
+	case errors.Is(err, errClientGone):
+		return "client-gone"
+	case errors.Is(err, errUpstreamBody):
+		return "upstream-reset"
+	}
+	return "error"
 }

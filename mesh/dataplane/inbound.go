@@ -74,6 +74,22 @@ type inboundConn struct {
 	protocol  transport.Protocol
 	fromProxy bool   // the transport header came with mesh TLS
 	prefix    []byte // bytes already read from conn, to forward first
+	remote    netip.AddrPort
+	local     netip.Addr // the proxy's own address on the connection
+	dstName   string     // the authority the peer proxy resolved (transport header)
+}
+
+// targetAddr is the address the client meant to reach: the original
+// destination when the connection was redirected, otherwise the proxy's
+// own address with the target port.
+func (ic *inboundConn) targetAddr() netip.AddrPort {
+	if ic.target.IsValid() {
+		return netip.AddrPortFrom(ic.target, ic.port)
+	}
+	if ic.local.IsValid() {
+		return netip.AddrPortFrom(ic.local, ic.port)
+	}
+	return netip.AddrPort{}
 }
 
 func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
@@ -107,9 +123,13 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 			conn = &replayConn{Conn: ic.conn, prefix: append([]byte(nil), ic.prefix...)}
 		}
 		release()
-		info := &connInfo{direction: Inbound, port: ic.port, peer: ic.peer, target: ic.target, fromProxy: ic.fromProxy}
+		info := &connInfo{direction: Inbound, port: ic.port, peer: ic.peer, target: ic.target, fromProxy: ic.fromProxy,
+			remote: ic.remote, targetAddr: ic.targetAddr()}
+		if ic.dstName != "" {
+			info.dstName = p.m.http.inboundDst.admit(ic.dstName)
+		}
 		log.Debug("inbound HTTP connection", "protocol", ic.protocol.String())
-		p.serveHTTP(conn, ic.protocol, info, func() {
+		p.serveHTTP(conn, ic.protocol, info, inboundSrcLabels(info.targetAddr, ic.peer, st.srv, ic.port), func() {
 			if ic.conn != c {
 				ic.conn.Close()
 			}
@@ -119,19 +139,32 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	}
 
 	var allowed bool
-	var name, reason string
+	var reason string
+	var srv *authz.Server
+	var authzMeta *authz.Meta
 	switch {
 	case err != nil:
 		reason = err.Error()
 	case !serverIPsAllow(st.proto, ic.target):
+		srv = st.srv
 		reason = fmt.Sprintf("target %s is not one of the server's addresses", ic.target)
 	default:
+		srv = st.srv
 		res := authz.Evaluate(st.srv, ic.peer, nil)
 		allowed = res.Decision != authz.Deny
-		name = authzName(res.Authorization)
+		if res.Authorization != nil {
+			authzMeta = &res.Authorization.Meta
+		}
 		reason = res.Reason.String()
 	}
-	p.m.authz(ic.port, allowed, name, ic.peer.Identity, ic.peer.TLS)
+	target := ic.targetAddr()
+	al := targetLabels(&labels{}, target)
+	srvLabels(al, srv, ic.port)
+	if allowed && authzMeta != nil {
+		metaLabels(al, "authz", *authzMeta)
+	}
+	tlsAccept(al, ic.peer, false)
+	p.m.authzTCP(al, allowed)
 	if !allowed {
 		log.Info("inbound connection denied", "reason", reason)
 		return false
@@ -148,10 +181,12 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 		return false
 	}
 	release()
-	stats := p.m.opened(Inbound, ic.peer.Identity, ic.peer.TLS)
-	log.Debug("inbound connection open", "authz", name, "protocol", ic.protocol.String())
-	pipe(ic.conn, app, stats, func() {
-		stats.closed()
+	src := p.m.opened(inboundSrcLabels(target, ic.peer, srv, ic.port))
+	dst := p.m.opened(appLabels())
+	log.Debug("inbound connection open", "protocol", ic.protocol.String())
+	pipe(ic.conn, app, src, dst, func() {
+		src.closed()
+		dst.closed()
 		p.untrack(c)
 	})
 	return true
@@ -166,7 +201,10 @@ func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, func(), error) {
 	if remote == nil {
 		return nil, nop, errors.New("dataplane: not a TCP connection")
 	}
-	ic := &inboundConn{conn: c, peer: authz.Conn{IP: remote.AddrPort().Addr().Unmap()}}
+	ic := &inboundConn{conn: c, peer: authz.Conn{IP: remote.AddrPort().Addr().Unmap()}, remote: remote.AddrPort()}
+	if la, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		ic.local = la.AddrPort().Addr().Unmap()
+	}
 
 	// Where the client meant to go: the original destination of a
 	// redirected connection, or nothing for a direct one.
@@ -226,7 +264,7 @@ func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, func(), error) {
 		if err != nil {
 			return nil, nop, err
 		}
-		ic.port, ic.protocol, ic.fromProxy = h.Port, h.Protocol, true
+		ic.port, ic.protocol, ic.fromProxy, ic.dstName = h.Port, h.Protocol, true, h.Name
 		return ic, nop, p.checkPort(ic.port)
 	}
 	if origPort == 0 {

@@ -29,6 +29,7 @@ type Proxy struct {
 	log      *slog.Logger
 	reg      *prometheus.Registry
 	m        *metrics
+	tap      *tapHub
 	now      func() time.Time
 
 	outPolicies OutboundPolicies
@@ -36,6 +37,7 @@ type Proxy struct {
 	http        *httpRuntime
 
 	defaultState *portState
+	noPolicy     *portState // caches the series of requests to ports without a policy
 	forwardAddr  netip.Addr
 	serverTLS    *tls.Config
 	clientTLS    sync.Map // server identity -> *tls.Config
@@ -140,16 +142,23 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: registering metrics: %w", err)
 	}
+	hub := newTapHub(cfg.TapMaxTaps, cfg.TapMaxEventsPerSecond)
+	for _, c := range hub.collectors() {
+		if err := o.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("dataplane: registering metrics: %w", err)
+		}
+	}
 	def, err := defaultPolicy(cfg.DefaultInboundPolicy, cfg.ClusterNetworks)
 	if err != nil {
 		return nil, err
 	}
 	p := &Proxy{
 		cfg: cfg, id: id, resolver: resolver, policies: policies,
-		log: o.log, reg: o.reg, m: m, now: o.now,
+		log: o.log, reg: o.reg, m: m, tap: hub, now: o.now,
 		outPolicies:  o.outPolicies,
 		profiles:     o.profiles,
 		defaultState: &portState{proto: authz.ToProto(def), srv: def},
+		noPolicy:     &portState{},
 		forwardAddr:  netip.MustParseAddr(cfg.InboundForwardHost),
 		serverTLS:    ServerTLSConfig(id, o.now),
 		dialer:       net.Dialer{Timeout: cfg.ConnectTimeout},
@@ -188,6 +197,9 @@ type Listeners struct {
 	Mapped []MappedListener
 	// Admin serves /live, /ready, /metrics and /shutdown.
 	Admin net.Listener
+	// Tap serves io.linkerd.proxy.tap over mutual TLS to the identities
+	// in Config.TapIdentities.
+	Tap net.Listener
 }
 
 // MappedListener is a static explicit-mode listener.
@@ -217,6 +229,9 @@ func Listen(ctx context.Context, cfg Config) (Listeners, error) {
 		open(cfg.ConnectAddr, &ls.Connect),
 		open(cfg.AdminAddr, &ls.Admin),
 	)
+	if len(cfg.TapIdentities) > 0 {
+		err = errors.Join(err, open(cfg.TapAddr, &ls.Tap))
+	}
 	for _, m := range cfg.Mappings {
 		var l net.Listener
 		if e := open(m.Listen, &l); e != nil {
@@ -234,7 +249,7 @@ func Listen(ctx context.Context, cfg Config) (Listeners, error) {
 
 // Close closes every listener.
 func (ls Listeners) Close() {
-	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect, ls.Admin} {
+	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect, ls.Admin, ls.Tap} {
 		if l != nil {
 			l.Close()
 		}
@@ -262,7 +277,7 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	p.stopMu.Unlock()
 
 	p.ownPorts = map[uint16]bool{}
-	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect} {
+	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect, ls.Tap} {
 		if l == nil {
 			continue
 		}
@@ -290,6 +305,17 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 		close(adminDone)
 	}
 
+	tapCtx, stopTap := context.WithCancel(runCtx)
+	tapDone := make(chan struct{})
+	if ls.Tap != nil {
+		go func() {
+			defer close(tapDone)
+			p.serveTap(tapCtx, ls.Tap)
+		}()
+	} else {
+		close(tapDone)
+	}
+
 	var accepting sync.WaitGroup
 	serve := func(l net.Listener, handle func(context.Context, net.Conn) bool) {
 		if l == nil {
@@ -313,8 +339,10 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 
 	<-runCtx.Done()
 
-	// Drain.
+	// Drain. Taps end at once: they observe traffic, they are not traffic.
 	p.draining.Store(true)
+	stopTap()
+	<-tapDone
 	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect} {
 		if l != nil {
 			l.Close()
@@ -349,6 +377,7 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	}
 	p.http.pool.closeAll()
 	p.http.appH1.CloseIdle(true)
+	p.http.extH1.CloseIdle(true)
 	p.dests.closeAll()
 	p.pols.closeAll()
 	if admin != nil {

@@ -38,16 +38,20 @@ func TestTCPFlowsThroughBothProxiesOverMutualTLS(t *testing.T) {
 	assert.NotContains(t, string(wire), "WEFT", "the transport header travels inside TLS")
 
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		return pr.b.metric(t, "tcp_close_total", `direction="inbound"`, `peer_id="`+idA+`"`, `tls="true"`) == 1
+		return pr.b.metric(t, "tcp_close_total", `direction="inbound"`, `peer="src"`, `client_id="`+idA+`"`, `tls="true"`) == 1
 	}, "server proxy records the client identity")
-	assert.Equal(t, 1.0, pr.b.metric(t, "inbound_tcp_authz_allow_total", `peer_id="`+idA+`"`, `authz="serverauthorization:allow-client"`, fmt.Sprintf(`target_port="%d"`, pr.app.port())))
-	assert.Equal(t, float64(len(secret)), pr.b.metric(t, "tcp_read_bytes_total", `direction="inbound"`, `peer_id="`+idA+`"`))
-	assert.Equal(t, float64(len(secret)), pr.b.metric(t, "tcp_write_bytes_total", `direction="inbound"`, `peer_id="`+idA+`"`))
+	assert.Equal(t, 1.0, pr.b.metric(t, "inbound_tcp_authz_allow_total", `client_id="`+idA+`"`,
+		`authz_kind="serverauthorization"`, `authz_name="allow-client"`, fmt.Sprintf(`target_port="%d"`, pr.app.port())))
+	assert.Equal(t, float64(len(secret)), pr.b.metric(t, "tcp_read_bytes_total", `direction="inbound"`, `peer="src"`, `client_id="`+idA+`"`))
+	assert.Equal(t, float64(len(secret)), pr.b.metric(t, "tcp_write_bytes_total", `direction="inbound"`, `peer="src"`, `client_id="`+idA+`"`))
+	assert.Equal(t, float64(len(secret)), pr.b.metric(t, "tcp_write_bytes_total", `direction="inbound"`, `peer="dst"`, `no_tls_reason="loopback"`),
+		"the connection to the application is counted too")
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		return pr.a.metric(t, "tcp_close_total", `direction="outbound"`, `peer_id="`+idB+`"`, `tls="true"`) == 1
+		return pr.a.metric(t, "tcp_close_total", `direction="outbound"`, `peer="dst"`, `server_id="`+idB+`"`, `tls="true"`) == 1
 	}, "client proxy records the server identity")
-	assert.Equal(t, 1.0, pr.a.metric(t, "tcp_open_total", `direction="outbound"`, `peer_id="`+idB+`"`))
-	assert.Equal(t, 0.0, pr.a.metric(t, "tcp_open_connections", `direction="outbound"`, `peer_id="`+idB+`"`))
+	assert.Equal(t, 1.0, pr.a.metric(t, "tcp_open_total", `direction="outbound"`, `peer="dst"`, `server_id="`+idB+`"`))
+	assert.Equal(t, 0.0, pr.a.metric(t, "tcp_open_connections", `direction="outbound"`, `peer="dst"`, `server_id="`+idB+`"`))
+	assert.Equal(t, 1.0, pr.a.metric(t, "tcp_connection_duration_ms_count", `direction="outbound"`, `peer="dst"`, `classification="success"`))
 	assert.Greater(t, pr.a.metric(t, "identity_cert_expiration_timestamp_seconds"), float64(time.Now().Unix()))
 }
 
@@ -84,7 +88,7 @@ func TestInboundDeniesAClientIdentityThePolicyDoesNotAllow(t *testing.T) {
 	assert.Error(t, err, "the denied connection is closed")
 	assert.Equal(t, int32(0), pr.app.accepted.Load())
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		return pr.b.metric(t, "inbound_tcp_authz_deny_total", `peer_id="`+idA+`"`, `tls="true"`) == 1
+		return pr.b.metric(t, "inbound_tcp_authz_deny_total", `client_id="`+idA+`"`, `tls="true"`) == 1
 	}, "the denial is counted with the client identity")
 }
 
@@ -122,7 +126,7 @@ func TestPlaintextClientsAreAllowedOnlyWhenThePolicyAllowsUnauthenticated(t *tes
 		assert.Equal(t, opaquePayload, got)
 		assert.Equal(t, int32(1), app.accepted.Load())
 		testutil.Eventually(t, 5*time.Second, func() bool {
-			return r.metric(t, "inbound_tcp_authz_allow_total", `peer_id=""`, `tls="false"`) == 1
+			return r.metric(t, "inbound_tcp_authz_allow_total", `tls="no_identity"`, `no_tls_reason="no_tls_from_remote"`) == 1
 		}, "allowed plaintext is counted without identity")
 	})
 	t.Run("all-authenticated", func(t *testing.T) {
@@ -131,7 +135,7 @@ func TestPlaintextClientsAreAllowedOnlyWhenThePolicyAllowsUnauthenticated(t *tes
 		assert.Error(t, err)
 		assert.Equal(t, int32(0), app.accepted.Load())
 		testutil.Eventually(t, 5*time.Second, func() bool {
-			return r.metric(t, "inbound_tcp_authz_deny_total", `tls="false"`) == 1
+			return r.metric(t, "inbound_tcp_authz_deny_total", `tls="no_identity"`) == 1
 		}, "denied plaintext is counted")
 	})
 }
@@ -193,7 +197,7 @@ func TestTransparentOutboundResolvesTheOriginalDestinationOrPassesItThrough(t *t
 	require.NoError(t, err)
 	assert.Equal(t, "passthrough", got)
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		return a.metric(t, "tcp_close_total", `direction="outbound"`, `peer_id=""`, `tls="false"`) == 1
+		return a.metric(t, "tcp_close_total", `direction="outbound"`, `peer="dst"`, `tls="no_identity"`, `no_tls_reason="not_provided_by_service_discovery"`) == 1
 	}, "passthrough is plaintext without identity")
 
 	// Known service IP: balanced to the plaintext endpoint discovery gives.

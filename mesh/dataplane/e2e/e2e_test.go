@@ -271,18 +271,24 @@ func TestClientInPodAReachesPodBThroughBothProxiesOverMutualTLS(t *testing.T) {
 	assert.False(t, bytes.Contains(wire, []byte(secret)), "the payload never crossed the veth in the clear")
 
 	metricB := metrics(t, nsB)
-	assert.Contains(t, metricB, fmt.Sprintf(`tcp_open_total{direction="inbound",peer_id="%s",tls="true"} 3`, idA), "two echo connections, one multiplexed HTTP connection")
-	assert.Contains(t, metricB, fmt.Sprintf(`inbound_tcp_authz_allow_total{authz="serverauthorization:static-8080-0",peer_id="%s",target_port="8080",tls="true"} 2`, idA))
-	assert.Contains(t, metricB, fmt.Sprintf(`inbound_http_authz_allow_total{authz="serverauthorization:static-8082-0",peer_id="%s",route="default:default",target_port="8082",tls="true"} 2`, idA))
+	clientA := fmt.Sprintf(`client_id="%s"`, idA)
+	assert.Equal(t, 3.0, sample(metricB, "tcp_open_total", `direction="inbound"`, `peer="src"`, clientA, `tls="true"`),
+		"two echo connections, one multiplexed HTTP connection")
+	assert.Equal(t, 2.0, sample(metricB, "inbound_tcp_authz_allow_total", `authz_kind="serverauthorization"`, `authz_name="static-8080-0"`,
+		clientA, `target_port="8080"`, `tls="true"`))
+	assert.Equal(t, 2.0, sample(metricB, "inbound_http_authz_allow_total", `authz_kind="serverauthorization"`, `authz_name="static-8082-0"`,
+		clientA, `route_kind="default"`, `route_name="default"`, `target_port="8082"`, `tls="true"`))
 	metricA := metrics(t, nsA)
-	assert.Contains(t, metricA, fmt.Sprintf(`request_total{direction="outbound",peer_id="",route="default",target="%s:8082",tls="false"} 2`, addrB))
-	assert.Contains(t, metricA, fmt.Sprintf(`tcp_open_total{direction="outbound",peer_id="%s",tls="true"} 2`, idB))
+	serverB := fmt.Sprintf(`server_id="%s"`, idB)
+	assert.Equal(t, 2.0, sample(metricA, "request_total", `direction="outbound"`, fmt.Sprintf(`target_addr="%s:8082"`, addrB), serverB, `tls="true"`))
+	assert.Equal(t, 3.0, sample(metricA, "tcp_open_total", `direction="outbound"`, `peer="dst"`, serverB, `tls="true"`),
+		"two echo connections and one pooled HTTP/2 connection to B's proxy")
 
 	// A policy that does not admit A: the connection fails.
 	_, err = echoFrom(ctx, nsA, addrB+":8081", "denied?")
 	assert.Error(t, err, "the denied connection fails")
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		return strings.Contains(metrics(t, nsB), fmt.Sprintf(`inbound_tcp_authz_deny_total{peer_id="%s",target_port="8081",tls="true"} 1`, idA))
+		return sample(metrics(t, nsB), "inbound_tcp_authz_deny_total", fmt.Sprintf(`client_id="%s"`, idA), `target_port="8081"`, `tls="true"`) == 1
 	}, "pod B counts the denial with A's identity")
 
 	// SIGTERM drains: ready goes false, the open connection keeps working,
@@ -377,6 +383,31 @@ func metrics(t *testing.T, ns *netns.NS) string {
 		}
 	}
 	return strings.Join(keep, "\n")
+}
+
+// sample sums the samples of name whose line carries every one of labels;
+// -1 when none does.
+func sample(body, name string, labels ...string) float64 {
+	sum, found := 0.0, false
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if ok {
+			var v float64
+			fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%g", &v)
+			sum += v
+			found = true
+		}
+	}
+	if !found {
+		return -1
+	}
+	return sum
 }
 
 // capture reads every frame of one interface through an AF_PACKET socket.
