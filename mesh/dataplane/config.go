@@ -87,7 +87,10 @@ type Config struct {
 	H2ResetBudget          int           // WEFT_PROXY_HTTP2_RESET_BUDGET, 100: premature stream resets a connection may cause before the ratio check closes it
 
 	// Admin.
-	AdminShutdown bool // WEFT_PROXY_ADMIN_SHUTDOWN: enable POST /shutdown from loopback
+	AdminShutdown       bool          // WEFT_PROXY_ADMIN_SHUTDOWN: enable POST /shutdown from loopback
+	AdminHeaderTimeout  time.Duration // WEFT_PROXY_ADMIN_HEADER_TIMEOUT, 5s: reading one admin request
+	AdminIdleTimeout    time.Duration // WEFT_PROXY_ADMIN_IDLE_TIMEOUT, 30s: an idle keep-alive admin connection
+	AdminMaxConnections int           // WEFT_PROXY_ADMIN_MAX_CONNECTIONS, 500: admin connections open at once (16 per client address)
 
 	// Tap (io.linkerd.proxy.tap), served over mutual TLS to the listed
 	// identities only.
@@ -133,6 +136,9 @@ func DefaultConfig() Config {
 		H2StreamWindow:         1 << 20,
 		H2ConnectionWindow:     4 << 20,
 		H2ResetBudget:          100,
+		AdminHeaderTimeout:     5 * time.Second,
+		AdminIdleTimeout:       30 * time.Second,
+		AdminMaxConnections:    500,
 		TapAddr:                "0.0.0.0:4190",
 		TapMaxTaps:             defaultTapMaxTaps,
 		TapMaxEventsPerSecond:  defaultTapEventsPerSec,
@@ -174,7 +180,7 @@ func Settings() []Setting {
 		{"WEFT_PROXY_INBOUND_FORWARD_HOST", "127.0.0.1", "address the inbound proxy connects to for the application"},
 		{"WEFT_PROXY_DEFAULT_INBOUND_POLICY", "all-unauthenticated", "policy for ports without a policy source: all-unauthenticated, all-authenticated, cluster-unauthenticated, cluster-authenticated, deny, audit"},
 		{"WEFT_PROXY_CLUSTER_NETWORKS", "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16,fd00::/8", "networks the cluster-* default policies trust"},
-		{"WEFT_PROXY_DETECT_TIMEOUT", "10s", "protocol detection timeout; a silent client is treated as opaque after it"},
+		{"WEFT_PROXY_DETECT_TIMEOUT", "10s", "protocol detection timeout; a client that sent nothing by then, or only the start of an HTTP request (inbound), is closed"},
 		{"WEFT_PROXY_CONNECT_TIMEOUT", "1s", "timeout for dialling an endpoint or the application"},
 		{"WEFT_PROXY_RESOLVE_TIMEOUT", "3s", "how long a new destination lookup may take before the connection fails"},
 		{"WEFT_PROXY_POLICY_TIMEOUT", "10s", "how long an inbound connection waits for its port's first policy before it is refused"},
@@ -186,7 +192,10 @@ func Settings() []Setting {
 		{"WEFT_PROXY_HTTP2_STREAM_WINDOW", "1048576", "HTTP/2 receive window per stream, bytes"},
 		{"WEFT_PROXY_HTTP2_CONNECTION_WINDOW", "4194304", "HTTP/2 receive window per connection, bytes"},
 		{"WEFT_PROXY_HTTP2_RESET_BUDGET", "100", "premature stream resets (sent or received, of streams under a second old) an HTTP/2 connection may see before it is closed when at least half its streams were reset so"},
-		{"WEFT_PROXY_ADMIN_SHUTDOWN", "false", "enable POST /shutdown on the admin server (loopback clients only)"},
+		{"WEFT_PROXY_ADMIN_SHUTDOWN", "false", "enable POST /shutdown on the admin server (loopback clients that reach it directly only)"},
+		{"WEFT_PROXY_ADMIN_HEADER_TIMEOUT", "5s", "how long an admin client may take to send a whole request"},
+		{"WEFT_PROXY_ADMIN_IDLE_TIMEOUT", "30s", "how long an admin keep-alive connection may stay idle"},
+		{"WEFT_PROXY_ADMIN_MAX_CONNECTIONS", "500", "admin connections open at once (and at most 16 per client address); more are closed at once"},
 		{vocab.EnvTapAddr, "0.0.0.0:4190", "tap server (io.linkerd.proxy.tap over mutual TLS); opened only when tap identities are set"},
 		{vocab.EnvTapIdentities, "", "comma-separated identities accepted as tappers (e.g. the tap service's); empty turns tap off"},
 		{vocab.EnvTapMaxTaps, "16", "taps open at once; more are refused with RESOURCE_EXHAUSTED"},
@@ -339,6 +348,8 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	duration("WEFT_PROXY_SHUTDOWN_GRACE_PERIOD", &cfg.ShutdownGracePeriod, true)
 	duration("WEFT_PROXY_HTTP_IDLE_TIMEOUT", &cfg.HTTPIdleTimeout, false)
 	duration("WEFT_PROXY_HTTP_HEADER_TIMEOUT", &cfg.HTTPHeaderTimeout, false)
+	duration("WEFT_PROXY_ADMIN_HEADER_TIMEOUT", &cfg.AdminHeaderTimeout, false)
+	duration("WEFT_PROXY_ADMIN_IDLE_TIMEOUT", &cfg.AdminIdleTimeout, false)
 	integer := func(name string, lo, hi int64, set func(int64)) {
 		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -354,6 +365,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	integer("WEFT_PROXY_HTTP2_STREAM_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2StreamWindow = int32(n) })
 	integer("WEFT_PROXY_HTTP2_CONNECTION_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2ConnectionWindow = int32(n) })
 	integer("WEFT_PROXY_HTTP2_RESET_BUDGET", 1, 1<<20, func(n int64) { cfg.H2ResetBudget = int(n) })
+	integer("WEFT_PROXY_ADMIN_MAX_CONNECTIONS", 1, 100000, func(n int64) { cfg.AdminMaxConnections = int(n) })
 	listen(vocab.EnvTapAddr, &cfg.TapAddr)
 	if v, ok := lookup(vocab.EnvTapIdentities); ok {
 		ids, err := ParseIdentities(v)
@@ -424,11 +436,14 @@ func (c Config) Validate() error {
 		seen[m.Listen] = "mapping"
 	}
 	if c.DetectTimeout <= 0 || c.ConnectTimeout <= 0 || c.ResolveTimeout <= 0 || c.PolicyTimeout <= 0 || c.ShutdownGracePeriod < 0 ||
-		c.HTTPIdleTimeout <= 0 || c.HTTPHeaderTimeout <= 0 {
+		c.HTTPIdleTimeout <= 0 || c.HTTPHeaderTimeout <= 0 || c.AdminHeaderTimeout <= 0 || c.AdminIdleTimeout <= 0 {
 		errs = append(errs, errors.New("dataplane: timeouts must be positive"))
 	}
 	if c.HTTPMaxHeaderBytes < 4096 || c.H2MaxConcurrentStreams == 0 || c.H2StreamWindow < 65535 || c.H2ConnectionWindow < 65535 || c.H2ResetBudget <= 0 {
 		errs = append(errs, errors.New("dataplane: HTTP limits must be set (header bytes at least 4096, streams at least 1, windows at least 65535, reset budget at least 1)"))
+	}
+	if c.AdminMaxConnections <= 0 {
+		errs = append(errs, errors.New("dataplane: the admin connection cap must be at least 1"))
 	}
 	if _, err := defaultPolicy(c.DefaultInboundPolicy, c.ClusterNetworks); err != nil {
 		errs = append(errs, fmt.Errorf("dataplane: default inbound policy: %w", err))

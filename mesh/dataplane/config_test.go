@@ -69,6 +69,9 @@ func TestFromEnvReadsEverySetting(t *testing.T) {
 		"WEFT_PROXY_HTTP2_STREAM_WINDOW":          "262144",
 		"WEFT_PROXY_HTTP2_CONNECTION_WINDOW":      "1048576",
 		"WEFT_PROXY_HTTP2_RESET_BUDGET":           "50",
+		"WEFT_PROXY_ADMIN_HEADER_TIMEOUT":         "2s",
+		"WEFT_PROXY_ADMIN_IDLE_TIMEOUT":           "1m",
+		"WEFT_PROXY_ADMIN_MAX_CONNECTIONS":        "20",
 	}))
 	require.NoError(t, err)
 	assert.Equal(t, "0.0.0.0:5143", cfg.InboundAddr)
@@ -104,6 +107,9 @@ func TestFromEnvReadsEverySetting(t *testing.T) {
 	assert.Equal(t, int32(262144), cfg.H2StreamWindow)
 	assert.Equal(t, int32(1048576), cfg.H2ConnectionWindow)
 	assert.Equal(t, 50, cfg.H2ResetBudget)
+	assert.Equal(t, 2*time.Second, cfg.AdminHeaderTimeout)
+	assert.Equal(t, time.Minute, cfg.AdminIdleTimeout)
+	assert.Equal(t, 20, cfg.AdminMaxConnections)
 }
 
 func TestFromEnvNamesEachBadVariableAndValue(t *testing.T) {
@@ -133,6 +139,9 @@ func TestFromEnvNamesEachBadVariableAndValue(t *testing.T) {
 		"WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS": "many",
 		"WEFT_PROXY_HTTP2_STREAM_WINDOW":          "1024",
 		"WEFT_PROXY_HTTP2_RESET_BUDGET":           "-1",
+		"WEFT_PROXY_ADMIN_HEADER_TIMEOUT":         "0s",
+		"WEFT_PROXY_ADMIN_IDLE_TIMEOUT":           "forever",
+		"WEFT_PROXY_ADMIN_MAX_CONNECTIONS":        "0",
 	}
 	for name, val := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -26,11 +26,12 @@ func (p *Proxy) dialApp(ctx context.Context, addr string) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-// dialWithin dials addr within the timeout of ctx's direction.
+// dialWithin dials addr within the timeout of ctx's direction and records
+// the connection among the proxy's own (dialTracked).
 func (p *Proxy) dialWithin(ctx context.Context, addr string) (net.Conn, error) {
-	d := p.dialer
-	d.Timeout = p.connectTimeout(ctx)
-	return d.DialContext(ctx, "tcp", addr)
+	dctx, cancel := context.WithTimeout(ctx, p.connectTimeout(ctx))
+	defer cancel()
+	return p.dialTracked(dctx, addr)
 }
 
 // lacksRequiredIdentity reports whether an inbound connection must be

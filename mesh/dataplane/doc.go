@@ -57,12 +57,18 @@
 // proxy's identity is terminated with mutual TLS and the client identity is
 // the single DNS SAN of its verified certificate (never a header, never the
 // common name); anything else is plaintext (or the application's own TLS)
-// from a client without identity. The port comes from the transport header
-// or the original destination. For an opaque connection the port's policy
-// is evaluated with the shared evaluator (mesh/policy/authz); a denied
-// connection is closed, an allowed one is forwarded to the application on
-// InboundForwardHost (127.0.0.1). HTTP is authorized request by request
-// (below).
+// from a client without identity. The port comes from the transport header,
+// which only a client with a verified identity may send, or the original
+// destination; a port the proxy itself listens on ([Proxy.Own]) or a skip
+// port is refused. For an opaque connection the port's policy is evaluated
+// with the shared evaluator (mesh/policy/authz), server-level
+// authorizations only; a denied connection is closed, an allowed one is
+// forwarded to the application on InboundForwardHost (127.0.0.1). HTTP is
+// authorized request by request (below). A port whose policy declares
+// HTTP/1, HTTP/2 or gRPC serves HTTP only (other bytes get 400), and a
+// client silent, or stopped inside what could still be an HTTP request, at
+// the detect timeout is closed. docs/dataplane.md ("Security model") gives
+// each rule and its reason.
 //
 // # HTTP
 //
@@ -131,7 +137,9 @@
 // inbound_http_authz_audit_total, outbound_http_retries_total,
 // outbound_http_retry_budget_exhausted_total, http_errors_total,
 // http_protocol_errors_total, inbound_policy_refused_total,
-// metrics_label_sets_overflow_total. docs/metrics.md lists every label.
+// metrics_label_sets_overflow_total, and tcp_refused_total (connections
+// refused before any policy applied, by direction and reason, a fixed
+// set). docs/metrics.md lists every label.
 //
 // The Linkerd-named series live in a store of their own (metrics_store.go):
 // each series is exported with exactly its labels, the data path adds to

@@ -86,7 +86,10 @@ type running struct {
 
 func testConfig() dataplane.Config {
 	cfg := dataplane.DefaultConfig()
-	cfg.DetectTimeout = 300 * time.Millisecond
+	// Generous: a client that has bytes to send sends them at once, but a
+	// busy machine may delay it, and a client silent until the timeout is
+	// refused. Tests of the timeout itself set a shorter one.
+	cfg.DetectTimeout = 5 * time.Second
 	cfg.ShutdownGracePeriod = 2 * time.Second
 	return cfg
 }
@@ -252,6 +255,11 @@ func (tp *tap) bytes() []byte {
 }
 
 func (tp *tap) port() uint16 { return uint16(tp.ln.Addr().(*net.TCPAddr).Port) }
+
+// opaque makes msg a message detection classifies as opaque at once, as a
+// binary protocol's first bytes are (text of token characters only could
+// still become an HTTP request line and waits for the detect timeout).
+func opaque(msg string) string { return "\x00" + msg }
 
 // echoOnce writes msg on a new connection to addr and reads the echo back.
 func echoOnce(t *testing.T, addr, msg string) (string, error) {

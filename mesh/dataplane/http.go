@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -512,6 +513,64 @@ func hostPort(authority string) uint32 {
 		return uint32(n)
 	}
 	return 0
+}
+
+// clientBody is the request body a handler forwards upstream. It keeps
+// the first read error, so that an exchange that failed because the body
+// did (a malformed chunk, a client that went away mid-upload) is blamed
+// on the client and not on the upstream, and, when trailer is set, it
+// removes the mesh's headers from the request's trailers as soon as they
+// have arrived (at the end of the body, before they are sent on).
+type clientBody struct {
+	io.ReadCloser
+	trailer http.Header
+	failure atomic.Pointer[error]
+}
+
+func newClientBody(r *http.Request, cleanTrailer bool) *clientBody {
+	b := &clientBody{ReadCloser: r.Body}
+	if cleanTrailer {
+		b.trailer = r.Trailer // only declared trailers are ever filled in
+	}
+	return b
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF:
+		if b.trailer != nil {
+			h1.RemoveHopByHop(b.trailer)
+			h1.RemoveMeshHeaders(b.trailer)
+		}
+	case err != nil:
+		b.failure.CompareAndSwap(nil, &err)
+	}
+	return n, err
+}
+
+// failed returns the error reading the body ended with, or nil.
+func (b *clientBody) failed() error {
+	if b == nil {
+		return nil
+	}
+	if e := b.failure.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// classRequestBody names answers to a malformed request body.
+const classRequestBody = "request-body"
+
+// bodyFailure is the answer to an exchange whose request body failed:
+// the status the body's framing error calls for (400), or 499 when the
+// client went away in the middle of it.
+func bodyFailure(err error) *proxyErr {
+	if st := h1.StatusOf(err); st >= 400 && st < 500 {
+		return &proxyErr{st, grpcInternal, classRequestBody, "the request body is malformed: " + err.Error()}
+	}
+	return &proxyErr{499, grpcUnavailable, "client-gone", "the client went away in the middle of the request body"}
 }
 
 // abort ends the exchange without a proper end of stream: HTTP/2 resets

@@ -46,6 +46,8 @@ type httpApp struct {
 	srv      *http.Server
 	ln       net.Listener
 	requests atomic.Int32
+	accepted atomic.Int32 // connections accepted
+	open     atomic.Int32 // connections open now
 	mu       sync.Mutex
 	log      []seen
 	handler  http.HandlerFunc // overrides the routes above when set
@@ -56,7 +58,16 @@ func startHTTPApp(t testing.TB) *httpApp {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetUnencryptedHTTP2(true)
-	a.srv = &http.Server{Handler: http.HandlerFunc(a.serve), Protocols: &protos, ReadHeaderTimeout: 5 * time.Second}
+	a.srv = &http.Server{Handler: http.HandlerFunc(a.serve), Protocols: &protos, ReadHeaderTimeout: 5 * time.Second,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			switch s {
+			case http.StateNew:
+				a.accepted.Add(1)
+				a.open.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				a.open.Add(-1)
+			}
+		}}
 	go a.srv.Serve(a.ln)
 	t.Cleanup(func() { a.srv.Close() })
 	return a

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -41,6 +42,16 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	grpc := isGRPC(r)
 	portLabel := strconv.Itoa(int(info.port))
 	now := time.Now()
+
+	if r.Method == http.MethodConnect {
+		// CONNECT would turn the request into a tunnel past HTTP policy;
+		// the application is reached by plain requests only. Refused
+		// before policy, it is not an inbound request (request_total), as
+		// a denied one is not: http_errors_total counts it.
+		p.m.http.errors.WithLabelValues(Inbound, portLabel, "connect-refused").Inc()
+		writeProxyError(w, grpc, &proxyErr{http.StatusMethodNotAllowed, grpcUnimplemented, "connect-refused", "CONNECT is not forwarded to the application"}, false)
+		return
+	}
 
 	target := r.RequestURI
 	if !strings.HasPrefix(target, "/") {
@@ -132,12 +143,20 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 
 	if upgrade {
 		p.forwardUpgrade(r.Context(), w, r, hdr, up, func(ctx context.Context) (net.Conn, error) {
-			return p.dialApp(ctx, app.String())
+			return p.dialWithin(ctx, app.String())
 		}, &stats, nil, false)
 		return
 	}
 
-	req := outgoingRequest(forward1xx(r.Context(), w), r, hdr, r.Body, path, rawQuery)
+	// The body keeps its first error, and its trailers lose the mesh's
+	// headers as they arrive.
+	var body io.ReadCloser = r.Body
+	var cbody *clientBody
+	if body != nil && body != http.NoBody {
+		cbody = newClientBody(r, true)
+		body = cbody
+	}
+	req := outgoingRequest(forward1xx(r.Context(), w), r, hdr, body, path, rawQuery)
 	var resp *http.Response
 	upstreamDone := upstreamTimer(w)
 	if toH2 {
@@ -152,6 +171,8 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		switch {
 		case r.Context().Err() != nil:
 			fail(&proxyErr{499, grpcUnavailable, "client-gone", "the client went away"})
+		case cbody.failed() != nil:
+			fail(bodyFailure(cbody.failed()))
 		case errors.As(err, &de), errors.As(err, &he):
 			fail(&proxyErr{http.StatusBadGateway, grpcUnavailable, "app-unreachable", "the application is not reachable"})
 		default:

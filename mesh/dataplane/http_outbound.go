@@ -399,6 +399,11 @@ func (p *Proxy) serveOutbound(w http.ResponseWriter, r *http.Request, info *conn
 	}
 
 	var body io.ReadCloser = r.Body
+	var cbody *clientBody
+	if body != nil && body != http.NoBody {
+		cbody = newClientBody(r, false)
+		body = cbody
+	}
 	if rt.Timeouts.Idle > 0 && body != nil && body != http.NoBody {
 		body = &touchReader{ReadCloser: body, touch: touch}
 	}
@@ -499,6 +504,8 @@ attempts:
 			switch {
 			case r.Context().Err() != nil:
 				perr = &proxyErr{499, grpcUnavailable, "client-gone", "the client went away"}
+			case cbody.failed() != nil:
+				perr = bodyFailure(cbody.failed())
 			case errors.Is(context.Cause(ctx), errIdleTimeout):
 				perr = &proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "idle-timeout", "nothing moved within " + rt.Timeouts.Idle.String()}
 			case ctx.Err() != nil:
@@ -511,7 +518,8 @@ attempts:
 			default:
 				perr = &proxyErr{http.StatusBadGateway, grpcUnavailable, "upstream", err.Error()}
 			}
-			endpointFault := perr.class != "client-gone" && perr.class != "request-timeout" && perr.class != "idle-timeout"
+			endpointFault := perr.class != "client-gone" && perr.class != "request-timeout" && perr.class != "idle-timeout" &&
+				perr.class != classRequestBody
 			h.Done(!endpointFault)
 			if endpointFault && p.mayRetry(rt, r, rb, retries, budget, svc, reason, &stats) {
 				retries++
@@ -733,7 +741,7 @@ func (p *Proxy) outboundUpgrade(ctx context.Context, w http.ResponseWriter, r *h
 		}
 		dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 		defer cancel()
-		return p.dialer.DialContext(dctx, "tcp", ep.Addr.String())
+		return p.dialTracked(dctx, ep.Addr.String())
 	}, stats, h, ep.Identity != "")
 }
 

@@ -32,6 +32,7 @@ type metrics struct {
 	tcpOpen, tcpClose, tcpOpenConns, tcpRead, tcpWrite, tcpDuration *family
 	tcpAuthzAllow, tcpAuthzDeny                                     *family
 
+	refused       *prometheus.CounterVec // tcp_refused_total
 	policyRefused prometheus.Counter
 	http          *httpMetrics
 }
@@ -54,6 +55,10 @@ func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*
 		tcpAuthzDeny: newFamily("inbound_tcp_authz_deny_total",
 			"The total number of inbound TCP connections that were denied.", kindCounter),
 	}
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tcp_refused_total",
+		Help: "Connections refused before any policy applied, by direction (inbound, outbound, admin) and reason (a fixed set).",
+	}, []string{"direction", "reason"})
 	expiry := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "identity_cert_expiration_timestamp_seconds",
 		Help: "Unix time at which the proxy's current certificate expires (0 without one).",
@@ -68,7 +73,7 @@ func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*
 		Name: "inbound_policy_refused_total", Help: "Inbound policy updates refused because the evaluator could not fully read them.",
 	})
 	m.http = newHTTPMetrics(m.st)
-	cs := []prometheus.Collector{m.st, overflow, expiry, m.policyRefused}
+	cs := []prometheus.Collector{m.st, overflow, m.refused, expiry, m.policyRefused}
 	for _, c := range append(cs, m.http.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -195,4 +200,10 @@ func (m *metrics) authzTCP(l *labels, allowed bool) {
 		f = m.tcpAuthzAllow
 	}
 	m.st.group(l).series(f, nil).inc()
+}
+
+// refuse counts a connection refused for reason (one of the refuse*
+// constants, so the label stays bounded).
+func (m *metrics) refuse(direction, reason string) {
+	m.refused.WithLabelValues(direction, reason).Inc()
 }

@@ -26,7 +26,7 @@ func (p *Proxy) handleTransparent(ctx context.Context, c net.Conn) bool {
 	}
 	od, err := p.origDst(c)
 	local := tcpLocal.AddrPort()
-	if err != nil || od == local || (od.Addr().IsLoopback() && p.ownPorts[od.Port()]) {
+	if err != nil || od == local || (od.Addr().IsLoopback() && p.own.has(od.Port())) {
 		p.log.Debug("outbound connection without original destination refused", "client", c.RemoteAddr().String(), "err", err)
 		return false
 	}
@@ -173,6 +173,14 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		sniffBuf = getBuf()
 		n, dp, _, err := sniff(client, *sniffBuf, time.Now().Add(p.detectTimeout(Outbound)), false)
 		if err != nil {
+			return false
+		}
+		if n == 0 {
+			// Nothing before the detect timeout: the client is closed, not
+			// handed to an endpoint (a mutual TLS dial each). Protocols
+			// whose server speaks first belong on opaque ports.
+			p.m.refuse(Outbound, refuseSilent)
+			log.Debug("silent outbound connection closed at the detect timeout")
 			return false
 		}
 		proto, prefix = protocolOf(dp), (*sniffBuf)[:n]

@@ -52,7 +52,8 @@ type Proxy struct {
 	stop     context.CancelFunc // set by Run; /shutdown calls it
 	stopMu   sync.Mutex
 
-	ownPorts map[uint16]bool // proxy listener ports, never forwarded to
+	own  portSet // the proxy's own listener ports, never forwarded to
+	self connSet // loopback connections the proxy dialled itself
 
 	dests *destinations
 	pols  *policyCache
@@ -166,6 +167,15 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		origDst:      o.origDst,
 		conns:        map[net.Conn]struct{}{},
 	}
+	for _, addr := range []string{cfg.InboundAddr, cfg.OutboundAddr, cfg.ConnectAddr, cfg.AdminAddr} {
+		p.own.add(configuredPort(addr))
+	}
+	for _, m := range cfg.Mappings {
+		p.own.add(configuredPort(m.Listen))
+	}
+	if len(cfg.TapIdentities) > 0 { // as Listen: the tap port is open only then
+		p.own.add(configuredPort(cfg.TapAddr))
+	}
 	if cfg.AccessLog != "" {
 		if o.accessLog == nil {
 			return nil, errors.New("dataplane: an access log format is set but no writer (WithAccessLog)")
@@ -249,14 +259,23 @@ func Listen(ctx context.Context, cfg Config) (Listeners, error) {
 
 // Close closes every listener.
 func (ls Listeners) Close() {
+	for _, l := range ls.all() {
+		l.Close()
+	}
+}
+
+// all lists the listeners that are set.
+func (ls Listeners) all() []net.Listener {
+	var out []net.Listener
 	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect, ls.Admin, ls.Tap} {
 		if l != nil {
-			l.Close()
+			out = append(out, l)
 		}
 	}
 	for _, m := range ls.Mapped {
-		m.Listener.Close()
+		out = append(out, m.Listener)
 	}
+	return out
 }
 
 // Registry returns the registry /metrics serves.
@@ -276,14 +295,8 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	p.runCtx, p.stop = runCtx, stop
 	p.stopMu.Unlock()
 
-	p.ownPorts = map[uint16]bool{}
-	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect, ls.Tap} {
-		if l == nil {
-			continue
-		}
-		if ta, ok := l.Addr().(*net.TCPAddr); ok {
-			p.ownPorts[uint16(ta.Port)] = true
-		}
+	for _, l := range ls.all() {
+		p.own.add(listenerPort(l))
 	}
 
 	// Policies of the declared ports are fetched up front: readiness waits
@@ -296,10 +309,10 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	var admin *http.Server
 	adminDone := make(chan struct{})
 	if ls.Admin != nil {
-		admin = &http.Server{Handler: p.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
+		admin = p.adminServer()
 		go func() {
 			defer close(adminDone)
-			_ = admin.Serve(ls.Admin)
+			_ = admin.Serve(p.capAdmin(ls.Admin))
 		}()
 	} else {
 		close(adminDone)
