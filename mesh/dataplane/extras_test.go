@@ -149,7 +149,7 @@ func TestRequireIdentityPortsRefuseClientsWithoutMeshIdentity(t *testing.T) {
 	assert.Error(t, err, "the policy admits everyone, but the port requires an identity")
 	assert.Equal(t, int32(0), app.accepted.Load())
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		return r.metric(t, "inbound_tcp_authz_deny_total", `tls="false"`) == 1
+		return r.metric(t, "inbound_tcp_authz_deny_total", `tls="no_identity"`, fmt.Sprintf(`target_port="%d"`, app.port())) == 1
 	}, "the refusal is counted")
 
 	// Another port of the same pod takes plaintext as its policy says.
