@@ -117,9 +117,9 @@ func TestApplyAgainstRealIptablesInANamespace(t *testing.T) {
 		}
 		t.Skipf("needs root, ip and iptables: %v", err)
 	}
-	// About thirty iptables processes, each of which may wait up to 5s for
-	// the xtables lock on a busy machine.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// Only a guard against a hung command: about twenty processes run, each
+	// entering the namespace, and on a busy machine each may take seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ns, err := netns.New(ctx, "weft-ipt")
 	require.NoError(t, err)
