@@ -16,6 +16,7 @@ func main() {
 		cli.DevCommand(),
 		cli.DiagnosticsCommand(),
 		cli.InjectCommand(),
+		cli.UninjectCommand(),
 		cli.InstallCommand(),
 		cli.PolicyCommand(),
 		cli.UninstallCommand(),

@@ -38,6 +38,7 @@ Flags:
 
 type installFlags struct {
 	valuesFile, anchorsFile, issuerDir, issuerScheme string
+	linkerdValues                                    string
 	webhookDir, controllerImage, certsOut            string
 	controllerPull                                   string
 	lifetime                                         time.Duration
@@ -48,6 +49,7 @@ func runInstall(_ context.Context, args []string, stdio IO) int {
 	fs := NewFlagSet("weft install", stdio)
 	var f installFlags
 	fs.StringVar(&f.valuesFile, "values", "", "Values file (YAML or JSON; defaults for what it leaves out)")
+	fs.StringVar(&f.linkerdValues, "linkerd-values", "", "values file of Linkerd's linkerd-control-plane Helm chart: its proxy, proxyInit, identity and cluster keys are mapped (each key not understood is named); --values and flags apply on top")
 	fs.BoolVar(&f.crdsOnly, "crds", false, "print only the CustomResourceDefinitions (apply them first)")
 	fs.BoolVar(&f.prometheusOperator, "prometheus-operator", false, "add a PodMonitor (monitoring.coreos.com/v1) that scrapes every meshed proxy's metrics, for a Prometheus the Prometheus Operator runs")
 	fs.BoolVar(&f.ha, "ha", false, "high availability: 3 replicas with anti-affinity and PodDisruptionBudgets, webhooks with failurePolicy Fail")
@@ -91,7 +93,24 @@ func runInstall(_ context.Context, args []string, stdio IO) int {
 		return writeManifest(m, stdio)
 	}
 
-	values, err := installValues(f.valuesFile)
+	explicit := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
+	base := inject.DefaultValues()
+	var lv *install.LinkerdValues
+	if f.linkerdValues != "" {
+		var err error
+		if lv, err = readLinkerdValues("weft install", f.linkerdValues, base, stdio.Stderr); err != nil {
+			return usage("%v", err)
+		}
+		base = lv.Values
+		if lv.IssuanceLifetime > 0 && !explicit["identity-issuance-lifetime"] {
+			f.lifetime = lv.IssuanceLifetime
+		}
+		if lv.IssuerScheme != "" && !explicit["identity-issuer-scheme"] {
+			f.issuerScheme = lv.IssuerScheme
+		}
+	}
+	values, err := installValues(f.valuesFile, base)
 	if err != nil {
 		return usage("%v", err)
 	}
@@ -99,6 +118,13 @@ func runInstall(_ context.Context, args []string, stdio IO) int {
 	var gen generated
 	certs := install.Certificates{}
 	switch {
+	case lv != nil && len(lv.IssuerCertPEM) > 0 && len(lv.IssuerKeyPEM) > 0 && f.issuerDir == "" && f.anchorsFile == "":
+		// The Linkerd values carry the issuer (identity.issuer.tls) and
+		// the anchors (identityTrustAnchorsPEM).
+		if values.IdentityTrustAnchorsPEM == "" {
+			return usage("--linkerd-values: identity.issuer.tls is set but identityTrustAnchorsPEM is empty")
+		}
+		certs.Identity = install.Identity{TrustAnchorsPEM: []byte(values.IdentityTrustAnchorsPEM), IssuerCertPEM: lv.IssuerCertPEM, IssuerKeyPEM: lv.IssuerKeyPEM}
 	case f.anchorsFile != "" && f.issuerDir != "":
 		if certs.Identity, err = install.LoadIdentity(f.anchorsFile, f.issuerDir); err != nil {
 			return usage("%v", err)
@@ -135,6 +161,9 @@ func runInstall(_ context.Context, args []string, stdio IO) int {
 	}
 
 	opts := []install.Option{install.WithIssuanceLifetime(f.lifetime), install.WithIssuerScheme(f.issuerScheme)}
+	if lv != nil && lv.ClockSkewAllowance > 0 {
+		opts = append(opts, install.WithClockSkewAllowance(lv.ClockSkewAllowance))
+	}
 	if f.ha {
 		opts = append(opts, install.WithHA())
 	}
@@ -187,15 +216,15 @@ func writeManifest(m *install.Manifest, stdio IO) int {
 // installValues reads the Values file over the defaults. A release build
 // (core.Version set at link time) tags images with its own version unless the
 // file names one.
-func installValues(path string) (inject.Values, error) {
-	values := inject.DefaultValues()
+func installValues(path string, base inject.Values) (inject.Values, error) {
+	values := base
 	var data []byte
 	if path != "" {
 		var err error
 		if data, err = os.ReadFile(path); err != nil {
 			return inject.Values{}, fmt.Errorf("--values: %w", err)
 		}
-		if values, err = inject.ParseValues(data); err != nil {
+		if values, err = inject.ParseValuesOnto(base, data); err != nil {
 			return inject.Values{}, fmt.Errorf("--values %s: %w", path, err)
 		}
 	}

@@ -161,12 +161,11 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 
 	// HTTP/1 to the application and to unmeshed endpoints: two clients,
 	// so that each connection is counted with the right transport labels.
+	// The connect timeout is the direction's (dialWithin).
 	newH1 := func(l func(addr string) *labels) *h1.Client {
 		return &h1.Client{
 			Dial: func(ctx context.Context, addr string) (net.Conn, error) {
-				dctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
-				defer cancel()
-				c, err := p.dialTracked(dctx, addr)
+				c, err := p.dialWithin(ctx, addr)
 				if err != nil {
 					return nil, err
 				}
@@ -238,6 +237,10 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if info.direction == Inbound {
+		if p.access != nil {
+			p.serveInboundLogged(w, r, info)
+			return
+		}
 		p.serveInbound(w, r, info)
 		return
 	}

@@ -193,6 +193,10 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 		return false
 	}
 	log = log.With("port", ic.port, "peer_id", ic.peer.Identity, "tls", ic.peer.TLS)
+	if p.lacksRequiredIdentity(ic) {
+		log.Info("inbound connection refused: the port requires a mesh identity")
+		return false
+	}
 
 	st, err := p.pols.get(ctx, uint32(ic.port))
 	if err == nil && isHTTPProtocol(st.srv.Protocol) && !p.httpOnly(ic, log) {
@@ -275,7 +279,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	}
 
 	appAddr := net.JoinHostPort(p.cfg.InboundForwardHost, strconv.Itoa(int(ic.port)))
-	app, err := p.dialer.DialContext(ctx, "tcp", appAddr)
+	app, err := p.dialApp(ctx, appAddr)
 	if err != nil {
 		log.Info("application unreachable", "addr", appAddr, "err", err)
 		return false
@@ -308,7 +312,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 // reports whether the connection goes on as HTTP.
 func (p *Proxy) httpOnly(ic *inboundConn, log *slog.Logger) bool {
 	if !ic.sniffed && ic.protocol == transport.Opaque {
-		if err := ic.sniff(time.Now().Add(p.cfg.DetectTimeout)); err != nil {
+		if err := ic.sniff(time.Now().Add(p.detectTimeout(Inbound))); err != nil {
 			return false
 		}
 	}
@@ -375,7 +379,7 @@ func (p *Proxy) acceptInbound(ctx context.Context, c net.Conn) (*inboundConn, er
 			ic.target = od.Addr()
 		}
 	}
-	deadline := time.Now().Add(p.cfg.DetectTimeout)
+	deadline := time.Now().Add(p.detectTimeout(Inbound))
 	// Opaque ports skip HTTP detection, not mesh TLS: a meshed client
 	// whose discovery did not mark the port opaque (a Server declaring it
 	// opaque, which discovery does not read) connects to the port itself

@@ -44,7 +44,8 @@ type Proxy struct {
 	dialer       net.Dialer
 	destIdle     time.Duration
 	origDst      func(net.Conn) (netip.AddrPort, error)
-	loopback     bool // see WithLoopbackAllowed
+	loopback     bool       // see WithLoopbackAllowed
+	access       *accessLog // nil unless cfg.AccessLog is set
 
 	running  atomic.Bool
 	draining atomic.Bool
@@ -75,6 +76,7 @@ type options struct {
 	outPolicies OutboundPolicies
 	profiles    Profiles
 	loopback    bool // see WithLoopbackAllowed
+	accessLog   io.Writer
 }
 
 // WithLogger sets the logger (default: discard).
@@ -109,6 +111,11 @@ func WithOutboundPolicies(src OutboundPolicies) Option {
 	return func(o *options) { o.outPolicies = src }
 }
 
+// WithAccessLog sets where the access log goes when Config.AccessLog
+// names a format (the proxy binary uses stderr, as Linkerd's does). Lines
+// are written whole, one Write each, from any goroutine.
+func WithAccessLog(w io.Writer) Option { return func(o *options) { o.accessLog = w } }
+
 // WithProfiles sets the source of ServiceProfiles (per-route retries and
 // timeouts, retry budget, traffic split). Without one, no profile
 // applies.
@@ -125,6 +132,9 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		return nil, err
 	}
 	o := options{log: slog.New(slog.DiscardHandler), now: time.Now, destIdle: time.Minute, origDst: originalDstOf}
+	if cfg.DestinationIdleTimeout > 0 {
+		o.destIdle = cfg.DestinationIdleTimeout
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -168,6 +178,12 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	}
 	if len(cfg.TapIdentities) > 0 { // as Listen: the tap port is open only then
 		p.own.add(configuredPort(cfg.TapAddr))
+	}
+	if cfg.AccessLog != "" {
+		if o.accessLog == nil {
+			return nil, errors.New("dataplane: an access log format is set but no writer (WithAccessLog)")
+		}
+		p.access = &accessLog{format: cfg.AccessLog, w: o.accessLog, now: o.now}
 	}
 	p.dests = newDestinations(p)
 	p.pols = newPolicyCache(p)

@@ -136,11 +136,10 @@ func TestRenderInitContainerCarriesPortsSkipPortsAndUID(t *testing.T) {
 		"--proxy-uid", "3000",
 		"--inbound-ports-to-ignore", "4190,4191,8443,9000-9100",
 		"--outbound-ports-to-ignore", "443,5432",
+		"--subnets-to-ignore", "10.0.0.0/8,fd00::/8",
 	}, init.Args)
-	// weft-init has no subnet option yet: the setting is reported, not
-	// silently dropped.
 	assert.Equal(t, "10.0.0.0/8,fd00::/8", setting(t, report, "skip-subnets").Value)
-	assert.Contains(t, strings.Join(report.Warnings, "\n"), "skip-subnets")
+	assert.NotContains(t, strings.Join(report.Warnings, "\n"), "skip-subnets", "the subnets are applied, not warned about")
 	sc := init.SecurityContext
 	assert.ElementsMatch(t, []corev1.Capability{"NET_ADMIN", "NET_RAW"}, sc.Capabilities.Add)
 	assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)

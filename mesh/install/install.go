@@ -44,6 +44,7 @@ type config struct {
 	controllerImage string
 	controllerPull  corev1.PullPolicy
 	lifetime        time.Duration
+	skew            time.Duration
 	issuerScheme    string
 	now             func() time.Time
 	podMonitor      bool
@@ -71,6 +72,10 @@ func WithControllerImagePullPolicy(p corev1.PullPolicy) Option {
 // WithIssuanceLifetime sets the lifetime of workload certificates
 // (default 24h).
 func WithIssuanceLifetime(d time.Duration) Option { return func(c *config) { c.lifetime = d } }
+
+// WithClockSkewAllowance sets how far back the identity service dates the
+// certificates it issues (default 20s).
+func WithClockSkewAllowance(d time.Duration) Option { return func(c *config) { c.skew = d } }
 
 // WithIssuerScheme chooses the layout of the issuer Secret:
 // local.SchemeKubernetes ("kubernetes.io/tls": tls.crt, tls.key and the
@@ -109,7 +114,7 @@ func CRDs() (*Manifest, error) {
 // problem with the inputs is reported at once, each naming what is wrong,
 // and nothing is rendered then.
 func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest, error) {
-	cfg := config{lifetime: identity.DefaultLifetime, issuerScheme: local.SchemeKubernetes, now: time.Now, controllerPull: corev1.PullIfNotPresent}
+	cfg := config{lifetime: identity.DefaultLifetime, skew: identity.DefaultClockSkewAllowance, issuerScheme: local.SchemeKubernetes, now: time.Now, controllerPull: corev1.PullIfNotPresent}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -122,6 +127,9 @@ func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest
 	}
 	if values.IdentityTrustAnchorsPEM != "" && strings.TrimSpace(values.IdentityTrustAnchorsPEM) != strings.TrimSpace(string(certs.Identity.TrustAnchorsPEM)) {
 		errs = append(errs, errors.New("install: values: identityTrustAnchorsPEM differs from the trust anchors given; leave it empty or give the same bundle"))
+	}
+	if cfg.skew < 0 || cfg.skew >= cfg.lifetime {
+		errs = append(errs, fmt.Errorf("install: clock skew allowance %s must be at least zero and shorter than the issuance lifetime %s", cfg.skew, cfg.lifetime))
 	}
 	if cfg.lifetime < time.Minute {
 		errs = append(errs, fmt.Errorf("install: issuance lifetime %s is shorter than a minute", cfg.lifetime))

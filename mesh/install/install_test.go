@@ -327,7 +327,7 @@ func TestDeploymentsRunTheControllersWithTheirFlagsAndMounts(t *testing.T) {
 	v.IdentityTrustDomain = "example.org"
 	v.ClusterDomain = "corp.example"
 	v.Proxy.DefaultInboundPolicy = vocab.PolicyClusterAuthenticated
-	x := indexOf(render(t, v, newFixture(t, "weft").certs, install.WithControllerImage("registry.example/weft-controller:v1.2.3"), install.WithIssuanceLifetime(48*time.Hour)).Objects)
+	x := indexOf(render(t, v, newFixture(t, "weft").certs, install.WithControllerImage("registry.example/weft-controller:v1.2.3"), install.WithIssuanceLifetime(48*time.Hour), install.WithClockSkewAllowance(time.Minute)).Objects)
 	args := func(name string) []string {
 		d := get[*appsv1.Deployment](t, x, "Deployment", name)
 		require.Len(t, d.Spec.Template.Spec.Containers, 1)
@@ -337,7 +337,7 @@ func TestDeploymentsRunTheControllersWithTheirFlagsAndMounts(t *testing.T) {
 	}
 	assert.Equal(t, []string{"identity", "--addr=:8080", "--metrics-addr=:9990",
 		"--trust-anchors=/var/run/weft/identity/trust-roots/ca-bundle.crt", "--issuer-dir=/var/run/weft/identity/issuer",
-		"--token-backend=kubernetes", "--issuance-lifetime=48h0m0s", "--trust-domain=example.org", "--control-plane-namespace=weft"}, args("weft-identity"))
+		"--token-backend=kubernetes", "--issuance-lifetime=48h0m0s", "--clock-skew-allowance=1m0s", "--trust-domain=example.org", "--control-plane-namespace=weft"}, args("weft-identity"))
 	assert.Equal(t, []string{"destination", "--addr=:8086", "--metrics-addr=:9996", "--source=kubernetes", "--cluster-domain=corp.example",
 		"--trust-domain=example.org", "--control-plane-namespace=weft", "--default-opaque-ports=" + vocab.DefaultOpaquePorts}, args("weft-destination"))
 	assert.Equal(t, []string{"policy", "--addr=:8090", "--source=kubernetes", "--gateway-api=auto", "--default-policy=cluster-authenticated",

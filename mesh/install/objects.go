@@ -264,6 +264,7 @@ func (r *renderer) deployment(c Component, checksum string) Object {
 			"--issuer-dir=" + issuerDir,
 			"--token-backend=kubernetes",
 			"--issuance-lifetime=" + r.cfg.lifetime.String(),
+			"--clock-skew-allowance=" + r.cfg.skew.String(),
 			"--trust-domain=" + r.values.IdentityTrustDomain,
 			"--control-plane-namespace=" + r.ns(),
 		}, vocab.IdentityPort, IdentityMetricsPort)}

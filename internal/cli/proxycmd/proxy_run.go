@@ -1,6 +1,9 @@
 package proxycmd
 
 import (
+	"runtime"
+	"sync"
+
 	"github.com/weftmesh/weft/internal/cli/core"
 
 	"context"
@@ -93,7 +96,10 @@ func runProxy(ctx context.Context, args []string, stdio core.IO, lookup func(str
 		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
 		return core.ExitUsage
 	}
-	log, err := proxyLogger(cfg, stdio.Stderr)
+	// The logger and the access log share stderr; one lock keeps their
+	// lines whole.
+	errw := &lockedWriter{w: stdio.Stderr}
+	log, err := proxyLogger(cfg, errw)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
 		return core.ExitUsage
@@ -123,7 +129,14 @@ func runProxy(ctx context.Context, args []string, stdio core.IO, lookup func(str
 	if in.Cleanup != nil {
 		defer in.Cleanup()
 	}
-	opts := []dataplane.Option{dataplane.WithLogger(log)}
+	if cfg.CPURatioLimit > 0 {
+		// config.linkerd.io/proxy-cpu-ratio-limit: fewer worker threads
+		// than Go would take from the container's CPU limit alone.
+		n := dataplane.WorkerLimit(runtime.NumCPU(), runtime.GOMAXPROCS(0), cfg.CPURatioLimit)
+		runtime.GOMAXPROCS(n)
+		log.Info("worker threads capped by the CPU ratio limit", "gomaxprocs", n, "ratio", cfg.CPURatioLimit)
+	}
+	opts := []dataplane.Option{dataplane.WithLogger(log), dataplane.WithAccessLog(errw)}
 	if cfg.Pod != "" {
 		// In a pod, loopback is the pod's own: its processes reach the
 		// application whatever the policy, as with Linkerd's proxy.
@@ -178,4 +191,16 @@ func proxyLogger(cfg dataplane.Config, w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// lockedWriter serializes writes to one stream shared by several writers.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
