@@ -42,12 +42,12 @@ func TestParseBundleRefusesBadFiles(t *testing.T) {
 		data []byte
 		want string
 	}{
-		"empty":          {nil, "no PEM certificates"},
-		"garbage":        {[]byte("garbage"), "no PEM certificates"},
+		"empty":          {nil, "no PEM certificate found"},
+		"garbage":        {[]byte("garbage"), "no PEM certificate found"},
 		"a private key":  {root.KeyPEM, "want CERTIFICATE"},
 		"a leaf":         {leaf.CertPEM, "is not a CA"},
 		"trailing bytes": {append(bytes.Clone(root.CertPEM), []byte("oops")...), "not PEM"},
-		"bad DER":        {[]byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), "PEM block 0"},
+		"bad DER":        {[]byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), "PEM block 1"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -44,7 +44,7 @@ type Issued struct {
 }
 
 // Issuer signs workload certificates. Implementations: *CA (a key pair in
-// memory), local.Issuer (a key pair from files or a Secret, reloaded when
+// memory), localca.Issuer (a key pair from files or a Secret, reloaded when
 // it changes), smallstep.Issuer (a step-ca authority).
 type Issuer interface {
 	Issue(ctx context.Context, req IssueRequest) (*Issued, error)

@@ -17,7 +17,6 @@ import (
 	"github.com/weftmesh/weft/apis/crds"
 	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/identity"
-	"github.com/weftmesh/weft/mesh/identity/local"
 	"github.com/weftmesh/weft/mesh/inject"
 )
 
@@ -63,9 +62,9 @@ func WithControllerImage(ref string) Option { return func(c *config) { c.control
 func WithIssuanceLifetime(d time.Duration) Option { return func(c *config) { c.lifetime = d } }
 
 // WithIssuerScheme chooses the layout of the issuer Secret:
-// local.SchemeKubernetes ("kubernetes.io/tls": tls.crt, tls.key and the
+// vocab.IssuerSchemeKubernetes ("kubernetes.io/tls": tls.crt, tls.key and the
 // anchors in ca.crt; the default, what cert-manager writes) or
-// local.SchemeLinkerd ("linkerd.io/tls": an Opaque Secret with crt.pem and
+// vocab.IssuerSchemeLinkerd ("linkerd.io/tls": an Opaque Secret with crt.pem and
 // key.pem).
 func WithIssuerScheme(s string) Option { return func(c *config) { c.issuerScheme = s } }
 
@@ -99,7 +98,7 @@ func CRDs() (*Manifest, error) {
 // problem with the inputs is reported at once, each naming what is wrong,
 // and nothing is rendered then.
 func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest, error) {
-	cfg := config{lifetime: identity.DefaultLifetime, issuerScheme: local.SchemeKubernetes, now: time.Now}
+	cfg := config{lifetime: identity.DefaultLifetime, issuerScheme: vocab.IssuerSchemeKubernetes, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -116,8 +115,8 @@ func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest
 	if cfg.lifetime < time.Minute {
 		errs = append(errs, fmt.Errorf("install: issuance lifetime %s is shorter than a minute", cfg.lifetime))
 	}
-	if cfg.issuerScheme != local.SchemeKubernetes && cfg.issuerScheme != local.SchemeLinkerd {
-		errs = append(errs, fmt.Errorf("install: issuer scheme %q: want %s or %s", cfg.issuerScheme, local.SchemeKubernetes, local.SchemeLinkerd))
+	if cfg.issuerScheme != vocab.IssuerSchemeKubernetes && cfg.issuerScheme != vocab.IssuerSchemeLinkerd {
+		errs = append(errs, fmt.Errorf("install: issuer scheme %q: want %s or %s", cfg.issuerScheme, vocab.IssuerSchemeKubernetes, vocab.IssuerSchemeLinkerd))
 	}
 	if !validImageRef(cfg.controllerImage) {
 		errs = append(errs, fmt.Errorf("install: controller image %q is not an image reference", cfg.controllerImage))

@@ -1,9 +1,10 @@
-package local
+package kubernetes
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +14,9 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/identity"
+	"github.com/weftmesh/weft/mesh/identity/localca"
 )
 
 // SecretKeyPair extracts the issuer certificate and key from a Secret of
@@ -21,92 +24,127 @@ import (
 // key.pem). Other types are read by whichever pair of keys is present.
 func SecretKeyPair(s *corev1.Secret) (certPEM, keyPEM []byte, err error) {
 	if s == nil {
-		return nil, nil, errors.New("local: no secret")
+		return nil, nil, errors.New("kubernetes: no secret")
 	}
-	order := []string{SchemeLinkerd, SchemeKubernetes}
-	if string(s.Type) == SchemeKubernetes {
-		order = []string{SchemeKubernetes, SchemeLinkerd}
+	type layout struct{ cert, key string }
+	linkerd := layout{vocab.IssuerCertLinkerd, vocab.IssuerKeyLinkerd}
+	kube := layout{vocab.IssuerCertKubernetes, vocab.IssuerKeyKubernetes}
+	order := []layout{linkerd, kube}
+	if string(s.Type) == vocab.IssuerSchemeKubernetes {
+		order = []layout{kube, linkerd}
 	}
-	for _, scheme := range order {
-		n := layouts[scheme]
-		c, okc := s.Data[n[0]]
-		k, okk := s.Data[n[1]]
+	for _, l := range order {
+		c, okc := s.Data[l.cert]
+		k, okk := s.Data[l.key]
 		if okc && okk {
 			return c, k, nil
 		}
 	}
-	return nil, nil, fmt.Errorf("local: secret %s/%s (type %s) holds neither crt.pem and key.pem nor tls.crt and tls.key", s.Namespace, s.Name, s.Type)
+	return nil, nil, fmt.Errorf("kubernetes: secret %s/%s (type %s) holds neither %s and %s nor %s and %s", s.Namespace, s.Name, s.Type,
+		linkerd.cert, linkerd.key, kube.cert, kube.key)
 }
 
-// NewFromSecret loads the issuer key pair from the Secret namespace/name,
-// checks it against bundle, and follows the Secret with an informer until
-// Close. It waits for the informer's first sync, bounded by ctx.
-func NewFromSecret(ctx context.Context, client k8s.Interface, namespace, name string, bundle identity.BundleSource, opts ...Option) (*Issuer, error) {
+// SecretIssuer is a localca.Issuer whose key pair lives in a Secret: an
+// informer watches that one Secret and every change is checked and, when
+// fit, swapped in without a restart (localca.Issuer.Reload). It is safe
+// for concurrent use.
+type SecretIssuer struct {
+	*localca.Issuer
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// NewSecretIssuer loads the issuer key pair from the Secret
+// namespace/name, checks it against bundle, and follows the Secret with an
+// informer until Close. ctx bounds the start only (the wait for the
+// informer's first sync); the informer runs until Close. Options are
+// localca's: WithLogger, WithMetrics, WithClock.
+func NewSecretIssuer(ctx context.Context, client k8s.Interface, namespace, name string, bundle identity.BundleSource, opts ...localca.Option) (*SecretIssuer, error) {
 	if client == nil {
-		return nil, errors.New("local: a Kubernetes client is required")
+		return nil, errors.New("kubernetes: a Kubernetes client is required")
 	}
 	if bundle == nil {
-		return nil, errors.New("local: a trust bundle is required")
+		return nil, errors.New("kubernetes: a trust bundle is required")
 	}
-	cfg := newConfig(opts)
-	is := &Issuer{cfg: cfg, bundle: bundle, source: "secret " + namespace + "/" + name}
-
+	source := "secret " + namespace + "/" + name
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
 		informers.WithNamespace(namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 		}))
 	inf := factory.Core().V1().Secrets()
-	runCtx, cancel := context.WithCancel(context.Background())
-	is.cancel, is.done = cancel, make(chan struct{})
 
+	// Events that arrive before the first load is done are dropped: the
+	// first load reads the informer's cache, which already holds them.
+	var (
+		mu sync.Mutex
+		is *localca.Issuer
+	)
 	onChange := func(obj any) {
-		s, ok := obj.(*corev1.Secret)
-		if !ok || s.Name != name || is.ca.Load() == nil {
+		if s, ok := obj.(*corev1.Secret); !ok || s.Name != name {
 			return
 		}
-		crt, key, err := SecretKeyPair(s)
-		if err != nil {
-			is.cfg.metrics.IssuerReloads.With("result", "error").Add(1)
-			is.cfg.logger.Error("issuer reload failed; keeping the previous issuer", "source", is.source, "error", err)
-			return
+		mu.Lock()
+		cur := is
+		mu.Unlock()
+		if cur != nil {
+			_ = cur.Reload()
 		}
-		is.reload(fileResult{path: is.source, data: crt}, fileResult{path: is.source, data: key})
 	}
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    onChange,
 		UpdateFunc: func(_, obj any) { onChange(obj) },
 	}); err != nil {
-		cancel()
-		return nil, fmt.Errorf("local: watch %s: %w", is.source, err)
+		return nil, fmt.Errorf("kubernetes: watch %s: %w", source, err)
 	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	si := &SecretIssuer{cancel: cancel, done: make(chan struct{})}
 	factory.Start(runCtx.Done())
 	go func() {
-		defer close(is.done)
+		defer close(si.done)
 		<-runCtx.Done()
 		factory.Shutdown()
 	}()
-	fail := func(err error) (*Issuer, error) {
-		_ = is.Close()
+	fail := func(err error) (*SecretIssuer, error) {
+		_ = si.Close()
 		return nil, err
 	}
-	synced := make(chan bool, 1)
-	go func() { synced <- cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) }()
-	if !<-synced {
-		return fail(fmt.Errorf("local: watch %s: %w", is.source, errors.Join(errors.New("informer did not sync"), ctx.Err())))
+	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
+		return fail(fmt.Errorf("kubernetes: watch %s: %w", source, errors.Join(errors.New("informer did not sync"), ctx.Err())))
 	}
-	s, err := inf.Lister().Secrets(namespace).Get(name)
-	if err != nil {
-		return fail(fmt.Errorf("local: %s: %w", is.source, err))
+	load := func() ([]byte, []byte, error) {
+		s, err := inf.Lister().Secrets(namespace).Get(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		return SecretKeyPair(s)
 	}
-	crt, key, err := SecretKeyPair(s)
-	if err != nil {
-		return fail(err)
-	}
-	ca, err := is.build(fileResult{path: is.source, data: crt}, fileResult{path: is.source, data: key})
+	first, err := localca.NewFromLoader(ctx, source, load, bundle, opts...)
 	if err != nil {
 		return fail(err)
 	}
-	is.install(ca, "loaded")
-	return is, nil
+	mu.Lock()
+	is = first
+	mu.Unlock()
+	si.Issuer = first
+	// A change that landed between the first load and the line above was
+	// dropped by onChange; reading once more picks it up (the same pair
+	// again changes nothing).
+	_ = first.Reload()
+	return si, nil
 }
+
+// Close stops watching the Secret. It is safe to call more than once.
+func (si *SecretIssuer) Close() error {
+	si.once.Do(func() {
+		si.cancel()
+		<-si.done
+	})
+	return nil
+}
+
+var (
+	_ identity.Issuer         = (*SecretIssuer)(nil)
+	_ identity.ExpiryReporter = (*SecretIssuer)(nil)
+)
