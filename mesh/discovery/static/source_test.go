@@ -229,7 +229,7 @@ spec:
 	_, err := static.Load(dir)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "sp.yaml")
-	assert.Contains(t, err.Error(), `spec.routes[0] ("books"): condition.pathRegex`)
+	assert.Contains(t, err.Error(), "spec.routes[0].condition.pathRegex")
 }
 
 func TestObjectsWithoutNamespaceGoToDefaultAndOtherKindsAreSkipped(t *testing.T) {
