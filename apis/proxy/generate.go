@@ -12,6 +12,7 @@
 //	io.linkerd.proxy.destination    apis/proxy/destination  (destination)    Destination.Get, Destination.GetProfile
 //	io.linkerd.proxy.inbound        apis/proxy/inbound      (inbound)        InboundServerPolicies.GetPort, .WatchPort
 //	io.linkerd.proxy.outbound       apis/proxy/outbound     (outbound)       OutboundPolicies.Get, .Watch
+//	io.linkerd.proxy.tap            apis/proxy/tap          (tap)            Tap.Observe
 //	io.linkerd.proxy.meta           apis/proxy/meta         (meta)           -
 //	io.linkerd.proxy.net            apis/proxy/net          (net)            -
 //	io.linkerd.proxy.http_types     apis/proxy/httptypes    (httptypes)      -

@@ -22,6 +22,7 @@ import (
 	"github.com/weftmesh/weft/apis/proxy/identity"
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
+	"github.com/weftmesh/weft/apis/proxy/tap"
 	"github.com/weftmesh/weft/internal/testutil"
 )
 
@@ -87,6 +88,7 @@ func serve(t *testing.T) *grpc.ClientConn {
 	destination.RegisterDestinationServer(srv, fakeDestination{})
 	inbound.RegisterInboundServerPoliciesServer(srv, inbound.UnimplementedInboundServerPoliciesServer{})
 	outbound.RegisterOutboundPoliciesServer(srv, outbound.UnimplementedOutboundPoliciesServer{})
+	tap.RegisterTapServer(srv, tap.UnimplementedTapServer{})
 
 	lis := testutil.Listen(t)
 	done := make(chan error, 1)
@@ -159,6 +161,7 @@ func TestEveryUpstreamMethodPathIsServedByOurRegistrations(t *testing.T) {
 		{"/io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort", true},
 		{"/io.linkerd.proxy.outbound.OutboundPolicies/Get", false},
 		{"/io.linkerd.proxy.outbound.OutboundPolicies/Watch", true},
+		{"/io.linkerd.proxy.tap.Tap/Observe", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.path, func(t *testing.T) {

@@ -27,6 +27,7 @@ import (
 	"github.com/weftmesh/weft/apis/proxy/identity"
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
+	"github.com/weftmesh/weft/apis/proxy/tap"
 )
 
 func TestMain(m *testing.M) {
@@ -247,6 +248,8 @@ func TestServicesUseUpstreamMethodNames(t *testing.T) {
 			"io.linkerd.proxy.outbound.TrafficSpec", "io.linkerd.proxy.outbound.OutboundPolicy", false},
 		{"/io.linkerd.proxy.outbound.OutboundPolicies/Watch", outbound.OutboundPolicies_Watch_FullMethodName,
 			"io.linkerd.proxy.outbound.TrafficSpec", "io.linkerd.proxy.outbound.OutboundPolicy", true},
+		{"/io.linkerd.proxy.tap.Tap/Observe", tap.Tap_Observe_FullMethodName,
+			"io.linkerd.proxy.tap.ObserveRequest", "io.linkerd.proxy.tap.TapEvent", true},
 	}
 
 	// Every method in the four service descriptors must be listed above.
@@ -255,6 +258,7 @@ func TestServicesUseUpstreamMethodNames(t *testing.T) {
 		"io.linkerd.proxy.destination.Destination":       0,
 		"io.linkerd.proxy.inbound.InboundServerPolicies": 0,
 		"io.linkerd.proxy.outbound.OutboundPolicies":     0,
+		"io.linkerd.proxy.tap.Tap":                       0,
 	}
 	for _, m := range methods {
 		assert.Equal(t, m.want, m.constant)
@@ -283,6 +287,7 @@ func TestServicesUseUpstreamMethodNames(t *testing.T) {
 	assert.Equal(t, "io.linkerd.proxy.destination.Destination", destination.Destination_ServiceDesc.ServiceName)
 	assert.Equal(t, "io.linkerd.proxy.inbound.InboundServerPolicies", inbound.InboundServerPolicies_ServiceDesc.ServiceName)
 	assert.Equal(t, "io.linkerd.proxy.outbound.OutboundPolicies", outbound.OutboundPolicies_ServiceDesc.ServiceName)
+	assert.Equal(t, "io.linkerd.proxy.tap.Tap", tap.Tap_ServiceDesc.ServiceName)
 
 	assert.Equal(t, []string{"Certify"}, unaryNames(identity.Identity_ServiceDesc.Methods))
 	assert.Empty(t, identity.Identity_ServiceDesc.Streams)
@@ -292,6 +297,8 @@ func TestServicesUseUpstreamMethodNames(t *testing.T) {
 	assert.Equal(t, []string{"WatchPort"}, streamNames(inbound.InboundServerPolicies_ServiceDesc.Streams))
 	assert.Equal(t, []string{"Get"}, unaryNames(outbound.OutboundPolicies_ServiceDesc.Methods))
 	assert.Equal(t, []string{"Watch"}, streamNames(outbound.OutboundPolicies_ServiceDesc.Streams))
+	assert.Empty(t, tap.Tap_ServiceDesc.Methods)
+	assert.Equal(t, []string{"Observe"}, streamNames(tap.Tap_ServiceDesc.Streams))
 }
 
 func TestEveryProtoFileDeclaresItsUpstreamPackage(t *testing.T) {
@@ -307,6 +314,7 @@ func TestEveryProtoFileDeclaresItsUpstreamPackage(t *testing.T) {
 		"grpc_route.proto":   "io.linkerd.proxy.grpc_route",
 		"opaque_route.proto": "io.linkerd.proxy.opaque_route",
 		"tls_route.proto":    "io.linkerd.proxy.tls_route",
+		"tap.proto":          "io.linkerd.proxy.tap",
 	}
 	for path, pkg := range want {
 		fd, err := protoregistry.GlobalFiles.FindFileByPath(path)

@@ -1,0 +1,380 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/weftmesh/weft/mesh/policy/authz"
+)
+
+type builder struct {
+	cfg  *Config
+	objs *Objects
+	p    *problems
+
+	namespaces map[string]*corev1.Namespace
+	meshTLS    map[nsName]meshTLSResult
+	networks   map[nsName]networkResult
+	servers    map[string][]*serverSpec // by namespace
+	serverByNm map[nsName]*serverSpec
+	saz        map[string][]*serverAuthzSpec
+	aps        map[string][]*apSpec
+	httpRoutes []*httpRouteSpec
+	grpcRoutes []*grpcRouteSpec
+	// routes by the Server they attach to, and by name.
+	httpByServer    map[nsName][]*httpRouteSpec
+	grpcByServer    map[nsName][]*grpcRouteSpec
+	httpByName      map[nsName][]*httpRouteSpec
+	grpcByName      map[nsName]bool
+	serviceAccounts map[nsName]bool
+}
+
+func (b *builder) build() *Index {
+	cfg, p := b.cfg, b.p
+	ix := &Index{
+		cfg:       cfg,
+		workloads: map[WorkloadRef]*workloadPolicy{},
+		byIP:      map[netip.Addr]*workloadPolicy{},
+		servers:   map[ObjectRef]*serverTemplate{},
+	}
+
+	b.namespaces = map[string]*corev1.Namespace{}
+	for _, ns := range b.objs.Namespaces {
+		b.namespaces[ns.Name] = ns
+	}
+	b.serviceAccounts = map[nsName]bool{}
+	for _, sa := range b.objs.ServiceAccounts {
+		b.serviceAccounts[nsName{sa.Namespace, sa.Name}] = true
+	}
+	for _, w := range b.objs.Workloads {
+		b.serviceAccounts[nsName{w.Namespace, w.ServiceAccount}] = true
+	}
+
+	b.meshTLS = map[nsName]meshTLSResult{}
+	for _, m := range b.objs.MeshTLSAuthentications {
+		b.meshTLS[nsName{m.Namespace, m.Name}] = translateMeshTLS(cfg, p, m)
+	}
+	b.networks = map[nsName]networkResult{}
+	for _, n := range b.objs.NetworkAuthentications {
+		b.networks[nsName{n.Namespace, n.Name}] = translateNetworkAuthn(p, n)
+	}
+
+	b.servers = map[string][]*serverSpec{}
+	b.serverByNm = map[nsName]*serverSpec{}
+	for _, s := range b.objs.Servers {
+		spec := translateServer(p, s)
+		b.serverByNm[nsName{s.Namespace, s.Name}] = spec
+		if spec.valid {
+			b.servers[s.Namespace] = append(b.servers[s.Namespace], spec)
+		}
+	}
+	// Older servers win port conflicts; then names decide.
+	for _, list := range b.servers {
+		sort.SliceStable(list, func(i, j int) bool {
+			a, c := list[i].obj.CreationTimestamp, list[j].obj.CreationTimestamp
+			if !a.Equal(&c) {
+				if a.IsZero() || c.IsZero() {
+					return !a.IsZero()
+				}
+				return a.Before(&c)
+			}
+			return list[i].obj.Name < list[j].obj.Name
+		})
+	}
+
+	b.saz = map[string][]*serverAuthzSpec{}
+	for _, sa := range b.objs.ServerAuthorizations {
+		spec, ok := translateServerAuthz(cfg, p, sa)
+		if !ok {
+			continue
+		}
+		if spec.name != "" {
+			if _, found := b.serverByNm[nsName{sa.Namespace, spec.name}]; !found {
+				p.warnf(spec.ref, "spec.server.name", "Server %s/%s not found; the authorization applies to nothing until it exists", sa.Namespace, spec.name)
+			}
+		}
+		b.saz[sa.Namespace] = append(b.saz[sa.Namespace], spec)
+	}
+
+	b.aps = map[string][]*apSpec{}
+	for _, ap := range b.objs.AuthorizationPolicies {
+		spec, ok := translateAuthorizationPolicy(cfg, p, ap, b.meshTLS, b.networks)
+		if !ok {
+			continue
+		}
+		for _, src := range spec.authz.Sources {
+			if src.Kind == "ServiceAccount" && !b.serviceAccounts[nsName{src.Namespace, src.Name}] {
+				p.warnf(spec.ref, "spec.requiredAuthenticationRefs", "ServiceAccount %s/%s is not defined and no workload uses it", src.Namespace, src.Name)
+			}
+		}
+		b.aps[ap.Namespace] = append(b.aps[ap.Namespace], spec)
+	}
+
+	b.translateRoutes()
+	b.checkPolicyTargets()
+
+	templates := map[nsName]*serverTemplate{}
+	for ns, list := range b.servers {
+		for _, s := range list {
+			t := b.serverTemplate(ns, s)
+			templates[nsName{ns, s.obj.Name}] = t
+			ix.servers[s.ref] = t
+		}
+	}
+
+	for _, w := range b.objs.Workloads {
+		wp := b.workload(w, templates)
+		ix.workloads[w.Ref()] = wp
+		for _, ip := range w.IPs {
+			ix.byIP[ip] = wp
+		}
+	}
+
+	for _, list := range b.servers {
+		for _, s := range list {
+			if s.selects == 0 {
+				p.warnf(s.ref, "spec.podSelector", "selects no workload")
+			}
+		}
+	}
+
+	ix.outbound = b.buildOutbound()
+
+	sort.SliceStable(p.list, func(i, j int) bool { return p.list[i].Severity > p.list[j].Severity })
+	ix.problems = p.list
+	return ix
+}
+
+func (b *builder) translateRoutes() {
+	p := b.p
+	for _, r := range b.objs.HTTPRoutes {
+		rules := make([]routeRule, len(r.Spec.Rules))
+		for i, rr := range r.Spec.Rules {
+			rules[i].timeouts = rr.Timeouts
+			for _, br := range rr.BackendRefs {
+				rules[i].backends = append(rules[i].backends, gatewayv1.HTTPBackendRef{BackendRef: br.BackendRef})
+			}
+		}
+		parents := make([]parentRef, 0, len(r.Spec.ParentRefs))
+		for _, pr := range r.Spec.ParentRefs {
+			x := parentRef{group: gatewayv1.GroupName, kind: "Gateway", namespace: r.Namespace, name: string(pr.Name)}
+			if pr.Group != nil {
+				x.group = string(*pr.Group)
+			}
+			if pr.Kind != nil {
+				x.kind = string(*pr.Kind)
+			}
+			if pr.Namespace != nil && *pr.Namespace != "" {
+				x.namespace = string(*pr.Namespace)
+			}
+			if pr.Port != nil {
+				x.port = *pr.Port
+			}
+			parents = append(parents, x)
+		}
+		spec, ok := translateHTTPRoute(p, policyGroup, &r.ObjectMeta, parents, r.Spec.Hostnames, rules,
+			func(i int) []gatewayv1.HTTPRouteMatch { return r.Spec.Rules[i].Matches })
+		if ok {
+			b.httpRoutes = append(b.httpRoutes, spec)
+		}
+	}
+	for _, r := range b.objs.GatewayHTTPRoutes {
+		rules := make([]routeRule, len(r.Spec.Rules))
+		for i, rr := range r.Spec.Rules {
+			rules[i].timeouts = rr.Timeouts
+			rules[i].backends = rr.BackendRefs
+		}
+		parents := translateParents(r.Namespace, r.Spec.ParentRefs)
+		spec, ok := translateHTTPRoute(p, gatewayv1.GroupName, &r.ObjectMeta, parents, r.Spec.Hostnames, rules,
+			func(i int) []gatewayv1.HTTPRouteMatch { return r.Spec.Rules[i].Matches })
+		if ok {
+			b.httpRoutes = append(b.httpRoutes, spec)
+		}
+	}
+	for _, r := range b.objs.GRPCRoutes {
+		spec, ok := translateGRPCRoute(p, r)
+		if ok {
+			b.grpcRoutes = append(b.grpcRoutes, spec)
+		}
+	}
+	check := func(ref ObjectRef, ns string, parents []parentRef) {
+		for i, pr := range parents {
+			if !strings.EqualFold(pr.group, policyGroup) || !strings.EqualFold(pr.kind, "Server") {
+				continue
+			}
+			if pr.namespace != ns {
+				p.warnf(ref, fmt.Sprintf("spec.parentRefs[%d].namespace", i), "a route can only attach to a Server in its own namespace")
+				continue
+			}
+			if _, found := b.serverByNm[nsName{ns, pr.name}]; !found {
+				p.warnf(ref, fmt.Sprintf("spec.parentRefs[%d]", i), "Server %s/%s not found", ns, pr.name)
+			}
+		}
+	}
+	b.httpByServer = map[nsName][]*httpRouteSpec{}
+	b.grpcByServer = map[nsName][]*grpcRouteSpec{}
+	b.httpByName = map[nsName][]*httpRouteSpec{}
+	b.grpcByName = map[nsName]bool{}
+	for _, r := range b.httpRoutes {
+		check(r.ref, r.meta.Namespace, r.parents)
+		b.httpByName[nsName{r.meta.Namespace, r.meta.Name}] = append(b.httpByName[nsName{r.meta.Namespace, r.meta.Name}], r)
+		for _, srv := range serverParents(r.parents, r.meta.Namespace) {
+			b.httpByServer[srv] = append(b.httpByServer[srv], r)
+		}
+	}
+	for _, r := range b.grpcRoutes {
+		check(r.ref, r.meta.Namespace, r.parents)
+		b.grpcByName[nsName{r.meta.Namespace, r.meta.Name}] = true
+		for _, srv := range serverParents(r.parents, r.meta.Namespace) {
+			b.grpcByServer[srv] = append(b.grpcByServer[srv], r)
+		}
+	}
+}
+
+// serverParents returns the Servers (in the route's namespace) a route
+// attaches to, each once.
+func serverParents(parents []parentRef, ns string) []nsName {
+	var out []nsName
+	seen := map[string]bool{}
+	for _, pr := range parents {
+		if strings.EqualFold(pr.group, policyGroup) && strings.EqualFold(pr.kind, "Server") && pr.namespace == ns && !seen[pr.name] {
+			seen[pr.name] = true
+			out = append(out, nsName{ns, pr.name})
+		}
+	}
+	return out
+}
+
+func (b *builder) checkPolicyTargets() {
+	for ns, list := range b.aps {
+		for _, ap := range list {
+			switch ap.target {
+			case targetServer:
+				if _, found := b.serverByNm[nsName{ns, ap.targetName}]; !found {
+					b.p.warnf(ap.ref, "spec.targetRef", "Server %s/%s not found; the policy applies to nothing until it exists", ns, ap.targetName)
+				}
+			case targetHTTPRoute:
+				found := false
+				for _, r := range b.httpByName[nsName{ns, ap.targetName}] {
+					if strings.EqualFold(r.group, ap.targetGroup) {
+						found = true
+					}
+				}
+				if !found {
+					b.p.warnf(ap.ref, "spec.targetRef", "HTTPRoute %s/%s (%s) not found; the policy applies to nothing until it exists", ns, ap.targetName, ap.targetGroup)
+				}
+			case targetGRPCRoute:
+				found := b.grpcByName[nsName{ns, ap.targetName}]
+				if !found {
+					b.p.warnf(ap.ref, "spec.targetRef", "GRPCRoute %s/%s not found; the policy applies to nothing until it exists", ns, ap.targetName)
+				}
+			}
+		}
+	}
+}
+
+func (b *builder) routeAuthorizations(ns, group, kind, name string) []authz.Authorization {
+	var out []authz.Authorization
+	for _, ap := range b.aps[ns] {
+		if !ap.usable {
+			continue
+		}
+		switch {
+		case kind == "HTTPRoute" && ap.target == targetHTTPRoute && ap.targetName == name && strings.EqualFold(ap.targetGroup, group):
+		case kind == "GRPCRoute" && ap.target == targetGRPCRoute && ap.targetName == name:
+		default:
+			continue
+		}
+		out = append(out, ap.authz)
+	}
+	return out
+}
+
+func (b *builder) serverTemplate(ns string, s *serverSpec) *serverTemplate {
+	t := &serverTemplate{spec: s}
+	srv := authz.Server{
+		Meta:          metaOf("Server", &s.obj.ObjectMeta),
+		Protocol:      s.protocol,
+		DetectTimeout: b.cfg.DetectTimeout,
+	}
+	serverLabels := labels.Set(s.obj.Labels)
+	for _, sa := range b.saz[ns] {
+		if (sa.name != "" && sa.name == s.obj.Name) || (sa.selector != nil && sa.selector.Matches(serverLabels)) {
+			srv.Authorizations = append(srv.Authorizations, sa.authz)
+		}
+	}
+	for _, ap := range b.aps[ns] {
+		if !ap.usable {
+			continue
+		}
+		if (ap.target == targetServer && ap.targetName == s.obj.Name) || ap.target == targetNamespace {
+			srv.Authorizations = append(srv.Authorizations, ap.authz)
+		}
+	}
+	if s.access != nil {
+		srv.Authorizations = append(srv.Authorizations, s.access.authorizations(b.cfg)...)
+	}
+	var routes []authz.HTTPRoute
+	for _, r := range b.httpByServer[nsName{ns, s.obj.Name}] {
+		route := r.route
+		route.Authorizations = b.routeAuthorizations(ns, r.group, "HTTPRoute", r.meta.Name)
+		routes = append(routes, route)
+	}
+	sortHTTPRoutes(routes)
+	if len(routes) > 0 {
+		t.explicitRoutes = true
+		srv.HTTPRoutes = routes
+	}
+	var grpcRoutes []authz.GRPCRoute
+	for _, r := range b.grpcByServer[nsName{ns, s.obj.Name}] {
+		route := r.route
+		route.Authorizations = b.routeAuthorizations(ns, gatewayv1.GroupName, "GRPCRoute", r.meta.Name)
+		grpcRoutes = append(grpcRoutes, route)
+	}
+	if len(grpcRoutes) > 0 && s.protocol != authz.ProtocolGRPC {
+		b.p.warnf(s.ref, "spec.proxyProtocol", "GRPCRoutes are attached but the protocol is %s; they apply only with proxyProtocol gRPC", s.protocol)
+	}
+	if len(routes) > 0 && s.protocol == authz.ProtocolGRPC {
+		b.p.warnf(s.ref, "spec.proxyProtocol", "HTTPRoutes are attached but the protocol is gRPC; use GRPCRoutes")
+	}
+	if len(routes) > 0 && (s.protocol == authz.ProtocolOpaque || s.protocol == authz.ProtocolTLS) {
+		b.p.warnf(s.ref, "spec.proxyProtocol", "HTTPRoutes are attached but the protocol is %s; they never apply", s.protocol)
+	}
+	sortGRPCRoutes(grpcRoutes)
+	if len(grpcRoutes) == 0 {
+		grpcRoutes = []authz.GRPCRoute{authz.DefaultGRPCRoute()}
+	}
+	srv.GRPCRoutes = grpcRoutes
+	t.server = srv
+	return t
+}
+
+func sortHTTPRoutes(rs []authz.HTTPRoute) {
+	sort.SliceStable(rs, func(i, j int) bool { return routeLess(rs[i].Created, rs[j].Created, rs[i].Meta, rs[j].Meta) })
+}
+
+func sortGRPCRoutes(rs []authz.GRPCRoute) {
+	sort.SliceStable(rs, func(i, j int) bool { return routeLess(rs[i].Created, rs[j].Created, rs[i].Meta, rs[j].Meta) })
+}
+
+// routeLess orders routes as the Gateway API asks: oldest first, routes
+// with a timestamp before those without, then by name.
+func routeLess(a, b time.Time, am, bm authz.Meta) bool {
+	if !a.Equal(b) {
+		if a.IsZero() || b.IsZero() {
+			return !a.IsZero()
+		}
+		return a.Before(b)
+	}
+	if am.Namespace+"/"+am.Name != bm.Namespace+"/"+bm.Name {
+		return am.Namespace+"/"+am.Name < bm.Namespace+"/"+bm.Name
+	}
+	return am.Group < bm.Group
+}

@@ -1,0 +1,283 @@
+package policy
+
+import (
+	"fmt"
+	"net/textproto"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/weftmesh/weft/mesh/policy/authz"
+	"github.com/weftmesh/weft/mesh/policy/pathnorm"
+)
+
+type parentRef struct {
+	group, kind, namespace, name string
+	port                         int32
+}
+
+type httpRouteSpec struct {
+	ref     ObjectRef
+	group   string // policy.linkerd.io or gateway.networking.k8s.io
+	meta    *metav1.ObjectMeta
+	parents []parentRef
+	route   authz.HTTPRoute // without authorizations
+	// rules kept for outbound translation
+	rules []routeRule
+	hosts []string
+}
+
+type routeRule struct {
+	matches  []authz.HTTPMatch
+	backends []gatewayv1.HTTPBackendRef
+	timeouts *gatewayv1.HTTPRouteTimeouts
+}
+
+func translateParents(ns string, in []gatewayv1.ParentReference) []parentRef {
+	var out []parentRef
+	for _, pr := range in {
+		r := parentRef{group: gatewayv1.GroupName, kind: "Gateway", namespace: ns, name: string(pr.Name)}
+		if pr.Group != nil {
+			r.group = string(*pr.Group)
+		}
+		if pr.Kind != nil {
+			r.kind = string(*pr.Kind)
+		}
+		if pr.Namespace != nil && *pr.Namespace != "" {
+			r.namespace = string(*pr.Namespace)
+		}
+		if pr.Port != nil {
+			r.port = int32(*pr.Port)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func translateHTTPMatches(p *problems, ref ObjectRef, field string, ms []gatewayv1.HTTPRouteMatch) ([]authz.HTTPMatch, bool) {
+	var out []authz.HTTPMatch
+	ok := true
+	for i, m := range ms {
+		f := fmt.Sprintf("%s.matches[%d]", field, i)
+		var hm authz.HTTPMatch
+		if m.Path != nil {
+			kind := gatewayv1.PathMatchPathPrefix
+			if m.Path.Type != nil {
+				kind = *m.Path.Type
+			}
+			value := "/"
+			if m.Path.Value != nil {
+				value = *m.Path.Value
+			}
+			switch kind {
+			case gatewayv1.PathMatchExact, gatewayv1.PathMatchPathPrefix:
+				norm, err := pathnorm.Normalize(value)
+				if err != nil {
+					p.errorf(ref, f+".path.value", "%v", err)
+					ok = false
+					continue
+				}
+				if norm != value {
+					p.warnf(ref, f+".path.value", "path %q is matched in its normalized form %q", value, norm)
+				}
+				k := authz.PathExact
+				if kind == gatewayv1.PathMatchPathPrefix {
+					k = authz.PathPrefix
+				}
+				hm.Path = &authz.PathMatch{Kind: k, Value: norm}
+			case gatewayv1.PathMatchRegularExpression:
+				re, err := authz.CompileAnchored(value)
+				if err != nil {
+					p.errorf(ref, f+".path.value", "%v", err)
+					ok = false
+					continue
+				}
+				hm.Path = &authz.PathMatch{Kind: authz.PathRegex, Value: value, Regex: re}
+			default:
+				p.errorf(ref, f+".path.type", "unknown path match type %q", kind)
+				ok = false
+				continue
+			}
+		}
+		seen := map[string]bool{}
+		for j, h := range m.Headers {
+			name := textproto.CanonicalMIMEHeaderKey(string(h.Name))
+			hf := fmt.Sprintf("%s.headers[%d]", f, j)
+			if name == "" {
+				p.errorf(ref, hf+".name", "empty header name")
+				ok = false
+				continue
+			}
+			if seen[name] {
+				p.warnf(ref, hf+".name", "header %s is matched twice; only the first match counts (Gateway API)", name)
+				continue
+			}
+			seen[name] = true
+			vm, good := valueMatch(p, ref, hf, name, h.Type == nil || *h.Type == gatewayv1.HeaderMatchExact,
+				h.Type != nil && *h.Type == gatewayv1.HeaderMatchRegularExpression, h.Value)
+			if !good {
+				ok = false
+				continue
+			}
+			hm.Headers = append(hm.Headers, vm)
+		}
+		seenQ := map[string]bool{}
+		for j, q := range m.QueryParams {
+			qf := fmt.Sprintf("%s.queryParams[%d]", f, j)
+			if q.Name == "" {
+				p.errorf(ref, qf+".name", "empty query parameter name")
+				ok = false
+				continue
+			}
+			if seenQ[string(q.Name)] {
+				p.warnf(ref, qf+".name", "query parameter %s is matched twice; only the first match counts (Gateway API)", q.Name)
+				continue
+			}
+			seenQ[string(q.Name)] = true
+			vm, good := valueMatch(p, ref, qf, string(q.Name), q.Type == nil || *q.Type == gatewayv1.QueryParamMatchExact,
+				q.Type != nil && *q.Type == gatewayv1.QueryParamMatchRegularExpression, q.Value)
+			if !good {
+				ok = false
+				continue
+			}
+			hm.Query = append(hm.Query, vm)
+		}
+		if m.Method != nil {
+			hm.Method = string(*m.Method)
+		}
+		out = append(out, hm)
+	}
+	return out, ok
+}
+
+func valueMatch(p *problems, ref ObjectRef, field, name string, exact, regex bool, value string) (authz.ValueMatch, bool) {
+	vm := authz.ValueMatch{Name: name}
+	switch {
+	case regex:
+		re, err := authz.CompileAnchored(value)
+		if err != nil {
+			p.errorf(ref, field+".value", "%v", err)
+			return vm, false
+		}
+		vm.Regex = re
+	case exact:
+		vm.Exact = value
+	default:
+		p.errorf(ref, field+".type", "unknown match type")
+		return vm, false
+	}
+	return vm, true
+}
+
+func translateHosts(p *problems, ref ObjectRef, hs []gatewayv1.Hostname) ([]authz.HostMatch, bool) {
+	var out []authz.HostMatch
+	ok := true
+	for i, h := range hs {
+		s := strings.ToLower(string(h))
+		if rest, wild := strings.CutPrefix(s, "*."); wild {
+			if rest == "" || strings.Contains(rest, "*") {
+				p.errorf(ref, fmt.Sprintf("spec.hostnames[%d]", i), "invalid wildcard hostname %q", h)
+				ok = false
+				continue
+			}
+			out = append(out, authz.HostMatch{Value: rest, Suffix: true})
+			continue
+		}
+		if s == "" || strings.Contains(s, "*") {
+			p.errorf(ref, fmt.Sprintf("spec.hostnames[%d]", i), "invalid hostname %q", h)
+			ok = false
+			continue
+		}
+		out = append(out, authz.HostMatch{Value: s})
+	}
+	return out, ok
+}
+
+func translateHTTPRoute(p *problems, group string, meta *metav1.ObjectMeta, parents []parentRef, hostnames []gatewayv1.Hostname, rules []routeRule, rawRules func(int) []gatewayv1.HTTPRouteMatch) (*httpRouteSpec, bool) {
+	kind := "HTTPRoute." + group
+	ref := ObjectRef{Kind: kind, Namespace: meta.Namespace, Name: meta.Name}
+	spec := &httpRouteSpec{ref: ref, group: group, meta: meta, parents: parents}
+	ok := true
+	hosts, good := translateHosts(p, ref, hostnames)
+	ok = ok && good
+	spec.route = authz.HTTPRoute{
+		Meta:    authz.Meta{Group: group, Kind: "HTTPRoute", Namespace: meta.Namespace, Name: meta.Name},
+		Hosts:   hosts,
+		Created: meta.CreationTimestamp.Time,
+	}
+	for i := range rules {
+		ms, good := translateHTTPMatches(p, ref, fmt.Sprintf("spec.rules[%d]", i), rawRules(i))
+		ok = ok && good
+		rules[i].matches = ms
+		spec.route.Rules = append(spec.route.Rules, authz.HTTPRule{Matches: ms})
+	}
+	if len(rules) == 0 {
+		// Gateway API: a route without rules has no way to match; Linkerd
+		// treats the spec's default (one rule matching "/").
+		spec.route.Rules = []authz.HTTPRule{{}}
+	}
+	spec.rules = rules
+	return spec, ok
+}
+
+type grpcRouteSpec struct {
+	ref      ObjectRef
+	meta     *metav1.ObjectMeta
+	parents  []parentRef
+	route    authz.GRPCRoute
+	backends [][]gatewayv1.BackendRef // per rule, for outbound
+}
+
+func translateGRPCRoute(p *problems, r *gatewayv1.GRPCRoute) (*grpcRouteSpec, bool) {
+	ref := ObjectRef{Kind: "GRPCRoute", Namespace: r.Namespace, Name: r.Name}
+	spec := &grpcRouteSpec{ref: ref, meta: &r.ObjectMeta, parents: translateParents(r.Namespace, r.Spec.ParentRefs)}
+	hosts, ok := translateHosts(p, ref, r.Spec.Hostnames)
+	spec.route = authz.GRPCRoute{
+		Meta:    authz.Meta{Group: gatewayv1.GroupName, Kind: "GRPCRoute", Namespace: r.Namespace, Name: r.Name},
+		Hosts:   hosts,
+		Created: r.CreationTimestamp.Time,
+	}
+	for i, rule := range r.Spec.Rules {
+		var brs []gatewayv1.BackendRef
+		for _, b := range rule.BackendRefs {
+			brs = append(brs, b.BackendRef)
+		}
+		spec.backends = append(spec.backends, brs)
+		var gr authz.GRPCRule
+		for j, m := range rule.Matches {
+			f := fmt.Sprintf("spec.rules[%d].matches[%d]", i, j)
+			var gm authz.GRPCMatch
+			if m.Method != nil {
+				if m.Method.Type != nil && *m.Method.Type != gatewayv1.GRPCMethodMatchExact {
+					p.errorf(ref, f+".method.type", "only Exact gRPC method matches are supported")
+					ok = false
+					continue
+				}
+				if m.Method.Service != nil {
+					gm.Service = *m.Method.Service
+				}
+				if m.Method.Method != nil {
+					gm.Method = *m.Method.Method
+				}
+			}
+			for k, h := range m.Headers {
+				hf := fmt.Sprintf("%s.headers[%d]", f, k)
+				name := textproto.CanonicalMIMEHeaderKey(string(h.Name))
+				vm, good := valueMatch(p, ref, hf, name, h.Type == nil || *h.Type == gatewayv1.GRPCHeaderMatchExact,
+					h.Type != nil && *h.Type == gatewayv1.GRPCHeaderMatchRegularExpression, h.Value)
+				if !good {
+					ok = false
+					continue
+				}
+				gm.Headers = append(gm.Headers, vm)
+			}
+			gr.Matches = append(gr.Matches, gm)
+		}
+		spec.route.Rules = append(spec.route.Rules, gr)
+	}
+	if len(r.Spec.Rules) == 0 {
+		spec.route.Rules = []authz.GRPCRule{{}}
+	}
+	return spec, ok
+}
