@@ -51,7 +51,7 @@ var rules = []depstest.Rule{
 		Packages: []string{
 			weft("mesh/policy"), weft("mesh/policy/static"), weft("mesh/policy/policytest"),
 			weft("mesh/discovery"), weft("mesh/discovery/static"), weft("mesh/discovery/client"), weft("mesh/discovery/resolver"),
-			weft("mesh/local/..."),
+			weft("mesh/local/..."), weft("cmd/weft-policy"), weft("internal/cli/policycmd"),
 		},
 		Deny: join(clientGo, caSDKs, cloud, []string{weft("mesh/inject/..."), weft("mesh/install/...")}),
 		Why:  "the policy and discovery cores, their static backends and the local mesh link no Kubernetes client, no CA backend and not the injector",

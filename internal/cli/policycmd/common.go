@@ -1,4 +1,4 @@
-package cli
+package policycmd
 
 import (
 	"errors"
@@ -7,15 +7,16 @@ import (
 	"strings"
 
 	"github.com/weftmesh/weft/apis/manifest"
+	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/mesh/policy"
 )
 
 // policyFlags are the flags shared by `weft policy test`, `weft policy
 // explain` and `weft authz`.
 type policyFlags struct {
-	manifests       StringList
+	manifests       core.StringList
 	defaultPolicy   string
-	clusterNetworks StringList
+	clusterNetworks core.StringList
 	trustDomain     string
 	cpNamespace     string
 	output          string
