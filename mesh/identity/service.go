@@ -5,7 +5,6 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -205,6 +204,3 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
-
-// logger exposes the configured logger to the transport edge.
-func (s *Service) logger() *slog.Logger { return s.cfg.logger }

@@ -117,6 +117,21 @@ func TestStartServesAnAdminConfigAndStopRemovesEverything(t *testing.T) {
 	assert.NoError(t, env.Stop(), "Stop is idempotent")
 }
 
+func TestOptionsReachTheAPIServersCommandLine(t *testing.T) {
+	bins, state := fakeBinaries(t, "ok")
+	const issuer = "https://issuer.weft.test"
+	env, err := kubeenv.Start(startCtx(t), bins, kubeenv.WithServiceAccountIssuer(issuer), kubeenv.WithAPIServerArgs("--v=4", "--service-cluster-ip-range=10.200.0.0/24"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Stop() })
+	assert.Equal(t, issuer, env.ServiceAccountIssuer())
+	args, err := os.ReadFile(filepath.Join(state, "apiserver-args"))
+	require.NoError(t, err)
+	assert.Contains(t, string(args), "--service-account-issuer="+issuer+"\n")
+	assert.Contains(t, string(args), "--api-audiences="+issuer+"\n")
+	// Extra flags come last, so a repeated single-valued flag overrides.
+	assert.True(t, strings.HasSuffix(string(args), "--v=4\n--service-cluster-ip-range=10.200.0.0/24\n"), string(args))
+}
+
 func TestStartReportsAnEtcdThatExitsWithTheEndOfItsLogAndLeavesNothingBehind(t *testing.T) {
 	bins, _ := fakeBinaries(t, "etcd-exits")
 	_, err := kubeenv.Start(startCtx(t), bins)

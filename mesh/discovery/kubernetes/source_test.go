@@ -222,3 +222,29 @@ func TestPodsAreTrimmedToWhatDiscoveryReads(t *testing.T) {
 	assert.Equal(t, "0.0.0.0:4143", gp.Spec.Containers[1].Env[0].Value)
 	assert.Equal(t, "web", gp.Spec.ServiceAccountName)
 }
+
+func TestUpdatedSignalsAfterAChangeReachesTheIndex(t *testing.T) {
+	idx, err := discovery.NewIndex()
+	require.NoError(t, err)
+	defer idx.Close()
+	client := fake.NewClientset()
+	src, err := kubernetes.New(testutil.Context(t, 0), idx, client, nil, kubernetes.WithResync(time.Hour))
+	require.NoError(t, err)
+	defer src.Close()
+	svc := discoverytest.Service("shop", "web", "10.96.0.10")
+	ctx := testutil.Context(t, 0)
+	_, err = client.CoreV1().Services("shop").Create(ctx, svc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// Signals coalesce and the initial sync may still have one pending:
+	// wait for a signal after which the Service is in the index.
+	for {
+		select {
+		case <-src.Updated():
+			if _, ok := idx.Object("Service", "shop", "web"); ok {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("no update signal with the new Service in the index")
+		}
+	}
+}

@@ -195,3 +195,36 @@ func gauge(t testing.TB, reg *prometheus.Registry) float64 {
 	t.Fatal("no expiry gauge")
 	return 0
 }
+
+func TestTheClockDecidesWhetherTheIssuerIsValid(t *testing.T) {
+	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "root", Lifetime: 30 * 24 * time.Hour})
+	issuer := anchor.Issuer(t, testutil.CertOptions{Name: "identity", Lifetime: 48 * time.Hour})
+	dir := issuer.WriteIssuerDir(t, t.TempDir(), false)
+	later := func() time.Time { return time.Now().Add(72 * time.Hour) }
+	_, err := localca.New(testutil.Context(t, 0), dir, bundleOf(t, anchor), localca.WithClock(later))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "expired", "seen from three days on, the two-day issuer has expired")
+}
+
+func TestWithSchemeChoosesTheLayoutWhenADirectoryHoldsBoth(t *testing.T) {
+	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "root"})
+	linkerd := anchor.Issuer(t, testutil.CertOptions{Name: "linkerd-layout"})
+	kube := anchor.Issuer(t, testutil.CertOptions{Name: "kubernetes-layout"})
+	dir := t.TempDir()
+	linkerd.WriteIssuerDir(t, dir, false)
+	kube.WriteIssuerDir(t, dir, true)
+	bundle := bundleOf(t, anchor)
+
+	is, err := localca.New(testutil.Context(t, 0), dir, bundle)
+	require.NoError(t, err)
+	assert.Equal(t, "linkerd-layout", is.Certificate().Subject.CommonName, "linkerd.io/tls wins when both are there")
+	require.NoError(t, is.Close())
+
+	is, err = localca.New(testutil.Context(t, 0), dir, bundle, localca.WithScheme(localca.SchemeKubernetes))
+	require.NoError(t, err)
+	assert.Equal(t, "kubernetes-layout", is.Certificate().Subject.CommonName)
+	require.NoError(t, is.Close())
+
+	_, err = localca.New(testutil.Context(t, 0), dir, bundle, localca.WithScheme("example.com/tls"))
+	assert.ErrorContains(t, err, `unknown issuer scheme "example.com/tls"`)
+}
