@@ -11,6 +11,7 @@ import (
 	"time"
 
 	spv1alpha2 "github.com/weftmesh/weft/apis/serviceprofile/v1alpha2"
+	"golang.org/x/net/http/httpguts"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -477,9 +478,6 @@ func (e *ProfileError) Error() string {
 	return fmt.Sprintf("discovery: ServiceProfile %s: %s: %s", e.Profile, e.Field, e.Message)
 }
 
-// methodToken matches an HTTP method: an RFC 9110 token.
-var methodToken = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-
 // TranslateServiceProfile converts a ServiceProfile into a profile's
 // routes, retry budget and traffic split, checking it as it goes: the name
 // must be a DNS name (the service's FQDN), every route needs a name and a
@@ -630,7 +628,9 @@ func requestMatch(m spv1alpha2.RequestMatch, depth int) (RequestMatch, string, e
 		parts = append(parts, RequestMatch{Any: anyOf})
 	}
 	if m.Method != "" {
-		if !methodToken.MatchString(m.Method) {
+		// A method is an RFC 9110 token, which is what a header field
+		// name is too: httpguts has the one token check Weft uses.
+		if !httpguts.ValidHeaderFieldName(m.Method) {
 			return RequestMatch{}, ".method", fmt.Errorf("%q is not an HTTP method", m.Method)
 		}
 		parts = append(parts, RequestMatch{Method: strings.ToUpper(m.Method)})
