@@ -85,6 +85,13 @@ const (
 	AnnotationAccessLog                = ConfigPrefix + "access-log"
 	AnnotationCloseWaitTimeout         = ConfigPrefix + "close-wait-timeout"
 	AnnotationProxyAdminShutdown       = ConfigPrefix + "proxy-admin-shutdown"
+	// AnnotationDisableTap, "true", turns tap off for the pod (Linkerd's
+	// key).
+	AnnotationDisableTap = ConfigPrefix + "disable-tap"
+	// AnnotationTapIdentities lists, comma-separated, the identities the
+	// pod's proxy accepts as tappers, replacing the install's list (a Weft
+	// key: Linkerd wires its tap service's identity itself).
+	AnnotationTapIdentities = "weftmesh.io/tap-identities"
 )
 
 // Values of [AnnotationInject].
@@ -204,6 +211,18 @@ const (
 	// EnvIngressMode is "true" when the pod is injected with
 	// linkerd.io/inject: ingress.
 	EnvIngressMode = "WEFT_PROXY_INGRESS_MODE"
+	// EnvTapAddr is the tap server's listen address (io.linkerd.proxy.tap
+	// over mutual TLS); it is opened only when EnvTapIdentities is set.
+	EnvTapAddr = "WEFT_PROXY_TAP_ADDR"
+	// EnvTapIdentities lists, comma-separated, the identities the proxy
+	// accepts as tappers (Linkerd gives its proxies the tap service's
+	// identity); empty turns tap off.
+	EnvTapIdentities = "WEFT_PROXY_TAP_IDENTITIES"
+	// EnvTapMaxTaps bounds the taps open at once on one proxy.
+	EnvTapMaxTaps = "WEFT_PROXY_TAP_MAX_TAPS"
+	// EnvTapMaxEventsPerSecond bounds the events one tap receives per
+	// second; beyond it requests are not reported and are counted.
+	EnvTapMaxEventsPerSecond = "WEFT_PROXY_TAP_MAX_EVENTS_PER_SECOND"
 )
 
 // Default inbound policies the proxy understands.

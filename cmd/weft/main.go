@@ -19,6 +19,7 @@ func main() {
 		cli.InstallCommand(),
 		cli.PolicyCommand(),
 		cli.AuthzCommand(),
+		cli.VizCommand(),
 		cli.VersionCommand(),
 	}
 	os.Exit(cli.Main("weft", cmds, os.Args[1:], cli.StdIO()))

@@ -145,7 +145,7 @@ func run(ctx context.Context, out io.Writer, requests int) error {
 				var peer, tls string
 				for _, l := range m.GetLabel() {
 					switch l.GetName() {
-					case "peer_id":
+					case "client_id":
 						peer = l.GetValue()
 					case "tls":
 						tls = l.GetValue()

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/weftmesh/weft/mesh/local/demo"
+	vizlocal "github.com/weftmesh/weft/mesh/viz/local"
 )
 
 // DemoCommand is `weft demo`: a whole mesh on this machine (control plane,
@@ -30,6 +31,7 @@ func runDemo(ctx context.Context, args []string, stdio IO) int {
 	plain := fs.Bool("plain", false, "print plain lines even on a terminal")
 	verbose := fs.Bool("verbose", false, "log the control plane and proxies to stderr")
 	printFile := fs.Bool("print-mesh-file", false, "print the demo's mesh file (for weft dev) and exit")
+	dash := fs.String("dashboard", "", "serve the live web dashboard on ADDR, such as 127.0.0.1:50750 (no authentication: keep it on loopback)")
 	fs.Usage = func() {
 		fmt.Fprint(stdio.Stderr, "Usage: weft demo [--duration D] [flags]\n\n"+
 			"Runs identity, destination and policy, a frontend, a backend, a traffic client and an\n"+
@@ -66,6 +68,32 @@ func runDemo(ctx context.Context, args []string, stdio IO) int {
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		cfg.ProxyLogger = cfg.Logger
+	}
+	var dashDone <-chan error
+	if *dash != "" {
+		l, err := listenDashboard(*dash)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft demo: --dashboard: %v\n", err)
+			return ExitUsage
+		}
+		defer l.Close()
+		dctx, stop := context.WithCancel(ctx)
+		defer func() {
+			stop()
+			if dashDone != nil {
+				<-dashDone
+			}
+		}()
+		cfg.OnReady = func(live demo.Live) {
+			d, err := localDashboard(vizlocal.Source(live.State), vizlocal.NewExplainer(live.State))
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft demo: dashboard: %v\n", err)
+				return
+			}
+			var url string
+			url, dashDone = serveDashboard(dctx, l, d)
+			fmt.Fprintf(stdio.Stderr, "weft demo: dashboard at %s\n", url)
+		}
 	}
 	sum, err := demo.Run(ctx, cfg)
 	if err != nil {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/weftmesh/weft/mesh/local"
+	vizlocal "github.com/weftmesh/weft/mesh/viz/local"
 )
 
 // DevCommand is `weft dev --config FILE`: the local mesh of weft demo for
@@ -25,6 +27,7 @@ func runDev(ctx context.Context, args []string, stdio IO) int {
 	printObjects := fs.Bool("print-objects", false, "print the Kubernetes objects the mesh file expands to and exit")
 	logLevel := fs.String("log-level", "info", "log level of the control plane and runner: debug, info, warn or error")
 	proxyLogLevel := fs.String("proxy-log-level", "warn", "log level of the proxies: debug, info, warn or error")
+	dash := fs.String("dashboard", "", "serve the live web dashboard on ADDR, such as 127.0.0.1:50750 (no authentication: keep it on loopback)")
 	if st, ok := Parse(fs, args); !ok {
 		return st
 	}
@@ -65,11 +68,31 @@ func runDev(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "weft dev: %v\n", err)
 		return ExitUsage
 	}
+	var dashL net.Listener
+	if *dash != "" {
+		if dashL, err = listenDashboard(*dash); err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft dev: --dashboard: %v\n", err)
+			return ExitUsage
+		}
+		defer dashL.Close()
+	}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	select {
 	case <-r.Ready():
-		fmt.Fprint(stdio.Stdout, devHeader(r.State()))
+		st := r.State()
+		fmt.Fprint(stdio.Stdout, devHeader(st))
+		if dashL != nil {
+			d, derr := localDashboard(vizlocal.Source(st), vizlocal.NewExplainer(st))
+			if derr != nil {
+				fmt.Fprintf(stdio.Stderr, "weft dev: dashboard: %v\n", derr)
+				return ExitFailure
+			}
+			dctx, stop := context.WithCancel(ctx)
+			url, dashDone := serveDashboard(dctx, dashL, d)
+			defer func() { stop(); <-dashDone }()
+			fmt.Fprintf(stdio.Stdout, "dashboard: %s\n", url)
+		}
 		err = <-done
 	case err = <-done:
 	}
@@ -83,6 +106,7 @@ func runDev(ctx context.Context, args []string, stdio IO) int {
 func devHeader(st *local.State) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "weft dev: mesh ready (files under %s; Ctrl-C stops everything)\n", st.Dir)
+	fmt.Fprintf(&b, "observe it: weft viz stat deploy -A --local %s (also edges, routes, authz, tap, top, dashboard)\n", st.Dir)
 	fmt.Fprintf(&b, "control plane: identity %s, destination %s, policy %s\n", st.ControlPlane.Identity, st.ControlPlane.Destination, st.ControlPlane.Policy)
 	for _, p := range st.Plan.Pods {
 		fmt.Fprintf(&b, "  %s/%s  ip %s  identity %s  admin http://%s/metrics\n", p.Namespace, p.Name, p.IP, p.Identity, p.Admin)

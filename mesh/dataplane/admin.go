@@ -2,12 +2,112 @@ package dataplane
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
+
+// Fixed limits of the admin server (the timeouts and the connection cap
+// are settings).
+const (
+	// adminWriteTimeout bounds writing one admin response (a /metrics
+	// scrape included).
+	adminWriteTimeout = 30 * time.Second
+	// adminMaxHeaderBytes bounds an admin request head.
+	adminMaxHeaderBytes = 16 << 10
+	// adminMaxPerClient bounds the admin connections one client address
+	// holds at once (a probe or a scrape needs one or two).
+	adminMaxPerClient = 16
+)
+
+// adminServer is the HTTP server of the admin listener: every request
+// must arrive whole within the header timeout (admin requests have no
+// body), a response is written within adminWriteTimeout, and an idle
+// keep-alive connection is closed after the idle timeout.
+func (p *Proxy) adminServer() *http.Server {
+	return &http.Server{
+		Handler:           p.AdminHandler(),
+		ReadHeaderTimeout: p.cfg.AdminHeaderTimeout,
+		ReadTimeout:       p.cfg.AdminHeaderTimeout,
+		WriteTimeout:      adminWriteTimeout,
+		IdleTimeout:       p.cfg.AdminIdleTimeout,
+		MaxHeaderBytes:    adminMaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// capAdmin caps the admin connections open at once, in all and per
+// client address: one past a cap is closed as soon as it is accepted (and
+// counted), never queued. A client holding many connections thus costs a
+// bounded amount, and one address cannot take the slots the kubelet's
+// probes and Prometheus need.
+func (p *Proxy) capAdmin(l net.Listener) net.Listener {
+	return &capListener{Listener: l, max: p.cfg.AdminMaxConnections, perClient: adminMaxPerClient,
+		byClient: map[netip.Addr]int{}, refused: func(reason string) { p.m.refuse("admin", reason) }}
+}
+
+type capListener struct {
+	net.Listener
+	max, perClient int
+	refused        func(reason string)
+
+	mu       sync.Mutex
+	open     int
+	byClient map[netip.Addr]int
+}
+
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		var client netip.Addr
+		if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			client = ta.AddrPort().Addr().Unmap()
+		}
+		l.mu.Lock()
+		reason := ""
+		switch {
+		case l.open >= l.max:
+			reason = refuseTooMany
+		case l.byClient[client] >= l.perClient:
+			reason = refuseTooManyFromClient
+		default:
+			l.open++
+			l.byClient[client]++
+		}
+		l.mu.Unlock()
+		if reason != "" {
+			l.refused(reason)
+			c.Close()
+			continue
+		}
+		return &capConn{Conn: c, release: sync.OnceFunc(func() {
+			l.mu.Lock()
+			l.open--
+			if l.byClient[client]--; l.byClient[client] <= 0 {
+				delete(l.byClient, client)
+			}
+			l.mu.Unlock()
+		})}, nil
+	}
+}
+
+type capConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *capConn) Close() error {
+	c.release()
+	return c.Conn.Close()
+}
 
 // AdminHandler serves the admin endpoints:
 //
@@ -15,8 +115,9 @@ import (
 //	/ready     200 with a certificate and every declared port's first
 //	           policy, 503 with the reason otherwise (and at once on drain)
 //	/metrics   Prometheus text
-//	/shutdown  POST from a loopback client starts the drain; 404 unless
-//	           WEFT_PROXY_ADMIN_SHUTDOWN is on
+//	/shutdown  POST from a loopback client that reached the admin server
+//	           directly (not through a connection the proxy dialled)
+//	           starts the drain; 404 unless WEFT_PROXY_ADMIN_SHUTDOWN is on
 func (p *Proxy) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/live", func(w http.ResponseWriter, _ *http.Request) {
@@ -40,8 +141,10 @@ func (p *Proxy) AdminHandler() http.Handler {
 			http.Error(w, "use POST", http.StatusMethodNotAllowed)
 			return
 		}
-		if !fromLoopback(r) {
-			http.Error(w, "shutdown is only accepted from loopback", http.StatusForbidden)
+		if !fromLoopback(r) || p.self.has(r.RemoteAddr) {
+			// A connection the proxy dialled itself carries a request it
+			// forwarded for a client elsewhere, whatever its address.
+			http.Error(w, "shutdown is only accepted from loopback clients that reach the admin server directly", http.StatusForbidden)
 			return
 		}
 		p.log.Info("shutdown requested through the admin server")

@@ -165,6 +165,7 @@ func (ds *destinations) janitor(ctx context.Context) {
 		if ds.p.http != nil {
 			ds.p.http.pool.sweep()
 			ds.p.http.appH1.Sweep()
+			ds.p.http.extH1.Sweep()
 		}
 	}
 }
@@ -268,6 +269,9 @@ type policyCache struct {
 type portState struct {
 	proto *inbound.Server
 	srv   *authz.Server
+
+	// series caches the request series resolved under this policy.
+	series cowMap[inboundKey, *inboundEntry]
 }
 
 type portPolicy struct {

@@ -13,8 +13,25 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/dataplane/iptables"
 )
+
+// ParseIdentities reads a comma-separated list of identity names (the
+// tappers' list), each a DNS-like name; empty entries are skipped.
+func ParseIdentities(s string) ([]string, error) {
+	var out []string
+	for _, id := range strings.Split(s, ",") {
+		if id = strings.ToLower(strings.TrimSpace(id)); id == "" {
+			continue
+		}
+		if err := checkDNSName(id); err != nil {
+			return nil, fmt.Errorf("identity %q: %w", id, err)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
 
 // Config holds every setting of the proxy. FromEnv fills it from the
 // WEFT_PROXY_* environment variables the injector sets; DefaultConfig gives
@@ -70,7 +87,17 @@ type Config struct {
 	H2ResetBudget          int           // WEFT_PROXY_HTTP2_RESET_BUDGET, 100: premature stream resets a connection may cause before the ratio check closes it
 
 	// Admin.
-	AdminShutdown bool // WEFT_PROXY_ADMIN_SHUTDOWN: enable POST /shutdown from loopback
+	AdminShutdown       bool          // WEFT_PROXY_ADMIN_SHUTDOWN: enable POST /shutdown from loopback
+	AdminHeaderTimeout  time.Duration // WEFT_PROXY_ADMIN_HEADER_TIMEOUT, 5s: reading one admin request
+	AdminIdleTimeout    time.Duration // WEFT_PROXY_ADMIN_IDLE_TIMEOUT, 30s: an idle keep-alive admin connection
+	AdminMaxConnections int           // WEFT_PROXY_ADMIN_MAX_CONNECTIONS, 500: admin connections open at once (16 per client address)
+
+	// Tap (io.linkerd.proxy.tap), served over mutual TLS to the listed
+	// identities only.
+	TapAddr               string   // WEFT_PROXY_TAP_ADDR, 0.0.0.0:4190; opened only when TapIdentities is set
+	TapIdentities         []string // WEFT_PROXY_TAP_IDENTITIES: identities accepted as tappers; empty turns tap off
+	TapMaxTaps            int      // WEFT_PROXY_TAP_MAX_TAPS, 16: taps open at once
+	TapMaxEventsPerSecond int      // WEFT_PROXY_TAP_MAX_EVENTS_PER_SECOND, 1000: events per second one tap receives
 
 	// Logging.
 	LogLevel  string // WEFT_PROXY_LOG_LEVEL, info ("warn,linkerd=info" style accepted)
@@ -105,6 +132,12 @@ func DefaultConfig() Config {
 		H2StreamWindow:         1 << 20,
 		H2ConnectionWindow:     4 << 20,
 		H2ResetBudget:          100,
+		AdminHeaderTimeout:     5 * time.Second,
+		AdminIdleTimeout:       30 * time.Second,
+		AdminMaxConnections:    500,
+		TapAddr:                "0.0.0.0:4190",
+		TapMaxTaps:             defaultTapMaxTaps,
+		TapMaxEventsPerSecond:  defaultTapEventsPerSec,
 		LogLevel:               "info",
 		LogFormat:              "plain",
 	}
@@ -143,7 +176,7 @@ func Settings() []Setting {
 		{"WEFT_PROXY_INBOUND_FORWARD_HOST", "127.0.0.1", "address the inbound proxy connects to for the application"},
 		{"WEFT_PROXY_DEFAULT_INBOUND_POLICY", "all-unauthenticated", "policy for ports without a policy source: all-unauthenticated, all-authenticated, cluster-unauthenticated, cluster-authenticated, deny, audit"},
 		{"WEFT_PROXY_CLUSTER_NETWORKS", "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16,fd00::/8", "networks the cluster-* default policies trust"},
-		{"WEFT_PROXY_DETECT_TIMEOUT", "10s", "protocol detection timeout; a silent client is treated as opaque after it"},
+		{"WEFT_PROXY_DETECT_TIMEOUT", "10s", "protocol detection timeout; a client that sent nothing by then, or only the start of an HTTP request (inbound), is closed"},
 		{"WEFT_PROXY_CONNECT_TIMEOUT", "1s", "timeout for dialling an endpoint or the application"},
 		{"WEFT_PROXY_RESOLVE_TIMEOUT", "3s", "how long a new destination lookup may take before the connection fails"},
 		{"WEFT_PROXY_POLICY_TIMEOUT", "10s", "how long an inbound connection waits for its port's first policy before it is refused"},
@@ -155,7 +188,14 @@ func Settings() []Setting {
 		{"WEFT_PROXY_HTTP2_STREAM_WINDOW", "1048576", "HTTP/2 receive window per stream, bytes"},
 		{"WEFT_PROXY_HTTP2_CONNECTION_WINDOW", "4194304", "HTTP/2 receive window per connection, bytes"},
 		{"WEFT_PROXY_HTTP2_RESET_BUDGET", "100", "premature stream resets (sent or received, of streams under a second old) an HTTP/2 connection may see before it is closed when at least half its streams were reset so"},
-		{"WEFT_PROXY_ADMIN_SHUTDOWN", "false", "enable POST /shutdown on the admin server (loopback clients only)"},
+		{"WEFT_PROXY_ADMIN_SHUTDOWN", "false", "enable POST /shutdown on the admin server (loopback clients that reach it directly only)"},
+		{"WEFT_PROXY_ADMIN_HEADER_TIMEOUT", "5s", "how long an admin client may take to send a whole request"},
+		{"WEFT_PROXY_ADMIN_IDLE_TIMEOUT", "30s", "how long an admin keep-alive connection may stay idle"},
+		{"WEFT_PROXY_ADMIN_MAX_CONNECTIONS", "500", "admin connections open at once (and at most 16 per client address); more are closed at once"},
+		{vocab.EnvTapAddr, "0.0.0.0:4190", "tap server (io.linkerd.proxy.tap over mutual TLS); opened only when tap identities are set"},
+		{vocab.EnvTapIdentities, "", "comma-separated identities accepted as tappers (e.g. the tap service's); empty turns tap off"},
+		{vocab.EnvTapMaxTaps, "16", "taps open at once; more are refused with RESOURCE_EXHAUSTED"},
+		{vocab.EnvTapMaxEventsPerSecond, "1000", "events one tap receives per second; requests beyond it are not reported and are counted in tap_events_dropped_total"},
 		{"WEFT_PROXY_LOG_LEVEL", "info", "trace, debug, info, warn, error or off; Linkerd's 'warn,linkerd=info' form is accepted (its first bare level counts)"},
 		{"WEFT_PROXY_LOG_FORMAT", "plain", "plain or json"},
 	}
@@ -304,6 +344,8 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	duration("WEFT_PROXY_SHUTDOWN_GRACE_PERIOD", &cfg.ShutdownGracePeriod, true)
 	duration("WEFT_PROXY_HTTP_IDLE_TIMEOUT", &cfg.HTTPIdleTimeout, false)
 	duration("WEFT_PROXY_HTTP_HEADER_TIMEOUT", &cfg.HTTPHeaderTimeout, false)
+	duration("WEFT_PROXY_ADMIN_HEADER_TIMEOUT", &cfg.AdminHeaderTimeout, false)
+	duration("WEFT_PROXY_ADMIN_IDLE_TIMEOUT", &cfg.AdminIdleTimeout, false)
 	integer := func(name string, lo, hi int64, set func(int64)) {
 		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -319,6 +361,17 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	integer("WEFT_PROXY_HTTP2_STREAM_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2StreamWindow = int32(n) })
 	integer("WEFT_PROXY_HTTP2_CONNECTION_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2ConnectionWindow = int32(n) })
 	integer("WEFT_PROXY_HTTP2_RESET_BUDGET", 1, 1<<20, func(n int64) { cfg.H2ResetBudget = int(n) })
+	integer("WEFT_PROXY_ADMIN_MAX_CONNECTIONS", 1, 100000, func(n int64) { cfg.AdminMaxConnections = int(n) })
+	listen(vocab.EnvTapAddr, &cfg.TapAddr)
+	if v, ok := lookup(vocab.EnvTapIdentities); ok {
+		ids, err := ParseIdentities(v)
+		if err != nil {
+			bad(vocab.EnvTapIdentities, v, err)
+		}
+		cfg.TapIdentities = ids
+	}
+	integer(vocab.EnvTapMaxTaps, 1, 1024, func(n int64) { cfg.TapMaxTaps = int(n) })
+	integer(vocab.EnvTapMaxEventsPerSecond, 1, 1<<20, func(n int64) { cfg.TapMaxEventsPerSecond = int(n) })
 	if v, ok := lookup("WEFT_PROXY_ADMIN_SHUTDOWN"); ok && strings.TrimSpace(v) != "" {
 		b, err := strconv.ParseBool(strings.TrimSpace(v))
 		if err != nil {
@@ -358,7 +411,11 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("dataplane: no inbound or outbound listener configured"))
 	}
 	seen := map[string]string{}
-	for name, a := range map[string]string{"inbound": c.InboundAddr, "outbound": c.OutboundAddr, "admin": c.AdminAddr, "connect": c.ConnectAddr} {
+	addrs := map[string]string{"inbound": c.InboundAddr, "outbound": c.OutboundAddr, "admin": c.AdminAddr, "connect": c.ConnectAddr}
+	if len(c.TapIdentities) > 0 {
+		addrs["tap"] = c.TapAddr
+	}
+	for name, a := range addrs {
 		if a == "" {
 			continue
 		}
@@ -374,14 +431,20 @@ func (c Config) Validate() error {
 		seen[m.Listen] = "mapping"
 	}
 	if c.DetectTimeout <= 0 || c.ConnectTimeout <= 0 || c.ResolveTimeout <= 0 || c.PolicyTimeout <= 0 || c.ShutdownGracePeriod < 0 ||
-		c.HTTPIdleTimeout <= 0 || c.HTTPHeaderTimeout <= 0 {
+		c.HTTPIdleTimeout <= 0 || c.HTTPHeaderTimeout <= 0 || c.AdminHeaderTimeout <= 0 || c.AdminIdleTimeout <= 0 {
 		errs = append(errs, errors.New("dataplane: timeouts must be positive"))
 	}
 	if c.HTTPMaxHeaderBytes < 4096 || c.H2MaxConcurrentStreams == 0 || c.H2StreamWindow < 65535 || c.H2ConnectionWindow < 65535 || c.H2ResetBudget <= 0 {
 		errs = append(errs, errors.New("dataplane: HTTP limits must be set (header bytes at least 4096, streams at least 1, windows at least 65535, reset budget at least 1)"))
 	}
+	if c.AdminMaxConnections <= 0 {
+		errs = append(errs, errors.New("dataplane: the admin connection cap must be at least 1"))
+	}
 	if _, err := defaultPolicy(c.DefaultInboundPolicy, c.ClusterNetworks); err != nil {
 		errs = append(errs, fmt.Errorf("dataplane: default inbound policy: %w", err))
+	}
+	if c.TapMaxTaps <= 0 || c.TapMaxEventsPerSecond <= 0 {
+		errs = append(errs, errors.New("dataplane: tap limits must be positive"))
 	}
 	if _, err := netip.ParseAddr(c.InboundForwardHost); err != nil {
 		errs = append(errs, fmt.Errorf("dataplane: inbound forward host %q is not an IP address", c.InboundForwardHost))

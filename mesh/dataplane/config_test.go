@@ -69,6 +69,9 @@ func TestFromEnvReadsEverySetting(t *testing.T) {
 		"WEFT_PROXY_HTTP2_STREAM_WINDOW":          "262144",
 		"WEFT_PROXY_HTTP2_CONNECTION_WINDOW":      "1048576",
 		"WEFT_PROXY_HTTP2_RESET_BUDGET":           "50",
+		"WEFT_PROXY_ADMIN_HEADER_TIMEOUT":         "2s",
+		"WEFT_PROXY_ADMIN_IDLE_TIMEOUT":           "1m",
+		"WEFT_PROXY_ADMIN_MAX_CONNECTIONS":        "20",
 	}))
 	require.NoError(t, err)
 	assert.Equal(t, "0.0.0.0:5143", cfg.InboundAddr)
@@ -104,6 +107,9 @@ func TestFromEnvReadsEverySetting(t *testing.T) {
 	assert.Equal(t, int32(262144), cfg.H2StreamWindow)
 	assert.Equal(t, int32(1048576), cfg.H2ConnectionWindow)
 	assert.Equal(t, 50, cfg.H2ResetBudget)
+	assert.Equal(t, 2*time.Second, cfg.AdminHeaderTimeout)
+	assert.Equal(t, time.Minute, cfg.AdminIdleTimeout)
+	assert.Equal(t, 20, cfg.AdminMaxConnections)
 }
 
 func TestFromEnvNamesEachBadVariableAndValue(t *testing.T) {
@@ -133,6 +139,9 @@ func TestFromEnvNamesEachBadVariableAndValue(t *testing.T) {
 		"WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS": "many",
 		"WEFT_PROXY_HTTP2_STREAM_WINDOW":          "1024",
 		"WEFT_PROXY_HTTP2_RESET_BUDGET":           "-1",
+		"WEFT_PROXY_ADMIN_HEADER_TIMEOUT":         "0s",
+		"WEFT_PROXY_ADMIN_IDLE_TIMEOUT":           "forever",
+		"WEFT_PROXY_ADMIN_MAX_CONNECTIONS":        "0",
 	}
 	for name, val := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -196,4 +205,42 @@ func TestListenOpensEveryConfiguredListener(t *testing.T) {
 	cfg.InboundAddr = busy.Addr().String()
 	_, err = dataplane.Listen(testutil.Context(t, 0), cfg)
 	assert.ErrorContains(t, err, busy.Addr().String())
+}
+
+func TestTapSettingsAreReadAndTheTapListenerOpensOnlyWithTappers(t *testing.T) {
+	env := map[string]string{
+		"WEFT_PROXY_TAP_IDENTITIES":            " Tap.viz.serviceaccount.identity.weft.cluster.local, ,other.ns.serviceaccount.identity.weft.cluster.local",
+		"WEFT_PROXY_TAP_ADDR":                  "127.0.0.1:0",
+		"WEFT_PROXY_TAP_MAX_TAPS":              "3",
+		"WEFT_PROXY_TAP_MAX_EVENTS_PER_SECOND": "50",
+	}
+	cfg, err := dataplane.FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	require.NoError(t, err)
+	assert.Equal(t, []string{"tap.viz.serviceaccount.identity.weft.cluster.local", "other.ns.serviceaccount.identity.weft.cluster.local"}, cfg.TapIdentities)
+	assert.Equal(t, 3, cfg.TapMaxTaps)
+	assert.Equal(t, 50, cfg.TapMaxEventsPerSecond)
+
+	for name, bad := range map[string]string{
+		"WEFT_PROXY_TAP_IDENTITIES": "tap.viz/evil",
+		"WEFT_PROXY_TAP_MAX_TAPS":   "0",
+	} {
+		_, err := dataplane.FromEnv(func(k string) (string, bool) {
+			if k == name {
+				return bad, true
+			}
+			return "", false
+		})
+		assert.ErrorContains(t, err, name, "a bad %s is refused by name", name)
+	}
+
+	cfg.InboundAddr, cfg.OutboundAddr, cfg.AdminAddr = "127.0.0.1:0", "", ""
+	ls, err := dataplane.Listen(testutil.Context(t, 0), cfg)
+	require.NoError(t, err)
+	assert.NotNil(t, ls.Tap, "tappers named: the tap listener opens")
+	ls.Close()
+	cfg.TapIdentities = nil
+	ls, err = dataplane.Listen(testutil.Context(t, 0), cfg)
+	require.NoError(t, err)
+	assert.Nil(t, ls.Tap, "no tapper: no tap listener")
+	ls.Close()
 }

@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // bufSize is the size of the pooled copy buffers: two TLS records.
@@ -33,8 +31,10 @@ type halfCloser interface{ CloseWrite() error }
 // once; the goroutine that finishes last closes both connections and calls
 // done. Handing the copies to fresh goroutines lets the accepting
 // goroutine, whose stack grew during detection and the TLS handshake, exit.
-// Bytes from client count as read, bytes to client as written.
-func pipe(client, server net.Conn, stats *connStats, done func()) {
+// src are the series of the client connection (bytes from client count as
+// read, bytes to it as written), dst those of the server connection (nil
+// when it is not counted); errors are recorded on the side they came from.
+func pipe(client, server net.Conn, src, dst *connStats, done func()) {
 	var left atomic.Int32
 	left.Store(2)
 	finish := func() {
@@ -44,24 +44,50 @@ func pipe(client, server net.Conn, stats *connStats, done func()) {
 			done()
 		}
 	}
+	var toClient, toServer byteCounter = src.wrt, src.read
+	if dst != nil {
+		toClient, toServer = both{src.wrt, dst.read}, both{src.read, dst.wrt}
+	}
+	failed := func(from, to *connStats) func(error) {
+		return func(err error) {
+			if err == nil || isClosedErr(err) {
+				return
+			}
+			var we writeError
+			if errors.As(err, &we) {
+				from = to
+			}
+			if from != nil {
+				from.fail(err)
+			}
+		}
+	}
 	go func() {
 		defer finish()
-		copyHalf(client, server, stats.wrt)
+		copyHalf(client, server, toClient, failed(dst, src))
 	}()
 	go func() {
 		defer finish()
-		copyHalf(server, client, stats.read)
+		copyHalf(server, client, toServer, failed(src, dst))
 	}()
 }
 
+// writeError marks an error of the destination side of a copy.
+type writeError struct{ error }
+
+func (e writeError) Unwrap() error { return e.error }
+
 // copyHalf copies src to dst, then shuts dst's write side (or closes it when
 // that is not possible or the copy failed, which also ends the other half).
-func copyHalf(dst, src net.Conn, count prometheus.Counter) {
+// failed is told the error that ended the copy, if any.
+func copyHalf(dst, src net.Conn, count byteCounter, failed func(error)) {
 	err := copyConn(dst, src, count)
 	if err == nil {
 		if hc, ok := dst.(halfCloser); ok && hc.CloseWrite() == nil {
 			return
 		}
+	} else {
+		failed(err)
 	}
 	dst.Close()
 	src.Close()
@@ -77,7 +103,7 @@ func copyHalf(dst, src net.Conn, count prometheus.Counter) {
 //   - any other source is copied with a pooled buffer.
 //
 // It returns nil at EOF.
-func copyConn(dst, src net.Conn, count prometheus.Counter) error {
+func copyConn(dst, src net.Conn, count byteCounter) error {
 	switch s := src.(type) {
 	case *net.TCPConn:
 		rc, err := s.SyscallConn()
@@ -94,7 +120,7 @@ func copyConn(dst, src net.Conn, count prometheus.Counter) error {
 		n, err := src.Read(*buf)
 		if n > 0 {
 			if _, werr := dst.Write((*buf)[:n]); werr != nil {
-				return werr
+				return writeError{werr}
 			}
 			count.Add(float64(n))
 		}
@@ -111,7 +137,7 @@ func eofIsNil(err error) error {
 	return err
 }
 
-func copyFromTCP(dst net.Conn, src *net.TCPConn, rc syscall.RawConn, count prometheus.Counter) error {
+func copyFromTCP(dst net.Conn, src *net.TCPConn, rc syscall.RawConn, count byteCounter) error {
 	for {
 		if err := rc.Read(readable); err != nil {
 			return err
@@ -122,7 +148,7 @@ func copyFromTCP(dst net.Conn, src *net.TCPConn, rc syscall.RawConn, count prome
 			if n > 0 {
 				if _, werr := dst.Write((*buf)[:n]); werr != nil {
 					putBuf(buf)
-					return werr
+					return writeError{werr}
 				}
 				count.Add(float64(n))
 			}
@@ -138,7 +164,7 @@ func copyFromTCP(dst net.Conn, src *net.TCPConn, rc syscall.RawConn, count prome
 	}
 }
 
-func copyFromTLS(dst net.Conn, src *tls.Conn, count prometheus.Counter) error {
+func copyFromTLS(dst net.Conn, src *tls.Conn, count byteCounter) error {
 	var first [1]byte
 	for {
 		// Parked: no buffer held; the TLS layer keeps the record.
@@ -156,7 +182,7 @@ func copyFromTLS(dst net.Conn, src *tls.Conn, count prometheus.Counter) error {
 		m, err := src.Read((*buf)[1:])
 		if _, werr := dst.Write((*buf)[:1+m]); werr != nil {
 			putBuf(buf)
-			return werr
+			return writeError{werr}
 		}
 		count.Add(float64(1 + m))
 		if err != nil && !isTimeout(err) {
@@ -170,7 +196,7 @@ func copyFromTLS(dst net.Conn, src *tls.Conn, count prometheus.Counter) error {
 			if n > 0 {
 				if _, werr := dst.Write((*buf)[:n]); werr != nil {
 					putBuf(buf)
-					return werr
+					return writeError{werr}
 				}
 				count.Add(float64(n))
 			}

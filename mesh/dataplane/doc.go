@@ -57,12 +57,18 @@
 // proxy's identity is terminated with mutual TLS and the client identity is
 // the single DNS SAN of its verified certificate (never a header, never the
 // common name); anything else is plaintext (or the application's own TLS)
-// from a client without identity. The port comes from the transport header
-// or the original destination. For an opaque connection the port's policy
-// is evaluated with the shared evaluator (mesh/policy/authz); a denied
-// connection is closed, an allowed one is forwarded to the application on
-// InboundForwardHost (127.0.0.1). HTTP is authorized request by request
-// (below).
+// from a client without identity. The port comes from the transport header,
+// which only a client with a verified identity may send, or the original
+// destination; a port the proxy itself listens on ([Proxy.Own]) or a skip
+// port is refused. For an opaque connection the port's policy is evaluated
+// with the shared evaluator (mesh/policy/authz), server-level
+// authorizations only; a denied connection is closed, an allowed one is
+// forwarded to the application on InboundForwardHost (127.0.0.1). HTTP is
+// authorized request by request (below). A port whose policy declares
+// HTTP/1, HTTP/2 or gRPC serves HTTP only (other bytes get 400), and a
+// client silent, or stopped inside what could still be an HTTP request, at
+// the detect timeout is closed. docs/dataplane.md ("Security model") gives
+// each rule and its reason.
 //
 // # HTTP
 //
@@ -106,33 +112,47 @@
 //
 // # Metrics
 //
-// /metrics serves, with labels direction (inbound or outbound), peer_id
-// (the client identity inbound, the server identity outbound, empty
-// without one) and tls ("true" when the hop between proxies is mutual TLS):
+// /metrics serves the traffic series under Linkerd's names and labels, so
+// that Linkerd's dashboards and queries read them unchanged:
 //
-//	tcp_open_total                 connections opened
-//	tcp_close_total                connections closed
-//	tcp_open_connections           connections open now
-//	tcp_read_bytes_total           bytes read from the client side
-//	tcp_write_bytes_total          bytes written to the client side
-//	inbound_tcp_authz_allow_total  allowed, by target_port, authz, peer_id, tls
-//	inbound_tcp_authz_deny_total   denied, by target_port, peer_id, tls
+//	request_total, response_total, response_latency_ms    per endpoint (outbound, per attempt) or per admitted request (inbound)
+//	route_request_total, route_response_total, route_response_latency_ms, route_retryable_total
+//	tcp_open_total, tcp_close_total, tcp_open_connections, tcp_read_bytes_total, tcp_write_bytes_total, tcp_connection_duration_ms
+//	inbound_http_authz_allow_total, inbound_http_authz_deny_total, inbound_http_route_not_found_total
+//	inbound_tcp_authz_allow_total, inbound_tcp_authz_deny_total
 //	identity_cert_expiration_timestamp_seconds
 //
-// and, for HTTP, with labels direction, target (outbound: the
-// destination authority from discovery, capped at 500 values; inbound:
-// the application port), route (from policy), peer_id and tls:
+// with Linkerd's labels: direction, authority, target_addr/target_ip/
+// target_port, tls with client_id, server_id or no_tls_reason, the dst_*
+// labels of the endpoint's discovery metric labels, srv_*/route_*/authz_*
+// of inbound policy, status_code, classification, grpc_status, error, and
+// peer (src or dst) on transport series. Weft's own series sit beside them:
+// inbound_http_authz_audit_total, outbound_http_retries_total,
+// outbound_http_retry_budget_exhausted_total, http_errors_total,
+// http_protocol_errors_total, inbound_policy_refused_total,
+// metrics_label_sets_overflow_total, and tcp_refused_total (connections
+// refused before any policy applied, by direction and reason, a fixed
+// set). docs/metrics.md lists every label.
 //
-//	request_total                  requests received
-//	response_total                 responses, by status_code and classification
-//	response_latency_ms            time to the response head (histogram)
-//	inbound_http_authz_allow_total / _deny_total (reason) / _audit_total
-//	outbound_http_retries_total, outbound_http_retry_budget_exhausted_total
-//	http_errors_total              answers the proxy made itself, by reason
-//	http_protocol_errors_total     refused requests and closed HTTP/2 connections
+// The Linkerd-named series live in a store of their own (metrics_store.go):
+// each series is exported with exactly its labels, the data path adds to
+// series it resolved once per endpoint, route or policy route (no label
+// hashing, no allocation per request), series idle for ten minutes are
+// dropped, and at most 20,000 label sets are kept. No label is taken from
+// a raw Host, path or header.
 //
-// plus Go runtime and process metrics when the proxy owns its registry.
-// No label is taken from a raw Host, path or header.
+// # Tap
+//
+// With Config.TapIdentities set, Run serves io.linkerd.proxy.tap.Tap on
+// Listeners.Tap (port 4190) over mutual TLS: only callers whose verified
+// identity is in the list may Observe. A tap's match (source, destination,
+// labels, route, scheme, method, authority, path) is compiled once; the
+// requests it takes are reported as request-init, response-init and
+// response-end events (latencies, status, gRPC status or reset code, body
+// bytes, headers when asked for). Requests pay one atomic load while no
+// tap is open; events reach a tap's stream through a bounded buffer and a
+// per-tap events-per-second budget, and are dropped and counted beyond
+// them (tap_events_dropped_total), never waited for.
 //
 // # Faults
 //

@@ -86,7 +86,10 @@ type running struct {
 
 func testConfig() dataplane.Config {
 	cfg := dataplane.DefaultConfig()
-	cfg.DetectTimeout = 300 * time.Millisecond
+	// Generous: a client that has bytes to send sends them at once, but a
+	// busy machine may delay it, and a client silent until the timeout is
+	// refused. Tests of the timeout itself set a shorter one.
+	cfg.DetectTimeout = 5 * time.Second
 	cfg.ShutdownGracePeriod = 2 * time.Second
 	return cfg
 }
@@ -144,7 +147,16 @@ func (r *running) admin(t testing.TB, path string) (int, string) {
 func (r *running) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
 	_, body := r.admin(t, "/metrics")
+	return sumMetric(body, name, labels...)
+}
+
+// sumMetric sums the samples of name in a /metrics body whose lines
+// contain every one of labels (each written as `key="value"`); -1 when no
+// line matches.
+func sumMetric(body, name string, labels ...string) float64 {
+	sum, found := 0.0, false
 	sc := bufio.NewScanner(strings.NewReader(body))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
@@ -157,10 +169,14 @@ func (r *running) metric(t testing.TB, name string, labels ...string) float64 {
 		if ok {
 			var v float64
 			fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%g", &v)
-			return v
+			sum += v
+			found = true
 		}
 	}
-	return -1
+	if !found {
+		return -1
+	}
+	return sum
 }
 
 func allowOnly(ids ...string) *inbound.Server {
@@ -239,6 +255,11 @@ func (tp *tap) bytes() []byte {
 }
 
 func (tp *tap) port() uint16 { return uint16(tp.ln.Addr().(*net.TCPAddr).Port) }
+
+// opaque makes msg a message detection classifies as opaque at once, as a
+// binary protocol's first bytes are (text of token characters only could
+// still become an HTTP request line and waits for the detect timeout).
+func opaque(msg string) string { return "\x00" + msg }
 
 // echoOnce writes msg on a new connection to addr and reads the echo back.
 func echoOnce(t *testing.T, addr, msg string) (string, error) {

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -55,6 +56,11 @@ type connInfo struct {
 	peer      authz.Conn
 	target    netip.Addr // the address the client connected to, when known
 	fromProxy bool       // mesh TLS with the transport header: a peer proxy
+	dstName   string     // inbound: the authority the peer proxy resolved (transport header), budgeted
+
+	// Both directions.
+	remote     netip.AddrPort // the client's address
+	targetAddr netip.AddrPort // inbound: the pod address and application port; outbound: the original destination, when known
 }
 
 type infoKey struct{}
@@ -71,7 +77,8 @@ type httpRuntime struct {
 	h2     *http2.Server
 	h2base *http.Server
 	h2t    *http2.Transport
-	appH1  *h1.Client
+	appH1  *h1.Client // HTTP/1 to the local application (inbound)
+	extH1  *h1.Client // HTTP/1 to unmeshed endpoints (outbound)
 	pool   *connPool
 }
 
@@ -152,17 +159,29 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 	}
 	rt.h2t = t2
 
-	// HTTP/1 to the application and to unmeshed endpoints.
-	rt.appH1 = &h1.Client{
-		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
-			dctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
-			defer cancel()
-			return p.dialer.DialContext(dctx, "tcp", addr)
-		},
-		MaxIdlePerAddr: 256,
-		IdleTimeout:    90 * time.Second,
-		Limits:         h1.Limits{MaxHeaderBytes: cfg.HTTPMaxHeaderBytes},
+	// HTTP/1 to the application and to unmeshed endpoints: two clients,
+	// so that each connection is counted with the right transport labels.
+	newH1 := func(l func(addr string) *labels) *h1.Client {
+		return &h1.Client{
+			Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+				dctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+				defer cancel()
+				c, err := p.dialTracked(dctx, addr)
+				if err != nil {
+					return nil, err
+				}
+				return p.countedDial(c, l(addr)), nil
+			},
+			MaxIdlePerAddr: 256,
+			IdleTimeout:    90 * time.Second,
+			Limits:         h1.Limits{MaxHeaderBytes: cfg.HTTPMaxHeaderBytes},
+		}
 	}
+	rt.appH1 = newH1(func(string) *labels { return appLabels() })
+	rt.extH1 = newH1(func(addr string) *labels {
+		ap, _ := netip.ParseAddrPort(addr)
+		return outboundDstLabels("", Endpoint{Addr: ap})
+	})
 	rt.pool = newConnPool(p)
 	return rt, nil
 }
@@ -183,15 +202,12 @@ func h2ErrorClass(errType string) string {
 
 // serveHTTP serves HTTP on a connection whose protocol was detected (or
 // announced by the transport header), on a fresh goroutine so that the
-// stack grown during detection is released. done runs when it ends.
-func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInfo, done func()) {
+// stack grown during detection is released. l are the connection's
+// transport labels (peer="src"). done runs when it ends.
+func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInfo, l *labels, done func()) {
 	ctx := context.WithValue(p.runCtx, infoKey{}, info)
-	peer, tls := info.peer.Identity, info.peer.TLS
-	if info.direction == Outbound {
-		peer, tls = "", false
-	}
-	stats := p.m.opened(info.direction, peer, tls)
-	conn = &countedConn{Conn: conn, stats: stats}
+	stats := p.m.opened(l)
+	conn = &countedConn{Conn: conn, read: stats.read, wrt: stats.wrt}
 	go func() {
 		defer done()
 		defer stats.closed()
@@ -385,9 +401,10 @@ func forward1xx(ctx context.Context, w http.ResponseWriter) context.Context {
 // copyResponse writes resp to w: status, header (cleaned by fix), body
 // (flushed as it arrives when its length is unknown or it is gRPC) and
 // trailers. touch is called as bytes move. It returns the trailers
-// forwarded and the first error: errClientGone when writing to the client
-// failed, errUpstreamBody when reading the upstream body failed.
-func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Header), touch func()) (trailer http.Header, err error) {
+// forwarded, the body bytes written and the first error: errClientGone
+// when writing to the client failed, errUpstreamBody when reading the
+// upstream body failed.
+func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Header), touch func()) (trailer http.Header, written uint64, err error) {
 	h := w.Header()
 	for k := range h {
 		delete(h, k)
@@ -413,8 +430,9 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Head
 					touch()
 				}
 				if _, werr := w.Write((*buf)[:n]); werr != nil {
-					return nil, fmt.Errorf("%w: %w", errClientGone, werr)
+					return nil, written, fmt.Errorf("%w: %w", errClientGone, werr)
 				}
+				written += uint64(n)
 				if stream && flusher != nil {
 					flusher.Flush()
 				}
@@ -423,7 +441,7 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Head
 				break
 			}
 			if rerr != nil {
-				return nil, fmt.Errorf("%w: %w", errUpstreamBody, rerr)
+				return nil, written, fmt.Errorf("%w: %w", errUpstreamBody, rerr)
 			}
 		}
 	}
@@ -438,7 +456,7 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Head
 		}
 		trailer = tr
 	}
-	return trailer, nil
+	return trailer, written, nil
 }
 
 func bodyless(resp *http.Response) bool {
@@ -494,21 +512,79 @@ func hostPort(authority string) uint32 {
 	return 0
 }
 
+// clientBody is the request body a handler forwards upstream. It keeps
+// the first read error, so that an exchange that failed because the body
+// did (a malformed chunk, a client that went away mid-upload) is blamed
+// on the client and not on the upstream, and, when trailer is set, it
+// removes the mesh's headers from the request's trailers as soon as they
+// have arrived (at the end of the body, before they are sent on).
+type clientBody struct {
+	io.ReadCloser
+	trailer http.Header
+	failure atomic.Pointer[error]
+}
+
+func newClientBody(r *http.Request, cleanTrailer bool) *clientBody {
+	b := &clientBody{ReadCloser: r.Body}
+	if cleanTrailer {
+		b.trailer = r.Trailer // only declared trailers are ever filled in
+	}
+	return b
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF:
+		if b.trailer != nil {
+			h1.RemoveHopByHop(b.trailer)
+			h1.RemoveMeshHeaders(b.trailer)
+		}
+	case err != nil:
+		b.failure.CompareAndSwap(nil, &err)
+	}
+	return n, err
+}
+
+// failed returns the error reading the body ended with, or nil.
+func (b *clientBody) failed() error {
+	if b == nil {
+		return nil
+	}
+	if e := b.failure.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// classRequestBody names answers to a malformed request body.
+const classRequestBody = "request-body"
+
+// bodyFailure is the answer to an exchange whose request body failed:
+// the status the body's framing error calls for (400), or 499 when the
+// client went away in the middle of it.
+func bodyFailure(err error) *proxyErr {
+	if st := h1.StatusOf(err); st >= 400 && st < 500 {
+		return &proxyErr{st, grpcInternal, classRequestBody, "the request body is malformed: " + err.Error()}
+	}
+	return &proxyErr{499, grpcUnavailable, "client-gone", "the client went away in the middle of the request body"}
+}
+
 // abort ends the exchange without a proper end of stream: HTTP/2 resets
 // the stream, HTTP/1 closes the connection.
 func abort() { panic(http.ErrAbortHandler) }
 
-// countedConn counts the bytes of an HTTP client connection in the
-// connection metrics (tcp_read_bytes_total, tcp_write_bytes_total).
+// countedConn counts the bytes of a connection in the transport metrics
+// (tcp_read_bytes_total, tcp_write_bytes_total).
 type countedConn struct {
 	net.Conn
-	stats *connStats
+	read, wrt *series
 }
 
 func (c *countedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.stats.read.Add(float64(n))
+		c.read.n.Add(uint64(n))
 	}
 	return n, err
 }
@@ -516,7 +592,7 @@ func (c *countedConn) Read(p []byte) (int, error) {
 func (c *countedConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if n > 0 {
-		c.stats.wrt.Add(float64(n))
+		c.wrt.n.Add(uint64(n))
 	}
 	return n, err
 }

@@ -82,9 +82,12 @@ func TestInboundPolicyDecidesOnThePathTheApplicationSees(t *testing.T) {
 			}
 		})
 	}
-	assert.Positive(t, r.metric(t, "inbound_http_authz_deny_total", `reason="no-route"`))
+	assert.Positive(t, r.metric(t, "inbound_http_route_not_found_total", `srv_name=`))
 	assert.Positive(t, r.metric(t, "inbound_http_authz_deny_total", `reason="invalid-path"`))
-	assert.Positive(t, r.metric(t, "inbound_http_authz_allow_total", `route="httproute:public"`, `authz="authorizationpolicy:anyone"`))
+	assert.Positive(t, r.metric(t, "inbound_http_authz_allow_total", `route_kind="httproute"`, `route_name="public"`,
+		`authz_kind="authorizationpolicy"`, `authz_name="anyone"`))
+	assert.Positive(t, r.metric(t, "request_total", `direction="inbound"`, `route_name="public"`, `authz_name="anyone"`),
+		"admitted requests carry the route and authorization that admitted them")
 }
 
 func TestInboundHostMatchingIsCaseAndPortInsensitive(t *testing.T) {
@@ -132,7 +135,8 @@ func TestDeniedHTTPGets403WithTheReasonClass(t *testing.T) {
 	assert.Contains(t, resp.Header.Get("L5d-Proxy-Error"), "unauthorized")
 	assert.Contains(t, body, "Forbidden")
 	assert.Zero(t, hp.app.requests.Load())
-	assert.Equal(t, 1.0, hp.b.metric(t, "inbound_http_authz_deny_total", `reason="unauthorized"`, `peer_id="`+idA+`"`, `tls="true"`))
+	assert.Equal(t, 1.0, hp.b.metric(t, "inbound_http_authz_deny_total", `reason="unauthorized"`, `client_id="`+idA+`"`, `tls="true"`))
+	assert.Equal(t, -1.0, hp.b.metric(t, "request_total", `direction="inbound"`), "a denied request is not an inbound request, as in Linkerd")
 }
 
 func TestAuditModeLetsRequestsThroughAndCountsThem(t *testing.T) {
@@ -141,7 +145,7 @@ func TestAuditModeLetsRequestsThroughAndCountsThem(t *testing.T) {
 	hp := startHTTPPair(t, httpPairOptions{serverPolicy: audit})
 	resp, _ := get(t, h1Client(), hp.url("/"))
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, 1.0, hp.b.metric(t, "inbound_http_authz_audit_total", `peer_id="`+idA+`"`))
+	assert.Equal(t, 1.0, hp.b.metric(t, "inbound_http_authz_audit_total", `client_id="`+idA+`"`, `authz_kind="default"`, `authz_name="audit"`))
 	assert.Equal(t, -1.0, hp.b.metric(t, "inbound_http_authz_deny_total"))
 }
 
@@ -212,5 +216,6 @@ func TestDeniedGRPCGetsPermissionDeniedWithTheReason(t *testing.T) {
 	assert.Equal(t, codes.PermissionDenied, status.Code(err))
 	// A trailers-only response: gRPC hands its metadata over as trailers.
 	assert.Equal(t, []string{"no-route"}, stream.Trailer().Get("weft-deny-reason"))
-	assert.Equal(t, 1.0, b.metric(t, "inbound_http_authz_deny_total", `reason="no-route"`))
+	assert.Equal(t, 1.0, b.metric(t, "inbound_http_route_not_found_total"))
+	assert.Equal(t, -1.0, b.metric(t, "inbound_http_authz_deny_total"), "a request no route matches is not an authorization denial")
 }

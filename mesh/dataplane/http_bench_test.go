@@ -1,23 +1,36 @@
 package dataplane_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/interop"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/stretchr/testify/require"
+	ptap "github.com/weftmesh/weft/apis/proxy/tap"
 
 	"github.com/weftmesh/weft/internal/testutil"
+	"github.com/weftmesh/weft/mesh/dataplane"
 )
 
 // The HTTP benchmarks compare, in one process on loopback, an application
@@ -99,7 +112,7 @@ func cpuTime() time.Duration {
 }
 
 func benchGet(b *testing.B, c *http.Client, u string, parallel int) {
-	do := func() {
+	benchDo(b, parallel, func() {
 		resp, err := c.Get(u)
 		if err != nil {
 			b.Error(err)
@@ -110,7 +123,12 @@ func benchGet(b *testing.B, c *http.Client, u string, parallel int) {
 		if resp.StatusCode != http.StatusOK {
 			b.Errorf("status %d", resp.StatusCode)
 		}
-	}
+	})
+}
+
+// benchDo runs do b.N times, from parallel goroutines per CPU when
+// parallel > 1, and reports allocations and CPU time per operation.
+func benchDo(b *testing.B, parallel int, do func()) {
 	do() // warm the connections
 	b.ReportAllocs()
 	start := cpuTime()
@@ -163,6 +181,40 @@ func BenchmarkHTTP1Throughput(b *testing.B) {
 			c := h1Client()
 			c.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
 			benchGet(b, c, "http://"+t.addr(name)+"/", 8)
+		})
+	}
+}
+
+// BenchmarkHTTP1Upload posts a 16 KiB body of unknown length (sent
+// chunked) from 8 goroutines per CPU over kept-alive HTTP/1.1 connections:
+// the request-body path (the body is written by a goroutine of its own
+// while the response is read, at the outbound and at the inbound).
+func BenchmarkHTTP1Upload(b *testing.B) {
+	t := startBenchTargets(b)
+	body := bytes.Repeat([]byte("x"), 16<<10)
+	for _, name := range httpBenchOrder {
+		b.Run(name, func(b *testing.B) {
+			c := h1Client()
+			c.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
+			u := "http://" + t.addr(name) + "/upload"
+			benchDo(b, 8, func() {
+				// Not a *bytes.Reader: the length is unknown, the body chunked.
+				req, err := http.NewRequest(http.MethodPost, u, io.NopCloser(bytes.NewReader(body)))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				resp, err := c.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Errorf("status %d", resp.StatusCode)
+				}
+			})
 		})
 	}
 }
@@ -223,3 +275,192 @@ func BenchmarkHTTPGRPCUnary(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHTTPTap measures what tap costs the proxies. Four proxy pairs
+// run side by side: one with no tap open, one with a tap open that
+// matches none of the requests, one with a tap taking every request within
+// the default budget (1,000 events per second: at this rate most requests
+// are counted as dropped), and one with a tap taking every request without
+// a budget. Each benchmark iteration is a round of 1,000 HTTP/1.1 requests
+// (8 concurrent) through each pair in turn, so the four share the
+// machine's state of the moment, with a fifth run straight to the
+// application; the result is the median over rounds of the process CPU
+// per request, and of the tap's cost as a share of the proxies' CPU per
+// request ((tapped - no-tap) / (no-tap - direct), in the same round). The tapper runs in a process of its own (as a tapper does),
+// so the figures hold the proxies' cost, the clients' and the
+// application's, not the tapper's.
+//
+//	go test -run XXX -bench HTTPTap -benchtime 20x ./mesh/dataplane
+func BenchmarkHTTPTap(b *testing.B) {
+	app := startHTTPApp(b)
+	app.handler = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "hello from the application\n")
+	}
+	type variant struct {
+		name  string
+		match *ptap.ObserveRequest_Match
+		rate  int
+		hp    *httpPair
+		url   string
+		c     *http.Client
+		cpu   []float64 // per round, us per request
+	}
+	variants := []*variant{
+		{name: "direct"},
+		{name: "no-tap"},
+		{name: "tap-matching-nothing", match: pathPrefix("/never")},
+		{name: "tap-every-request-default-budget", match: everything()},
+		{name: "tap-every-request-no-budget", match: everything(), rate: 1 << 20},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var readers sync.WaitGroup
+	defer func() { cancel(); readers.Wait() }()
+	for _, v := range variants {
+		v.c = h1Client()
+		v.c.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
+		if v.name == "direct" {
+			v.url = "http://" + app.ln.Addr().String() + "/"
+			continue
+		}
+		v.hp = startHTTPPair(b, httpPairOptions{app: app, serverPolicy: allowAll(b), cfgA: func(c *dataplane.Config) {
+			tapConfig(c)
+			if v.rate != 0 {
+				c.TapMaxEventsPerSecond = v.rate
+			}
+		}})
+		v.url = v.hp.url("/")
+		if v.match == nil {
+			continue
+		}
+		startTapperProcess(ctx, b, v.hp, &ptap.ObserveRequest{Limit: 1 << 31, Match: v.match}, &readers)
+		testutil.Eventually(b, 10*time.Second, func() bool { return v.hp.a.metric(b, "tap_streams_open") == 1 }, "tap open")
+	}
+	const perRound, workers = 1000, 8
+	round := func(v *variant) {
+		var wg sync.WaitGroup
+		start := cpuTime()
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < perRound/workers; i++ {
+					resp, err := v.c.Get(v.url)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}()
+		}
+		wg.Wait()
+		v.cpu = append(v.cpu, float64(cpuTime()-start)/float64(time.Microsecond)/float64(perRound/workers*workers))
+	}
+	for _, v := range variants {
+		round(v) // warm connections and caches
+		v.cpu = nil
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, v := range variants {
+			round(v)
+		}
+	}
+	b.StopTimer()
+	median := func(xs []float64) float64 {
+		s := append([]float64(nil), xs...)
+		sort.Float64s(s)
+		return s[len(s)/2]
+	}
+	direct, noTap := variants[0], variants[1]
+	for _, v := range variants {
+		b.ReportMetric(median(v.cpu), v.name+"-cpu-us/req")
+		b.Logf("%s: %.0f us/req per round: %.0f", v.name, median(v.cpu), v.cpu)
+		if v == direct || v == noTap {
+			continue
+		}
+		// The tap's cost against the proxies' own CPU per request (the
+		// pair minus the direct run), round by round.
+		ratios := make([]float64, len(v.cpu))
+		for i := range v.cpu {
+			ratios[i] = 100 * (v.cpu[i] - noTap.cpu[i]) / (noTap.cpu[i] - direct.cpu[i])
+		}
+		b.ReportMetric(median(ratios), v.name+"-overhead-%-of-proxy-cpu")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// startTapperProcess runs a tapper in a process of its own (this test
+// binary, as TestTapperProcess), so that its CPU is not counted with the
+// proxies'. It reads the tap's events as bytes and discards them, until
+// ctx ends.
+func startTapperProcess(ctx context.Context, b *testing.B, hp *httpPair, req *ptap.ObserveRequest, wg *sync.WaitGroup) {
+	dir := b.TempDir()
+	leaf := hp.pki.issuer.Leaf(b, testutil.CertOptions{Name: idTapper})
+	body, err := proto.Marshal(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	files := map[string][]byte{"cert.pem": leaf.ChainPEM, "key.pem": leaf.KeyPEM, "ca.pem": hp.pki.anchor.CertPEM, "req.bin": body}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestTapperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "WEFT_TAPPER_DIR="+dir, "WEFT_TAPPER_ADDR="+hp.tapA.Addr().String(), "WEFT_TAPPER_SERVER="+idA)
+	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = cmd.Wait()
+	}()
+}
+
+// TestTapperProcess is the tapper BenchmarkHTTPTap runs in a process of
+// its own; without WEFT_TAPPER_DIR it does nothing.
+func TestTapperProcess(t *testing.T) {
+	dir := os.Getenv("WEFT_TAPPER_DIR")
+	if dir == "" {
+		return
+	}
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		return b
+	}
+	cert, err := tls.X509KeyPair(read("cert.pem"), read("key.pem"))
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(read("ca.pem"))
+	cfg := &tls.Config{RootCAs: roots, ServerName: os.Getenv("WEFT_TAPPER_SERVER"), MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}
+	conn, err := grpc.NewClient(os.Getenv("WEFT_TAPPER_ADDR"), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	require.NoError(t, err)
+	defer conn.Close()
+	stream, err := conn.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true}, ptap.Tap_Observe_FullMethodName, grpc.ForceCodec(benchRawCodec{}))
+	require.NoError(t, err)
+	body := read("req.bin")
+	require.NoError(t, stream.SendMsg(&body))
+	require.NoError(t, stream.CloseSend())
+	for {
+		var m []byte
+		if stream.RecvMsg(&m) != nil {
+			return
+		}
+	}
+}
+
+// benchRawCodec passes message bytes through undecoded.
+type benchRawCodec struct{}
+
+func (benchRawCodec) Marshal(v any) ([]byte, error) { return *(v.(*[]byte)), nil }
+func (benchRawCodec) Unmarshal(data []byte, v any) error {
+	*(v.(*[]byte)) = data
+	return nil
+}
+func (benchRawCodec) Name() string { return "proto" }

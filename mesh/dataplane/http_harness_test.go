@@ -46,6 +46,8 @@ type httpApp struct {
 	srv      *http.Server
 	ln       net.Listener
 	requests atomic.Int32
+	accepted atomic.Int32 // connections accepted
+	open     atomic.Int32 // connections open now
 	mu       sync.Mutex
 	log      []seen
 	handler  http.HandlerFunc // overrides the routes above when set
@@ -56,7 +58,16 @@ func startHTTPApp(t testing.TB) *httpApp {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetUnencryptedHTTP2(true)
-	a.srv = &http.Server{Handler: http.HandlerFunc(a.serve), Protocols: &protos, ReadHeaderTimeout: 5 * time.Second}
+	a.srv = &http.Server{Handler: http.HandlerFunc(a.serve), Protocols: &protos, ReadHeaderTimeout: 5 * time.Second,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			switch s {
+			case http.StateNew:
+				a.accepted.Add(1)
+				a.open.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				a.open.Add(-1)
+			}
+		}}
 	go a.srv.Serve(a.ln)
 	t.Cleanup(func() { a.srv.Close() })
 	return a
@@ -143,6 +154,7 @@ type httpPair struct {
 	clientAddr string
 	target     string
 	inB        *countingListener
+	tapA, tapB net.Listener // set when the proxy's config names tappers
 }
 
 // countingListener counts accepted connections.
@@ -185,7 +197,12 @@ func startHTTPPair(t testing.TB, o httpPairOptions) *httpPair {
 		o.cfgB(&cfgB)
 	}
 	hp.inB = &countingListener{Listener: testutil.Listen(t)}
-	hp.b = startProxy(t, cfgB, hp.pki.identity(t, idB), nil, hp.policies, dataplane.Listeners{Inbound: hp.inB})
+	lsB := dataplane.Listeners{Inbound: hp.inB}
+	if len(cfgB.TapIdentities) > 0 {
+		lsB.Tap = testutil.Listen(t)
+		hp.tapB = lsB.Tap
+	}
+	hp.b = startProxy(t, cfgB, hp.pki.identity(t, idB), nil, hp.policies, lsB)
 	hop := uint16(hp.inB.Addr().(*net.TCPAddr).Port)
 
 	hp.target = fmt.Sprintf("web.shop.svc.cluster.local:%d", app.port())
@@ -199,9 +216,13 @@ func startHTTPPair(t testing.TB, o httpPairOptions) *httpPair {
 		o.cfgA(&cfgA)
 	}
 	mapped := testutil.Listen(t)
-	hp.a = startProxy(t, cfgA, hp.pki.identity(t, idA), hp.resolver, nil, dataplane.Listeners{
-		Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: hp.target}},
-	}, dataplane.WithOutboundPolicies(hp.outbound), dataplane.WithProfiles(hp.profiles))
+	lsA := dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: hp.target}}}
+	if len(cfgA.TapIdentities) > 0 {
+		lsA.Tap = testutil.Listen(t)
+		hp.tapA = lsA.Tap
+	}
+	hp.a = startProxy(t, cfgA, hp.pki.identity(t, idA), hp.resolver, nil, lsA,
+		dataplane.WithOutboundPolicies(hp.outbound), dataplane.WithProfiles(hp.profiles))
 	hp.clientAddr = mapped.Addr().String()
 	return hp
 }

@@ -24,6 +24,11 @@ import (
 // connection was redirected to the app's port, for clients without mesh
 // TLS.
 func plainInbound(t *testing.T, policy *inbound.Server, app *httpApp) (*running, string) {
+	return plainInboundWith(t, testConfig(), policy, app)
+}
+
+// plainInboundWith is plainInbound with a configuration of its own.
+func plainInboundWith(t *testing.T, cfg dataplane.Config, policy *inbound.Server, app *httpApp) (*running, string) {
 	pk := newPKI(t)
 	pols := dataplane.NewMemoryPolicies()
 	pols.Set(uint32(app.port()), policy)
@@ -31,7 +36,7 @@ func plainInbound(t *testing.T, policy *inbound.Server, app *httpApp) (*running,
 	orig := func(net.Conn) (netip.AddrPort, error) {
 		return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), app.port()), nil
 	}
-	r := startProxy(t, testConfig(), pk.identity(t, idB), nil, pols, dataplane.Listeners{Inbound: in}, dataplane.WithOriginalDestination(orig))
+	r := startProxy(t, cfg, pk.identity(t, idB), nil, pols, dataplane.Listeners{Inbound: in}, dataplane.WithOriginalDestination(orig))
 	return r, in.Addr().String()
 }
 

@@ -3,11 +3,13 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/h1"
 	"github.com/weftmesh/weft/mesh/policy/authz"
@@ -39,7 +41,17 @@ func denial(reason authz.Reason, detail string) *proxyErr {
 func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connInfo) {
 	grpc := isGRPC(r)
 	portLabel := strconv.Itoa(int(info.port))
-	tls := tlsLabel(info.peer.TLS)
+	now := time.Now()
+
+	if r.Method == http.MethodConnect {
+		// CONNECT would turn the request into a tunnel past HTTP policy;
+		// the application is reached by plain requests only. Refused
+		// before policy, it is not an inbound request (request_total), as
+		// a denied one is not: http_errors_total counts it.
+		p.m.http.errors.WithLabelValues(Inbound, portLabel, "connect-refused").Inc()
+		writeProxyError(w, grpc, &proxyErr{http.StatusMethodNotAllowed, grpcUnimplemented, "connect-refused", "CONNECT is not forwarded to the application"}, false)
+		return
+	}
 
 	target := r.RequestURI
 	if !strings.HasPrefix(target, "/") {
@@ -51,8 +63,10 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	var res authz.Result
 	var deny *proxyErr
 	st, err := p.pols.get(r.Context(), uint32(info.port))
+	cache := st
 	switch {
 	case err != nil:
+		cache = p.noPolicy
 		deny = denial(authz.ReasonNoPolicy, err.Error())
 	case !serverIPsAllow(st.proto, info.target):
 		deny = denial(authz.ReasonUnauthorized, "the server does not listen on the address the client used")
@@ -62,27 +76,38 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 			deny = denial(res.Reason, "")
 		}
 	}
-	rname := routeName(&res)
-	stats := p.m.http.request(Inbound, portLabel, rname, info.peer.Identity, info.peer.TLS)
+	denyClass := ""
 	if deny != nil {
-		p.m.http.authzDeny.WithLabelValues(portLabel, rname, deny.class, info.peer.Identity, tls).Inc()
+		denyClass = deny.class
+	}
+	series := p.inboundSeries(cache, info, &res, denyClass)
+	series.use(now)
+	series.authz.inc()
+	var tr *tapRequest // set when an open tap takes the request
+	if p.tap.on() {
+		tr = p.tapInbound(r, info, st, &res)
+		defer tr.responseEnd(0, -1, -1, nil) // ends an upgraded or aborted request; no-op once ended
+	}
+	if deny != nil {
 		p.log.Info("inbound request denied", "port", info.port, "reason", deny.class, "peer_id", info.peer.Identity, "method", r.Method)
 		writeProxyError(w, grpc, deny, true)
-		stats.head(true)
-		stats.done(deny.status, true)
+		tr.responseInit(deny.status, w.Header(), info.h2)
+		tr.responseEnd(0, tapGRPCStatus(grpcStatusOf(grpc, deny)), -1, nil)
 		return
 	}
 	if res.Decision == authz.Audit {
-		p.m.http.authzAudit.WithLabelValues(portLabel, rname, info.peer.Identity, tls).Inc()
-		p.log.Info("inbound request admitted by audit policy", "port", info.port, "route", rname, "peer_id", info.peer.Identity)
-	} else {
-		p.m.http.authzAllow.WithLabelValues(portLabel, rname, authzName(res.Authorization), info.peer.Identity, tls).Inc()
+		p.log.Info("inbound request admitted by audit policy", "port", info.port, "route", routeName(&res), "peer_id", info.peer.Identity)
 	}
+	var stats reqStats
+	stats.begin(series.rt, now)
+	stats.attempt(series.ep)
 	fail := func(e *proxyErr) {
 		p.m.http.errors.WithLabelValues(Inbound, portLabel, e.class).Inc()
 		writeProxyError(w, grpc, e, false)
-		stats.head(true)
-		stats.done(e.status, true)
+		stats.head(e.status)
+		stats.done(e.status, grpcStatusOf(grpc, e), true, e.class)
+		tr.responseInit(e.status, w.Header(), info.h2)
+		tr.responseEnd(0, tapGRPCStatus(grpcStatusOf(grpc, e)), -1, nil)
 	}
 
 	// The request as the application sees it: the normalized path the
@@ -118,15 +143,23 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 
 	if upgrade {
 		p.forwardUpgrade(r.Context(), w, r, hdr, up, func(ctx context.Context) (net.Conn, error) {
-			return p.dialer.DialContext(ctx, "tcp", app.String())
-		}, stats, nil, false)
+			return p.dialTracked(ctx, app.String())
+		}, &stats, nil, false)
 		return
 	}
 
-	req := outgoingRequest(forward1xx(r.Context(), w), r, hdr, r.Body, path, rawQuery)
+	// The body keeps its first error, and its trailers lose the mesh's
+	// headers as they arrive.
+	var body io.ReadCloser = r.Body
+	var cbody *clientBody
+	if body != nil && body != http.NoBody {
+		cbody = newClientBody(r, true)
+		body = cbody
+	}
+	req := outgoingRequest(forward1xx(r.Context(), w), r, hdr, body, path, rawQuery)
 	var resp *http.Response
 	if toH2 {
-		resp, err = p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false })
+		resp, err = p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false }, dialLabels{inbound: true})
 	} else {
 		resp, err = p.http.appH1.RoundTrip(req, app.String())
 	}
@@ -136,6 +169,8 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		switch {
 		case r.Context().Err() != nil:
 			fail(&proxyErr{499, grpcUnavailable, "client-gone", "the client went away"})
+		case cbody.failed() != nil:
+			fail(bodyFailure(cbody.failed()))
 		case errors.As(err, &de), errors.As(err, &he):
 			fail(&proxyErr{http.StatusBadGateway, grpcUnavailable, "app-unreachable", "the application is not reachable"})
 		default:
@@ -144,18 +179,44 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		return
 	}
 	defer resp.Body.Close()
-	failure := resp.StatusCode >= 500 || (resp.Header.Get("Grpc-Status") != "" && resp.Header.Get("Grpc-Status") != "0")
-	stats.head(failure)
-	trailer, err := copyResponse(w, resp, h1.RemoveMeshHeaders, nil)
-	if gs := trailer.Get("Grpc-Status"); gs != "" && gs != "0" {
-		failure = true
+	gs := resp.Header.Get("Grpc-Status")
+	failure := resp.StatusCode >= 500 || (gs != "" && gs != "0")
+	stats.head(resp.StatusCode)
+	tr.responseInit(resp.StatusCode, resp.Header, info.h2)
+	trailer, n, err := copyResponse(w, resp, h1.RemoveMeshHeaders, nil)
+	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
+		gs = tgs
+		failure = failure || tgs != "0"
 	}
 	if err != nil {
-		stats.done(resp.StatusCode, true)
+		stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
+		tr.responseEnd(n, -1, tapResetCode(err), nil)
 		if errors.Is(err, errUpstreamBody) {
 			abort()
 		}
 		return
 	}
-	stats.done(resp.StatusCode, failure)
+	stats.done(resp.StatusCode, gs, failure, "")
+	tr.responseEnd(n, tapGRPCStatus(gs), -1, trailer)
+}
+
+// grpcStatusOf is the grpc-status of an answer the proxy made itself
+// (empty when the call is not gRPC).
+func grpcStatusOf(grpc bool, e *proxyErr) string {
+	if !grpc {
+		return ""
+	}
+	return strconv.Itoa(e.grpc)
+}
+
+// streamErrorClass names why a response stream did not complete, for the
+// error label.
+func streamErrorClass(err error) string {
+	switch {
+	case errors.Is(err, errClientGone):
+		return "client-gone"
+	case errors.Is(err, errUpstreamBody):
+		return "upstream-reset"
+	}
+	return "error"
 }

@@ -235,7 +235,7 @@ func TestManyUniqueHostsKeepMetricSeriesBounded(t *testing.T) {
 	// the number of hosts or paths.
 	assert.LessOrEqual(t, count(hp.a), beforeA+60)
 	assert.LessOrEqual(t, count(hp.b), beforeB+60)
-	assert.Equal(t, float64(total+50), hp.a.metric(t, "request_total", `direction="outbound"`, `target="`+hp.target+`"`))
+	assert.Equal(t, float64(total+50), hp.a.metric(t, "request_total", `direction="outbound"`, `authority="`+hp.target+`"`))
 }
 
 func TestStoppedProxiesLeaveNoGoroutinesBehind(t *testing.T) {

@@ -3,63 +3,69 @@ package dataplane
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// httpMetrics are the request-level series. Label values come from
-// discovery (the target authority), policy (route and authorization
-// names), verified certificates (peer_id) and a fixed set of status codes
-// and reason classes: never from a raw Host, path or header, so a client
-// cannot grow them (Linkerd CVE-2025-43915). Targets are additionally
-// capped: past maxTargetLabels distinct values, new ones count as
-// "overflow".
+// httpMetrics are the request-level series: Linkerd's endpoint-level
+// families (request_total, response_total, response_latency_ms), route-level
+// families (route_*) and inbound authorization counters in the store, and
+// Weft's extras as client_golang vectors. Label values come from discovery,
+// policy, verified certificates and fixed enumerations, never from a raw
+// Host, path or header (Linkerd CVE-2025-43915). Authorities are
+// additionally capped: past maxTargetLabels distinct values, new ones count
+// as "overflow".
 type httpMetrics struct {
-	requests   *prometheus.CounterVec
-	responses  *prometheus.CounterVec
-	latency    *prometheus.HistogramVec
-	authzAllow *prometheus.CounterVec
-	authzDeny  *prometheus.CounterVec
-	authzAudit *prometheus.CounterVec
-	retries    *prometheus.CounterVec
-	exhausted  *prometheus.CounterVec
-	errors     *prometheus.CounterVec
-	protocol   *prometheus.CounterVec
+	st *store
 
-	targets labelBudget
+	ep, route reqFamilies
+
+	authzAllow, authzDeny, authzAudit, routeNotFound *family
+
+	retries   *prometheus.CounterVec
+	exhausted *prometheus.CounterVec
+	errors    *prometheus.CounterVec
+	protocol  *prometheus.CounterVec
+
+	targets    labelBudget // outbound authorities
+	inboundDst labelBudget // inbound: authorities named by peer proxies
 }
 
-// maxTargetLabels bounds the distinct target label values.
+// reqFamilies are the families of one level (endpoint or route).
+type reqFamilies struct {
+	requests, responses, latency *family
+	retryable                    *family // route level only
+}
+
+// maxTargetLabels bounds the distinct authority label values.
 const maxTargetLabels = 500
 
-// latencyBuckets are Linkerd's response_latency_ms buckets.
-var latencyBuckets = []float64{1, 2, 3, 4, 5, 10, 20, 30, 40, 50, 100, 200, 300, 400, 500,
-	1000, 2000, 3000, 4000, 5000, 10000, 20000, 30000, 40000, 50000}
-
-var reqLabels = []string{"direction", "target", "route", "peer_id", "tls"}
-
-func newHTTPMetrics() *httpMetrics {
+func newHTTPMetrics(st *store) *httpMetrics {
 	return &httpMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "request_total", Help: "HTTP requests received, by direction, target, route, peer identity and mesh TLS.",
-		}, reqLabels),
-		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "response_total", Help: "HTTP responses completed, with status code and classification (success or failure).",
-		}, append(append([]string{}, reqLabels...), "status_code", "classification")),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "response_latency_ms", Help: "Time from a request's head to its response's head, in milliseconds.",
-			Buckets: latencyBuckets,
-		}, []string{"direction", "target", "route", "classification"}),
-		authzAllow: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inbound_http_authz_allow_total", Help: "Inbound HTTP requests allowed, by target port, route, authorization, peer identity and mesh TLS.",
-		}, []string{"target_port", "route", "authz", "peer_id", "tls"}),
-		authzDeny: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inbound_http_authz_deny_total", Help: "Inbound HTTP requests denied, by target port, route, reason class, peer identity and mesh TLS.",
-		}, []string{"target_port", "route", "reason", "peer_id", "tls"}),
-		authzAudit: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inbound_http_authz_audit_total", Help: "Inbound HTTP requests only an audit policy admitted (let through and reported).",
-		}, []string{"target_port", "route", "peer_id", "tls"}),
+		st: st,
+		ep: reqFamilies{
+			requests:  newFamily("request_total", "Total count of HTTP requests.", kindCounter),
+			responses: newFamily("response_total", "Total count of HTTP responses.", kindCounter),
+			latency: newFamily("response_latency_ms",
+				"Elapsed times between a request's headers being received and its response's headers being sent, in milliseconds.", kindHistogram),
+		},
+		route: reqFamilies{
+			requests:  newFamily("route_request_total", "Total count of HTTP requests, by route.", kindCounter),
+			responses: newFamily("route_response_total", "Total count of HTTP responses, by route.", kindCounter),
+			latency: newFamily("route_response_latency_ms",
+				"Elapsed times between a request's headers being received and its response's headers being sent, by route, in milliseconds.", kindHistogram),
+			retryable: newFamily("route_retryable_total", "Total count of retryable HTTP responses, by route.", kindCounter),
+		},
+		authzAllow: newFamily("inbound_http_authz_allow_total",
+			"The total number of inbound HTTP requests that were authorized.", kindCounter),
+		authzDeny: newFamily("inbound_http_authz_deny_total",
+			"The total number of inbound HTTP requests that were denied by authorization policy.", kindCounter),
+		authzAudit: newFamily("inbound_http_authz_audit_total",
+			"Inbound HTTP requests only an audit policy admitted (let through and reported).", kindCounter),
+		routeNotFound: newFamily("inbound_http_route_not_found_total",
+			"The total number of inbound HTTP requests that could not be associated with a route.", kindCounter),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbound_http_retries_total", Help: "Outbound HTTP retries, by target, route and reason (status, error, timeout).",
 		}, []string{"target", "route", "reason"}),
@@ -76,8 +82,7 @@ func newHTTPMetrics() *httpMetrics {
 }
 
 func (h *httpMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{h.requests, h.responses, h.latency, h.authzAllow, h.authzDeny, h.authzAudit,
-		h.retries, h.exhausted, h.errors, h.protocol}
+	return []prometheus.Collector{h.retries, h.exhausted, h.errors, h.protocol}
 }
 
 // labelBudget admits the first max distinct values of a label.
@@ -98,45 +103,201 @@ func (b *labelBudget) admit(v string) string {
 	if len(b.seen) >= maxTargetLabels {
 		return "overflow"
 	}
+	v = labelValue(v)
 	b.seen[v] = true
 	return v
 }
 
-// statusLabel renders a status code; anything outside 100..599 is "other".
-func statusLabel(code int) string {
+// cowMap is a map the data path reads without a lock and that is written
+// by copying, for caches that change rarely. Past max entries it starts
+// over (the entries are re-resolved from the store, which deduplicates).
+type cowMap[K comparable, V any] struct {
+	m  atomic.Pointer[map[K]V]
+	mu sync.Mutex
+}
+
+func (c *cowMap[K, V]) load(k K) (V, bool) {
+	if m := c.m.Load(); m != nil {
+		v, ok := (*m)[k]
+		return v, ok
+	}
+	var zero V
+	return zero, false
+}
+
+func (c *cowMap[K, V]) store(k K, v V, max int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var nm map[K]V
+	if old := c.m.Load(); old != nil && len(*old) < max {
+		nm = make(map[K]V, len(*old)+1)
+		for kk, vv := range *old {
+			nm[kk] = vv
+		}
+	} else {
+		nm = map[K]V{}
+	}
+	nm[k] = v
+	c.m.Store(&nm)
+}
+
+// maxCacheEntries bounds each per-service and per-port series cache.
+const maxCacheEntries = 4096
+
+// reqSeries are the series of one request label set at one level: the
+// request counter, latency histograms by status and response counters by
+// outcome, the last two resolved on first use and cached.
+type reqSeries struct {
+	g        *group
+	fam      *reqFamilies
+	requests *series
+	lat      cowMap[uint16, *series]
+	rsp      cowMap[respKey, *series]
+	retrySeries
+}
+
+// respKey is the outcome labels of response_total.
+type respKey struct {
+	status  uint16 // 0: none
+	grpc    int16  // -1: not gRPC
+	failure bool
+	err     string // error class when the response failed mid-way, or the proxy answered itself
+}
+
+func (h *httpMetrics) reqSeries(fam *reqFamilies, base *labels) *reqSeries {
+	g := h.st.group(base)
+	return &reqSeries{g: g, fam: fam, requests: g.series(fam.requests, nil)}
+}
+
+func (r *reqSeries) alive() bool { return r != nil && r.g.alive() }
+
+func (r *reqSeries) request(now time.Time) {
+	r.g.touch(now)
+	r.requests.inc()
+}
+
+func (r *reqSeries) latency(status uint16, d time.Duration) {
+	s, ok := r.lat.load(status)
+	if !ok {
+		var extra *labels
+		if status != 0 {
+			extra = (&labels{}).add("status_code", strconv.Itoa(int(status)))
+		}
+		s = r.g.series(r.fam.latency, extra)
+		r.lat.store(status, s, 128)
+	}
+	s.observe(d)
+}
+
+func (r *reqSeries) response(k respKey) {
+	s, ok := r.rsp.load(k)
+	if !ok {
+		extra := &labels{}
+		if k.status != 0 {
+			extra.add("status_code", strconv.Itoa(int(k.status)))
+		}
+		extra.add("classification", classLabel(k.failure))
+		if k.grpc >= 0 {
+			extra.add("grpc_status", strconv.Itoa(int(k.grpc)))
+		}
+		extra.addIf("error", k.err)
+		s = r.g.series(r.fam.responses, extra)
+		r.rsp.store(k, s, 256)
+	}
+	s.inc()
+}
+
+// statusOf bounds a status code for labels: 0 outside 100..599.
+func statusOf(code int) uint16 {
 	if code < 100 || code > 599 {
-		return "other"
+		return 0
 	}
-	return strconv.Itoa(code)
+	return uint16(code)
 }
 
-func classLabel(failure bool) string {
-	if failure {
-		return "failure"
+// grpcOf parses a grpc-status value for labels: -1 when absent, -2 when
+// it is not a status code.
+func grpcOf(v string) int16 {
+	if v == "" {
+		return -1
 	}
-	return "success"
+	n, err := strconv.ParseUint(v, 10, 8)
+	if err != nil || n > 99 {
+		return -2
+	}
+	return int16(n)
 }
 
-// reqStats are the bound labels of one request.
+// reqStats records one request at the route level (once per request) and
+// at the endpoint level (once per attempt, with the labels of the endpoint
+// that answered, as Linkerd's endpoint metrics do). It lives on the
+// handler's stack; its zero value records nothing.
 type reqStats struct {
-	h      *httpMetrics
-	labels [5]string
-	start  time.Time
+	ep           *reqSeries // the current attempt's endpoint series
+	rt           *reqSeries // the route's series, nil without one
+	start        time.Time  // request head received
+	attemptStart time.Time
+	headDone     bool
 }
 
-func (h *httpMetrics) request(direction, target, route, peer string, tls bool) *reqStats {
-	s := &reqStats{h: h, labels: [5]string{direction, target, route, peer, tlsLabel(tls)}, start: time.Now()}
-	h.requests.WithLabelValues(s.labels[:]...).Inc()
-	return s
+// begin starts a request on route series rt (may be nil).
+func (s *reqStats) begin(rt *reqSeries, now time.Time) {
+	s.rt, s.start, s.attemptStart = rt, now, now
+	if rt != nil {
+		rt.request(now)
+	}
+}
+
+// attempt starts an attempt on endpoint series ep.
+func (s *reqStats) attempt(ep *reqSeries) {
+	now := time.Now()
+	s.ep, s.attemptStart = ep, now
+	if ep != nil {
+		ep.request(now)
+	}
+}
+
+// attemptEnded records an attempt that will not be the answer (it is
+// retried): its response, or the error class that ended it.
+func (s *reqStats) attemptEnded(status int, grpc string, failure bool, errClass string) {
+	if s.ep == nil {
+		return
+	}
+	st := statusOf(status)
+	if st != 0 {
+		s.ep.latency(st, time.Since(s.attemptStart))
+	}
+	g := grpcOf(grpc)
+	s.ep.response(respKey{status: st, grpc: max(g, -1), failure: failure || g == -2, err: errClass})
+	s.ep = nil
 }
 
 // head records the latency to the response head.
-func (s *reqStats) head(failure bool) {
-	ms := float64(time.Since(s.start)) / float64(time.Millisecond)
-	s.h.latency.WithLabelValues(s.labels[0], s.labels[1], s.labels[2], classLabel(failure)).Observe(ms)
+func (s *reqStats) head(status int) {
+	if s.headDone {
+		return
+	}
+	s.headDone = true
+	now := time.Now()
+	st := statusOf(status)
+	if s.ep != nil {
+		s.ep.latency(st, now.Sub(s.attemptStart))
+	}
+	if s.rt != nil {
+		s.rt.latency(st, now.Sub(s.start))
+	}
 }
 
-// done records the completed response.
-func (s *reqStats) done(code int, failure bool) {
-	s.h.responses.WithLabelValues(s.labels[0], s.labels[1], s.labels[2], s.labels[3], s.labels[4], statusLabel(code), classLabel(failure)).Inc()
+// done records the response: status, gRPC status (empty when not gRPC),
+// classification, and the error class when the response did not complete
+// or the proxy answered itself.
+func (s *reqStats) done(status int, grpc string, failure bool, errClass string) {
+	g := grpcOf(grpc)
+	k := respKey{status: statusOf(status), grpc: max(g, -1), failure: failure || g == -2, err: errClass}
+	if s.ep != nil {
+		s.ep.response(k)
+	}
+	if s.rt != nil {
+		s.rt.response(k)
+	}
 }

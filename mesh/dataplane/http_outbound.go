@@ -42,6 +42,9 @@ type service struct {
 	router atomic.Pointer[route.Router]
 	budget atomic.Pointer[retry.Budget]
 
+	routes cowMap[string, *reqSeries] // route_* series by route name
+	local  atomic.Pointer[reqSeries]  // requests the proxy answers before any endpoint
+
 	mu       sync.Mutex
 	pol      *outbound.OutboundPolicy
 	prof     *pdst.DestinationProfile
@@ -57,6 +60,7 @@ type backend struct {
 	bal     *balance.Balancer[Endpoint]
 	lastSet atomic.Pointer[endpointSet]
 	mu      sync.Mutex
+	series  cowMap[string, *reqSeries] // endpoint series by balancer key
 }
 
 // maxBackends bounds the backends a service keeps.
@@ -332,12 +336,28 @@ func (p *Proxy) serveOutbound(w http.ResponseWriter, r *http.Request, info *conn
 		Method: r.Method, Path: routePath, RawQuery: r.URL.RawQuery, Host: hostOnly(r.Host),
 		Header: r.Header, HTTP2: info.h2, GRPC: grpc,
 	})
-	stats := p.m.http.request(Outbound, svc.label, rt.Name, "", false)
+	var stats reqStats
+	stats.begin(svc.routeSeries(rt.Name), time.Now())
+	var tr *tapRequest                                // set when an open tap takes the request
+	defer func() { tr.responseEnd(0, -1, -1, nil) }() // ends an upgraded or aborted request; no-op once ended
+	tapped := false
+	tapStart := func(ep Endpoint) {
+		if !tapped && p.tap.on() {
+			tapped = true
+			tr = p.tapOutbound(r, info, rt.Name, &ep)
+		}
+	}
 	fail := func(e *proxyErr) {
 		p.m.http.errors.WithLabelValues(Outbound, svc.label, e.class).Inc()
+		tapStart(Endpoint{})
 		writeProxyError(w, grpc, e, false)
-		stats.head(true)
-		stats.done(e.status, true)
+		if stats.ep == nil {
+			stats.attempt(svc.localSeries())
+		}
+		stats.head(e.status)
+		stats.done(e.status, grpcStatusOf(grpc, e), true, e.class)
+		tr.responseInit(e.status, w.Header(), info.h2)
+		tr.responseEnd(0, tapGRPCStatus(grpcStatusOf(grpc, e)), -1, nil)
 	}
 
 	switch {
@@ -351,9 +371,13 @@ func (p *Proxy) serveOutbound(w http.ResponseWriter, r *http.Request, info *conn
 		loc := rt.Redirect.Location("http", hostOnly(r.Host), hostPort(r.Host), r.URL.Path, r.URL.RawQuery, rt.MatchedPrefix())
 		w.Header().Set("Location", loc)
 		w.Header().Set("Content-Length", "0")
+		tapStart(Endpoint{})
 		w.WriteHeader(rt.Redirect.Status)
-		stats.head(false)
-		stats.done(rt.Redirect.Status, false)
+		stats.attempt(svc.localSeries())
+		stats.head(rt.Redirect.Status)
+		stats.done(rt.Redirect.Status, "", false, "")
+		tr.responseInit(rt.Redirect.Status, w.Header(), info.h2)
+		tr.responseEnd(0, -1, -1, nil)
 		return
 	case rt.Fail.Hit():
 		fail(faultErr(rt.Fail))
@@ -370,11 +394,16 @@ func (p *Proxy) serveOutbound(w http.ResponseWriter, r *http.Request, info *conn
 	defer stopIdle()
 
 	if up, ok := h1.Upgrade(r); ok && !info.h2 {
-		p.outboundUpgrade(ctx, w, r, svc, rt, up, stats)
+		p.outboundUpgrade(ctx, w, r, svc, rt, up, &stats)
 		return
 	}
 
 	var body io.ReadCloser = r.Body
+	var cbody *clientBody
+	if body != nil && body != http.NoBody {
+		cbody = newClientBody(r, false)
+		body = cbody
+	}
 	if rt.Timeouts.Idle > 0 && body != nil && body != http.NoBody {
 		body = &touchReader{ReadCloser: body, touch: touch}
 	}
@@ -427,6 +456,8 @@ attempts:
 			break attempts
 		}
 		tried = append(tried, h)
+		stats.attempt(be.seriesFor(svc, h))
+		tapStart(h.Value())
 
 		attemptBody := body
 		if rb != nil {
@@ -464,6 +495,7 @@ attempts:
 			var de *dialError
 			if errors.As(err, &de) && connFail < maxDialAttempts-1 && (rb == nil || rb.replayable()) && ctx.Err() == nil {
 				h.Done(false)
+				stats.attemptEnded(0, "", true, "connect")
 				connFail++
 				p.log.Debug("endpoint unreachable, trying another", "target", svc.target, "endpoint", h.Key(), "err", err)
 				continue attempts
@@ -472,6 +504,8 @@ attempts:
 			switch {
 			case r.Context().Err() != nil:
 				perr = &proxyErr{499, grpcUnavailable, "client-gone", "the client went away"}
+			case cbody.failed() != nil:
+				perr = bodyFailure(cbody.failed())
 			case errors.Is(context.Cause(ctx), errIdleTimeout):
 				perr = &proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "idle-timeout", "nothing moved within " + rt.Timeouts.Idle.String()}
 			case ctx.Err() != nil:
@@ -484,10 +518,12 @@ attempts:
 			default:
 				perr = &proxyErr{http.StatusBadGateway, grpcUnavailable, "upstream", err.Error()}
 			}
-			endpointFault := perr.class != "client-gone" && perr.class != "request-timeout" && perr.class != "idle-timeout"
+			endpointFault := perr.class != "client-gone" && perr.class != "request-timeout" && perr.class != "idle-timeout" &&
+				perr.class != classRequestBody
 			h.Done(!endpointFault)
-			if endpointFault && p.mayRetry(rt, r, rb, retries, budget, svc, reason) {
+			if endpointFault && p.mayRetry(rt, r, rb, retries, budget, svc, reason, &stats) {
 				retries++
+				stats.attemptEnded(0, "", true, perr.class)
 				perr = nil
 				if !sleepBackoff(ctx, rt.Retry, retries) {
 					perr = &proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "request-timeout", "the request timed out"}
@@ -499,8 +535,9 @@ attempts:
 		}
 		failure := route.Failure(rt.Classes, resp.StatusCode, resp.Header.Get("Grpc-Status"))
 		h.Done(!failure)
-		if rt.Retry != nil && retryableResponse(rt.Retry, resp, failure) && p.mayRetry(rt, r, rb, retries, budget, svc, "status") {
+		if rt.Retry != nil && retryableResponse(rt.Retry, resp, failure) && p.mayRetry(rt, r, rb, retries, budget, svc, "status", &stats) {
 			retries++
+			stats.attemptEnded(resp.StatusCode, resp.Header.Get("Grpc-Status"), failure, "")
 			resp.Body.Close()
 			acancel()
 			if !sleepBackoff(ctx, rt.Retry, retries) {
@@ -521,24 +558,29 @@ attempts:
 		return
 	}
 	defer resp.Body.Close()
-	failure := route.Failure(rt.Classes, resp.StatusCode, resp.Header.Get("Grpc-Status"))
-	stats.head(failure)
+	gs := resp.Header.Get("Grpc-Status")
+	failure := route.Failure(rt.Classes, resp.StatusCode, gs)
+	stats.head(resp.StatusCode)
+	tr.responseInit(resp.StatusCode, resp.Header, info.h2)
 	meshed := handle.Value().Identity != ""
-	trailer, err := copyResponse(w, resp, func(h http.Header) {
+	trailer, n, err := copyResponse(w, resp, func(h http.Header) {
 		cleanResponseHeader(h, meshed)
 		rt.ResponseHeaders.Apply(h)
 	}, touch)
-	if gs := trailer.Get("Grpc-Status"); gs != "" {
+	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
+		gs = tgs
 		failure = route.Failure(rt.Classes, resp.StatusCode, gs)
 	}
 	if err != nil {
-		stats.done(resp.StatusCode, true)
+		stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
+		tr.responseEnd(n, -1, tapResetCode(err), nil)
 		if errors.Is(err, errUpstreamBody) {
 			abort()
 		}
 		return
 	}
-	stats.done(resp.StatusCode, failure)
+	stats.done(resp.StatusCode, gs, failure, "")
+	tr.responseEnd(n, tapGRPCStatus(gs), -1, trailer)
 }
 
 // faultErr is the answer of a failure injector: its HTTP status, or its
@@ -588,7 +630,7 @@ func retryableResponse(rp *route.Retry, resp *http.Response, failure bool) bool 
 // mayRetry applies the retry rules: a route retry policy, an idempotent
 // method (or one the route explicitly covers), a body small enough to
 // replay, retries left, and the destination's budget.
-func (p *Proxy) mayRetry(rt *route.Route, r *http.Request, rb *replayBody, done uint32, budget *retry.Budget, svc *service, reason string) bool {
+func (p *Proxy) mayRetry(rt *route.Route, r *http.Request, rb *replayBody, done uint32, budget *retry.Budget, svc *service, reason string, stats *reqStats) bool {
 	rp := rt.Retry
 	if rp == nil || done >= rp.MaxRetries {
 		return false
@@ -602,9 +644,11 @@ func (p *Proxy) mayRetry(rt *route.Route, r *http.Request, rb *replayBody, done 
 	}
 	if !budget.Withdraw() {
 		p.m.http.exhausted.WithLabelValues(svc.label, rt.Name).Inc()
+		stats.retryable(false)
 		return false
 	}
 	p.m.http.retries.WithLabelValues(svc.label, rt.Name, reason).Inc()
+	stats.retryable(true)
 	return true
 }
 
@@ -640,12 +684,12 @@ func (p *Proxy) roundTrip(req *http.Request, ep Endpoint, clientH2 bool, target 
 		if ep.OpaqueTransportPort != 0 {
 			dial = netip.AddrPortFrom(ep.Addr.Addr(), ep.OpaqueTransportPort)
 		}
-		return p.http.pool.roundTrip(poolKey{addr: dial, identity: ep.Identity, port: ep.Addr.Port()}, req, replayable)
+		return p.http.pool.roundTrip(poolKey{addr: dial, identity: ep.Identity, port: ep.Addr.Port()}, req, replayable, dialLabels{ep: ep})
 	}
 	if clientH2 {
-		return p.http.pool.roundTrip(poolKey{addr: ep.Addr}, req, replayable)
+		return p.http.pool.roundTrip(poolKey{addr: ep.Addr}, req, replayable, dialLabels{ep: ep})
 	}
-	resp, err := p.http.appH1.RoundTrip(req, ep.Addr.String())
+	resp, err := p.http.extH1.RoundTrip(req, ep.Addr.String())
 	var de *h1.DialError
 	if errors.As(err, &de) {
 		return nil, &dialError{err}
@@ -663,8 +707,11 @@ func (p *Proxy) outboundUpgrade(ctx context.Context, w http.ResponseWriter, r *h
 	fail := func(e *proxyErr) {
 		p.m.http.errors.WithLabelValues(Outbound, svc.label, e.class).Inc()
 		writeProxyError(w, false, e, false)
-		stats.head(true)
-		stats.done(e.status, true)
+		if stats.ep == nil {
+			stats.attempt(svc.localSeries())
+		}
+		stats.head(e.status)
+		stats.done(e.status, "", true, e.class)
 	}
 	bi := route.PickBackend(rt.Backends, rt.FirstAvailable, func(i int) bool {
 		b, err := svc.backend(ctx, rt.Backends[i], router.Accrual)
@@ -685,6 +732,7 @@ func (p *Proxy) outboundUpgrade(ctx context.Context, w http.ResponseWriter, r *h
 		fail(&proxyErr{http.StatusServiceUnavailable, 0, "no-endpoints", "no endpoint available"})
 		return
 	}
+	stats.attempt(be.seriesFor(svc, h))
 	ep := h.Value()
 	hdr := outboundHeader(r, rt.RequestHeaders, rt.Backends[bi].RequestHeaders)
 	p.forwardUpgrade(ctx, w, r, hdr, up, func(ctx context.Context) (net.Conn, error) {
@@ -693,7 +741,7 @@ func (p *Proxy) outboundUpgrade(ctx context.Context, w http.ResponseWriter, r *h
 		}
 		dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 		defer cancel()
-		return p.dialer.DialContext(dctx, "tcp", ep.Addr.String())
+		return p.dialTracked(dctx, ep.Addr.String())
 	}, stats, h, ep.Identity != "")
 }
 
@@ -707,15 +755,16 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 	}
 	if r.ContentLength != 0 {
 		writeProxyError(w, false, &proxyErr{http.StatusBadRequest, 0, "upgrade-with-body", "an upgrade request may not have a body"}, false)
-		stats.done(http.StatusBadRequest, true)
+		stats.head(http.StatusBadRequest)
+		stats.done(http.StatusBadRequest, "", true, "upgrade-with-body")
 		done(true)
 		return
 	}
 	conn, err := dial(ctx)
 	if err != nil {
 		writeProxyError(w, false, &proxyErr{http.StatusBadGateway, 0, "connect", err.Error()}, false)
-		stats.head(true)
-		stats.done(http.StatusBadGateway, true)
+		stats.head(http.StatusBadGateway)
+		stats.done(http.StatusBadGateway, "", true, "connect")
 		done(false)
 		return
 	}
@@ -724,7 +773,8 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 	defer stop()
 	if err := h1.WriteRequestHead(conn, r.Method, r.URL.RequestURI(), r.Host, hdr, "Connection: Upgrade", "Upgrade: "+up); err != nil {
 		writeProxyError(w, false, &proxyErr{http.StatusBadGateway, 0, "upstream", err.Error()}, false)
-		stats.done(http.StatusBadGateway, true)
+		stats.head(http.StatusBadGateway)
+		stats.done(http.StatusBadGateway, "", true, "upstream")
 		done(false)
 		return
 	}
@@ -738,12 +788,12 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 	}
 	if err != nil {
 		writeProxyError(w, false, &proxyErr{http.StatusBadGateway, 0, "upstream", err.Error()}, false)
-		stats.head(true)
-		stats.done(http.StatusBadGateway, true)
+		stats.head(http.StatusBadGateway)
+		stats.done(http.StatusBadGateway, "", true, "upstream")
 		done(false)
 		return
 	}
-	stats.head(resp.StatusCode >= 500)
+	stats.head(resp.StatusCode)
 	switched := resp.StatusCode == http.StatusSwitchingProtocols && strings.EqualFold(strings.TrimSpace(resp.Header.Get("Upgrade")), strings.TrimSpace(up))
 	hasUpgradeToken := false
 	for _, t := range h1.ConnectionTokens(resp.Header) {
@@ -755,17 +805,17 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			resp.Body.Close()
 			writeProxyError(w, false, &proxyErr{http.StatusBadGateway, 0, "bad-upgrade", "the upstream switched to a protocol that was not asked for"}, false)
-			stats.done(http.StatusBadGateway, true)
+			stats.done(http.StatusBadGateway, "", true, "bad-upgrade")
 			done(false)
 			return
 		}
 		defer resp.Body.Close()
 		w.Header().Set("Connection", "close")
-		_, cerr := copyResponse(w, resp, func(h http.Header) {
+		_, _, cerr := copyResponse(w, resp, func(h http.Header) {
 			cleanResponseHeader(h, meshed)
 			h.Set("Connection", "close")
 		}, nil)
-		stats.done(resp.StatusCode, resp.StatusCode >= 500)
+		stats.done(resp.StatusCode, "", resp.StatusCode >= 500, "")
 		done(resp.StatusCode < 500)
 		if cerr != nil && errors.Is(cerr, errUpstreamBody) {
 			abort()
@@ -775,7 +825,7 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		writeProxyError(w, false, &proxyErr{http.StatusInternalServerError, 0, "upgrade", "the connection cannot switch protocols"}, false)
-		stats.done(http.StatusInternalServerError, true)
+		stats.done(http.StatusInternalServerError, "", true, "upgrade")
 		done(true)
 		return
 	}
@@ -796,7 +846,7 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 		done(true)
 		return
 	}
-	stats.done(http.StatusSwitchingProtocols, false)
+	stats.done(http.StatusSwitchingProtocols, "", false, "")
 	done(true)
 	tunnel(&bufferedConn{Conn: client, r: crw.Reader}, &bufferedConn{Conn: conn, r: br})
 }

@@ -327,7 +327,7 @@ func TestRoutesSplitTrafficModifyHeadersAndRedirect(t *testing.T) {
 	}
 	assert.Greater(t, v2.requests.Load(), int32(25), "about half goes to v2")
 	assert.Equal(t, []string{"weft"}, v2.last().Header["X-Routed-By"])
-	assert.Positive(t, o.r.metric(t, "request_total", `route="httproute/shop/web"`))
+	assert.Positive(t, o.r.metric(t, "route_request_total", `direction="outbound"`, `rt_route="httproute/shop/web"`))
 }
 
 func TestProfileRoutesRetryAndTimeOut(t *testing.T) {
@@ -355,6 +355,10 @@ func TestProfileRoutesRetryAndTimeOut(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	}, "the failed first try is retried")
 	assert.Positive(t, o.r.metric(t, "outbound_http_retries_total", `route="books"`, `reason="status"`))
+	assert.Positive(t, o.r.metric(t, "route_retryable_total", `dst="`+target+`"`, `rt_route="books"`))
+	assert.Positive(t, o.r.metric(t, "response_total", `direction="outbound"`, `status_code="500"`, `classification="failure"`),
+		"the failed attempt is counted at the endpoint")
+	assert.Positive(t, o.r.metric(t, "route_response_total", `rt_route="books"`, `status_code="200"`, `classification="success"`))
 }
 
 func TestFailureInjectionAnswersWithoutReachingTheApplication(t *testing.T) {

@@ -35,7 +35,10 @@ func TestHTTP1RequestsCrossTheMeshOverHTTP2AndArriveAsHTTP1(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, func() bool {
 		return hp.b.metric(t, "response_total", `direction="inbound"`, `status_code="200"`, `classification="success"`) == 3
 	}, "the server proxy counts the responses")
-	assert.Equal(t, 3.0, hp.a.metric(t, "request_total", `direction="outbound"`, `target="`+hp.target+`"`, `route="default"`))
+	assert.Equal(t, 3.0, hp.a.metric(t, "request_total", `direction="outbound"`, `authority="`+hp.target+`"`, `tls="true"`, `server_id="`+idB+`"`))
+	assert.Equal(t, 3.0, hp.a.metric(t, "route_request_total", `direction="outbound"`, `dst="`+hp.target+`"`, `rt_route="default"`))
+	assert.Equal(t, 3.0, hp.a.metric(t, "response_latency_ms_count", `direction="outbound"`, `authority="`+hp.target+`"`, `status_code="200"`))
+	assert.Equal(t, 3.0, hp.b.metric(t, "request_total", `direction="inbound"`, `client_id="`+idA+`"`, `srv_kind="default"`))
 }
 
 func TestHTTP2FromTheApplicationStaysHTTP2(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strconv"
@@ -19,8 +21,12 @@ import (
 
 // sniff reads the first bytes of c into buf until detect.Classify gives a
 // final answer (and, for TLS when wantSNI is set, until the ClientHello is
-// complete), buf is full, or deadline passes. A silent or slow client is
-// opaque once the deadline passes. It returns the bytes read.
+// complete), buf is full, or deadline passes. It returns the bytes read
+// and the protocol, which is detect.Unknown when the deadline passed (or
+// the client stopped sending) before an answer: nothing at all when n is
+// 0, else the beginning of what could still be HTTP. A ClientHello left
+// incomplete is opaque (the application's own TLS). The error is set only
+// when the client closed or failed before sending anything.
 func sniff(c net.Conn, buf []byte, deadline time.Time, wantSNI bool) (int, detect.Protocol, string, error) {
 	_ = c.SetReadDeadline(deadline)
 	defer c.SetReadDeadline(time.Time{})
@@ -41,10 +47,13 @@ func sniff(c net.Conn, buf []byte, deadline time.Time, wantSNI bool) (int, detec
 			return n, proto, "", nil
 		}
 		if err != nil {
-			if isTimeout(err) || n > 0 {
+			switch {
+			case n == 0 && !isTimeout(err):
+				return 0, detect.Unknown, "", err
+			case proto == detect.TLS:
 				return n, detect.Opaque, "", nil
 			}
-			return n, detect.Opaque, "", err
+			return n, detect.Unknown, "", nil
 		}
 	}
 	return n, detect.Opaque, "", nil
@@ -65,6 +74,38 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// Reasons an inbound or outbound connection is refused before any policy
+// applies (the reason label of tcp_refused_total).
+const (
+	refuseNoIdentity   = "no-client-identity"    // a transport header without a verified client identity
+	refuseOwnPort      = "own-port"              // the target is one of the proxy's own listeners
+	refuseSkipPort     = "skip-port"             // the target is an inbound skip port
+	refuseNoTarget     = "no-target"             // direct connection without mesh TLS, or no port
+	refuseHandshake    = "tls-handshake"         // mesh TLS failed
+	refuseHeader       = "transport-header"      // unreadable transport header
+	refuseSilent       = "silent"                // nothing sent before the detect timeout
+	refuseIncomplete   = "incomplete-request"    // the start of an HTTP request, unfinished at the detect timeout
+	refuseNotHTTP      = "not-http"              // bytes that are not HTTP on a port whose Server declares HTTP
+	refuseOpaqueRoutes = "opaque-on-http-routes" // opaque bytes on a detect port with routes, no server-level authorization admitting them
+	refuseTooMany      = "too-many-connections"  // the admin server's connection cap
+
+	refuseTooManyFromClient = "too-many-from-client" // the admin server's cap per client address
+)
+
+// refusal is a connection the proxy will not serve, with the reason it
+// counts.
+type refusal struct {
+	reason string
+	err    error
+}
+
+func (r *refusal) Error() string {
+	return "dataplane: connection refused (" + r.reason + "): " + r.err.Error()
+}
+func (r *refusal) Unwrap() error { return r.err }
+
+func refuse(reason string, err error) error { return &refusal{reason: reason, err: err} }
+
 // inboundConn is what the inbound proxy learned about a connection.
 type inboundConn struct {
 	conn      net.Conn // plaintext stream from the client (TLS terminated)
@@ -72,21 +113,85 @@ type inboundConn struct {
 	target    netip.Addr // the address the client connected to, when known
 	port      uint16
 	protocol  transport.Protocol
-	fromProxy bool   // the transport header came with mesh TLS
-	prefix    []byte // bytes already read from conn, to forward first
+	fromProxy bool // the transport header came with mesh TLS and a verified client identity
+	remote    netip.AddrPort
+	local     netip.Addr // the proxy's own address on the connection
+	dstName   string     // the authority the peer proxy resolved (transport header)
+
+	// What protocol detection saw: whether it ran, how many bytes it read
+	// and what it decided (detect.Unknown: nothing, or an unfinished HTTP
+	// request, when the detect timeout passed).
+	sniffed  bool
+	sniffN   int
+	detected detect.Protocol
+	prefix   []byte  // bytes already read from conn, to forward first (points into buf)
+	buf      *[]byte // the pooled sniffing buffer, given back by release
+}
+
+// targetAddr is the address the client meant to reach: the original
+// destination when the connection was redirected, otherwise the proxy's
+// own address with the target port.
+func (ic *inboundConn) targetAddr() netip.AddrPort {
+	if ic.target.IsValid() {
+		return netip.AddrPortFrom(ic.target, ic.port)
+	}
+	if ic.local.IsValid() {
+		return netip.AddrPortFrom(ic.local, ic.port)
+	}
+	return netip.AddrPort{}
+}
+
+// release gives back the sniffing buffer (the prefix points into it).
+func (ic *inboundConn) release() {
+	if ic != nil && ic.buf != nil {
+		putBuf(ic.buf)
+		ic.buf, ic.prefix = nil, nil
+	}
+}
+
+// sniff runs protocol detection on the (plaintext) client stream.
+func (ic *inboundConn) sniff(deadline time.Time) error {
+	ic.release()
+	ic.buf = getBuf()
+	n, proto, _, err := sniff(ic.conn, *ic.buf, deadline, false)
+	if err != nil {
+		return err
+	}
+	ic.sniffed, ic.sniffN, ic.detected = true, n, proto
+	ic.protocol, ic.prefix = protocolOf(proto), (*ic.buf)[:n]
+	return nil
+}
+
+// undecided reports a detection that ended without an answer: refused
+// (silent, or an unfinished HTTP request), never forwarded as opaque.
+func (ic *inboundConn) undecided() (string, bool) {
+	if !ic.sniffed || ic.detected != detect.Unknown {
+		return "", false
+	}
+	if ic.sniffN == 0 {
+		return refuseSilent, true
+	}
+	return refuseIncomplete, true
 }
 
 func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	log := p.log.With("direction", Inbound, "client", c.RemoteAddr().String())
-	ic, release, err := p.acceptInbound(c)
-	defer release()
+	ic, err := p.acceptInbound(c)
+	defer ic.release()
 	if err != nil {
+		var rf *refusal
+		if errors.As(err, &rf) {
+			p.m.refuse(Inbound, rf.reason)
+		}
 		log.Debug("inbound connection refused", "err", err)
 		return false
 	}
 	log = log.With("port", ic.port, "peer_id", ic.peer.Identity, "tls", ic.peer.TLS)
 
 	st, err := p.pols.get(ctx, uint32(ic.port))
+	if err == nil && isHTTPProtocol(st.srv.Protocol) && !p.httpOnly(ic, log) {
+		return false
+	}
 	if err == nil && ic.protocol == transport.HTTP2 && !ic.fromProxy && st.srv.Protocol == authz.ProtocolHTTP1 {
 		// Cleartext HTTP/2 on a port declared HTTP/1 only is refused, not
 		// forwarded (the application may not expect it).
@@ -102,10 +207,14 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 		if len(ic.prefix) > 0 {
 			conn = &replayConn{Conn: ic.conn, prefix: append([]byte(nil), ic.prefix...)}
 		}
-		release()
-		info := &connInfo{direction: Inbound, port: ic.port, peer: ic.peer, target: ic.target, fromProxy: ic.fromProxy}
+		ic.release()
+		info := &connInfo{direction: Inbound, port: ic.port, peer: ic.peer, target: ic.target, fromProxy: ic.fromProxy,
+			remote: ic.remote, targetAddr: ic.targetAddr()}
+		if ic.dstName != "" {
+			info.dstName = p.m.http.inboundDst.admit(ic.dstName)
+		}
 		log.Debug("inbound HTTP connection", "protocol", ic.protocol.String())
-		p.serveHTTP(conn, ic.protocol, info, func() {
+		p.serveHTTP(conn, ic.protocol, info, inboundSrcLabels(info.targetAddr, ic.peer, st.srv, ic.port), func() {
 			if ic.conn != c {
 				ic.conn.Close()
 			}
@@ -114,21 +223,47 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 		return true
 	}
 
+	// Opaque from here on. Detection that ended without an answer is
+	// refused: a silent client is not worth an application connection, and
+	// the start of an HTTP request must not become opaque bytes.
+	if reason, ok := ic.undecided(); ok {
+		p.m.refuse(Inbound, reason)
+		log.Debug("inbound connection refused at the detect timeout", "reason", reason, "bytes", ic.sniffN)
+		return false
+	}
 	var allowed bool
-	var name, reason string
+	var reason string
+	var srv *authz.Server
+	var authzMeta *authz.Meta
 	switch {
 	case err != nil:
 		reason = err.Error()
 	case !serverIPsAllow(st.proto, ic.target):
+		srv = st.srv
 		reason = fmt.Sprintf("target %s is not one of the server's addresses", ic.target)
 	default:
+		srv = st.srv
+		// Only the server's own authorizations admit opaque bytes; a
+		// route's authorizations apply to the requests of that route.
 		res := authz.Evaluate(st.srv, ic.peer, nil)
 		allowed = res.Decision != authz.Deny
-		name = authzName(res.Authorization)
+		if res.Authorization != nil {
+			authzMeta = &res.Authorization.Meta
+		}
 		reason = res.Reason.String()
 	}
-	p.m.authz(ic.port, allowed, name, ic.peer.Identity, ic.peer.TLS)
+	target := ic.targetAddr()
+	al := targetLabels(&labels{}, target)
+	srvLabels(al, srv, ic.port)
+	if allowed && authzMeta != nil {
+		metaLabels(al, "authz", *authzMeta)
+	}
+	tlsAccept(al, ic.peer, false)
+	p.m.authzTCP(al, allowed)
 	if !allowed {
+		if err == nil && hasHTTPRoutes(st.srv) {
+			p.m.refuse(Inbound, refuseOpaqueRoutes)
+		}
 		log.Info("inbound connection denied", "reason", reason)
 		return false
 	}
@@ -139,30 +274,91 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 		log.Info("application unreachable", "addr", appAddr, "err", err)
 		return false
 	}
+	forget := p.self.add(app)
 	if err := writeAll(app, ic.prefix); err != nil {
+		forget()
 		app.Close()
 		return false
 	}
-	release()
-	stats := p.m.opened(Inbound, ic.peer.Identity, ic.peer.TLS)
-	log.Debug("inbound connection open", "authz", name, "protocol", ic.protocol.String())
-	pipe(ic.conn, app, stats, func() {
-		stats.closed()
+	ic.release()
+	src := p.m.opened(inboundSrcLabels(target, ic.peer, srv, ic.port))
+	dst := p.m.opened(appLabels())
+	log.Debug("inbound connection open", "protocol", ic.protocol.String())
+	pipe(ic.conn, app, src, dst, func() {
+		forget()
+		src.closed()
+		dst.closed()
 		p.untrack(c)
 	})
 	return true
 }
 
+// httpOnly applies the rule of ports whose Server declares HTTP/1, HTTP/2
+// or gRPC: only HTTP is served there. A connection the proxy has not
+// classified yet (an opaque transport header, a port configured as
+// opaque) is classified now; bytes that are not HTTP are answered 400 and
+// the connection closed; a client silent or unfinished at the detect
+// timeout is closed. Nothing is ever forwarded as opaque bytes. It
+// reports whether the connection goes on as HTTP.
+func (p *Proxy) httpOnly(ic *inboundConn, log *slog.Logger) bool {
+	if !ic.sniffed && ic.protocol == transport.Opaque {
+		if err := ic.sniff(time.Now().Add(p.cfg.DetectTimeout)); err != nil {
+			return false
+		}
+	}
+	if ic.protocol == transport.HTTP1 || ic.protocol == transport.HTTP2 {
+		return true
+	}
+	if reason, ok := ic.undecided(); ok {
+		p.m.refuse(Inbound, reason)
+		log.Debug("inbound connection refused at the detect timeout", "reason", reason, "bytes", ic.sniffN)
+		return false
+	}
+	p.m.refuse(Inbound, refuseNotHTTP)
+	log.Info("inbound bytes that are not HTTP refused on an HTTP port", "detected", ic.detected.String())
+	const msg = "Bad Request: this port serves HTTP only\n"
+	_ = ic.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = io.WriteString(ic.conn, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"+
+		headerProxyError+": "+refuseNotHTTP+": the port serves HTTP only\r\nContent-Length: "+strconv.Itoa(len(msg))+
+		"\r\nConnection: close\r\n\r\n"+msg)
+	return false
+}
+
+// isHTTPProtocol reports whether a Server declares its port HTTP.
+func isHTTPProtocol(p authz.Protocol) bool {
+	return p == authz.ProtocolHTTP1 || p == authz.ProtocolHTTP2 || p == authz.ProtocolGRPC
+}
+
+// hasHTTPRoutes reports whether a server restricts HTTP by routes: a
+// route other than the default one, or a route with authorizations of its
+// own.
+func hasHTTPRoutes(s *authz.Server) bool {
+	for i := range s.HTTPRoutes {
+		if !s.HTTPRoutes[i].Meta.IsDefault() || len(s.HTTPRoutes[i].Authorizations) > 0 {
+			return true
+		}
+	}
+	for i := range s.GRPCRoutes {
+		if !s.GRPCRoutes[i].Meta.IsDefault() || len(s.GRPCRoutes[i].Authorizations) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // acceptInbound sniffs the connection, terminates mesh TLS when the client
-// asks for this proxy's identity, and finds the target port. The returned
-// release gives back the sniffing buffer (the prefix points into it).
-func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, func(), error) {
-	nop := func() {}
+// asks for this proxy's identity, and finds the target port. The caller
+// releases the returned connection's sniffing buffer.
+func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, error) {
 	remote, _ := c.RemoteAddr().(*net.TCPAddr)
 	if remote == nil {
-		return nil, nop, errors.New("dataplane: not a TCP connection")
+		return nil, errors.New("dataplane: not a TCP connection")
 	}
-	ic := &inboundConn{conn: c, peer: authz.Conn{IP: remote.AddrPort().Addr().Unmap()}}
+	ic := &inboundConn{conn: c, peer: authz.Conn{IP: remote.AddrPort().Addr().Unmap()}, remote: remote.AddrPort(),
+		detected: detect.Opaque}
+	if la, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		ic.local = la.AddrPort().Addr().Unmap()
+	}
 
 	// Where the client meant to go: the original destination of a
 	// redirected connection, or nothing for a direct one.
@@ -178,78 +374,76 @@ func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, func(), error) {
 		// Opaque ports skip detection; meshed clients reach them through
 		// the proxy's own port with the transport header.
 		ic.port, ic.protocol = origPort, transport.Opaque
-		return ic, nop, p.checkPort(ic.port)
+		return ic, p.checkPort(ic.port)
 	}
 
-	buf := getBuf()
-	release := func() {
-		if buf != nil {
-			putBuf(buf)
-			buf = nil
-		}
-	}
-	n, proto, sni, err := sniff(c, *buf, deadline, true)
+	ic.buf = getBuf()
+	n, proto, sni, err := sniff(c, *ic.buf, deadline, true)
 	if err != nil {
-		return nil, release, err
+		return ic, err
 	}
 	if proto != detect.TLS || !strings.EqualFold(sni, p.id.Name()) {
 		// Not for us: plaintext (or the application's own TLS) from a
 		// client without mesh identity.
 		if origPort == 0 {
-			return nil, release, errors.New("dataplane: direct connection without mesh TLS")
+			return ic, refuse(refuseNoTarget, errors.New("direct connection without mesh TLS"))
 		}
-		ic.port, ic.protocol, ic.prefix = origPort, protocolOf(proto), (*buf)[:n]
-		return ic, release, p.checkPort(ic.port)
+		ic.sniffed, ic.sniffN, ic.detected = true, n, proto
+		ic.port, ic.protocol, ic.prefix = origPort, protocolOf(proto), (*ic.buf)[:n]
+		return ic, p.checkPort(ic.port)
 	}
 
 	// Mesh TLS: replay the ClientHello into the TLS server.
-	hello := append([]byte(nil), (*buf)[:n]...)
-	release()
+	hello := append([]byte(nil), (*ic.buf)[:n]...)
+	ic.release()
 	tc := tls.Server(&replayConn{Conn: c, prefix: hello}, p.serverTLS)
 	hctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {
-		return nil, nop, err
+		return ic, refuse(refuseHandshake, err)
 	}
 	cs := tc.ConnectionState()
 	ic.conn = tc
 	ic.peer.TLS = true
 	ic.peer.Identity = PeerIdentity(cs)
 	if cs.NegotiatedProtocol == transport.ALPN {
+		// The transport header picks any port of the workload and says
+		// how to read the session: only a peer proxy with a verified
+		// identity may send it.
+		if ic.peer.Identity == "" {
+			return ic, refuse(refuseNoIdentity, errors.New("a transport header needs a client certificate"))
+		}
 		_ = tc.SetReadDeadline(deadline)
 		h, err := transport.Read(tc)
 		_ = tc.SetReadDeadline(time.Time{})
 		if err != nil {
-			return nil, nop, err
+			return ic, refuse(refuseHeader, err)
 		}
-		ic.port, ic.protocol, ic.fromProxy = h.Port, h.Protocol, true
-		return ic, nop, p.checkPort(ic.port)
+		ic.port, ic.protocol, ic.fromProxy, ic.dstName = h.Port, h.Protocol, true, h.Name
+		return ic, p.checkPort(ic.port)
 	}
 	if origPort == 0 {
-		return nil, nop, errors.New("dataplane: mesh TLS without transport header on a direct connection")
+		return ic, refuse(refuseNoTarget, errors.New("mesh TLS without transport header on a direct connection"))
 	}
 	ic.port = origPort
 	if p.isOpaquePort(origPort) {
-		return ic, nop, p.checkPort(ic.port)
+		return ic, p.checkPort(ic.port)
 	}
-	buf = getBuf()
-	n, proto, _, err = sniff(tc, *buf, deadline, false)
-	if err != nil {
-		return nil, release, err
+	if err := ic.sniff(deadline); err != nil {
+		return ic, err
 	}
-	ic.protocol, ic.prefix = protocolOf(proto), (*buf)[:n]
-	return ic, release, p.checkPort(ic.port)
+	return ic, p.checkPort(ic.port)
 }
 
 // checkPort refuses ports the inbound proxy must never forward to.
 func (p *Proxy) checkPort(port uint16) error {
 	switch {
 	case port == 0:
-		return errors.New("dataplane: no target port")
+		return refuse(refuseNoTarget, errors.New("no target port"))
 	case p.cfg.InboundSkipPorts.Contains(port):
-		return errors.New("dataplane: target port is a skip port")
-	case p.ownPorts[port]:
-		return errors.New("dataplane: target port is one of the proxy's own")
+		return refuse(refuseSkipPort, fmt.Errorf("target port %d is a skip port", port))
+	case p.own.has(port):
+		return refuse(refuseOwnPort, fmt.Errorf("target port %d is one of the proxy's own listeners", port))
 	}
 	return nil
 }

@@ -26,9 +26,9 @@ func TestDrainStopsAcceptingAndLetsOpenConnectionsFinish(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	_, err = io.WriteString(c, "first")
+	_, err = io.WriteString(c, opaque("first"))
 	require.NoError(t, err)
-	buf := make([]byte, 5)
+	buf := make([]byte, len(opaque("first")))
 	_, err = io.ReadFull(c, buf)
 	require.NoError(t, err)
 
@@ -44,11 +44,11 @@ func TestDrainStopsAcceptingAndLetsOpenConnectionsFinish(t *testing.T) {
 		return err != nil
 	}, "the inbound listener stops accepting")
 
-	_, err = io.WriteString(c, "again")
+	_, err = io.WriteString(c, opaque("again"))
 	require.NoError(t, err)
 	_, err = io.ReadFull(c, buf)
 	require.NoError(t, err, "the open connection still works while draining")
-	assert.Equal(t, "again", string(buf))
+	assert.Equal(t, opaque("again"), string(buf))
 	select {
 	case <-pr.b.done:
 		t.Fatal("the proxy stopped before its connection finished")
@@ -69,9 +69,9 @@ func TestDrainClosesConnectionsLeftAtTheEndOfTheGracePeriod(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	_, err = io.WriteString(c, "hold")
+	_, err = io.WriteString(c, opaque("hold"))
 	require.NoError(t, err)
-	buf := make([]byte, 4)
+	buf := make([]byte, len(opaque("hold")))
 	_, err = io.ReadFull(c, buf)
 	require.NoError(t, err)
 	start := time.Now()
@@ -174,14 +174,14 @@ func TestExpiredCertificateMakesTheProxyUnreadyAndStopsMeshTLS(t *testing.T) {
 	}, dataplane.WithClock(clock))
 	code, _ := a.admin(t, "/ready")
 	assert.Equal(t, http.StatusOK, code)
-	_, err := echoOnce(t, mapped.Addr().String(), "valid")
+	_, err := echoOnce(t, mapped.Addr().String(), opaque("valid"))
 	require.NoError(t, err)
 
 	now = now.Add(48 * time.Hour)
 	code, body := a.admin(t, "/ready")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, body, "expired")
-	_, err = echoOnce(t, mapped.Addr().String(), "expired")
+	_, err = echoOnce(t, mapped.Addr().String(), opaque("expired"))
 	assert.Error(t, err, "no mesh TLS with an expired certificate")
 }
 
@@ -190,11 +190,11 @@ func TestRotatedCertificatesAreUsedForNewConnections(t *testing.T) {
 	id := pr.pki.identity(t, idA)
 	mapped := testutil.Listen(t)
 	startProxy(t, testConfig(), id, pr.resolver, nil, dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: pr.target}}})
-	_, err := echoOnce(t, mapped.Addr().String(), "one")
+	_, err := echoOnce(t, mapped.Addr().String(), opaque("one"))
 	require.NoError(t, err)
 	fresh := pr.pki.issuer.Leaf(t, testutil.CertOptions{Name: idA, Lifetime: 2 * time.Hour})
 	require.NoError(t, id.SetCertificate(fresh.TLS))
-	_, err = echoOnce(t, mapped.Addr().String(), "two")
+	_, err = echoOnce(t, mapped.Addr().String(), opaque("two"))
 	require.NoError(t, err)
 	assert.Equal(t, fresh.Cert.NotAfter.Unix(), func() int64 { c, _ := id.Certificate(); return c.Leaf.NotAfter.Unix() }())
 	assert.Error(t, id.SetCertificate(pr.pki.issuer.Leaf(t, testutil.CertOptions{Name: idC}).TLS), "a certificate for another name is refused")

@@ -1,7 +1,9 @@
 package dataplane
 
 import (
-	"strconv"
+	"errors"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,43 +16,49 @@ const (
 	Outbound = "outbound"
 )
 
-// metrics are the proxy's Prometheus series. Per-connection children are
-// bound once when a connection opens; the copy loops only add to counters.
+// Values of the peer label of transport metrics: the connection the proxy
+// accepted (src) or the one it opened (dst).
+const (
+	peerSrc = "src"
+	peerDst = "dst"
+)
+
+// metrics are the proxy's Prometheus series: the Linkerd-named families
+// in a store (see metrics_store.go) and Weft's extras as client_golang
+// vectors.
 type metrics struct {
-	open, close        *prometheus.CounterVec
-	openConns          *prometheus.GaugeVec
-	readBytes, written *prometheus.CounterVec
-	allow, deny        *prometheus.CounterVec
-	policyRefused      prometheus.Counter
-	http               *httpMetrics
+	st *store
+
+	tcpOpen, tcpClose, tcpOpenConns, tcpRead, tcpWrite, tcpDuration *family
+	tcpAuthzAllow, tcpAuthzDeny                                     *family
+
+	refused       *prometheus.CounterVec // tcp_refused_total
+	policyRefused prometheus.Counter
+	http          *httpMetrics
 }
 
-var connLabels = []string{"direction", "peer_id", "tls"}
-
 func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*metrics, error) {
+	overflow := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "metrics_label_sets_overflow_total",
+		Help: "Label sets folded into the overflow series because the proxy holds the most it keeps.",
+	})
 	m := &metrics{
-		open: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tcp_open_total", Help: "TCP connections opened, by direction, peer identity and mesh TLS.",
-		}, connLabels),
-		close: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tcp_close_total", Help: "TCP connections closed.",
-		}, connLabels),
-		openConns: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tcp_open_connections", Help: "TCP connections currently open.",
-		}, connLabels),
-		readBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tcp_read_bytes_total", Help: "Bytes read from the client side of proxied connections.",
-		}, connLabels),
-		written: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tcp_write_bytes_total", Help: "Bytes written to the client side of proxied connections.",
-		}, connLabels),
-		allow: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inbound_tcp_authz_allow_total", Help: "Inbound connections allowed, by target port, authorization, peer identity and mesh TLS.",
-		}, []string{"target_port", "authz", "peer_id", "tls"}),
-		deny: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inbound_tcp_authz_deny_total", Help: "Inbound connections denied, by target port, peer identity and mesh TLS.",
-		}, []string{"target_port", "peer_id", "tls"}),
+		st:           newStore(overflow),
+		tcpOpen:      newFamily("tcp_open_total", "Total count of opened connections.", kindCounter),
+		tcpClose:     newFamily("tcp_close_total", "Total count of closed connections.", kindCounter),
+		tcpOpenConns: newFamily("tcp_open_connections", "Number of currently open connections.", kindGauge),
+		tcpRead:      newFamily("tcp_read_bytes_total", "Total count of bytes read from peers.", kindCounter),
+		tcpWrite:     newFamily("tcp_write_bytes_total", "Total count of bytes written to peers.", kindCounter),
+		tcpDuration:  newFamily("tcp_connection_duration_ms", "Connection lifetimes, in milliseconds.", kindHistogram),
+		tcpAuthzAllow: newFamily("inbound_tcp_authz_allow_total",
+			"The total number of inbound TCP connections that were authorized.", kindCounter),
+		tcpAuthzDeny: newFamily("inbound_tcp_authz_deny_total",
+			"The total number of inbound TCP connections that were denied.", kindCounter),
 	}
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tcp_refused_total",
+		Help: "Connections refused before any policy applied, by direction (inbound, outbound, admin) and reason (a fixed set).",
+	}, []string{"direction", "reason"})
 	expiry := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "identity_cert_expiration_timestamp_seconds",
 		Help: "Unix time at which the proxy's current certificate expires (0 without one).",
@@ -64,8 +72,8 @@ func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*
 	m.policyRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "inbound_policy_refused_total", Help: "Inbound policy updates refused because the evaluator could not fully read them.",
 	})
-	m.http = newHTTPMetrics()
-	cs := []prometheus.Collector{m.open, m.close, m.openConns, m.readBytes, m.written, m.allow, m.deny, expiry, m.policyRefused}
+	m.http = newHTTPMetrics(m.st)
+	cs := []prometheus.Collector{m.st, overflow, m.refused, expiry, m.policyRefused}
 	for _, c := range append(cs, m.http.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -81,39 +89,121 @@ func registerRuntime(reg prometheus.Registerer) {
 	_ = reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 
-// connStats are the bound series of one connection.
+// connStats are the series of one connection, resolved when it opens.
 type connStats struct {
-	labels    [3]string
-	m         *metrics
-	read, wrt prometheus.Counter
+	m          *metrics
+	g          *group
+	read, wrt  *series
+	openConns  *series
+	start      time.Time
+	failure    atomic.Pointer[error]
+	closedOnce atomic.Bool
 }
 
-func tlsLabel(b bool) string {
-	if b {
-		return "true"
-	}
-	return "false"
-}
-
-func (m *metrics) opened(direction, peer string, tls bool) *connStats {
-	s := &connStats{labels: [3]string{direction, peer, tlsLabel(tls)}, m: m}
-	s.read = m.readBytes.WithLabelValues(s.labels[:]...)
-	s.wrt = m.written.WithLabelValues(s.labels[:]...)
-	m.open.WithLabelValues(s.labels[:]...).Inc()
-	m.openConns.WithLabelValues(s.labels[:]...).Inc()
+// opened counts a connection with the transport labels l (see
+// metrics_labels.go for how they are built) and returns its series. The
+// caller must call closed exactly once.
+func (m *metrics) opened(l *labels) *connStats {
+	g := m.st.group(l)
+	g.pins.Add(1)
+	s := &connStats{m: m, g: g, start: time.Now()}
+	g.series(m.tcpOpen, nil).inc()
+	s.openConns = g.series(m.tcpOpenConns, nil)
+	s.openConns.gaugeAdd(1)
+	s.read = g.series(m.tcpRead, nil)
+	s.wrt = g.series(m.tcpWrite, nil)
 	return s
 }
 
-func (s *connStats) closed() {
-	s.m.close.WithLabelValues(s.labels[:]...).Inc()
-	s.m.openConns.WithLabelValues(s.labels[:]...).Dec()
+// fail records why the connection ended badly (the first error wins).
+func (s *connStats) fail(err error) {
+	if err != nil {
+		s.failure.CompareAndSwap(nil, &err)
+	}
 }
 
-func (m *metrics) authz(port uint16, allowed bool, name, peer string, tls bool) {
-	p := strconv.Itoa(int(port))
-	if allowed {
-		m.allow.WithLabelValues(p, name, peer, tlsLabel(tls)).Inc()
-	} else {
-		m.deny.WithLabelValues(p, peer, tlsLabel(tls)).Inc()
+// closed records the end of the connection: tcp_close_total and
+// tcp_connection_duration_ms with errno and classification.
+func (s *connStats) closed() {
+	if s.closedOnce.Swap(true) {
+		return
 	}
+	now := time.Now()
+	var failure error
+	if e := s.failure.Load(); e != nil {
+		failure = *e
+	}
+	extra := (&labels{}).add("errno", errnoLabel(failure)).add("classification", classLabel(failure != nil))
+	s.g.series(s.m.tcpClose, extra).inc()
+	s.g.series(s.m.tcpDuration, extra).observe(now.Sub(s.start))
+	s.openConns.gaugeAdd(-1)
+	s.g.touch(now)
+	s.g.pins.Add(-1)
+}
+
+// errnoLabel names the operating-system error that ended a connection
+// ("ECONNRESET"), empty for a clean end or an error of another kind.
+func errnoLabel(err error) string {
+	var errno syscall.Errno
+	if err == nil || !errors.As(err, &errno) {
+		return ""
+	}
+	if n := errnoNames[errno]; n != "" {
+		return n
+	}
+	return "EOTHER"
+}
+
+var errnoNames = map[syscall.Errno]string{
+	syscall.ECONNRESET:    "ECONNRESET",
+	syscall.ECONNREFUSED:  "ECONNREFUSED",
+	syscall.ECONNABORTED:  "ECONNABORTED",
+	syscall.ETIMEDOUT:     "ETIMEDOUT",
+	syscall.EPIPE:         "EPIPE",
+	syscall.EHOSTUNREACH:  "EHOSTUNREACH",
+	syscall.ENETUNREACH:   "ENETUNREACH",
+	syscall.ENETDOWN:      "ENETDOWN",
+	syscall.EADDRNOTAVAIL: "EADDRNOTAVAIL",
+}
+
+func classLabel(failure bool) string {
+	if failure {
+		return "failure"
+	}
+	return "success"
+}
+
+// byteCounter is what the copy loops count into.
+type byteCounter interface{ Add(float64) }
+
+// Add makes a counter series a byteCounter.
+func (s *series) Add(v float64) { s.n.Add(uint64(v)) }
+
+// both counts bytes on two series at once: the bytes one connection reads
+// are the bytes the other writes.
+type both struct{ a, b *series }
+
+func (c both) Add(v float64) {
+	n := uint64(v)
+	c.a.n.Add(n)
+	if c.b != nil {
+		c.b.n.Add(n)
+	}
+}
+
+// authzTCP counts an inbound connection's authorization:
+// inbound_tcp_authz_allow_total or inbound_tcp_authz_deny_total, with the
+// labels l (target, server, authorization and TLS labels).
+func (m *metrics) authzTCP(l *labels, allowed bool) {
+	f := m.tcpAuthzDeny
+	if allowed {
+		f = m.tcpAuthzAllow
+	}
+	m.st.group(l).series(f, nil).inc()
+}
+
+// refuse counts a connection refused for reason (one of the refuse*
+// constants, so the label stays bounded).
+func (m *metrics) refuse(direction, reason string) {
+	m.refused.WithLabelValues(direction, reason).Inc()
 }

@@ -26,7 +26,7 @@ func (p *Proxy) handleTransparent(ctx context.Context, c net.Conn) bool {
 	}
 	od, err := p.origDst(c)
 	local := tcpLocal.AddrPort()
-	if err != nil || od == local || (od.Addr().IsLoopback() && p.ownPorts[od.Port()]) {
+	if err != nil || od == local || (od.Addr().IsLoopback() && p.own.has(od.Port())) {
 		p.log.Debug("outbound connection without original destination refused", "client", c.RemoteAddr().String(), "err", err)
 		return false
 	}
@@ -175,6 +175,14 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		if err != nil {
 			return false
 		}
+		if n == 0 {
+			// Nothing before the detect timeout: the client is closed, not
+			// handed to an endpoint (a mutual TLS dial each). Protocols
+			// whose server speaks first belong on opaque ports.
+			p.m.refuse(Outbound, refuseSilent)
+			log.Debug("silent outbound connection closed at the detect timeout")
+			return false
+		}
 		proto, prefix = protocolOf(dp), (*sniffBuf)[:n]
 	}
 
@@ -186,7 +194,8 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 			conn := &replayConn{Conn: client, prefix: append([]byte(nil), prefix...)}
 			release()
 			handedOff = true
-			p.serveHTTP(conn, proto, &connInfo{direction: Outbound, svc: svc}, func() {
+			info := &connInfo{direction: Outbound, svc: svc, remote: remoteOf(client), targetAddr: fallback}
+			p.serveHTTP(conn, proto, info, outboundSrcLabels(fallback), func() {
 				dest.release()
 				p.untrack(client)
 			})
@@ -213,11 +222,13 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		}
 		release() // the detected bytes went out with the dial
 		ep.active.Add(1)
-		stats := p.m.opened(Outbound, ep.Identity, ep.Identity != "")
+		src := p.m.opened(outboundSrcLabels(fallback))
+		dst := p.m.opened(outboundDstLabels(p.m.http.authorityLabel(target), ep.Endpoint))
 		log.Debug("outbound connection open", "endpoint", ep.Addr.String(), "identity", ep.Identity, "protocol", proto.String())
 		handedOff = true
-		pipe(client, server, stats, func() {
-			stats.closed()
+		pipe(client, server, src, dst, func() {
+			src.closed()
+			dst.closed()
 			ep.active.Add(-1)
 			dest.release()
 			p.untrack(client)
@@ -276,6 +287,15 @@ func (p *Proxy) dialEndpoint(ctx context.Context, ep Endpoint, target string, pr
 	return tc, nil
 }
 
+// remoteOf returns a connection's peer address (invalid when it is not
+// TCP).
+func remoteOf(c net.Conn) netip.AddrPort {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort()
+	}
+	return netip.AddrPort{}
+}
+
 // passthrough forwards a connection to its original destination unchanged
 // (plaintext, no identity).
 func (p *Proxy) passthrough(ctx context.Context, client net.Conn, to netip.AddrPort, prefix []byte, log *slog.Logger) bool {
@@ -290,9 +310,11 @@ func (p *Proxy) passthrough(ctx context.Context, client net.Conn, to netip.AddrP
 		server.Close()
 		return false
 	}
-	stats := p.m.opened(Outbound, "", false)
-	pipe(client, server, stats, func() {
-		stats.closed()
+	src := p.m.opened(outboundSrcLabels(to))
+	dst := p.m.opened(outboundDstLabels("", Endpoint{Addr: to}))
+	pipe(client, server, src, dst, func() {
+		src.closed()
+		dst.closed()
 		p.untrack(client)
 	})
 	return true

@@ -58,8 +58,24 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
+// dialLabels says how a pooled connection is labelled in the transport
+// metrics when it is dialled: to the local application, or to an
+// endpoint. It is passed by value so that requests that reuse a
+// connection build nothing.
+type dialLabels struct {
+	inbound bool
+	ep      Endpoint
+}
+
+func (d dialLabels) labels() *labels {
+	if d.inbound {
+		return appLabels()
+	}
+	return outboundDstLabels("", d.ep)
+}
+
 // get returns a connection with a stream reserved for one request.
-func (cp *connPool) get(ctx context.Context, key poolKey) (*http2.ClientConn, error) {
+func (cp *connPool) get(ctx context.Context, key poolKey, dl dialLabels) (*http2.ClientConn, error) {
 	cp.mu.Lock()
 	if cp.closed {
 		cp.mu.Unlock()
@@ -112,7 +128,7 @@ func (cp *connPool) get(ctx context.Context, key poolKey) (*http2.ClientConn, er
 		e.dialing = d
 		e.mu.Unlock()
 
-		d.cc, d.err = cp.dial(ctx, key)
+		d.cc, d.err = cp.dial(ctx, key, dl)
 		e.mu.Lock()
 		e.dialing = nil
 		if d.err == nil {
@@ -126,7 +142,7 @@ func (cp *connPool) get(ctx context.Context, key poolKey) (*http2.ClientConn, er
 	}
 }
 
-func (cp *connPool) dial(ctx context.Context, key poolKey) (*http2.ClientConn, error) {
+func (cp *connPool) dial(ctx context.Context, key poolKey, dl dialLabels) (*http2.ClientConn, error) {
 	p := cp.p
 	var conn net.Conn
 	var err error
@@ -134,12 +150,13 @@ func (cp *connPool) dial(ctx context.Context, key poolKey) (*http2.ClientConn, e
 		conn, err = p.dialEndpoint(ctx, Endpoint{Addr: netip.AddrPortFrom(key.addr.Addr(), key.port), Identity: key.identity, OpaqueTransportPort: key.addr.Port()}, "", transport.HTTP2, nil)
 	} else {
 		dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
-		conn, err = p.dialer.DialContext(dctx, "tcp", key.addr.String())
+		conn, err = p.dialTracked(dctx, key.addr.String())
 		cancel()
 	}
 	if err != nil {
 		return nil, &dialError{fmt.Errorf("dataplane: connecting to %s: %w", key.addr, err)}
 	}
+	conn = p.countedDial(conn, dl.labels())
 	cc, err := p.http.h2t.NewClientConn(conn)
 	if err != nil {
 		conn.Close()
@@ -151,9 +168,9 @@ func (cp *connPool) dial(ctx context.Context, key poolKey) (*http2.ClientConn, e
 // roundTrip sends req on a pooled connection to key. A request the
 // upstream refused without processing (GOAWAY race, refused stream) is
 // sent once more on another connection when its body can be replayed.
-func (cp *connPool) roundTrip(key poolKey, req *http.Request, replayable func() bool) (*http.Response, error) {
+func (cp *connPool) roundTrip(key poolKey, req *http.Request, replayable func() bool, dl dialLabels) (*http.Response, error) {
 	for try := 0; ; try++ {
-		cc, err := cp.get(req.Context(), key)
+		cc, err := cp.get(req.Context(), key, dl)
 		if err != nil {
 			return nil, err
 		}

@@ -29,6 +29,7 @@ type Proxy struct {
 	log      *slog.Logger
 	reg      *prometheus.Registry
 	m        *metrics
+	tap      *tapHub
 	now      func() time.Time
 
 	outPolicies OutboundPolicies
@@ -36,6 +37,7 @@ type Proxy struct {
 	http        *httpRuntime
 
 	defaultState *portState
+	noPolicy     *portState // caches the series of requests to ports without a policy
 	forwardAddr  netip.Addr
 	serverTLS    *tls.Config
 	clientTLS    sync.Map // server identity -> *tls.Config
@@ -49,7 +51,8 @@ type Proxy struct {
 	stop     context.CancelFunc // set by Run; /shutdown calls it
 	stopMu   sync.Mutex
 
-	ownPorts map[uint16]bool // proxy listener ports, never forwarded to
+	own  portSet // the proxy's own listener ports, never forwarded to
+	self connSet // loopback connections the proxy dialled itself
 
 	dests *destinations
 	pols  *policyCache
@@ -130,22 +133,38 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: registering metrics: %w", err)
 	}
+	hub := newTapHub(cfg.TapMaxTaps, cfg.TapMaxEventsPerSecond)
+	for _, c := range hub.collectors() {
+		if err := o.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("dataplane: registering metrics: %w", err)
+		}
+	}
 	def, err := defaultPolicy(cfg.DefaultInboundPolicy, cfg.ClusterNetworks)
 	if err != nil {
 		return nil, err
 	}
 	p := &Proxy{
 		cfg: cfg, id: id, resolver: resolver, policies: policies,
-		log: o.log, reg: o.reg, m: m, now: o.now,
+		log: o.log, reg: o.reg, m: m, tap: hub, now: o.now,
 		outPolicies:  o.outPolicies,
 		profiles:     o.profiles,
 		defaultState: &portState{proto: authz.ToProto(def), srv: def},
+		noPolicy:     &portState{},
 		forwardAddr:  netip.MustParseAddr(cfg.InboundForwardHost),
 		serverTLS:    ServerTLSConfig(id, o.now),
 		dialer:       net.Dialer{Timeout: cfg.ConnectTimeout},
 		destIdle:     o.destIdle,
 		origDst:      o.origDst,
 		conns:        map[net.Conn]struct{}{},
+	}
+	for _, addr := range []string{cfg.InboundAddr, cfg.OutboundAddr, cfg.ConnectAddr, cfg.AdminAddr} {
+		p.own.add(configuredPort(addr))
+	}
+	for _, m := range cfg.Mappings {
+		p.own.add(configuredPort(m.Listen))
+	}
+	if len(cfg.TapIdentities) > 0 { // as Listen: the tap port is open only then
+		p.own.add(configuredPort(cfg.TapAddr))
 	}
 	p.dests = newDestinations(p)
 	p.pols = newPolicyCache(p)
@@ -172,6 +191,9 @@ type Listeners struct {
 	Mapped []MappedListener
 	// Admin serves /live, /ready, /metrics and /shutdown.
 	Admin net.Listener
+	// Tap serves io.linkerd.proxy.tap over mutual TLS to the identities
+	// in Config.TapIdentities.
+	Tap net.Listener
 }
 
 // MappedListener is a static explicit-mode listener.
@@ -201,6 +223,9 @@ func Listen(ctx context.Context, cfg Config) (Listeners, error) {
 		open(cfg.ConnectAddr, &ls.Connect),
 		open(cfg.AdminAddr, &ls.Admin),
 	)
+	if len(cfg.TapIdentities) > 0 {
+		err = errors.Join(err, open(cfg.TapAddr, &ls.Tap))
+	}
 	for _, m := range cfg.Mappings {
 		var l net.Listener
 		if e := open(m.Listen, &l); e != nil {
@@ -218,14 +243,23 @@ func Listen(ctx context.Context, cfg Config) (Listeners, error) {
 
 // Close closes every listener.
 func (ls Listeners) Close() {
-	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect, ls.Admin} {
+	for _, l := range ls.all() {
+		l.Close()
+	}
+}
+
+// all lists the listeners that are set.
+func (ls Listeners) all() []net.Listener {
+	var out []net.Listener
+	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect, ls.Admin, ls.Tap} {
 		if l != nil {
-			l.Close()
+			out = append(out, l)
 		}
 	}
 	for _, m := range ls.Mapped {
-		m.Listener.Close()
+		out = append(out, m.Listener)
 	}
+	return out
 }
 
 // Registry returns the registry /metrics serves.
@@ -245,14 +279,8 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	p.runCtx, p.stop = runCtx, stop
 	p.stopMu.Unlock()
 
-	p.ownPorts = map[uint16]bool{}
-	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect} {
-		if l == nil {
-			continue
-		}
-		if ta, ok := l.Addr().(*net.TCPAddr); ok {
-			p.ownPorts[uint16(ta.Port)] = true
-		}
+	for _, l := range ls.all() {
+		p.own.add(listenerPort(l))
 	}
 
 	// Policies of the declared ports are fetched up front: readiness waits
@@ -265,13 +293,24 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	var admin *http.Server
 	adminDone := make(chan struct{})
 	if ls.Admin != nil {
-		admin = &http.Server{Handler: p.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
+		admin = p.adminServer()
 		go func() {
 			defer close(adminDone)
-			_ = admin.Serve(ls.Admin)
+			_ = admin.Serve(p.capAdmin(ls.Admin))
 		}()
 	} else {
 		close(adminDone)
+	}
+
+	tapCtx, stopTap := context.WithCancel(runCtx)
+	tapDone := make(chan struct{})
+	if ls.Tap != nil {
+		go func() {
+			defer close(tapDone)
+			p.serveTap(tapCtx, ls.Tap)
+		}()
+	} else {
+		close(tapDone)
 	}
 
 	var accepting sync.WaitGroup
@@ -297,8 +336,10 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 
 	<-runCtx.Done()
 
-	// Drain.
+	// Drain. Taps end at once: they observe traffic, they are not traffic.
 	p.draining.Store(true)
+	stopTap()
+	<-tapDone
 	for _, l := range []net.Listener{ls.Inbound, ls.Outbound, ls.Connect} {
 		if l != nil {
 			l.Close()
@@ -333,6 +374,7 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	}
 	p.http.pool.closeAll()
 	p.http.appH1.CloseIdle(true)
+	p.http.extH1.CloseIdle(true)
 	p.dests.closeAll()
 	p.pols.closeAll()
 	if admin != nil {

@@ -26,7 +26,7 @@ const opaquePayload = "\x00\x01opaque-payload\r\n"
 
 func TestTCPFlowsThroughBothProxiesOverMutualTLS(t *testing.T) {
 	pr := startPair(t, pairOptions{})
-	const secret = "weft-component-secret-payload"
+	const secret = "\x00weft-component-secret-payload"
 	got, err := echoOnce(t, pr.clientAddr, secret)
 	require.NoError(t, err)
 	assert.Equal(t, secret, got)
@@ -38,16 +38,20 @@ func TestTCPFlowsThroughBothProxiesOverMutualTLS(t *testing.T) {
 	assert.NotContains(t, string(wire), "WEFT", "the transport header travels inside TLS")
 
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		return pr.b.metric(t, "tcp_close_total", `direction="inbound"`, `peer_id="`+idA+`"`, `tls="true"`) == 1
+		return pr.b.metric(t, "tcp_close_total", `direction="inbound"`, `peer="src"`, `client_id="`+idA+`"`, `tls="true"`) == 1
 	}, "server proxy records the client identity")
-	assert.Equal(t, 1.0, pr.b.metric(t, "inbound_tcp_authz_allow_total", `peer_id="`+idA+`"`, `authz="serverauthorization:allow-client"`, fmt.Sprintf(`target_port="%d"`, pr.app.port())))
-	assert.Equal(t, float64(len(secret)), pr.b.metric(t, "tcp_read_bytes_total", `direction="inbound"`, `peer_id="`+idA+`"`))
-	assert.Equal(t, float64(len(secret)), pr.b.metric(t, "tcp_write_bytes_total", `direction="inbound"`, `peer_id="`+idA+`"`))
+	assert.Equal(t, 1.0, pr.b.metric(t, "inbound_tcp_authz_allow_total", `client_id="`+idA+`"`,
+		`authz_kind="serverauthorization"`, `authz_name="allow-client"`, fmt.Sprintf(`target_port="%d"`, pr.app.port())))
+	assert.Equal(t, float64(len(secret)), pr.b.metric(t, "tcp_read_bytes_total", `direction="inbound"`, `peer="src"`, `client_id="`+idA+`"`))
+	assert.Equal(t, float64(len(secret)), pr.b.metric(t, "tcp_write_bytes_total", `direction="inbound"`, `peer="src"`, `client_id="`+idA+`"`))
+	assert.Equal(t, float64(len(secret)), pr.b.metric(t, "tcp_write_bytes_total", `direction="inbound"`, `peer="dst"`, `no_tls_reason="loopback"`),
+		"the connection to the application is counted too")
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		return pr.a.metric(t, "tcp_close_total", `direction="outbound"`, `peer_id="`+idB+`"`, `tls="true"`) == 1
+		return pr.a.metric(t, "tcp_close_total", `direction="outbound"`, `peer="dst"`, `server_id="`+idB+`"`, `tls="true"`) == 1
 	}, "client proxy records the server identity")
-	assert.Equal(t, 1.0, pr.a.metric(t, "tcp_open_total", `direction="outbound"`, `peer_id="`+idB+`"`))
-	assert.Equal(t, 0.0, pr.a.metric(t, "tcp_open_connections", `direction="outbound"`, `peer_id="`+idB+`"`))
+	assert.Equal(t, 1.0, pr.a.metric(t, "tcp_open_total", `direction="outbound"`, `peer="dst"`, `server_id="`+idB+`"`))
+	assert.Equal(t, 0.0, pr.a.metric(t, "tcp_open_connections", `direction="outbound"`, `peer="dst"`, `server_id="`+idB+`"`))
+	assert.Equal(t, 1.0, pr.a.metric(t, "tcp_connection_duration_ms_count", `direction="outbound"`, `peer="dst"`, `classification="success"`))
 	assert.Greater(t, pr.a.metric(t, "identity_cert_expiration_timestamp_seconds"), float64(time.Now().Unix()))
 }
 
@@ -72,7 +76,7 @@ func TestLargeTransfersAndHalfCloseSurviveTheProxies(t *testing.T) {
 
 func TestOutboundRefusesAServerPresentingAnotherIdentity(t *testing.T) {
 	pr := startPair(t, pairOptions{endpointID: idC})
-	_, err := echoOnce(t, pr.clientAddr, "hello")
+	_, err := echoOnce(t, pr.clientAddr, opaque("hello"))
 	assert.Error(t, err, "the connection fails when the server is not the identity discovery announced")
 	assert.Equal(t, int32(0), pr.app.accepted.Load(), "nothing reached the application")
 	assert.Equal(t, -1.0, pr.a.metric(t, "tcp_open_total", `direction="outbound"`))
@@ -80,21 +84,21 @@ func TestOutboundRefusesAServerPresentingAnotherIdentity(t *testing.T) {
 
 func TestInboundDeniesAClientIdentityThePolicyDoesNotAllow(t *testing.T) {
 	pr := startPair(t, pairOptions{serverPolicy: allowOnly(idC)})
-	_, err := echoOnce(t, pr.clientAddr, "hello")
+	_, err := echoOnce(t, pr.clientAddr, opaque("hello"))
 	assert.Error(t, err, "the denied connection is closed")
 	assert.Equal(t, int32(0), pr.app.accepted.Load())
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		return pr.b.metric(t, "inbound_tcp_authz_deny_total", `peer_id="`+idA+`"`, `tls="true"`) == 1
+		return pr.b.metric(t, "inbound_tcp_authz_deny_total", `client_id="`+idA+`"`, `tls="true"`) == 1
 	}, "the denial is counted with the client identity")
 }
 
 func TestPolicyChangesApplyToNewConnections(t *testing.T) {
 	pr := startPair(t, pairOptions{})
-	_, err := echoOnce(t, pr.clientAddr, "one")
+	_, err := echoOnce(t, pr.clientAddr, opaque("one"))
 	require.NoError(t, err)
 	pr.policies.Set(uint32(pr.app.port()), defaultServer(t, dataplane.DenyAll))
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		_, err := echoOnce(t, pr.clientAddr, "two")
+		_, err := echoOnce(t, pr.clientAddr, opaque("two"))
 		return err != nil
 	}, "a deny policy takes effect")
 }
@@ -122,7 +126,7 @@ func TestPlaintextClientsAreAllowedOnlyWhenThePolicyAllowsUnauthenticated(t *tes
 		assert.Equal(t, opaquePayload, got)
 		assert.Equal(t, int32(1), app.accepted.Load())
 		testutil.Eventually(t, 5*time.Second, func() bool {
-			return r.metric(t, "inbound_tcp_authz_allow_total", `peer_id=""`, `tls="false"`) == 1
+			return r.metric(t, "inbound_tcp_authz_allow_total", `tls="no_identity"`, `no_tls_reason="no_tls_from_remote"`) == 1
 		}, "allowed plaintext is counted without identity")
 	})
 	t.Run("all-authenticated", func(t *testing.T) {
@@ -131,7 +135,7 @@ func TestPlaintextClientsAreAllowedOnlyWhenThePolicyAllowsUnauthenticated(t *tes
 		assert.Error(t, err)
 		assert.Equal(t, int32(0), app.accepted.Load())
 		testutil.Eventually(t, 5*time.Second, func() bool {
-			return r.metric(t, "inbound_tcp_authz_deny_total", `tls="false"`) == 1
+			return r.metric(t, "inbound_tcp_authz_deny_total", `tls="no_identity"`) == 1
 		}, "denied plaintext is counted")
 	})
 }
@@ -141,23 +145,24 @@ func TestDirectPlaintextToTheInboundPortIsRefused(t *testing.T) {
 	app := startEcho(t, "")
 	in := testutil.Listen(t)
 	startProxy(t, testConfig(), pk.identity(t, idB), nil, nil, dataplane.Listeners{Inbound: in})
-	_, err := echoOnce(t, in.Addr().String(), "hello")
+	_, err := echoOnce(t, in.Addr().String(), opaque("hello"))
 	assert.Error(t, err, "without a redirect or a transport header there is no target")
 	assert.Equal(t, int32(0), app.accepted.Load())
 }
 
-func TestServerSpeaksFirstProtocolsBecomeOpaqueAfterTheDetectTimeout(t *testing.T) {
+func TestServerSpeaksFirstProtocolsNeedAnOpaqueDestination(t *testing.T) {
+	// A client silent until the detect timeout is closed, never dialled
+	// upstream; a server-speaks-first protocol works once discovery marks
+	// the destination opaque (TestOpaqueDestinationsSkipDetection).
 	pr := startPair(t, pairOptions{banner: "220 smtp ready\r\n", cfgA: func(c *dataplane.Config) { c.DetectTimeout = 300 * time.Millisecond }})
 	c, err := net.DialTimeout("tcp", pr.clientAddr, 2*time.Second)
 	require.NoError(t, err)
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	start := time.Now()
-	buf := make([]byte, len("220 smtp ready\r\n"))
-	_, err = io.ReadFull(c, buf)
-	require.NoError(t, err)
-	assert.Equal(t, "220 smtp ready\r\n", string(buf))
-	assert.GreaterOrEqual(t, time.Since(start), 250*time.Millisecond, "the silent client waited for detection")
+	_, err = c.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the proxy closed the silent connection")
+	assert.Zero(t, pr.app.accepted.Load(), "no endpoint was dialled")
+	assert.Equal(t, float64(1), pr.a.metric(t, "tcp_refused_total", `direction="outbound"`, `reason="silent"`))
 }
 
 func TestOpaqueDestinationsSkipDetection(t *testing.T) {
@@ -189,25 +194,25 @@ func TestTransparentOutboundResolvesTheOriginalDestinationOrPassesItThrough(t *t
 
 	// Unknown to discovery: forwarded unchanged to the original destination.
 	current.Store(appAddr)
-	got, err := echoOnce(t, out.Addr().String(), "passthrough")
+	got, err := echoOnce(t, out.Addr().String(), opaque("passthrough"))
 	require.NoError(t, err)
-	assert.Equal(t, "passthrough", got)
+	assert.Equal(t, opaque("passthrough"), got)
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		return a.metric(t, "tcp_close_total", `direction="outbound"`, `peer_id=""`, `tls="false"`) == 1
+		return a.metric(t, "tcp_close_total", `direction="outbound"`, `peer="dst"`, `tls="no_identity"`, `no_tls_reason="not_provided_by_service_discovery"`) == 1
 	}, "passthrough is plaintext without identity")
 
 	// Known service IP: balanced to the plaintext endpoint discovery gives.
 	target := netip.MustParseAddrPort("10.96.0.10:80")
 	current.Store(target)
 	res.Set(target.String(), dataplane.Endpoint{Addr: appAddr})
-	got, err = echoOnce(t, out.Addr().String(), "resolved")
+	got, err = echoOnce(t, out.Addr().String(), opaque("resolved"))
 	require.NoError(t, err)
-	assert.Equal(t, "resolved", got)
+	assert.Equal(t, opaque("resolved"), got)
 
 	// A service with no endpoints fails.
 	res.Set(target.String())
 	time.Sleep(50 * time.Millisecond)
-	_, err = echoOnce(t, out.Addr().String(), "none")
+	_, err = echoOnce(t, out.Addr().String(), opaque("none"))
 	assert.Error(t, err)
 }
 
@@ -216,7 +221,7 @@ func TestOutboundRefusesConnectionsThatWereNotRedirected(t *testing.T) {
 	out := testutil.Listen(t)
 	orig := func(net.Conn) (netip.AddrPort, error) { return netip.AddrPort{}, errors.New("not redirected") }
 	startProxy(t, testConfig(), pk.identity(t, idA), dataplane.NewMemoryResolver(), nil, dataplane.Listeners{Outbound: out}, dataplane.WithOriginalDestination(orig))
-	_, err := echoOnce(t, out.Addr().String(), "x")
+	_, err := echoOnce(t, out.Addr().String(), opaque("x"))
 	assert.Error(t, err)
 }
 
@@ -290,12 +295,12 @@ func TestHTTPConnectTunnelsToTheAuthority(t *testing.T) {
 	_, err = io.ReadFull(c, head)
 	require.NoError(t, err)
 	assert.Equal(t, "HTTP/1.1 200 Connection established\r\n\r\n", string(head))
-	_, err = io.WriteString(c, "tunnelled")
+	_, err = io.WriteString(c, opaque("tunnelled"))
 	require.NoError(t, err)
-	buf := make([]byte, len("tunnelled"))
+	buf := make([]byte, len(opaque("tunnelled")))
 	_, err = io.ReadFull(c, buf)
 	require.NoError(t, err)
-	assert.Equal(t, "tunnelled", string(buf))
+	assert.Equal(t, opaque("tunnelled"), string(buf))
 
 	for req, want := range map[string]string{
 		"CONNECT unknown.example:80 HTTP/1.1\r\nHost: unknown.example:80\r\n\r\n": "HTTP/1.1 502",
@@ -314,12 +319,12 @@ func TestHTTPConnectTunnelsToTheAuthority(t *testing.T) {
 
 func TestDestinationsKeepTheirLastEndpointsWhenTheWatchBreaks(t *testing.T) {
 	pr := startPair(t, pairOptions{})
-	_, err := echoOnce(t, pr.clientAddr, "before")
+	_, err := echoOnce(t, pr.clientAddr, opaque("before"))
 	require.NoError(t, err)
 	pr.resolver.Break(pr.target)
-	got, err := echoOnce(t, pr.clientAddr, "after")
+	got, err := echoOnce(t, pr.clientAddr, opaque("after"))
 	require.NoError(t, err, "the last known endpoints keep serving")
-	assert.Equal(t, "after", got)
+	assert.Equal(t, opaque("after"), got)
 	testutil.Eventually(t, 5*time.Second, func() bool { return pr.resolver.Watchers(pr.target) == 1 }, "the proxy watches again")
 }
 
@@ -345,7 +350,7 @@ func TestNewLookupsFailFastWhenDiscoveryIsDownOrSilent(t *testing.T) {
 			cfg.ResolveTimeout = 200 * time.Millisecond
 			startProxy(t, cfg, pk.identity(t, idA), res, nil, dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: "svc:80"}}})
 			start := time.Now()
-			_, err := echoOnce(t, mapped.Addr().String(), "x")
+			_, err := echoOnce(t, mapped.Addr().String(), opaque("x"))
 			assert.Error(t, err)
 			assert.Less(t, time.Since(start), 2*time.Second)
 		})
@@ -354,12 +359,12 @@ func TestNewLookupsFailFastWhenDiscoveryIsDownOrSilent(t *testing.T) {
 
 func TestInboundKeepsTheLastPolicyWhenTheWatchBreaks(t *testing.T) {
 	pr := startPair(t, pairOptions{})
-	_, err := echoOnce(t, pr.clientAddr, "before")
+	_, err := echoOnce(t, pr.clientAddr, opaque("before"))
 	require.NoError(t, err)
 	pr.policies.Break(uint32(pr.app.port()))
-	got, err := echoOnce(t, pr.clientAddr, "after")
+	got, err := echoOnce(t, pr.clientAddr, opaque("after"))
 	require.NoError(t, err)
-	assert.Equal(t, "after", got)
+	assert.Equal(t, opaque("after"), got)
 }
 
 // blockingPolicies is a policy source that never answers.

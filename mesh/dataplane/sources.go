@@ -54,6 +54,12 @@ type Endpoint struct {
 	OpaqueTransportPort uint16
 	// Weight biases balancing; 0 counts as 1.
 	Weight uint32
+	// MetricLabels are discovery's labels of the endpoint (namespace,
+	// service, pod, serviceaccount, the owning workload by kind, zone),
+	// exported as dst_* labels on outbound metrics and as the destination
+	// labels of tap events. Only the keys listed in the metrics reference
+	// (docs/metrics.md) become labels. The proxy never modifies the map.
+	MetricLabels map[string]string
 }
 
 // ErrNotFound is wrapped by Resolver and InboundPolicies implementations

@@ -518,6 +518,13 @@ func proxyContainer(cfg *Config, appPorts PortRanges) corev1.Container {
 	return c
 }
 
+// initUID is the user weft-init runs as (Linkerd's proxy-init default,
+// "nobody"). It holds exactly NET_ADMIN and NET_RAW: the container adds
+// them to its bounding set and the weft-init image gives its binary the
+// file capabilities cap_net_admin,cap_net_raw+ep, which weft-init hands on
+// to the iptables commands it runs.
+const initUID int64 = 65534
+
 func initContainer(cfg *Config) corev1.Container {
 	ignoreIn := append(PortRanges{
 		{From: uint16(cfg.Ports.Control), To: uint16(cfg.Ports.Control)},
@@ -542,8 +549,9 @@ func initContainer(cfg *Config) corev1.Container {
 			AllowPrivilegeEscalation: ptr(false),
 			Privileged:               ptr(false),
 			ReadOnlyRootFilesystem:   ptr(true),
-			RunAsNonRoot:             ptr(false),
-			RunAsUser:                ptr(int64(0)),
+			RunAsNonRoot:             ptr(true),
+			RunAsUser:                ptr(initUID),
+			RunAsGroup:               ptr(initUID),
 			Capabilities: &corev1.Capabilities{
 				Add:  []corev1.Capability{"NET_ADMIN", "NET_RAW"},
 				Drop: []corev1.Capability{"ALL"},

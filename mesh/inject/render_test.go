@@ -141,7 +141,16 @@ func TestRenderInitContainerCarriesPortsSkipPortsAndUID(t *testing.T) {
 	// silently dropped.
 	assert.Equal(t, "10.0.0.0/8,fd00::/8", setting(t, report, "skip-subnets").Value)
 	assert.Contains(t, strings.Join(report.Warnings, "\n"), "skip-subnets")
-	assert.ElementsMatch(t, []corev1.Capability{"NET_ADMIN", "NET_RAW"}, init.SecurityContext.Capabilities.Add)
+	sc := init.SecurityContext
+	assert.ElementsMatch(t, []corev1.Capability{"NET_ADMIN", "NET_RAW"}, sc.Capabilities.Add)
+	assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
+	assert.Equal(t, int64(65534), *sc.RunAsUser, "weft-init runs as a non-root user, as Linkerd's proxy-init does")
+	assert.Equal(t, int64(65534), *sc.RunAsGroup)
+	assert.True(t, *sc.RunAsNonRoot)
+	assert.False(t, *sc.AllowPrivilegeEscalation)
+	assert.False(t, *sc.Privileged)
+	assert.True(t, *sc.ReadOnlyRootFilesystem)
+	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, sc.SeccompProfile.Type)
 	proxy := container(out, vocab.ProxyContainerName)
 	assert.Equal(t, int64(3000), *proxy.SecurityContext.RunAsUser)
 	e := env(proxy)

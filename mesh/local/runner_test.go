@@ -138,9 +138,9 @@ func TestRunnerCarriesAllowedTrafficOverMutualTLSAndDeniesOthers(t *testing.T) {
 			}
 			switch mf.GetName() {
 			case "inbound_tcp_authz_allow_total":
-				allowed += labels["peer_id"] + "/" + labels["tls"] + " "
+				allowed += labels["client_id"] + "/" + labels["tls"] + " "
 			case "inbound_tcp_authz_deny_total":
-				denied += labels["peer_id"] + "/" + labels["tls"] + " "
+				denied += labels["client_id"] + "/" + labels["tls"] + " "
 			}
 		}
 	}

@@ -78,7 +78,15 @@ func runInit(ctx context.Context, args []string, stdio core.IO, runners map[stri
 	for _, bin := range bins {
 		r := runners[bin]
 		if r == nil {
-			r = iptables.Exec{Binary: bin}
+			// As a non-root user (the injector's default), weft-init holds
+			// CAP_NET_ADMIN and CAP_NET_RAW through its binary's file
+			// capabilities and hands them to iptables as ambient ones.
+			caps, err := iptables.NetCapabilities()
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft-init: %v\n", err)
+				return core.ExitFailure
+			}
+			r = iptables.Exec{Binary: bin, AmbientCaps: caps}
 		}
 		if *cleanup {
 			err = iptables.Cleanup(ctx, r)

@@ -99,20 +99,43 @@ func (r *Resolver) translate(set discovery.EndpointSet) []dataplane.Endpoint {
 	}
 	eps := make([]dataplane.Endpoint, 0, len(set.Endpoints))
 	for _, e := range set.Endpoints {
-		eps = append(eps, TranslateEndpoint(e, r.meshedPort))
+		ep := TranslateEndpoint(e, r.meshedPort)
+		ep.MetricLabels = mergeLabels(set.MetricLabels, e.MetricLabels)
+		eps = append(eps, ep)
 	}
 	return eps
 }
 
-// TranslateEndpoint converts one discovery endpoint. meshedInboundPort, when
+// mergeLabels combines a set's metric labels with an endpoint's (the
+// endpoint's win), sharing a map when one side is empty.
+func mergeLabels(set, ep map[string]string) map[string]string {
+	switch {
+	case len(set) == 0:
+		return ep
+	case len(ep) == 0:
+		return set
+	}
+	out := make(map[string]string, len(set)+len(ep))
+	for k, v := range set {
+		out[k] = v
+	}
+	for k, v := range ep {
+		out[k] = v
+	}
+	return out
+}
+
+// TranslateEndpoint converts one discovery endpoint (its own metric labels
+// included; the set's labels are merged by the resolver). meshedInboundPort, when
 // not 0, becomes the opaque transport port of a meshed endpoint (one with an
 // identity) that has none. An opaque transport port outside 1..65535 is
 // dropped.
 func TranslateEndpoint(e discovery.Endpoint, meshedInboundPort uint16) dataplane.Endpoint {
 	out := dataplane.Endpoint{
-		Addr:     e.Addr,
-		Identity: e.Identity,
-		Weight:   e.Weight,
+		Addr:         e.Addr,
+		Identity:     e.Identity,
+		Weight:       e.Weight,
+		MetricLabels: e.MetricLabels,
 	}
 	switch e.Hint {
 	case discovery.HintH2:

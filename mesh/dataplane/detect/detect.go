@@ -4,9 +4,17 @@
 //
 // Everything here is a pure function of a byte slice. The caller reads bytes
 // from the connection, calls [Classify] after every read, and stops as soon
-// as the answer is final, or when its detection timeout fires (then the
-// connection is opaque). Binary protocols are recognised as opaque from their
-// first bytes, so only a silent client ever waits for the timeout.
+// as the answer is final, or when its detection timeout fires. Binary
+// protocols are recognised as opaque from their first bytes, so only a
+// silent client, or one that stops in the middle of what could still be an
+// HTTP request, waits for the timeout; what the caller then does with the
+// bytes it has (Classify still says Unknown) is its own policy.
+//
+// HTTP/1 is recognised broadly on purpose: anything an HTTP/1 server
+// somewhere might read as a request (bare LF line ends, odd versions,
+// double spaces or tabs, leading empty lines, lower-case or very long
+// methods) is HTTP/1, so that a strict HTTP parser refuses it instead of
+// it slipping past HTTP policy as opaque bytes.
 package detect
 
 import (
@@ -49,8 +57,9 @@ func (p Protocol) String() string {
 const H2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 // MaxRequestLine bounds the HTTP/1 request line that detection reads. A
-// longer first line is HTTP/1 when what was read starts like a request
-// target (the HTTP server then refuses it with 414), and opaque otherwise.
+// longer first line is HTTP/1 when what was read could only be the start
+// of a request (the HTTP server then refuses it with 414), and opaque
+// otherwise.
 const MaxRequestLine = 8 << 10
 
 // Classify inspects the bytes a client sent first. It returns Unknown while
@@ -79,73 +88,135 @@ func Classify(b []byte) Protocol {
 	return classifyHTTP1(b)
 }
 
-// classifyHTTP1 recognises "METHOD SP target SP HTTP/1.x CRLF".
+// classifyHTTP1 decides whether b starts an HTTP/1 request. It is
+// deliberately broad: anything an HTTP/1 server somewhere might read as a
+// request is HTTP/1 here, so that the proxy's strict parser answers it
+// (400, 414, 505) instead of the bytes reaching an application as opaque
+// traffic, past HTTP policy and header hygiene. That is, after optional
+// leading whitespace (SP, HTAB, CR, LF, which lenient servers skip), a
+// token (the method, of any length) followed by SP or HTAB and then
+// either a request target that starts like one ("/", "*", or
+// "scheme://"), or a first line that mentions "HTTP/" in any case (an
+// authority-form CONNECT, a version with odd spacing). A first line with
+// control characters, or a first token not followed by SP or HTAB, is
+// opaque.
 func classifyHTTP1(b []byte) Protocol {
-	// Method: a token of at most 20 characters followed by one space.
+	// Only the first MaxRequestLine bytes count, so that the answer never
+	// changes as more bytes arrive.
+	long := len(b) >= MaxRequestLine
+	if long {
+		b = b[:MaxRequestLine]
+	}
+	// undecided is the answer when b ends before a decision: more bytes
+	// are needed, unless the line is already longer than any request
+	// line, and what was read so far could only be HTTP/1 (the parser then
+	// answers 414 or 400).
+	undecided := func(couldBeHTTP bool) Protocol {
+		switch {
+		case !long:
+			return Unknown
+		case couldBeHTTP:
+			return HTTP1
+		}
+		return Opaque
+	}
 	i := 0
-	for i < len(b) && isTokenChar(b[i]) {
+	for i < len(b) && isSpace(b[i]) {
 		i++
 	}
 	if i == len(b) {
-		if i > 20 {
-			return Opaque
-		}
-		return Unknown
+		return undecided(true)
 	}
-	if i == 0 || i > 20 || b[i] != ' ' {
+	// The method.
+	j := i
+	for j < len(b) && isTokenChar(b[j]) {
+		j++
+	}
+	switch {
+	case j == i:
+		return Opaque
+	case j == len(b):
+		return undecided(true)
+	case b[j] != ' ' && b[j] != '\t':
 		return Opaque
 	}
-	// Only the first MaxRequestLine bytes count, so that the answer never
-	// changes as more bytes arrive.
-	line := b[i+1:]
-	if len(b) > MaxRequestLine {
-		line = b[i+1 : MaxRequestLine]
+	// The request target.
+	k := j
+	for k < len(b) && (b[k] == ' ' || b[k] == '\t') {
+		k++
 	}
+	if k == len(b) {
+		return undecided(true)
+	}
+	if b[k] == '/' || b[k] == '*' {
+		return HTTP1
+	}
+	switch absoluteForm(b[k:]) {
+	case HTTP1:
+		return HTTP1
+	case Unknown:
+		return undecided(false)
+	}
+	// Otherwise the first line decides.
+	line := b[k:]
 	end := bytes.IndexByte(line, '\n')
+	if end >= 0 {
+		line = line[:end]
+	}
+	for _, c := range line {
+		if c < 0x20 && c != '\r' && c != '\t' || c == 0x7f {
+			return Opaque
+		}
+	}
 	if end < 0 {
-		for _, c := range line {
-			if c < 0x20 && c != '\r' && c != '\t' || c == 0x7f {
-				return Opaque
-			}
-		}
-		if len(b) >= MaxRequestLine {
-			// An over-long line that still reads as a request target is
-			// HTTP: the HTTP server answers 414 instead of the bytes
-			// slipping past HTTP policy as opaque traffic.
-			if looksLikeTarget(line) {
-				return HTTP1
-			}
-			return Opaque
-		}
-		return Unknown
+		return undecided(false)
 	}
-	line = line[:end]
-	if len(line) == 0 || line[len(line)-1] != '\r' {
-		return Opaque
-	}
-	line = line[:len(line)-1]
-	sp := bytes.LastIndexByte(line, ' ')
-	if sp <= 0 {
-		return Opaque
-	}
-	for _, c := range line[:sp] {
-		if c <= ' ' || c == 0x7f {
-			return Opaque
-		}
-	}
-	switch string(line[sp+1:]) {
-	case "HTTP/1.1", "HTTP/1.0":
+	if mentionsHTTP(line) {
 		return HTTP1
 	}
 	return Opaque
 }
 
-// looksLikeTarget reports whether b starts like an HTTP request target:
-// origin form ("/..."), absolute form ("http://", "https://") or "*".
-func looksLikeTarget(b []byte) bool {
-	return bytes.HasPrefix(b, []byte("/")) || bytes.HasPrefix(b, []byte("http://")) ||
-		bytes.HasPrefix(b, []byte("https://")) || bytes.HasPrefix(b, []byte("*"))
+// mentionsHTTP reports whether line holds "HTTP/" in any case.
+func mentionsHTTP(line []byte) bool {
+	const word = "http/"
+	for i := 0; i+len(word) <= len(line); i++ {
+		j := 0
+		for j < len(word) && line[i+j]|0x20 == word[j] {
+			j++
+		}
+		if j == len(word) {
+			return true
+		}
+	}
+	return false
 }
+
+// absoluteForm reports whether b starts with "scheme://" (HTTP1), cannot
+// (Opaque), or needs more bytes to tell (Unknown).
+func absoluteForm(b []byte) Protocol {
+	if !isAlpha(b[0]) {
+		return Opaque
+	}
+	i := 1
+	for i < len(b) && (isAlpha(b[i]) || b[i] >= '0' && b[i] <= '9' || b[i] == '+' || b[i] == '-' || b[i] == '.') {
+		i++
+	}
+	const sep = "://"
+	rest := b[i:]
+	n := min(len(rest), len(sep))
+	switch {
+	case string(rest[:n]) != sep[:n]:
+		return Opaque
+	case n < len(sep):
+		return Unknown
+	}
+	return HTTP1
+}
+
+func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 func isTokenChar(c byte) bool {
 	switch {

@@ -24,9 +24,26 @@ func TestClassifyRecognisesEachProtocolFromItsFirstBytes(t *testing.T) {
 		{"http1 get", "GET /index.html HTTP/1.1\r\nHost: a\r\n\r\n", detect.HTTP1},
 		{"http1.0", "POST /x HTTP/1.0\r\n", detect.HTTP1},
 		{"http1 method prefix", "GE", detect.Unknown},
-		{"http1 line without end", "GET /very/long", detect.Unknown},
-		{"http1 with bare LF", "GET / HTTP/1.1\n", detect.Opaque},
-		{"http version 2 in request line", "GET / HTTP/2.0\r\n", detect.Opaque},
+		{"http1 line without end", "GET /very/long", detect.HTTP1},
+		{"http1 with bare LF", "GET / HTTP/1.1\n", detect.HTTP1},
+		{"http version 2 in request line", "GET / HTTP/2.0\r\n", detect.HTTP1},
+		{"HTTP/1.2", "GET /x HTTP/1.2\r\n", detect.HTTP1},
+		{"a target is enough", "GET /", detect.HTTP1},
+		{"asterisk form", "OPTIONS *", detect.HTTP1},
+		{"double space before the target", "GET  /x HTTP/1.1\r\n", detect.HTTP1},
+		{"tab before the target", "GET\t/x HTTP/1.1\r\n", detect.HTTP1},
+		{"leading empty lines", "\r\n\r\nGET /x HTTP/1.1\r\n", detect.HTTP1},
+		{"leading whitespace only", "\r\n ", detect.Unknown},
+		{"lower-case method", "get /x HTTP/1.1\r\n", detect.HTTP1},
+		{"long method", strings.Repeat("G", 100) + " /x HTTP/1.1\r\n", detect.HTTP1},
+		{"absolute form", "GET http://a/ HTTP/1.1\r\n", detect.HTTP1},
+		{"absolute form, any scheme", "GET ws://a/ HTTP/1.1\r\n", detect.HTTP1},
+		{"absolute form prefix", "GET htt", detect.Unknown},
+		{"authority form", "CONNECT a.example:443 HTTP/1.1\r\n", detect.HTTP1},
+		{"lower-case version", "CONNECT a.example:443 http/1.1\r\n", detect.HTTP1},
+		{"a text line that is no request", "get key\r\n", detect.Opaque},
+		{"a text line still open", "HELLO world", detect.Unknown},
+		{"a token followed by CRLF", "PING\r\n", detect.Opaque},
 		{"h2 preface", detect.H2Preface, detect.HTTP2},
 		{"h2 preface prefix", "PRI * HTTP/2", detect.Unknown},
 		{"PRI as an HTTP/1 method", "PRI * HTTP/1.1\r\n", detect.HTTP1},
@@ -35,8 +52,10 @@ func TestClassifyRecognisesEachProtocolFromItsFirstBytes(t *testing.T) {
 		{"0x16 without version 3", "\x16\x01", detect.Opaque},
 		{"redis binary", "*1\r\n$4\r\nPING\r\n", detect.Opaque},
 		{"postgres startup", "\x00\x00\x00\x08\x04\xd2\x16\x2f", detect.Opaque},
-		{"control byte in target", "GET /\x01", detect.Opaque},
-		{"method too long", strings.Repeat("A", 21), detect.Opaque},
+		{"control byte in an HTTP target (the parser answers 400)", "GET /\x01", detect.HTTP1},
+		{"a long token is still undecided", strings.Repeat("A", 21), detect.Unknown},
+		{"a token as long as a request line is HTTP (answered 414)", strings.Repeat("A", detect.MaxRequestLine), detect.HTTP1},
+		{"control byte after the target", "SET key\x01", detect.Opaque},
 		{"request line too long is still HTTP (answered 414)", "GET /" + strings.Repeat("a", detect.MaxRequestLine), detect.HTTP1},
 		{"long line that is no request target", "GET " + strings.Repeat("a", detect.MaxRequestLine), detect.Opaque},
 	}
@@ -48,7 +67,7 @@ func TestClassifyRecognisesEachProtocolFromItsFirstBytes(t *testing.T) {
 }
 
 func TestClassifyIsStableOnceFinal(t *testing.T) {
-	for _, in := range []string{"GET / HTTP/1.1\r\n", detect.H2Preface, "\x16\x03\x03", "SSH-2.0-x\r\n"} {
+	for _, in := range []string{"GET / HTTP/1.1\r\n", detect.H2Preface, "\x16\x03\x03", "SSH-2.0-x\r\n", "GET\t/", "X y HTTP/1.1\n", "get key\r\n"} {
 		final := detect.Classify([]byte(in))
 		require.NotEqual(t, detect.Unknown, final, in)
 		assert.Equal(t, final, detect.Classify([]byte(in+"more bytes")), in)
@@ -135,6 +154,9 @@ func TestClientHelloSNIRejectsATruncatedExtensionBlock(t *testing.T) {
 func FuzzClassify(f *testing.F) {
 	f.Add([]byte("GET / HTTP/1.1\r\n"))
 	f.Add([]byte(detect.H2Preface))
+	f.Add([]byte("\r\nGET  /x HTTP/1.2\n"))
+	f.Add([]byte("CONNECT a:1 http/1.1\r\n"))
+	f.Add([]byte("GET ws"))
 	f.Add([]byte("\x16\x03\x01\x00\x05\x01\x00\x00\x01\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p := detect.Classify(b)
@@ -153,7 +175,7 @@ func ExampleClassify() {
 	fmt.Println(detect.Classify([]byte("GET / HTTP/1.1\r\n")))
 	fmt.Println(detect.Classify([]byte(detect.H2Preface)))
 	fmt.Println(detect.Classify([]byte("*1\r\n$4\r\nPING\r\n")))
-	fmt.Println(detect.Classify([]byte("GET /pa")))
+	fmt.Println(detect.Classify([]byte("GET")))
 	// Output:
 	// http/1
 	// h2

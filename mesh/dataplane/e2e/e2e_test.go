@@ -49,6 +49,16 @@ func TestMain(m *testing.M) {
 	case "":
 		os.Exit(m.Run())
 	case "init":
+		// Report the credentials weft-init runs with, for the test to check.
+		if status, err := os.ReadFile("/proc/self/status"); err == nil {
+			for _, l := range strings.Split(string(status), "\n") {
+				for _, k := range []string{"Uid:", "CapPrm:", "CapEff:", "CapBnd:", "NoNewPrivs:"} {
+					if strings.HasPrefix(l, k) {
+						fmt.Println("creds", strings.Join(strings.Fields(l), " "))
+					}
+				}
+			}
+		}
 		args := strings.Split(os.Getenv("WEFT_E2E_ARGS"), "\x1f")
 		os.Exit(proxycmd.InitCommand().Run(context.Background(), args, core.StdIO()))
 	case "proxy":
@@ -167,18 +177,74 @@ func TestClientInPodAReachesPodBThroughBothProxiesOverMutualTLS(t *testing.T) {
 `, addrB, addr6B, idB))
 	staticB := writePod("b", idB, "policies:\n  \"8080\":\n"+allow(idA)+"  \"8081\":\n"+allow(idOther)+"  \"8082\":\n"+allow(idA))
 
-	// weft-init in both pods (the admin port stays reachable).
-	for _, p := range []*netns.NS{nsA, nsB} {
-		cmd := p.Command(ctx, exe)
-		cmd.Env = append(os.Environ(), "WEFT_E2E_ROLE=init", "WEFT_E2E_ARGS="+strings.Join([]string{
-			"--proxy-uid", fmt.Sprint(proxyUID), "--inbound-ports-to-ignore", "4190,4191",
-		}, "\x1f"))
+	// weft-init in both pods (the admin port stays reachable), run as the
+	// injector renders it: user 65534, no new privileges, and exactly
+	// CAP_NET_ADMIN and CAP_NET_RAW. In pod A it holds them the way a pod
+	// does, through file capabilities on its binary (the container runtime
+	// keeps them in the bounding and permitted sets, and weft-init hands
+	// them to iptables as ambient capabilities); in pod B they are ambient
+	// capabilities from the start.
+	for _, tool := range []string{"setpriv", "setcap"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("the end-to-end test needs %s (util-linux, libcap2-bin) in CI: %v", tool, err)
+			}
+			t.Skipf("needs %s: %v", tool, err)
+		}
+	}
+	initDir := filepath.Join(dir, "init")
+	require.NoError(t, os.Mkdir(initDir, 0o755))
+	lockDir := filepath.Join(dir, "run") // the pod's emptyDir at /run
+	require.NoError(t, os.Mkdir(lockDir, 0o777))
+	require.NoError(t, os.Chmod(lockDir, 0o777))
+	copyExe := func(name string) string {
+		b, err := os.ReadFile(exe)
+		require.NoError(t, err)
+		path := filepath.Join(initDir, name)
+		require.NoError(t, os.WriteFile(path, b, 0o755))
+		return path
+	}
+	withFileCaps := copyExe("weft-init-filecaps")
+	require.NoError(t, netns.Run(ctx, "setcap", "cap_net_admin,cap_net_raw+ep", withFileCaps))
+	plain := copyExe("weft-init")
+	const initUID = "65534"
+	runs := []struct {
+		ns   *netns.NS
+		argv []string
+	}{
+		{nsA, []string{"setpriv", "--reuid", initUID, "--regid", initUID, "--clear-groups",
+			"--bounding-set", "-all,+net_admin,+net_raw", "--inh-caps", "-all", "--no-new-privs", "--", withFileCaps}},
+		{nsB, []string{"setpriv", "--reuid", initUID, "--regid", initUID, "--clear-groups",
+			"--bounding-set", "-all,+net_admin,+net_raw", "--inh-caps", "-all,+net_admin,+net_raw",
+			"--ambient-caps", "-all,+net_admin,+net_raw", "--no-new-privs", "--", plain}},
+	}
+	for _, run := range runs {
+		cmd := run.ns.Command(ctx, run.argv[0], run.argv[1:]...)
+		cmd.Env = append(os.Environ(), "WEFT_E2E_ROLE=init", "XTABLES_LOCKFILE="+filepath.Join(lockDir, "xtables.lock"),
+			"WEFT_E2E_ARGS="+strings.Join([]string{"--proxy-uid", fmt.Sprint(proxyUID), "--inbound-ports-to-ignore", "4190,4191"}, "\x1f"))
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "weft-init: %s", out)
-		rules, err := p.Output(ctx, "iptables-save", "-t", "nat")
+		creds := string(out)
+		assert.Contains(t, creds, "creds Uid: "+initUID+" "+initUID, "weft-init ran as user %s", initUID)
+		assert.Contains(t, creds, "creds CapEff: 0000000000003000", "exactly CAP_NET_ADMIN and CAP_NET_RAW are effective")
+		assert.Contains(t, creds, "creds CapPrm: 0000000000003000")
+		assert.Contains(t, creds, "creds CapBnd: 0000000000003000", "and nothing else could be gained")
+		assert.Contains(t, creds, "creds NoNewPrivs: 1")
+		rules, err := run.ns.Output(ctx, "iptables-save", "-t", "nat")
 		require.NoError(t, err)
 		require.Contains(t, rules, "-A WEFT_INIT_OUTPUT -m owner --uid-owner 2102 -j RETURN")
+		rules6, err := run.ns.Output(ctx, "ip6tables-save", "-t", "nat")
+		require.NoError(t, err)
+		require.Contains(t, rules6, "-A WEFT_INIT_OUTPUT -m owner --uid-owner 2102 -j RETURN")
 	}
+
+	// Without the capabilities, weft-init says what is missing.
+	cmd := nsA.Command(ctx, "setpriv", "--reuid", initUID, "--regid", initUID, "--clear-groups",
+		"--bounding-set", "-all", "--no-new-privs", "--", plain)
+	cmd.Env = append(os.Environ(), "WEFT_E2E_ROLE=init", "WEFT_E2E_ARGS=--proxy-uid\x1f2102")
+	out, err := cmd.CombinedOutput()
+	assert.Error(t, err)
+	assert.Contains(t, string(out), "cap_net_admin,cap_net_raw+ep")
 
 	// The application in pod B: an echo server on 8080 and 8081.
 	var appConns sync.WaitGroup
@@ -214,7 +280,7 @@ func TestClientInPodAReachesPodBThroughBothProxiesOverMutualTLS(t *testing.T) {
 			"WEFT_E2E_ROLE=proxy", "WEFT_E2E_STATIC="+static,
 			"WEFT_PROXY_INBOUND_ADDR=[::]:4143", "WEFT_PROXY_OUTBOUND_ADDR=[::]:4140",
 			"WEFT_PROXY_ADMIN_ADDR=[::]:4191", "WEFT_PROXY_SHUTDOWN_GRACE_PERIOD=5s",
-			"WEFT_PROXY_DETECT_TIMEOUT=1s", "WEFT_PROXY_LOG_LEVEL=debug", "WEFT_PROXY_INBOUND_PORTS=8080")
+			"WEFT_PROXY_DETECT_TIMEOUT=5s", "WEFT_PROXY_LOG_LEVEL=debug", "WEFT_PROXY_INBOUND_PORTS=8080")
 		p.proxy.Stdout, p.proxy.Stderr = p.logs, p.logs
 		require.NoError(t, p.proxy.Start())
 		go func() { p.exit <- p.proxy.Wait() }()
@@ -271,18 +337,24 @@ func TestClientInPodAReachesPodBThroughBothProxiesOverMutualTLS(t *testing.T) {
 	assert.False(t, bytes.Contains(wire, []byte(secret)), "the payload never crossed the veth in the clear")
 
 	metricB := metrics(t, nsB)
-	assert.Contains(t, metricB, fmt.Sprintf(`tcp_open_total{direction="inbound",peer_id="%s",tls="true"} 3`, idA), "two echo connections, one multiplexed HTTP connection")
-	assert.Contains(t, metricB, fmt.Sprintf(`inbound_tcp_authz_allow_total{authz="serverauthorization:static-8080-0",peer_id="%s",target_port="8080",tls="true"} 2`, idA))
-	assert.Contains(t, metricB, fmt.Sprintf(`inbound_http_authz_allow_total{authz="serverauthorization:static-8082-0",peer_id="%s",route="default:default",target_port="8082",tls="true"} 2`, idA))
+	clientA := fmt.Sprintf(`client_id="%s"`, idA)
+	assert.Equal(t, 3.0, sample(metricB, "tcp_open_total", `direction="inbound"`, `peer="src"`, clientA, `tls="true"`),
+		"two echo connections, one multiplexed HTTP connection")
+	assert.Equal(t, 2.0, sample(metricB, "inbound_tcp_authz_allow_total", `authz_kind="serverauthorization"`, `authz_name="static-8080-0"`,
+		clientA, `target_port="8080"`, `tls="true"`))
+	assert.Equal(t, 2.0, sample(metricB, "inbound_http_authz_allow_total", `authz_kind="serverauthorization"`, `authz_name="static-8082-0"`,
+		clientA, `route_kind="default"`, `route_name="default"`, `target_port="8082"`, `tls="true"`))
 	metricA := metrics(t, nsA)
-	assert.Contains(t, metricA, fmt.Sprintf(`request_total{direction="outbound",peer_id="",route="default",target="%s:8082",tls="false"} 2`, addrB))
-	assert.Contains(t, metricA, fmt.Sprintf(`tcp_open_total{direction="outbound",peer_id="%s",tls="true"} 2`, idB))
+	serverB := fmt.Sprintf(`server_id="%s"`, idB)
+	assert.Equal(t, 2.0, sample(metricA, "request_total", `direction="outbound"`, fmt.Sprintf(`target_addr="%s:8082"`, addrB), serverB, `tls="true"`))
+	assert.Equal(t, 3.0, sample(metricA, "tcp_open_total", `direction="outbound"`, `peer="dst"`, serverB, `tls="true"`),
+		"two echo connections and one pooled HTTP/2 connection to B's proxy")
 
 	// A policy that does not admit A: the connection fails.
 	_, err = echoFrom(ctx, nsA, addrB+":8081", "denied?")
 	assert.Error(t, err, "the denied connection fails")
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		return strings.Contains(metrics(t, nsB), fmt.Sprintf(`inbound_tcp_authz_deny_total{peer_id="%s",target_port="8081",tls="true"} 1`, idA))
+		return sample(metrics(t, nsB), "inbound_tcp_authz_deny_total", fmt.Sprintf(`client_id="%s"`, idA), `target_port="8081"`, `tls="true"`) == 1
 	}, "pod B counts the denial with A's identity")
 
 	// SIGTERM drains: ready goes false, the open connection keeps working,
@@ -314,17 +386,24 @@ func TestClientInPodAReachesPodBThroughBothProxiesOverMutualTLS(t *testing.T) {
 	}
 	assert.Contains(t, podB.logs.String(), "draining")
 
-	// weft-init --cleanup leaves no rule behind.
-	cmd := nsA.Command(ctx, exe)
-	cmd.Env = append(os.Environ(), "WEFT_E2E_ROLE=init", "WEFT_E2E_ARGS=--cleanup")
-	out, err := cmd.CombinedOutput()
+	// weft-init --cleanup, as the same non-root user, leaves no rule
+	// behind.
+	cmd = nsA.Command(ctx, runs[1].argv[0], runs[1].argv[1:]...)
+	cmd.Env = append(os.Environ(), "WEFT_E2E_ROLE=init", "XTABLES_LOCKFILE="+filepath.Join(lockDir, "xtables.lock"), "WEFT_E2E_ARGS=--cleanup")
+	out, err = cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	rules, err := nsA.Output(ctx, "iptables-save", "-t", "nat")
 	require.NoError(t, err)
 	assert.NotContains(t, rules, "WEFT_")
 }
 
+// roundTrip sends msg through the echo application and checks the echo.
+// The message starts with a binary byte, as a client-first binary
+// protocol's would: detection then knows at once it is no HTTP (text made
+// of token characters only could still become a request line, and waits
+// for a line end or the detect timeout).
 func roundTrip(c net.Conn, msg string) error {
+	msg = "\x00" + msg
 	if _, err := io.WriteString(c, msg); err != nil {
 		return err
 	}
@@ -377,6 +456,31 @@ func metrics(t *testing.T, ns *netns.NS) string {
 		}
 	}
 	return strings.Join(keep, "\n")
+}
+
+// sample sums the samples of name whose line carries every one of labels;
+// -1 when none does.
+func sample(body, name string, labels ...string) float64 {
+	sum, found := 0.0, false
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if ok {
+			var v float64
+			fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%g", &v)
+			sum += v
+			found = true
+		}
+	}
+	if !found {
+		return -1
+	}
+	return sum
 }
 
 // capture reads every frame of one interface through an AF_PACKET socket.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // Body is the body of a request read by ReadRequest: a Content-Length or
@@ -20,8 +21,9 @@ type Body struct {
 	eof       bool
 	closed    bool
 	err       error
-	onRead    func() // before the first read (100 Continue)
-	onEOF     func() // once, when the end was read
+	onRead    func()      // before the first read (100 Continue)
+	onEOF     func()      // once, when the end was read
+	failed    atomic.Bool // a read failed: the connection cannot carry another request
 }
 
 // Read reads the body. At the end of a chunked body the request's Trailer
@@ -66,6 +68,7 @@ func (b *Body) Read(p []byte) (int, error) {
 		}
 	} else if err != nil {
 		b.err = err
+		b.failed.Store(true)
 	}
 	return n, err
 }

@@ -142,6 +142,20 @@ func (e *DialError) Error() string { return e.Err.Error() }
 // Unwrap returns the dial error.
 func (e *DialError) Unwrap() error { return e.Err }
 
+// RequestBodyError is returned by RoundTrip when reading the request body
+// failed: the side that sends the body went away or sent a malformed one
+// (for a body read by a Server, StatusOf gives the status to answer, 0
+// when the client went away). The exchange ends at once: the upstream
+// connection is closed, never reused, and whatever the upstream answered
+// is discarded.
+type RequestBodyError struct{ Err error }
+
+// Error describes the failed read.
+func (e *RequestBodyError) Error() string { return "h1: reading the request body: " + e.Err.Error() }
+
+// Unwrap returns the read error.
+func (e *RequestBodyError) Unwrap() error { return e.Err }
+
 // syncBodyLimit is the largest body of known length written on the
 // caller's goroutine before the response is read.
 const syncBodyLimit = 64 << 10
@@ -207,19 +221,30 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 	}
 	// The body: small known lengths inline, the rest concurrently so that
 	// an early answer (413, a streaming response) can be read.
-	var bodyDone chan error
+	var async *bodyWriter
 	switch {
 	case noBody:
 		if err := cc.bw.Flush(); err != nil {
 			return fail(fmt.Errorf("%w: %w", errStale, err))
 		}
 	case !chunked && req.ContentLength <= syncBodyLimit:
-		if err := writeBody(cc.bw, req, false); err != nil {
+		if err := writeBody(cc.bw, req, false, nil); err != nil {
 			return fail(err)
 		}
 	default:
-		bodyDone = make(chan error, 1)
-		go func() { bodyDone <- writeBody(cc.bw, req, chunked) }()
+		// A body that fails to arrive (the client went away, or sent a
+		// malformed chunk) ends the exchange at once: the upstream would
+		// otherwise wait for the rest of it, and this side for its answer.
+		async = &bodyWriter{cl: cl, cc: cc, finished: make(chan struct{})}
+		go func() {
+			err := writeBody(cc.bw, req, chunked, func() { async.eof.Store(true) })
+			var be *RequestBodyError
+			if errors.As(err, &be) {
+				async.failed.Store(be)
+				cc.c.Close()
+			}
+			async.written(err)
+		}()
 	}
 
 	trace := httptrace.ContextClientTrace(ctx)
@@ -227,6 +252,9 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 	for informational := 0; ; informational++ {
 		r, err := readResponse(cc.br, req, cl.Limits)
 		if err != nil {
+			if be := async.failure(); be != nil {
+				return fail(be)
+			}
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 				err = fmt.Errorf("%w: %w", errStale, err)
 			}
@@ -245,7 +273,7 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 			}
 		}
 	}
-	body, err := newClientBody(cl, cc, req, resp, stop, bodyDone)
+	body, err := newClientBody(cl, cc, req, resp, stop, async)
 	if err != nil {
 		return fail(err)
 	}
@@ -292,9 +320,13 @@ func writeHead(bw *bufio.Writer, req *http.Request, noBody, chunked bool) error 
 		if len(req.Trailer) > 0 {
 			names := make([]string, 0, len(req.Trailer))
 			for k := range req.Trailer {
-				names = append(names, k)
+				if !IsMeshHeader(k) && ValidName(k) && !forbiddenTrailer(k) {
+					names = append(names, k)
+				}
 			}
-			bw.WriteString("Trailer: " + strings.Join(names, ", ") + "\r\n")
+			if len(names) > 0 {
+				bw.WriteString("Trailer: " + strings.Join(names, ", ") + "\r\n")
+			}
 		}
 	case !noBody:
 		bw.WriteString("Content-Length: " + strconv.FormatInt(req.ContentLength, 10) + "\r\n")
@@ -308,7 +340,8 @@ func writeHead(bw *bufio.Writer, req *http.Request, noBody, chunked bool) error 
 var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
 // writeBody copies the request body, chunked when asked, and flushes.
-func writeBody(bw *bufio.Writer, req *http.Request, chunked bool) error {
+// eof, when set, is called once the whole body was read.
+func writeBody(bw *bufio.Writer, req *http.Request, chunked bool, eof func()) error {
 	bp := bodyBufs.Get().(*[]byte)
 	defer bodyBufs.Put(bp)
 	buf := *bp
@@ -316,16 +349,16 @@ func writeBody(bw *bufio.Writer, req *http.Request, chunked bool) error {
 	for {
 		n, rerr := req.Body.Read(buf)
 		if n > 0 {
+			if !chunked && written+int64(n) > req.ContentLength {
+				return &RequestBodyError{errors.New("h1: request body longer than its Content-Length")}
+			}
 			if chunked {
 				bw.WriteString(strconv.FormatInt(int64(n), 16))
 				bw.WriteString("\r\n")
 				bw.Write(buf[:n])
 				bw.WriteString("\r\n")
-			} else {
-				if written+int64(n) > req.ContentLength {
-					return errors.New("h1: request body longer than its Content-Length")
-				}
-				bw.Write(buf[:n])
+			} else if _, err := bw.Write(buf[:n]); err != nil {
+				return err
 			}
 			written += int64(n)
 			if chunked {
@@ -338,21 +371,24 @@ func writeBody(bw *bufio.Writer, req *http.Request, chunked bool) error {
 			break
 		}
 		if rerr != nil {
-			return rerr
+			return &RequestBodyError{rerr}
 		}
+	}
+	if eof != nil {
+		eof()
 	}
 	if chunked {
 		bw.WriteString("0\r\n")
 		for k, vs := range req.Trailer {
 			for _, v := range vs {
-				if ValidHeader(k, v) && !forbiddenTrailer(k) {
+				if ValidHeader(k, v) && !forbiddenTrailer(k) && !IsMeshHeader(k) {
 					bw.WriteString(k + ": " + v + "\r\n")
 				}
 			}
 		}
 		bw.WriteString("\r\n")
 	} else if written != req.ContentLength {
-		return errors.New("h1: request body shorter than its Content-Length")
+		return &RequestBodyError{io.ErrUnexpectedEOF}
 	}
 	return bw.Flush()
 }
@@ -430,196 +466,4 @@ func readResponseFields(lr *lineReader, lim Limits) (http.Header, error) {
 		key := textproto.CanonicalMIMEHeaderKey(string(line[:colon]))
 		h[key] = append(h[key], string(value))
 	}
-}
-
-// clientBody reads a response body and gives the connection back to the
-// pool at its end when it can carry another exchange.
-type clientBody struct {
-	cl       *Client
-	cc       *clientConn
-	r        io.Reader
-	resp     *http.Response
-	reusable bool
-	stop     func() bool
-	bodyDone chan error
-	mu       sync.Mutex
-	done     bool
-}
-
-func newClientBody(cl *Client, cc *clientConn, req *http.Request, resp *http.Response, stop func() bool, bodyDone chan error) (io.ReadCloser, error) {
-	b := &clientBody{cl: cl, cc: cc, resp: resp, stop: stop, bodyDone: bodyDone}
-	h := resp.Header
-	te, cls := h["Transfer-Encoding"], h["Content-Length"]
-	closeAsked := req.Close || resp.ProtoMinor == 0
-	for _, t := range ConnectionTokens(h) {
-		switch t {
-		case "close":
-			closeAsked = true
-		case "keep-alive":
-			if resp.ProtoMinor == 0 {
-				closeAsked = false
-			}
-		}
-	}
-	resp.ContentLength = -1
-	noBody := req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent ||
-		resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusSwitchingProtocols
-	switch {
-	case len(te) > 0 && len(cls) > 0:
-		return nil, errors.New("h1: response with both Content-Length and Transfer-Encoding")
-	case noBody:
-		b.r = eofReader{}
-		if n, ok := singleLength(cls); ok {
-			resp.ContentLength = n
-		}
-		if req.Method != http.MethodHead {
-			resp.ContentLength = 0
-		}
-	case len(te) > 0:
-		if len(te) != 1 || !strings.EqualFold(strings.TrimSpace(te[len(te)-1]), "chunked") {
-			// Another coding: the body runs to the end of the connection.
-			b.r = cc.br
-			closeAsked = true
-			break
-		}
-		cr := NewChunkedReader(cc.br, 0)
-		b.r = &trailerReader{cr: cr, resp: resp}
-		if tr := h["Trailer"]; len(tr) > 0 {
-			resp.Trailer = http.Header{}
-			for _, v := range tr {
-				for _, k := range strings.Split(v, ",") {
-					if k = strings.TrimSpace(k); k != "" {
-						resp.Trailer[http.CanonicalHeaderKey(k)] = nil
-					}
-				}
-			}
-		}
-	case len(cls) > 0:
-		n, ok := singleLength(cls)
-		if !ok {
-			return nil, errors.New("h1: response with an invalid Content-Length")
-		}
-		resp.ContentLength = n
-		b.r = io.LimitReader(cc.br, n)
-	default:
-		b.r = cc.br
-		closeAsked = true
-	}
-	delete(h, "Transfer-Encoding")
-	if len(te) > 0 {
-		resp.TransferEncoding = []string{"chunked"}
-	}
-	resp.Close = closeAsked
-	b.reusable = !closeAsked
-	if noBody || resp.ContentLength == 0 {
-		b.finish(true)
-	}
-	return b, nil
-}
-
-// singleLength reads Content-Length values that all agree.
-func singleLength(vs []string) (int64, bool) {
-	if len(vs) == 0 {
-		return 0, false
-	}
-	var n int64 = -1
-	for _, v := range vs {
-		for _, part := range strings.Split(v, ",") {
-			m, ok := parseContentLength(strings.TrimSpace(part))
-			if !ok || (n >= 0 && m != n) {
-				return 0, false
-			}
-			n = m
-		}
-	}
-	return n, true
-}
-
-type eofReader struct{}
-
-func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
-
-// trailerReader copies the chunked body's trailers into the response at
-// its end.
-type trailerReader struct {
-	cr   *ChunkedReader
-	resp *http.Response
-}
-
-func (t *trailerReader) Read(p []byte) (int, error) {
-	n, err := t.cr.Read(p)
-	if err == io.EOF {
-		for k, v := range t.cr.Trailer() {
-			if t.resp.Trailer == nil {
-				t.resp.Trailer = http.Header{}
-			}
-			t.resp.Trailer[k] = v
-		}
-	}
-	return n, err
-}
-
-func (b *clientBody) Read(p []byte) (int, error) {
-	b.mu.Lock()
-	if b.done {
-		b.mu.Unlock()
-		return 0, io.EOF
-	}
-	b.mu.Unlock()
-	n, err := b.r.Read(p)
-	if err == io.EOF {
-		if lr, ok := b.r.(*io.LimitedReader); ok && lr.N > 0 {
-			err = io.ErrUnexpectedEOF
-		} else if b.r == io.Reader(b.cc.br) {
-			b.finish(false) // read to the end of the connection
-			return n, io.EOF
-		} else {
-			b.finish(true)
-			return n, io.EOF
-		}
-	}
-	if lr, ok := b.r.(*io.LimitedReader); ok && lr.N == 0 && err == nil {
-		b.finish(true)
-		return n, io.EOF
-	}
-	if err != nil {
-		b.finish(false)
-	}
-	return n, err
-}
-
-// finish ends the exchange: the connection goes back to the pool when the
-// response was read whole, the request body written whole and nothing
-// asked to close it.
-func (b *clientBody) finish(complete bool) {
-	b.mu.Lock()
-	if b.done {
-		b.mu.Unlock()
-		return
-	}
-	b.done = true
-	b.mu.Unlock()
-	stopped := b.stop()
-	reuse := complete && b.reusable && stopped
-	if b.bodyDone != nil {
-		select {
-		case err := <-b.bodyDone:
-			reuse = reuse && err == nil
-		default:
-			// The request body is still being written: the connection
-			// cannot carry another exchange.
-			reuse = false
-		}
-	}
-	if reuse {
-		b.cl.put(b.cc)
-		return
-	}
-	b.cc.c.Close()
-}
-
-// Close ends the body; unread bytes make the connection unusable.
-func (b *clientBody) Close() error {
-	b.finish(false)
-	return nil
 }

@@ -38,6 +38,16 @@
 // which each proxy regenerates at its hop. [ValidHeader] re-checks names and
 // values when a message crosses from HTTP/2 to HTTP/1.
 //
+// # Sending
+//
+// [Client.RoundTrip] sends a request over kept-alive connections. A body of
+// unknown or large size is written by a second goroutine while the
+// response is read; when reading that body fails (the sender went away or
+// sent a malformed chunk) the exchange ends at once with a
+// [RequestBodyError], the upstream connection closed and never reused.
+// The connection returns to the pool only when the response and the body
+// both ended cleanly. Mesh headers are never written as trailers.
+//
 // # Serving
 //
 // [Server.ServeConn] reads requests from one connection, hands each to its

@@ -355,6 +355,11 @@ func (w *response) WriteHeader(code int) {
 	for _, t := range ConnectionTokens(w.header) {
 		closeAsked = closeAsked || t == "close"
 	}
+	if b, ok := w.req.Body.(*Body); ok && b.failed.Load() {
+		// The request body broke off or was malformed: the connection
+		// cannot carry another request, and the answer says so.
+		closeAsked = true
+	}
 	w.closeAfter = w.req.Close || w.draining || closeAsked
 	switch {
 	case w.noBody:

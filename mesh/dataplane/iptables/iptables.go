@@ -284,12 +284,18 @@ type Exec struct {
 	// Prefix is prepended to the command line, for example
 	// []string{"ip", "netns", "exec", "pod-a"}.
 	Prefix []string
+	// AmbientCaps are raised as ambient capabilities of the command
+	// (Linux), so that a non-root caller passes the capabilities it holds
+	// on (see NetCapabilities).
+	AmbientCaps []uintptr
 }
 
 // Run runs the binary with args (and "-w" so it waits for the xtables lock).
 func (e Exec) Run(ctx context.Context, args ...string) error {
 	argv := slices.Concat(e.Prefix, []string{e.Binary, "-w", "5"}, args)
-	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	withAmbient(cmd, e.AmbientCaps)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("iptables: %s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
 	}

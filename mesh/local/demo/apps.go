@@ -113,15 +113,23 @@ func deniedConnection(err error) bool {
 }
 
 // caller sends GET requests to the pod's first outbound mapping at rate
-// per second, recording each under name.
-func (a *apps) caller(name string, rate float64, keepAlive bool) local.App {
+// per second (or one per permit of gate, when not nil), recording each
+// under name.
+func (a *apps) caller(name string, rate float64, keepAlive bool, gate *Gate) local.App {
 	return func(ctx context.Context, pod local.Pod) error {
 		waitServers(ctx, &a.serversUp)
 		url := "http://" + pod.Mappings[0].Listen.String() + "/"
 		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: !keepAlive, MaxIdleConnsPerHost: 4}}
 		defer client.CloseIdleConnections()
-		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
-		defer tick.Stop()
+		var next <-chan time.Time
+		var permits <-chan struct{}
+		if gate != nil {
+			permits = gate.permits
+		} else {
+			tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+			defer tick.Stop()
+			next = tick.C
+		}
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		inflight := make(chan struct{}, 16)
@@ -129,12 +137,20 @@ func (a *apps) caller(name string, rate float64, keepAlive bool) local.App {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-tick.C:
-			}
-			select {
-			case inflight <- struct{}{}:
-			default:
-				continue // too many requests outstanding: skip this tick
+			case <-next:
+				select {
+				case inflight <- struct{}{}:
+				default:
+					continue // too many requests outstanding: skip this tick
+				}
+			case <-permits:
+				// A permitted request waits for a free slot rather
+				// than being skipped.
+				select {
+				case inflight <- struct{}{}:
+				case <-ctx.Done():
+					return nil
+				}
 			}
 			wg.Add(1)
 			go func() {
@@ -164,5 +180,27 @@ func waitServers(ctx context.Context, wg *sync.WaitGroup) {
 	select {
 	case <-done:
 	case <-ctx.Done():
+	}
+}
+
+// Gate paces a demo client for tests and reproducible runs: a client
+// given a Gate sends one request per permit instead of at its rate.
+type Gate struct{ permits chan struct{} }
+
+// NewGate returns a gate with no permits.
+func NewGate() *Gate { return &Gate{permits: make(chan struct{}, maxPermits)} }
+
+// maxPermits bounds the permits a gate holds.
+const maxPermits = 1 << 16
+
+// Allow lets n more requests go. Permits beyond maxPermits outstanding
+// are dropped.
+func (g *Gate) Allow(n int) {
+	for i := 0; i < n; i++ {
+		select {
+		case g.permits <- struct{}{}:
+		default:
+			return
+		}
 	}
 }

@@ -39,6 +39,19 @@ type Config struct {
 	Logger, ProxyLogger *slog.Logger
 	// Options are passed to the runner (such as local.WithAddressBase).
 	Options []local.Option
+	// TrafficGate and IntruderGate, when set, pace the traffic client and
+	// the intruder: one request per permit instead of Rate (tests).
+	TrafficGate, IntruderGate *Gate
+	// OnReady is called once the mesh is ready, before the first view,
+	// with the running mesh and the programs' own counters (the
+	// dashboard of `weft demo --dashboard` starts there).
+	OnReady func(Live)
+}
+
+// Live is a running demo: the mesh and the counters its programs keep.
+type Live struct {
+	State *local.State
+	Stats *Stats
 }
 
 // Run runs the demo mesh, shows the live view until ctx ends or Duration
@@ -69,8 +82,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	opts := []local.Option{
 		local.WithApp("backend", a.backend),
 		local.WithApp("frontend", a.frontend),
-		local.WithApp("traffic", a.caller("traffic", cfg.Rate, true)),
-		local.WithApp("intruder", a.caller("intruder", 2, false)),
+		local.WithApp("traffic", a.caller("traffic", cfg.Rate, true, cfg.TrafficGate)),
+		local.WithApp("intruder", a.caller("intruder", 2, false, cfg.IntruderGate)),
 		local.WithLogger(cfg.Logger),
 		local.WithProxyLogger(cfg.ProxyLogger),
 	}
@@ -96,6 +109,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return Summary{}, ctx.Err()
 	}
 	st := r.State()
+	if cfg.OnReady != nil {
+		cfg.OnReady(Live{State: st, Stats: stats})
+	}
 	start := time.Now()
 	header := Header(st)
 	// On a terminal each view clears the screen and redraws the header and
@@ -195,6 +211,7 @@ func Header(st *local.State) string {
 	for _, p := range st.Plan.Pods {
 		fmt.Fprintf(&b, "  %-10s pod %-12s proxy inbound %s admin http://%s/metrics  identity %s\n", p.Workload, p.IP, p.Inbound, p.Admin, p.Identity)
 	}
+	fmt.Fprintf(&b, "observe it from another terminal: weft viz stat deploy -n demo --local %s (also edges, routes, authz, tap, top)\n", st.Dir)
 	for _, pol := range st.Plan.File.Policies {
 		fmt.Fprintf(&b, "policy: %s port %s allows only %s (mutual TLS); every other caller is denied\n", pol.Workload, pol.Port.String(), strings.Join(pol.Allow, ", "))
 	}

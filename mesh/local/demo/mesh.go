@@ -23,7 +23,9 @@ type ProxyFigures struct {
 }
 
 // ReadProxy extracts a ProxyFigures from the families a proxy's registry
-// gathers (what its /metrics serves).
+// gathers (what its /metrics serves), read with Linkerd's metric names and
+// labels: client_id on inbound authorization counters, server_id on
+// outbound transport and request counters.
 func ReadProxy(workload string, mfs []*dto.MetricFamily) ProxyFigures {
 	pf := ProxyFigures{Workload: workload}
 	var tcpAllow, tcpDeny, httpAllow, httpDeny float64
@@ -33,27 +35,27 @@ func ReadProxy(workload string, mfs []*dto.MetricFamily) ProxyFigures {
 			l := labels(m)
 			v := m.GetCounter().GetValue()
 			switch mf.GetName() {
-			case "inbound_tcp_authz_allow_total", "inbound_http_authz_allow_total":
+			case "inbound_tcp_authz_allow_total", "inbound_http_authz_allow_total", "inbound_http_authz_audit_total":
 				if strings.HasPrefix(mf.GetName(), "inbound_tcp") {
 					tcpAllow += v
 				} else {
 					httpAllow += v
 				}
-				if l["tls"] == "true" && l["peer_id"] != "" && v > 0 {
-					from[l["peer_id"]] = true
+				if l["tls"] == "true" && l["client_id"] != "" && v > 0 {
+					from[l["client_id"]] = true
 				}
-			case "inbound_tcp_authz_deny_total", "inbound_http_authz_deny_total":
+			case "inbound_tcp_authz_deny_total", "inbound_http_authz_deny_total", "inbound_http_route_not_found_total":
 				if strings.HasPrefix(mf.GetName(), "inbound_tcp") {
 					tcpDeny += v
 				} else {
 					httpDeny += v
 				}
-				if l["peer_id"] != "" && v > 0 {
-					denied[l["peer_id"]] = true
+				if l["tls"] == "true" && l["client_id"] != "" && v > 0 {
+					denied[l["client_id"]] = true
 				}
 			case "tcp_open_total", "request_total":
-				if l["direction"] == "outbound" && l["tls"] == "true" && l["peer_id"] != "" && v > 0 {
-					to[l["peer_id"]] = true
+				if l["direction"] == "outbound" && l["tls"] == "true" && l["server_id"] != "" && v > 0 {
+					to[l["server_id"]] = true
 				}
 			}
 		}

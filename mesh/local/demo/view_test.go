@@ -68,10 +68,10 @@ func TestReadProxyCountsDecisionsAndVerifiedPeers(t *testing.T) {
 	const web = "web.shop.serviceaccount.identity.weft.cluster.local"
 	const bad = "bad.shop.serviceaccount.identity.weft.cluster.local"
 	tcp := demo.ReadProxy("api", []*dto.MetricFamily{
-		counter("inbound_tcp_authz_allow_total", 3, "peer_id", web, "tls", "true"),
-		counter("inbound_tcp_authz_allow_total", 2, "peer_id", "", "tls", "false"),
-		counter("inbound_tcp_authz_deny_total", 4, "peer_id", bad, "tls", "true"),
-		counter("tcp_open_total", 1, "direction", "outbound", "peer_id", "db.shop.serviceaccount.identity.weft.cluster.local", "tls", "true"),
+		counter("inbound_tcp_authz_allow_total", 3, "client_id", web, "tls", "true"),
+		counter("inbound_tcp_authz_allow_total", 2, "tls", "no_identity", "no_tls_reason", "no_tls_from_remote"),
+		counter("inbound_tcp_authz_deny_total", 4, "client_id", bad, "tls", "true"),
+		counter("tcp_open_total", 1, "direction", "outbound", "peer", "dst", "server_id", "db.shop.serviceaccount.identity.weft.cluster.local", "tls", "true"),
 	})
 	assert.Equal(t, 5.0, tcp.Allowed)
 	assert.Equal(t, 4.0, tcp.Denied)
@@ -81,9 +81,10 @@ func TestReadProxyCountsDecisionsAndVerifiedPeers(t *testing.T) {
 
 	// With HTTP authorization the request counts win over connections.
 	http := demo.ReadProxy("api", []*dto.MetricFamily{
-		counter("inbound_tcp_authz_allow_total", 1, "peer_id", web, "tls", "true"),
-		counter("inbound_http_authz_allow_total", 40, "peer_id", web, "tls", "true"),
-		counter("inbound_http_authz_deny_total", 7, "peer_id", bad, "tls", "true"),
+		counter("inbound_tcp_authz_allow_total", 1, "client_id", web, "tls", "true"),
+		counter("inbound_http_authz_allow_total", 40, "client_id", web, "tls", "true"),
+		counter("inbound_http_authz_deny_total", 5, "client_id", bad, "tls", "true"),
+		counter("inbound_http_route_not_found_total", 2, "client_id", bad, "tls", "true"),
 	})
 	assert.Equal(t, 40.0, http.Allowed)
 	assert.Equal(t, 7.0, http.Denied)

@@ -1,0 +1,237 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/weftmesh/weft/mesh/viz"
+	vizlocal "github.com/weftmesh/weft/mesh/viz/local"
+)
+
+// VizCommand is `weft viz`: stat, top, tap, edges, routes, authz and the
+// web dashboard, read from the proxies themselves (no Prometheus needed)
+// or from a Prometheus server. See docs/viz.md.
+func VizCommand() Command {
+	return Command{
+		Name:    "viz",
+		Summary: "observe the mesh: stat, top, tap, edges, routes, authz, dashboard (no Prometheus needed)",
+		Run:     runViz,
+	}
+}
+
+var vizSubcommands = []struct {
+	name, summary string
+	run           func(context.Context, []string, IO) int
+}{
+	{"stat", "golden metrics per namespace, workload, pod, authority or route", runVizStat},
+	{"edges", "who calls whom, with the identities both proxies verified", runVizEdges},
+	{"routes", "golden metrics per route a workload serves (or calls, with --to)", runVizRoutes},
+	{"authz", "allowed and denied traffic per authorization, with the denied clients", runVizAuthz},
+	{"tap", "the live request stream of a workload's proxies", runVizTap},
+	{"top", "the hottest paths now, from tap", runVizTop},
+	{"dashboard", "serve the live web dashboard", runVizDashboard},
+}
+
+func runViz(ctx context.Context, args []string, stdio IO) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdio.Stderr, "Usage: weft viz COMMAND [flags]\n\nCommands:\n")
+		for _, c := range vizSubcommands {
+			fmt.Fprintf(stdio.Stderr, "  %-10s %s\n", c.name, c.summary)
+		}
+		fmt.Fprint(stdio.Stderr, "\nData come from the proxies' own /metrics and tap: in a cluster through the\n"+
+			"Kubernetes API server, in a local mesh (weft demo, weft dev) directly with --local DIR.\n"+
+			"--prometheus URL queries a Prometheus server instead.\n")
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	for _, c := range vizSubcommands {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdio)
+		}
+	}
+	fmt.Fprintf(stdio.Stderr, "weft viz: unknown command %q (run 'weft viz help')\n", args[0])
+	return ExitUsage
+}
+
+// vizFlags are the flags every viz command shares: where the data come
+// from, which namespace, and the output format.
+type vizFlags struct {
+	local      string
+	prometheus string
+	kubeconfig string
+	kubeCtx    string
+	namespace  string
+	all        bool
+	output     string
+}
+
+func (f *vizFlags) register(fs *flag.FlagSet, outputs string) {
+	fs.StringVar(&f.local, "local", "", "read the local mesh (weft demo, weft dev) whose directory is DIR, directly on loopback")
+	fs.StringVar(&f.prometheus, "prometheus", "", "query the Prometheus server at URL instead of the proxies")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&f.kubeCtx, "context", "", "kubeconfig context")
+	fs.StringVar(&f.namespace, "namespace", "default", "namespace of the resource")
+	fs.StringVar(&f.namespace, "n", "default", "namespace (short for --namespace)")
+	fs.BoolVar(&f.all, "all-namespaces", false, "every namespace")
+	fs.BoolVar(&f.all, "A", false, "every namespace (short for --all-namespaces)")
+	fs.StringVar(&f.output, "o", "table", "output format: "+outputs)
+}
+
+func (f *vizFlags) validate(outputs ...string) error {
+	ok := false
+	for _, o := range outputs {
+		ok = ok || f.output == o
+	}
+	if !ok {
+		return fmt.Errorf("-o %q: want %s", f.output, strings.Join(outputs, " or "))
+	}
+	n := 0
+	for _, s := range []string{f.local, f.prometheus} {
+		if s != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return errors.New("--local and --prometheus exclude each other")
+	}
+	return nil
+}
+
+func (f *vizFlags) ns() string {
+	if f.all {
+		return ""
+	}
+	return f.namespace
+}
+
+// source resolves the flags to where the proxies are read.
+func (f *vizFlags) source() (viz.Source, error) {
+	switch {
+	case f.local != "":
+		ts, err := vizlocal.FromDir(f.local)
+		if err != nil {
+			return nil, err
+		}
+		return vizlocal.DirSource(f.local, ts), nil
+	case f.prometheus != "":
+		return nil, errors.New("--prometheus does not read proxies")
+	}
+	return kubeVizSource(f)
+}
+
+// parseFlagsAnywhere parses args into fs, letting flags follow positional
+// arguments (weft viz stat deploy -n demo).
+func parseFlagsAnywhere(fs *flag.FlagSet, args []string) ([]string, int, bool) {
+	var positional []string
+	for {
+		if st, ok := Parse(fs, args); !ok {
+			return nil, st, false
+		}
+		if fs.NArg() == 0 {
+			return positional, 0, true
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// windowFlags choose the span a view covers.
+type windowFlags struct {
+	window     time.Duration
+	sinceStart bool
+}
+
+func (w *windowFlags) register(fs *flag.FlagSet) {
+	fs.DurationVar(&w.window, "window", 10*time.Second, "span to measure: the proxies are read at its start and end (Ctrl-C ends it early); with --prometheus, the range of the queries")
+	fs.DurationVar(&w.window, "t", 10*time.Second, "span to measure (short for --window)")
+	fs.BoolVar(&w.sinceStart, "since-start", false, "count everything since the proxies started instead (no rates)")
+}
+
+func (w *windowFlags) validate() error {
+	if !w.sinceStart && (w.window < time.Second || w.window > 24*time.Hour) {
+		return fmt.Errorf("--window %s: want 1s to 24h", w.window)
+	}
+	return nil
+}
+
+// collect returns the window the flags ask for, from the proxies or from
+// Prometheus. It tells the user on stderr while it samples.
+func collect(ctx context.Context, f *vizFlags, wf *windowFlags, stdio IO) (viz.Window, error) {
+	if f.prometheus != "" {
+		return prometheusWindow(ctx, f, wf)
+	}
+	src, err := f.source()
+	if err != nil {
+		return viz.Window{}, err
+	}
+	d := wf.window
+	if wf.sinceStart {
+		d = 0
+	}
+	return viz.Sample(ctx, src, d, func() {
+		fmt.Fprintf(stdio.Stderr, "sampling the proxies for %s (Ctrl-C to stop early)...\n", d)
+	})
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// num returns v, or nil when it is NaN (JSON has no NaN).
+func num(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func pctOrDash(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f%%", 100*v)
+}
+
+func rpsOrDash(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1frps", v)
+}
+
+func msOrDash(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case v < 10:
+		return fmt.Sprintf("%.1fms", v)
+	}
+	return fmt.Sprintf("%.0fms", v)
+}
+
+func vizFail(stdio IO, cmd string, err error, status int) int {
+	fmt.Fprintf(stdio.Stderr, "weft viz %s: %v\n", cmd, err)
+	return status
+}
+
+// reportUnreachable names the targets that did not answer.
+func reportUnreachable(w viz.Window, stdio IO) {
+	for _, ts := range w.Targets {
+		if ts.Err != nil {
+			fmt.Fprintf(stdio.Stderr, "warning: %s did not answer: %v\n", ts.Target, ts.Err)
+		}
+	}
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

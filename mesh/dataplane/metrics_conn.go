@@ -1,0 +1,101 @@
+package dataplane
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+
+	"github.com/weftmesh/weft/mesh/policy/authz"
+)
+
+// Transport label sets, one per kind of connection, as Linkerd's proxy
+// labels them.
+
+// inboundSrcLabels labels a connection the inbound proxy accepted:
+// direction, peer="src", target, TLS (client_id) and server labels.
+func inboundSrcLabels(target netip.AddrPort, peer authz.Conn, srv *authz.Server, port uint16) *labels {
+	l := (&labels{}).add("direction", Inbound).add("peer", peerSrc)
+	targetLabels(l, target)
+	tlsAccept(l, peer, false)
+	return srvLabels(l, srv, port)
+}
+
+// appLabels labels a connection the inbound proxy opened to the local
+// application.
+func appLabels() *labels {
+	l := (&labels{}).add("direction", Inbound).add("peer", peerDst)
+	return tlsConnect(l, "", true)
+}
+
+// outboundSrcLabels labels a connection the outbound proxy accepted from
+// the application; target is its original destination when known.
+func outboundSrcLabels(target netip.AddrPort) *labels {
+	l := (&labels{}).add("direction", Outbound).add("peer", peerSrc)
+	targetLabels(l, target)
+	return tlsAccept(l, authz.Conn{}, true)
+}
+
+// outboundDstLabels labels a connection the outbound proxy opened to an
+// endpoint: the logical authority (when it is a name), the endpoint's
+// address, its identity and its discovery labels (dst_*).
+func outboundDstLabels(authority string, ep Endpoint) *labels {
+	l := (&labels{}).add("direction", Outbound).add("peer", peerDst)
+	l.addIf("authority", authority)
+	targetLabels(l, ep.Addr)
+	tlsConnect(l, ep.Identity, false)
+	return dstLabels(l, ep.MetricLabels)
+}
+
+// authorityLabel is the authority label of an outbound target: a name is
+// budgeted (maxTargetLabels), an IP:port has no authority (as Linkerd).
+func (h *httpMetrics) authorityLabel(target string) string {
+	if _, err := netip.ParseAddrPort(target); err == nil || target == "" {
+		return ""
+	}
+	return h.targets.admit(target)
+}
+
+// statsConn is a connection the proxy opened, counted in the transport
+// metrics until it is closed.
+type statsConn struct {
+	countedConn
+	stats *connStats
+}
+
+// countedDial wraps a connection the proxy dialled with labels l.
+func (p *Proxy) countedDial(c net.Conn, l *labels) net.Conn {
+	s := p.m.opened(l)
+	return &statsConn{countedConn: countedConn{Conn: c, read: s.read, wrt: s.wrt}, stats: s}
+}
+
+func (c *statsConn) Read(b []byte) (int, error) {
+	n, err := c.countedConn.Read(b)
+	if err != nil && !isClosedErr(err) {
+		c.stats.fail(err)
+	}
+	return n, err
+}
+
+func (c *statsConn) Write(b []byte) (int, error) {
+	n, err := c.countedConn.Write(b)
+	if err != nil && !isClosedErr(err) {
+		c.stats.fail(err)
+	}
+	return n, err
+}
+
+func (c *statsConn) Close() error {
+	err := c.Conn.Close()
+	c.stats.closed()
+	return err
+}
+
+// NetConn returns the wrapped connection.
+func (c *statsConn) NetConn() net.Conn { return c.Conn }
+
+// isClosedErr reports errors that mean the connection was closed locally
+// or ended normally, which do not make its end a failure.
+func isClosedErr(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || isTimeout(err)
+}

@@ -1,0 +1,91 @@
+package dataplane
+
+import (
+	"sync/atomic"
+
+	"github.com/weftmesh/weft/mesh/dataplane/balance"
+)
+
+// Outbound request series are resolved once per route (route_*) and per
+// endpoint of each backend (request_total, response_*), and cached on the
+// service and the backend; a request finds them by the route name and the
+// balancer key of the endpoint it was sent to.
+
+// routeSeries returns the route-level series of a route of the service.
+func (s *service) routeSeries(name string) *reqSeries {
+	if rs, ok := s.routes.load(name); ok && rs.alive() {
+		return rs
+	}
+	h := s.p.m.http
+	l := (&labels{}).add("direction", Outbound).add("dst", s.label).add("rt_route", labelValue(name))
+	rs := h.reqSeries(&h.route, l)
+	s.routes.store(name, rs, maxCacheEntries)
+	return rs
+}
+
+// localSeries returns the endpoint-level series of requests the proxy
+// answers before reaching any endpoint (no route, no endpoints, a fault,
+// a redirect): the authority and no endpoint labels.
+func (s *service) localSeries() *reqSeries {
+	if rs := s.local.Load(); rs.alive() {
+		return rs
+	}
+	h := s.p.m.http
+	l := (&labels{}).add("direction", Outbound)
+	l.addIf("authority", h.authorityLabel(s.target))
+	rs := h.reqSeries(&h.ep, l)
+	s.local.Store(rs)
+	return rs
+}
+
+// seriesFor returns the endpoint-level series of the endpoint behind
+// handle h: Linkerd's outbound endpoint labels (authority, target, TLS
+// and server identity, dst_*).
+func (b *backend) seriesFor(s *service, h *balance.Handle[Endpoint]) *reqSeries {
+	key := h.Key()
+	if rs, ok := b.series.load(key); ok && rs.alive() {
+		return rs
+	}
+	m := s.p.m.http
+	ep := h.Value()
+	l := (&labels{}).add("direction", Outbound)
+	l.addIf("authority", m.authorityLabel(s.target))
+	targetLabels(l, ep.Addr)
+	tlsConnect(l, ep.Identity, false)
+	dstLabels(l, ep.MetricLabels)
+	rs := m.reqSeries(&m.ep, l)
+	b.series.store(key, rs, maxCacheEntries)
+	return rs
+}
+
+// retryable counts a retryable response on the route (route_retryable_total),
+// with skipped="no_budget" when the budget refused the retry.
+func (s *reqStats) retryable(hasBudget bool) {
+	if s.rt == nil {
+		return
+	}
+	s.rt.retryable(hasBudget).inc()
+}
+
+// retryable returns the route_retryable_total series of a route.
+func (r *reqSeries) retryable(hasBudget bool) *series {
+	p := &r.retry
+	if !hasBudget {
+		p = &r.retryNoBudget
+	}
+	if s := p.Load(); s != nil {
+		return s
+	}
+	var extra *labels
+	if !hasBudget {
+		extra = (&labels{}).add("skipped", "no_budget")
+	}
+	s := r.g.series(r.fam.retryable, extra)
+	p.Store(s)
+	return s
+}
+
+// retrySeries are the route_retryable_total series of a route.
+type retrySeries struct {
+	retry, retryNoBudget atomic.Pointer[series]
+}

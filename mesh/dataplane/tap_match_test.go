@@ -1,0 +1,245 @@
+package dataplane
+
+import (
+	"net/http"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftmesh/weft/apis/proxy/httptypes"
+	ptap "github.com/weftmesh/weft/apis/proxy/tap"
+	"github.com/weftmesh/weft/mesh/policy/authz"
+)
+
+func mHTTP(h *ptap.ObserveRequest_Match_Http) *ptap.ObserveRequest_Match {
+	return &ptap.ObserveRequest_Match{Match: &ptap.ObserveRequest_Match_Http_{Http: h}}
+}
+
+func mNet(src bool, cidr string) *ptap.ObserveRequest_Match {
+	p := netip.MustParsePrefix(cidr)
+	tcp := &ptap.ObserveRequest_Match_Tcp{Match: &ptap.ObserveRequest_Match_Tcp_Netmask_{Netmask: &ptap.ObserveRequest_Match_Tcp_Netmask{
+		Ip: authz.AddrToProto(p.Addr()), Mask: uint32(p.Bits())}}}
+	if src {
+		return &ptap.ObserveRequest_Match{Match: &ptap.ObserveRequest_Match_Source{Source: tcp}}
+	}
+	return &ptap.ObserveRequest_Match{Match: &ptap.ObserveRequest_Match_Destination{Destination: tcp}}
+}
+
+func mPorts(lo, hi uint32) *ptap.ObserveRequest_Match {
+	return &ptap.ObserveRequest_Match{Match: &ptap.ObserveRequest_Match_Destination{Destination: &ptap.ObserveRequest_Match_Tcp{
+		Match: &ptap.ObserveRequest_Match_Tcp_Ports{Ports: &ptap.ObserveRequest_Match_Tcp_PortRange{Min: lo, Max: hi}}}}}
+}
+
+func mSeq(any bool, ms ...*ptap.ObserveRequest_Match) *ptap.ObserveRequest_Match {
+	seq := &ptap.ObserveRequest_Match_Seq{Matches: ms}
+	if any {
+		return &ptap.ObserveRequest_Match{Match: &ptap.ObserveRequest_Match_Any{Any: seq}}
+	}
+	return &ptap.ObserveRequest_Match{Match: &ptap.ObserveRequest_Match_All{All: seq}}
+}
+
+func mNot(m *ptap.ObserveRequest_Match) *ptap.ObserveRequest_Match {
+	return &ptap.ObserveRequest_Match{Match: &ptap.ObserveRequest_Match_Not{Not: m}}
+}
+
+func mDstLabel(k, v string) *ptap.ObserveRequest_Match {
+	return &ptap.ObserveRequest_Match{Match: &ptap.ObserveRequest_Match_DestinationLabel{DestinationLabel: &ptap.ObserveRequest_Match_Label{Key: k, Value: v}}}
+}
+
+func TestTapMatchesEvaluateLikeLinkerds(t *testing.T) {
+	view := func() *tapView {
+		r, _ := http.NewRequest(http.MethodPost, "http://web/api/books", nil)
+		return &tapView{
+			src: netip.MustParseAddrPort("10.1.2.3:40000"), dst: netip.MustParseAddrPort("[fd00::7]:8080"), r: r,
+			scheme: "http", method: "POST", authority: "web.shop.svc.cluster.local:8080", path: "/api/books", route: "books",
+			ep: &Endpoint{MetricLabels: map[string]string{"deployment": "web"}, Identity: "web.shop"}, meta: outboundMeta,
+		}
+	}
+	post := &ptap.ObserveRequest_Match_Http{Match: &ptap.ObserveRequest_Match_Http_Method{Method: authz.MethodToProto("POST")}}
+	get := &ptap.ObserveRequest_Match_Http{Match: &ptap.ObserveRequest_Match_Http_Method{Method: authz.MethodToProto("GET")}}
+	prefix := func(p string) *ptap.ObserveRequest_Match_Http {
+		return &ptap.ObserveRequest_Match_Http{Match: &ptap.ObserveRequest_Match_Http_Path{Path: &ptap.ObserveRequest_Match_Http_StringMatch{
+			Match: &ptap.ObserveRequest_Match_Http_StringMatch_Prefix{Prefix: p}}}}
+	}
+	exactAuthority := &ptap.ObserveRequest_Match_Http{Match: &ptap.ObserveRequest_Match_Http_Authority{Authority: &ptap.ObserveRequest_Match_Http_StringMatch{
+		Match: &ptap.ObserveRequest_Match_Http_StringMatch_Exact{Exact: "web.shop.svc.cluster.local:8080"}}}}
+	https := &ptap.ObserveRequest_Match_Http{Match: &ptap.ObserveRequest_Match_Http_Scheme{Scheme: &httptypes.Scheme{
+		Type: &httptypes.Scheme_Registered_{Registered: httptypes.Scheme_HTTPS}}}}
+	routeLabel := &ptap.ObserveRequest_Match{Match: &ptap.ObserveRequest_Match_RouteLabel{RouteLabel: &ptap.ObserveRequest_Match_Label{Key: "route", Value: "books"}}}
+
+	cases := []struct {
+		name string
+		m    *ptap.ObserveRequest_Match
+		want bool
+	}{
+		{"all of nothing", mSeq(false), true},
+		{"any of nothing", mSeq(true), false},
+		{"method", mHTTP(post), true},
+		{"another method", mHTTP(get), false},
+		{"not another method", mNot(mHTTP(get)), true},
+		{"path prefix", mHTTP(prefix("/api/")), true},
+		{"path prefix that differs", mHTTP(prefix("/admin")), false},
+		{"authority exactly", mHTTP(exactAuthority), true},
+		{"scheme", mHTTP(https), false},
+		{"source network", mNet(true, "10.0.0.0/8"), true},
+		{"source elsewhere", mNet(true, "192.168.0.0/16"), false},
+		{"destination IPv6 network", mNet(false, "fd00::/8"), true},
+		{"an IPv4 network never holds an IPv6 address", mNet(false, "10.0.0.0/8"), false},
+		{"destination port range", mPorts(8000, 8100), true},
+		{"a single port", mPorts(0, 8080), true},
+		{"another port", mPorts(9090, 0), false},
+		{"destination label", mDstLabel("deployment", "web"), true},
+		{"destination label value", mDstLabel("deployment", "api"), false},
+		{"route label", routeLabel, true},
+		{"all of several", mSeq(false, mHTTP(post), mPorts(8080, 8080), mDstLabel("tls", "true")), true},
+		{"all fails on one", mSeq(false, mHTTP(post), mHTTP(get)), false},
+		{"any succeeds on one", mSeq(true, mHTTP(get), mHTTP(prefix("/api"))), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := compileMatch(c.m)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, m.matches(view()))
+		})
+	}
+}
+
+func TestTapRefusesMatchesLinkerdsProxyRefuses(t *testing.T) {
+	deep := mSeq(false)
+	for i := 0; i < maxMatchDepth+2; i++ {
+		deep = mNot(deep)
+	}
+	wide := make([]*ptap.ObserveRequest_Match, maxMatchNodes+1)
+	for i := range wide {
+		wide[i] = mPorts(80, 80)
+	}
+	for name, m := range map[string]*ptap.ObserveRequest_Match{
+		"missing":            nil,
+		"empty":              {},
+		"reversed ports":     mPorts(9000, 80),
+		"port out of range":  mPorts(1, 70000),
+		"no port":            mPorts(0, 0),
+		"zero mask":          mNet(true, "0.0.0.0/0"),
+		"empty label":        mDstLabel("", "x"),
+		"empty method":       mHTTP(&ptap.ObserveRequest_Match_Http{Match: &ptap.ObserveRequest_Match_Http_Method{Method: &httptypes.HttpMethod{}}}),
+		"empty string match": mHTTP(&ptap.ObserveRequest_Match_Http{Match: &ptap.ObserveRequest_Match_Http_Path{Path: &ptap.ObserveRequest_Match_Http_StringMatch{}}}),
+		"too deep":           deep,
+		"too many":           mSeq(true, wide...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := compileMatch(m)
+			require.ErrorIs(t, err, errInvalidMatch)
+		})
+	}
+	// A mask longer than the address.
+	bad := &ptap.ObserveRequest_Match{Match: &ptap.ObserveRequest_Match_Source{Source: &ptap.ObserveRequest_Match_Tcp{
+		Match: &ptap.ObserveRequest_Match_Tcp_Netmask_{Netmask: &ptap.ObserveRequest_Match_Tcp_Netmask{
+			Ip: authz.AddrToProto(netip.MustParseAddr("10.0.0.0")), Mask: 33}}}}}
+	_, err := compileMatch(bad)
+	assert.ErrorIs(t, err, errInvalidMatch)
+}
+
+func TestTapEventsRenderTheirEndOfStream(t *testing.T) {
+	s := &tapSession{base: 7}
+	base := &tapBase{direction: ptap.TapEvent_INBOUND, src: netip.MustParseAddrPort("10.0.0.1:5000")}
+	grpcEnd := (&tapEvent{kind: tapResponseEnd, base: base, id: tapSub{s: s, id: 3}, grpcStatus: 0, resetCode: -1,
+		sinceRequest: time.Second, sinceResponse: time.Millisecond, bytes: 12}).proto()
+	end := grpcEnd.GetHttp().GetResponseEnd()
+	require.NotNil(t, end)
+	assert.Equal(t, uint32(7), end.GetId().GetBase())
+	assert.Equal(t, uint64(3), end.GetId().GetStream())
+	_, isGRPC := end.GetEos().GetEnd().(*ptap.Eos_GrpcStatusCode)
+	assert.True(t, isGRPC, "grpc-status 0 is reported")
+	assert.Equal(t, uint64(12), end.GetResponseBytes())
+	assert.Equal(t, uint32(0x0a000001), grpcEnd.GetSource().GetIp().GetIpv4())
+
+	reset := (&tapEvent{kind: tapResponseEnd, base: base, id: tapSub{s: s}, grpcStatus: 0, resetCode: 2}).proto()
+	assert.Equal(t, uint32(2), reset.GetHttp().GetResponseEnd().GetEos().GetResetErrorCode(), "a reset wins over a status")
+
+	withTrailers := (&tapEvent{kind: tapResponseEnd, base: base, id: tapSub{s: s}, grpcStatus: -1, resetCode: -1,
+		header: http.Header{"Grpc-Status": {"0"}}}).proto()
+	assert.Equal(t, "grpc-status", withTrailers.GetHttp().GetResponseEnd().GetTrailers().GetHeaders()[0].GetName())
+
+	h2 := (&tapEvent{kind: tapResponseInit, base: base, id: tapSub{s: s}, status: 204, h2: true, header: http.Header{"X-A": {"1"}}}).proto()
+	hs := h2.GetHttp().GetResponseInit().GetHeaders().GetHeaders()
+	require.Len(t, hs, 2)
+	assert.Equal(t, ":status", hs[0].GetName())
+	assert.Equal(t, "204", string(hs[0].GetValue()))
+	assert.Equal(t, "x-a", hs[1].GetName())
+}
+
+// BenchmarkTapDataPath measures what the data path does for tap per
+// request: the check when no tap is open, matching against an open tap
+// that does not take the request, a tap over its budget, and a tap taking
+// the request (its three events handed to a reader that drains them and
+// renders each as the stream would).
+//
+//	go test -run XXX -bench TapDataPath ./mesh/dataplane
+func BenchmarkTapDataPath(b *testing.B) {
+	r, _ := http.NewRequest(http.MethodGet, "http://web/api/books", nil)
+	r.Header.Set("User-Agent", "bench")
+	ep := Endpoint{Addr: netip.MustParseAddrPort("10.0.0.7:8080"), Identity: "web.shop.serviceaccount.identity.weft.cluster.local",
+		MetricLabels: map[string]string{"namespace": "shop", "deployment": "web", "pod": "web-1"}}
+	src := netip.MustParseAddrPort("10.0.0.1:40000")
+	one := func(h *tapHub) {
+		if !h.on() {
+			return
+		}
+		v := tapView{direction: ptap.TapEvent_OUTBOUND, src: src, dst: ep.Addr, r: r,
+			scheme: "http", method: r.Method, authority: "web:8080", path: "/api/books", route: "default", ep: &ep, meta: outboundMeta}
+		tr := h.start(&v)
+		tr.responseInit(200, nil, false)
+		tr.responseEnd(27, -1, -1, nil)
+	}
+	open := func(b *testing.B, h *tapHub, m *ptap.ObserveRequest_Match) {
+		cm, err := compileMatch(m)
+		require.NoError(b, err)
+		s := h.newSession(cm, false, 1<<31)
+		require.True(b, h.add(s))
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case e := <-s.events:
+					_ = e.proto()
+				case <-stop:
+					return
+				}
+			}
+		}()
+		b.Cleanup(func() { close(stop); <-done })
+	}
+	all := mSeq(false)
+	none := mHTTP(&ptap.ObserveRequest_Match_Http{Match: &ptap.ObserveRequest_Match_Http_Path{Path: &ptap.ObserveRequest_Match_Http_StringMatch{
+		Match: &ptap.ObserveRequest_Match_Http_StringMatch_Prefix{Prefix: "/never"}}}})
+	for _, c := range []struct {
+		name  string
+		match *ptap.ObserveRequest_Match
+		rate  int
+	}{
+		{"no-tap", nil, 1000},
+		{"tap-matching-nothing", none, 1000},
+		{"tap-over-budget", all, 1},
+		{"tap-taking-every-request", all, 1 << 30},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			h := newTapHub(16, c.rate)
+			if c.match != nil {
+				open(b, h, c.match)
+			}
+			if c.rate == 1 {
+				one(h) // spend the budget
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				one(h)
+			}
+		})
+	}
+}

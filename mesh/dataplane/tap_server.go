@@ -1,0 +1,247 @@
+package dataplane
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/netutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/weftmesh/weft/apis/proxy/httptypes"
+	proxynet "github.com/weftmesh/weft/apis/proxy/net"
+	ptap "github.com/weftmesh/weft/apis/proxy/tap"
+	"github.com/weftmesh/weft/mesh/policy/authz"
+)
+
+// The tap server: io.linkerd.proxy.tap.Tap/Observe over mutual TLS.
+//
+// Trust: the client must complete a TLS 1.3 handshake with a certificate
+// that chains to the mesh's trust roots for client authentication (the
+// same checks as proxy-to-proxy TLS); its identity is the certificate's
+// single DNS SAN. Only identities in Config.TapIdentities may call
+// Observe; any other gets PERMISSION_DENIED before its request is read.
+// Caps: tapMaxConns connections, Config.TapMaxTaps open taps
+// (RESOURCE_EXHAUSTED beyond), a 64 KiB request, a bounded match, and per
+// tap Config.TapMaxEventsPerSecond events and a tapBuffer-event buffer.
+
+// tapMaxRequest bounds an ObserveRequest, in bytes.
+const tapMaxRequest = 64 << 10
+
+// tapServerTLS is the tap listener's TLS: the proxy's certificate, a
+// client certificate required and verified against the mesh roots.
+func tapServerTLS(id Identity, now func() time.Time) *tls.Config {
+	c := ServerTLSConfig(id, now)
+	c.NextProtos = []string{"h2"}
+	c.ClientAuth = tls.RequireAnyClientCert // verified in VerifyConnection, against the current roots
+	return c
+}
+
+// tapIdentityOf returns the verified identity of the caller of a tap
+// request, from the gRPC peer's TLS state.
+func tapIdentityOf(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return ""
+	}
+	return PeerIdentity(ti.State)
+}
+
+// serveTap serves the tap API on l until ctx ends. It returns once the
+// server has stopped.
+func (p *Proxy) serveTap(ctx context.Context, l net.Listener) {
+	allowed := p.cfg.TapIdentities
+	auth := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		id := tapIdentityOf(ss.Context())
+		if id == "" || !slices.Contains(allowed, id) {
+			p.tap.refused.WithLabelValues("identity").Inc()
+			p.log.Info("tap refused", "client_id", id)
+			return status.Errorf(codes.PermissionDenied, "dataplane: %q is not an accepted tapper", id)
+		}
+		return handler(srv, ss)
+	}
+	unary := func(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
+		return nil, status.Error(codes.Unimplemented, "dataplane: the tap server has no unary methods")
+	}
+	srv := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(tapServerTLS(p.id, p.now))),
+		grpc.StreamInterceptor(auth),
+		grpc.UnaryInterceptor(unary),
+		grpc.MaxRecvMsgSize(tapMaxRequest),
+		grpc.MaxConcurrentStreams(uint32(p.cfg.TapMaxTaps)+4),
+		grpc.ConnectionTimeout(10*time.Second),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	)
+	ptap.RegisterTapServer(srv, &tapService{p: p})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(netutil.LimitListener(l, tapMaxConns))
+	}()
+	<-ctx.Done()
+	srv.Stop()
+	<-done
+}
+
+// tapService implements the Tap API.
+type tapService struct {
+	ptap.UnimplementedTapServer
+	p *Proxy
+}
+
+// Observe streams the events of the requests that match, until the
+// client goes away or the tap took limit requests and all of them ended.
+func (t *tapService) Observe(req *ptap.ObserveRequest, stream grpc.ServerStreamingServer[ptap.TapEvent]) error {
+	h := t.p.tap
+	if req.GetLimit() == 0 {
+		h.refused.WithLabelValues("invalid").Inc()
+		return status.Error(codes.InvalidArgument, "dataplane: limit must be positive")
+	}
+	m, err := compileMatch(req.GetMatch())
+	if err != nil {
+		h.refused.WithLabelValues("invalid").Inc()
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	headers := req.GetExtract().GetHttp().GetHeaders() != nil
+	s := h.newSession(m, headers, req.GetLimit())
+	if !h.add(s) {
+		h.refused.WithLabelValues("limit").Inc()
+		return status.Errorf(codes.ResourceExhausted, "dataplane: %d taps are open, the most this proxy serves", h.maxTaps)
+	}
+	defer func() {
+		s.closed.Store(true)
+		h.remove(s)
+	}()
+	t.p.log.Info("tap opened", "client_id", tapIdentityOf(stream.Context()), "limit", req.GetLimit(), "headers", headers)
+	ctx := stream.Context()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-s.events:
+			if err := stream.Send(e.proto()); err != nil {
+				return err
+			}
+		case <-s.idle:
+		}
+		if s.done() && len(s.events) == 0 {
+			return nil
+		}
+	}
+}
+
+// proto renders an event as the API's TapEvent.
+func (e *tapEvent) proto() *ptap.TapEvent {
+	out := &ptap.TapEvent{
+		Source:          tcpAddr(e.base.src),
+		Destination:     tcpAddr(e.base.dst),
+		ProxyDirection:  e.base.direction,
+		SourceMeta:      &ptap.TapEvent_EndpointMeta{Labels: e.base.srcMeta},
+		DestinationMeta: &ptap.TapEvent_EndpointMeta{Labels: e.base.dstMeta},
+	}
+	if e.base.route != "" {
+		out.RouteMeta = &ptap.TapEvent_RouteMeta{Labels: map[string]string{"route": e.base.route}}
+	}
+	id := &ptap.TapEvent_Http_StreamId{Base: e.id.s.base, Stream: e.id.id}
+	httpEv := &ptap.TapEvent_Http{}
+	switch e.kind {
+	case tapRequestInit:
+		init := &ptap.TapEvent_Http_RequestInit{
+			Id: id, Method: methodProto(e.method), Scheme: schemeProto(e.scheme), Authority: e.authority, Path: e.path,
+		}
+		if e.header != nil {
+			var pseudo [][2]string
+			if e.h2 {
+				pseudo = [][2]string{{":method", e.method}, {":scheme", e.scheme}, {":authority", e.authority}, {":path", e.path}}
+			}
+			init.Headers = headersProto(pseudo, e.header)
+		}
+		httpEv.Event = &ptap.TapEvent_Http_RequestInit_{RequestInit: init}
+	case tapResponseInit:
+		ri := &ptap.TapEvent_Http_ResponseInit{Id: id, SinceRequestInit: durationpb.New(e.sinceRequest), HttpStatus: uint32(e.status)}
+		if e.header != nil {
+			var pseudo [][2]string
+			if e.h2 {
+				pseudo = [][2]string{{":status", strconv.Itoa(e.status)}}
+			}
+			ri.Headers = headersProto(pseudo, e.header)
+		}
+		httpEv.Event = &ptap.TapEvent_Http_ResponseInit_{ResponseInit: ri}
+	case tapResponseEnd:
+		end := &ptap.TapEvent_Http_ResponseEnd{
+			Id: id, SinceRequestInit: durationpb.New(e.sinceRequest), SinceResponseInit: durationpb.New(e.sinceResponse),
+			ResponseBytes: e.bytes, Eos: &ptap.Eos{},
+		}
+		switch {
+		case e.resetCode >= 0:
+			end.Eos.End = &ptap.Eos_ResetErrorCode{ResetErrorCode: uint32(e.resetCode)}
+		case e.grpcStatus >= 0:
+			end.Eos.End = &ptap.Eos_GrpcStatusCode{GrpcStatusCode: uint32(e.grpcStatus)}
+		}
+		if e.header != nil {
+			end.Trailers = headersProto(nil, e.header)
+		}
+		httpEv.Event = &ptap.TapEvent_Http_ResponseEnd_{ResponseEnd: end}
+	}
+	out.Event = &ptap.TapEvent_Http_{Http: httpEv}
+	return out
+}
+
+// tcpAddr renders a socket address, nil when unknown.
+func tcpAddr(a netip.AddrPort) *proxynet.TcpAddress {
+	if !a.IsValid() {
+		return nil
+	}
+	return &proxynet.TcpAddress{Ip: authz.AddrToProto(a.Addr().Unmap()), Port: uint32(a.Port())}
+}
+
+// methodProto renders a method as the API's HttpMethod.
+func methodProto(m string) *httptypes.HttpMethod { return authz.MethodToProto(m) }
+
+func schemeProto(s string) *httptypes.Scheme {
+	switch s {
+	case "http":
+		return &httptypes.Scheme{Type: &httptypes.Scheme_Registered_{Registered: httptypes.Scheme_HTTP}}
+	case "https":
+		return &httptypes.Scheme{Type: &httptypes.Scheme_Registered_{Registered: httptypes.Scheme_HTTPS}}
+	}
+	return &httptypes.Scheme{Type: &httptypes.Scheme_Unregistered{Unregistered: s}}
+}
+
+// headersProto renders pseudo-headers then h, names lower-cased and in
+// sorted order (HTTP/2 style), values as sent.
+func headersProto(pseudo [][2]string, h http.Header) *httptypes.Headers {
+	out := &httptypes.Headers{}
+	for _, p := range pseudo {
+		out.Headers = append(out.Headers, &httptypes.Headers_Header{Name: p[0], Value: []byte(p[1])})
+	}
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		for _, v := range h[k] {
+			out.Headers = append(out.Headers, &httptypes.Headers_Header{Name: strings.ToLower(k), Value: []byte(v)})
+		}
+	}
+	return out
+}
