@@ -3,6 +3,7 @@ GO ?= go
 GOTEST_TIMEOUT ?= 40m
 FUZZTIME ?= 5s
 
+.PHONY: docs-graph docs-graph-check
 .PHONY: all build test unit fuzz-smoke test-kube kube-binaries vet fmt-check generate check-generated demo
 
 all: build
@@ -46,3 +47,10 @@ check-generated: generate
 
 demo:
 	$(GO) run ./cmd/weft demo
+
+# The package graph in docs/architecture.md, generated from `go list`.
+docs-graph:
+	$(GO) run ./hack/docs-graph
+
+docs-graph-check:
+	$(GO) run ./hack/docs-graph -check
