@@ -97,18 +97,28 @@ func TestABadFileKeepsTheLastGoodObjectsAndReportsTheError(t *testing.T) {
 	require.Len(t, src.Objects().Servers, 1)
 
 	bad := strings.Replace(fmt.Sprintf(server, "http"), "podSelector", "podSelectr", 1)
-	require.NoError(t, os.WriteFile(path, []byte(bad), 0o600))
+	replaceFile(t, path, bad)
 	testutil.Eventually(t, 5*time.Second, func() bool { return src.Err() != nil }, "the reload error")
 	assert.ErrorContains(t, src.Err(), "server.yaml")
 	assert.ErrorContains(t, src.Err(), "podSelectr")
 	require.Len(t, src.Objects().Servers, 1, "the last good objects stay")
 	assert.Equal(t, "http", src.Objects().Servers[0].Spec.Port.StrVal)
 
-	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(server, "8080")), 0o600))
+	replaceFile(t, path, fmt.Sprintf(server, "8080"))
 	testutil.Eventually(t, 5*time.Second, func() bool { return src.Err() == nil }, "a good reload")
 	require.Len(t, src.Objects().Servers, 1)
 	assert.Equal(t, int32(8080), src.Objects().Servers[0].Spec.Port.IntVal)
 	assert.Equal(t, 2, src.Loads())
+}
+
+// replaceFile swaps path's content in one rename, as the harness does: a
+// watcher that polls between os.WriteFile's truncate and its write would
+// otherwise load an empty file, a valid one holding no objects.
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	require.NoError(t, os.WriteFile(tmp, []byte(content), 0o600))
+	require.NoError(t, os.Rename(tmp, path))
 }
 
 func TestNewFailsOnABadFirstLoad(t *testing.T) {
