@@ -4,7 +4,7 @@ GOTEST_TIMEOUT ?= 40m
 FUZZTIME ?= 5s
 
 .PHONY: docs-graph docs-graph-check
-.PHONY: all build test unit fuzz-smoke test-kube kube-binaries vet fmt-check generate check-generated demo
+.PHONY: all build test unit fuzz-smoke test-stress test-kube kube-binaries vet fmt-check generate check-generated demo
 
 all: build
 
@@ -22,6 +22,12 @@ unit:
 
 fuzz-smoke:
 	FUZZTIME=$(FUZZTIME) bash hack/fuzz-smoke.sh
+
+# The packages that start goroutines, -race -count=3, while stress-ng keeps
+# every core busy (hack/test-stress.sh; STRESS_PKGS, STRESS_CPUS,
+# STRESS_COUNT). Needs stress-ng; installs nothing.
+test-stress:
+	GO=$(GO) GOTEST_TIMEOUT=$(GOTEST_TIMEOUT) bash hack/test-stress.sh
 
 # Builds (first time only, many minutes) the kube-apiserver and etcd binaries.
 kube-binaries:
