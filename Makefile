@@ -5,6 +5,7 @@ FUZZTIME ?= 5s
 
 .PHONY: all build test unit fuzz-smoke test-stress test-kube kube-binaries vet fmt-check generate check-generated demo \
 	cluster-binaries cluster-up cluster-images cluster-down test-cluster
+.PHONY: docs-graph docs-graph-check
 
 all: build
 
@@ -73,3 +74,10 @@ check-generated: generate
 
 demo:
 	$(GO) run ./cmd/weft demo
+
+# The package graph in docs/architecture.md, generated from `go list`.
+docs-graph:
+	$(GO) run ./hack/docs-graph
+
+docs-graph-check:
+	$(GO) run ./hack/docs-graph -check

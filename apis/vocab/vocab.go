@@ -199,6 +199,23 @@ const (
 	IdentityTokenExpirationSeconds = 86400
 )
 
+// Identity issuer key pairs. Linkerd accepts two layouts, named by the
+// Secret type that carries them; the same names are the files of an issuer
+// directory. The certificate file holds the issuer certificate first, then
+// the intermediates above it.
+const (
+	IssuerSchemeLinkerd    = "linkerd.io/tls"
+	IssuerSchemeKubernetes = "kubernetes.io/tls"
+	// IssuerCertLinkerd and IssuerKeyLinkerd are the keys (files) of the
+	// linkerd.io/tls layout.
+	IssuerCertLinkerd = "crt.pem"
+	IssuerKeyLinkerd  = "key.pem"
+	// IssuerCertKubernetes and IssuerKeyKubernetes are the keys (files) of
+	// the kubernetes.io/tls layout (what cert-manager writes).
+	IssuerCertKubernetes = "tls.crt"
+	IssuerKeyKubernetes  = "tls.key"
+)
+
 // Control-plane defaults.
 const (
 	DefaultControlPlaneNamespace = "weft"

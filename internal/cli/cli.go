@@ -1,9 +1,10 @@
 // Package cli holds the command-line front ends of Weft's binaries: flag
 // parsing and wiring of mesh/ packages, one file per command. The mains in
 // cmd/ only list the commands they offer and call Main. The frame itself
-// (Command, Main, flag helpers) lives in package core, and the proxy's
+// (Command, Main, flag helpers) lives in package core, the proxy's
 // commands in package proxycmd, so that weft-proxy and weft-init link
-// neither client-go nor the CA backends.
+// neither client-go nor the CA backends, and the offline policy commands
+// in package policycmd, for the same reason (cmd/weft-policy).
 package cli
 
 import (
@@ -11,6 +12,7 @@ import (
 	"flag"
 
 	"github.com/weftmesh/weft/internal/cli/core"
+	"github.com/weftmesh/weft/internal/cli/policycmd"
 )
 
 // Command is one subcommand; see core.Command.
@@ -50,3 +52,9 @@ func Parse(fs *flag.FlagSet, args []string) (int, bool) { return core.Parse(fs, 
 
 // VersionCommand prints the binary's version.
 func VersionCommand() Command { return core.VersionCommand() }
+
+// PolicyCommand is `weft policy` (test, explain); see policycmd.
+func PolicyCommand() Command { return policycmd.PolicyCommand() }
+
+// AuthzCommand is `weft authz`; see policycmd.
+func AuthzCommand() Command { return policycmd.AuthzCommand() }

@@ -14,6 +14,7 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/mesh/discovery"
 	discoveryk8s "github.com/weftmesh/weft/mesh/discovery/kubernetes"
 	discoverystatic "github.com/weftmesh/weft/mesh/discovery/static"
@@ -56,7 +57,7 @@ func runDestinationController(ctx context.Context, args []string, stdio IO) int 
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
-	registerDefaultOpaquePorts(fs, &f.opaquePorts)
+	core.RegisterDefaultOpaquePorts(fs, &f.opaquePorts)
 	f.server.register(fs)
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if st, ok := Parse(fs, args); !ok {
@@ -84,7 +85,7 @@ func runDestinationController(ctx context.Context, args []string, stdio IO) int 
 	if _, err := f.server.limits(); err != nil {
 		return fail(ExitUsage, err)
 	}
-	opaque, err := parseDefaultOpaquePorts(f.opaquePorts)
+	opaque, err := core.ParseDefaultOpaquePorts(f.opaquePorts)
 	if err != nil {
 		return fail(ExitUsage, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/identity/certpem"
 	"github.com/weftmesh/weft/mesh/identity/pki"
 )
 
@@ -158,7 +159,7 @@ func certsInspect(_ context.Context, args []string, stdio IO) int {
 	if *anchorsFile != "" {
 		data, err := os.ReadFile(*anchorsFile)
 		if err == nil {
-			anchors, err = pki.ParseCertificates(data)
+			anchors, err = certpem.ParseCertificates(data)
 		}
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft certs inspect: trust anchors %s: %v\n", *anchorsFile, err)
@@ -172,7 +173,7 @@ func certsInspect(_ context.Context, args []string, stdio IO) int {
 			fmt.Fprintf(stdio.Stderr, "weft certs inspect: %v\n", err)
 			return ExitFailure
 		}
-		certs, err := pki.ParseCertificates(data)
+		certs, err := pki.FindCertificates(data)
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft certs inspect: %s: %v\n", f, err)
 			return ExitFailure

@@ -21,8 +21,9 @@ import (
 
 	"github.com/weftmesh/weft/mesh/grpclimit"
 	"github.com/weftmesh/weft/mesh/identity"
+	"github.com/weftmesh/weft/mesh/identity/certpem"
 	identityk8s "github.com/weftmesh/weft/mesh/identity/kubernetes"
-	"github.com/weftmesh/weft/mesh/identity/local"
+	"github.com/weftmesh/weft/mesh/identity/localca"
 	"github.com/weftmesh/weft/mesh/identity/smallstep"
 	"github.com/weftmesh/weft/mesh/identity/static"
 )
@@ -198,14 +199,18 @@ func serveIdentity(ctx context.Context, f identityFlags, logger *slog.Logger) er
 	var issuer identity.Issuer
 	switch f.issuer {
 	case "local":
-		var is *local.Issuer
+		var is interface {
+			identity.Issuer
+			Close() error
+		}
+		opts := []localca.Option{localca.WithLogger(logger), localca.WithMetrics(metrics)}
 		if f.issuerDir != "" {
-			is, err = local.New(ctx, f.issuerDir, bundle, local.WithLogger(logger), local.WithMetrics(metrics))
+			is, err = localca.New(ctx, f.issuerDir, bundle, opts...)
 		} else {
 			ns, name, _ := strings.Cut(f.issuerSecret, "/")
 			var client k8s.Interface
 			if client, err = kubeClient(); err == nil {
-				is, err = local.NewFromSecret(ctx, client, ns, name, bundle, local.WithLogger(logger), local.WithMetrics(metrics))
+				is, err = identityk8s.NewSecretIssuer(ctx, client, ns, name, bundle, opts...)
 			}
 		}
 		if err != nil {
@@ -302,7 +307,7 @@ func newStepIssuer(ctx context.Context, f identityFlags, logger *slog.Logger) (i
 		if err != nil {
 			return nil, fmt.Errorf("--step-x5c-key: %w", err)
 		}
-		leaf, chain, key, err := local.ParseKeyPair(certPEM, keyPEM)
+		leaf, chain, key, err := certpem.ParseKeyPair(certPEM, keyPEM)
 		if err != nil {
 			return nil, fmt.Errorf("--step-x5c-cert %s / --step-x5c-key %s: %w", f.stepX5CCert, f.stepX5CKey, err)
 		}

@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/weftmesh/weft/mesh/identity/local"
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/install"
 )
@@ -55,7 +55,7 @@ func runInstall(_ context.Context, args []string, stdio IO) int {
 	fs.BoolVar(&f.ha, "ha", false, "high availability: 3 replicas with anti-affinity and PodDisruptionBudgets, webhooks with failurePolicy Fail")
 	fs.StringVar(&f.anchorsFile, "identity-trust-anchors-file", "", "PEM bundle of trust anchors (with --identity-issuer-dir)")
 	fs.StringVar(&f.issuerDir, "identity-issuer-dir", "", "directory with the issuer's crt.pem and key.pem (or tls.crt and tls.key)")
-	fs.StringVar(&f.issuerScheme, "identity-issuer-scheme", local.SchemeKubernetes, "layout of the issuer Secret: kubernetes.io/tls (tls.crt, tls.key, ca.crt) or linkerd.io/tls (crt.pem, key.pem)")
+	fs.StringVar(&f.issuerScheme, "identity-issuer-scheme", vocab.IssuerSchemeKubernetes, "layout of the issuer Secret: kubernetes.io/tls (tls.crt, tls.key, ca.crt) or linkerd.io/tls (crt.pem, key.pem)")
 	fs.DurationVar(&f.lifetime, "identity-issuance-lifetime", 24*time.Hour, "lifetime of the workload certificates the identity service issues")
 	fs.StringVar(&f.webhookDir, "webhook-cert-dir", "", "directory with the webhook CA and serving certificate: ca.crt, tls.crt, tls.key (generated when empty)")
 	fs.StringVar(&f.controllerImage, "controller-image", "", "weft-controller image (default "+install.DefaultControllerImage+":<values version>)")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
+	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/mesh/grpclimit"
 	"github.com/weftmesh/weft/mesh/policy"
 	policyk8s "github.com/weftmesh/weft/mesh/policy/kubernetes"
@@ -60,12 +61,12 @@ func runPolicyController(ctx context.Context, args []string, stdio IO) int {
 	fs.StringVar(&f.gatewayAPI, "gateway-api", "auto", "kubernetes source: watch Gateway API routes: auto (if the CRDs are installed), true or false")
 	fs.StringVar(&f.defaultPolicy, "default-policy", "all-unauthenticated", "cluster default inbound policy")
 	fs.Var(&f.clusterNetworks, "cluster-networks", "comma-separated cluster networks (default "+strings.Join(policy.DefaultClusterNetworks, ",")+")")
-	registerProbeNetworks(fs, &f.probeNetworks, &f.probeSet)
+	core.RegisterProbeNetworks(fs, &f.probeNetworks, &f.probeSet)
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "DNS suffix of Services")
 	fs.DurationVar(&f.detectTimeout, "detect-timeout", 10*time.Second, "protocol detection timeout sent to proxies")
-	registerDefaultOpaquePorts(fs, &f.opaquePorts)
+	core.RegisterDefaultOpaquePorts(fs, &f.opaquePorts)
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.server.register(fs)
 	if st, ok := Parse(fs, args); !ok {
@@ -101,7 +102,7 @@ func runPolicyController(ctx context.Context, args []string, stdio IO) int {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fail(fmt.Errorf("--log-level %q: %v", f.logLevel, err))
 	}
-	opaque, err := parseDefaultOpaquePorts(f.opaquePorts)
+	opaque, err := core.ParseDefaultOpaquePorts(f.opaquePorts)
 	if err != nil {
 		return fail(err)
 	}

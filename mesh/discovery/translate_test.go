@@ -1,6 +1,7 @@
 package discovery_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -180,28 +181,35 @@ func TestServiceProfileTranslationRefusesBadRoutesNamingThem(t *testing.T) {
 		mod  func(*spv1alpha2.ServiceProfile)
 		want string
 	}{
-		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Name = "" }, "spec.routes[0]: name is empty"},
-		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Condition = nil }, `spec.routes[0] ("r"): condition is missing`},
+		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Name = "" }, "spec.routes[0].name: every route needs a name"},
+		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Condition = nil }, "spec.routes[0].condition: every route needs a condition"},
 		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Condition = &spv1alpha2.RequestMatch{} }, "condition: sets no field"},
 		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Condition.PathRegex = "(" }, "condition.pathRegex"},
 		{func(sp *spv1alpha2.ServiceProfile) {
 			sp.Spec.Routes[0].Condition.All = []spv1alpha2.RequestMatch{{}, {PathRegex: "["}}
 		}, "condition.all[0]: sets no field"},
 		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Condition = deep }, "nested deeper"},
-		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Timeout = "soon" }, `timeout "soon"`},
+		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Timeout = "soon" }, `spec.routes[0].timeout: "soon" is not a duration`},
 		{func(sp *spv1alpha2.ServiceProfile) {
 			sp.Spec.Routes[0].ResponseClasses = []spv1alpha2.ResponseClass{{Condition: &spv1alpha2.ResponseMatch{Status: &spv1alpha2.Range{Min: 600}}}}
 		}, "responseClasses[0].condition.status"},
 		{func(sp *spv1alpha2.ServiceProfile) {
 			sp.Spec.Routes[0].ResponseClasses = []spv1alpha2.ResponseClass{{}}
-		}, "responseClasses[0].condition is missing"},
+		}, "responseClasses[0].condition: every response class needs a condition"},
 		{func(sp *spv1alpha2.ServiceProfile) {
 			sp.Spec.RetryBudget = &spv1alpha2.RetryBudget{RetryRatio: 0.2, TTL: "-1s"}
 		}, "spec.retryBudget.ttl"},
 		{func(sp *spv1alpha2.ServiceProfile) {
 			sp.Spec.DstOverrides = []spv1alpha2.WeightedDst{{Authority: "x:80", Weight: dt.Weight("-1")}}
 		}, "spec.dstOverrides[0].weight"},
-		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.OpaquePorts = []string{"70000"} }, "spec.opaquePorts"},
+		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.OpaquePorts = []string{"70000"} }, "spec.opaquePorts[0]"},
+		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Condition.Method = "GE T" }, `spec.routes[0].condition.method: "GE T" is not an HTTP method`},
+		{func(sp *spv1alpha2.ServiceProfile) {
+			sp.Spec.RetryBudget = &spv1alpha2.RetryBudget{RetryRatio: float32(math.NaN()), TTL: "10s"}
+		}, "spec.retryBudget.retryRatio"},
+		{func(sp *spv1alpha2.ServiceProfile) {
+			sp.Spec.DstOverrides = []spv1alpha2.WeightedDst{{Authority: "web:99999", Weight: dt.Weight("1")}}
+		}, "spec.dstOverrides[0].authority"},
 	} {
 		sp := dt.ServiceProfile("shop", "web.shop.svc.cluster.local", dt.Route("r", "GET", "/"))
 		tc.mod(sp)
@@ -210,6 +218,27 @@ func TestServiceProfileTranslationRefusesBadRoutesNamingThem(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want)
 		assert.Contains(t, err.Error(), "ServiceProfile shop/web.shop.svc.cluster.local")
 	}
+}
+
+func TestServiceProfileNamedOtherThanADNSNameIsRefused(t *testing.T) {
+	_, err := discovery.TranslateServiceProfile(dt.ServiceProfile("shop", "Web_Shop", dt.Route("r", "GET", "/")))
+	assert.ErrorContains(t, err, "metadata.name: \"Web_Shop\" is not the service's fully qualified DNS name")
+}
+
+func TestServiceProfileTranslationNamesEveryInvalidField(t *testing.T) {
+	sp := dt.ServiceProfile("shop", "web.shop.svc.cluster.local", dt.Route("r", "GET", "/"))
+	sp.Spec.Routes = append(sp.Spec.Routes, spv1alpha2.RouteSpec{Name: "", Condition: &spv1alpha2.RequestMatch{PathRegex: "(("}})
+	sp.Spec.RetryBudget = &spv1alpha2.RetryBudget{RetryRatio: -1, TTL: "10x"}
+	_, err := discovery.TranslateServiceProfile(sp)
+	require.Error(t, err)
+	var fields []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var pe *discovery.ProfileError
+		require.ErrorAs(t, e, &pe)
+		assert.Equal(t, "shop/web.shop.svc.cluster.local", pe.Profile)
+		fields = append(fields, pe.Field)
+	}
+	assert.Equal(t, []string{"spec.routes[1].name", "spec.routes[1].condition.pathRegex", "spec.retryBudget.retryRatio", "spec.retryBudget.ttl"}, fields)
 }
 
 func TestInvalidServiceProfileIsServedAsTheDefaultProfile(t *testing.T) {

@@ -53,7 +53,8 @@
 // Authenticators: Tokens (in memory), static.Tokens (a YAML token file),
 // kubernetes.Authenticator (TokenReview, audience checked, fail closed).
 // Issuers: CA (a key pair in memory; LeafTemplate is its pure core),
-// local.Issuer (a key pair from a directory or Secret, reloaded on change),
+// localca.Issuer (a key pair from a directory, reloaded on change),
+// kubernetes.SecretIssuer (the same, following a Secret),
 // smallstep.Issuer (a step-ca authority). The client subpackage is the
 // proxy side: it generates its key, requests and renews its certificate
 // and provides tls.Config hooks and gRPC credentials.

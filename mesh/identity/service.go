@@ -5,7 +5,6 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -158,7 +157,12 @@ func (s *Service) certify(ctx context.Context, req Request, now time.Time) (*Iss
 	if err := checkIssued(issued, want, csr.PublicKey, now); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	return issued, nil
+	// ValidUntil comes from the leaf, never from the issuer's say-so: a
+	// proxy renews by it, and a date past NotAfter would have it present
+	// an expired certificate. The issuer's value is left untouched.
+	out := *issued
+	out.ValidUntil = issued.Leaf.NotAfter
+	return &out, nil
 }
 
 // checkIssued guards against an issuer (possibly remote) that returned a
@@ -179,9 +183,6 @@ func checkIssued(is *Issued, want Name, pub any, now time.Time) error {
 	}
 	if !now.Before(leaf.NotAfter) {
 		return fmt.Errorf("identity: issuer returned a certificate that expired at %s", leaf.NotAfter)
-	}
-	if is.ValidUntil.IsZero() {
-		is.ValidUntil = leaf.NotAfter
 	}
 	return nil
 }
@@ -229,6 +230,3 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
-
-// logger exposes the configured logger to the transport edge.
-func (s *Service) logger() *slog.Logger { return s.cfg.logger }

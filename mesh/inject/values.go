@@ -1,8 +1,6 @@
 package inject
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/weftmesh/weft/apis/vocab"
+	"github.com/weftmesh/weft/mesh/identity/certpem"
 )
 
 // Values holds every install-time setting of the proxy and its init
@@ -350,7 +349,7 @@ func (v *Values) validate(anchors bool) error {
 		bad("identityTrustDomain", "%q is not a DNS name", v.IdentityTrustDomain)
 	}
 	if anchors && v.IdentityTrustAnchorsPEM != "" {
-		if err := checkPEMCertificates(v.IdentityTrustAnchorsPEM); err != nil {
+		if _, err := certpem.ParseCertificates([]byte(v.IdentityTrustAnchorsPEM)); err != nil {
 			bad("identityTrustAnchorsPEM", "%v", err)
 		}
 	}
@@ -430,34 +429,6 @@ func (v *Values) validate(anchors bool) error {
 	errs = append(errs, v.validateExtras()...)
 	sortErrors(errs)
 	return errors.Join(errs...)
-}
-
-// checkPEMCertificates requires at least one certificate and nothing but
-// certificates.
-func checkPEMCertificates(s string) error {
-	rest := []byte(s)
-	n := 0
-	for {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			return fmt.Errorf("PEM block %d is %q, want CERTIFICATE", n+1, block.Type)
-		}
-		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
-			return fmt.Errorf("PEM block %d: %w", n+1, err)
-		}
-		n++
-	}
-	if strings.TrimSpace(string(rest)) != "" {
-		return errors.New("trailing data that is not PEM")
-	}
-	if n == 0 {
-		return errors.New("no certificate found")
-	}
-	return nil
 }
 
 func distinctPorts(p Ports) error {

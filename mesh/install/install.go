@@ -18,7 +18,6 @@ import (
 	"github.com/weftmesh/weft/apis/crds"
 	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/identity"
-	"github.com/weftmesh/weft/mesh/identity/local"
 	"github.com/weftmesh/weft/mesh/inject"
 )
 
@@ -78,9 +77,9 @@ func WithIssuanceLifetime(d time.Duration) Option { return func(c *config) { c.l
 func WithClockSkewAllowance(d time.Duration) Option { return func(c *config) { c.skew = d } }
 
 // WithIssuerScheme chooses the layout of the issuer Secret:
-// local.SchemeKubernetes ("kubernetes.io/tls": tls.crt, tls.key and the
+// vocab.IssuerSchemeKubernetes ("kubernetes.io/tls": tls.crt, tls.key and the
 // anchors in ca.crt; the default, what cert-manager writes) or
-// local.SchemeLinkerd ("linkerd.io/tls": an Opaque Secret with crt.pem and
+// vocab.IssuerSchemeLinkerd ("linkerd.io/tls": an Opaque Secret with crt.pem and
 // key.pem).
 func WithIssuerScheme(s string) Option { return func(c *config) { c.issuerScheme = s } }
 
@@ -114,7 +113,7 @@ func CRDs() (*Manifest, error) {
 // problem with the inputs is reported at once, each naming what is wrong,
 // and nothing is rendered then.
 func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest, error) {
-	cfg := config{lifetime: identity.DefaultLifetime, skew: identity.DefaultClockSkewAllowance, issuerScheme: local.SchemeKubernetes, now: time.Now, controllerPull: corev1.PullIfNotPresent}
+	cfg := config{lifetime: identity.DefaultLifetime, skew: identity.DefaultClockSkewAllowance, issuerScheme: vocab.IssuerSchemeKubernetes, now: time.Now, controllerPull: corev1.PullIfNotPresent}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -134,8 +133,8 @@ func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest
 	if cfg.lifetime < time.Minute {
 		errs = append(errs, fmt.Errorf("install: issuance lifetime %s is shorter than a minute", cfg.lifetime))
 	}
-	if cfg.issuerScheme != local.SchemeKubernetes && cfg.issuerScheme != local.SchemeLinkerd {
-		errs = append(errs, fmt.Errorf("install: issuer scheme %q: want %s or %s", cfg.issuerScheme, local.SchemeKubernetes, local.SchemeLinkerd))
+	if cfg.issuerScheme != vocab.IssuerSchemeKubernetes && cfg.issuerScheme != vocab.IssuerSchemeLinkerd {
+		errs = append(errs, fmt.Errorf("install: issuer scheme %q: want %s or %s", cfg.issuerScheme, vocab.IssuerSchemeKubernetes, vocab.IssuerSchemeLinkerd))
 	}
 	switch cfg.controllerPull {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:

@@ -25,14 +25,14 @@ import (
 
 	"github.com/weftmesh/weft/apis/crds"
 	"github.com/weftmesh/weft/apis/vocab"
-	"github.com/weftmesh/weft/mesh/identity/local"
+	idkube "github.com/weftmesh/weft/mesh/identity/kubernetes"
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/install"
 )
 
 func TestRenderGivesIdenticalBytesForTheSameInputs(t *testing.T) {
 	f := newFixture(t, "weft")
-	for _, opts := range [][]install.Option{nil, {install.WithHA()}, {install.WithIssuerScheme(local.SchemeLinkerd)}} {
+	for _, opts := range [][]install.Option{nil, {install.WithHA()}, {install.WithIssuerScheme(vocab.IssuerSchemeLinkerd)}} {
 		a, err := render(t, inject.DefaultValues(), f.certs, opts...).YAML()
 		require.NoError(t, err)
 		b, err := render(t, inject.DefaultValues(), f.certs, opts...).YAML()
@@ -155,15 +155,15 @@ func TestIssuerSecretUsesTheChosenLayout(t *testing.T) {
 	assert.Equal(t, corev1.SecretTypeTLS, kube.Type)
 	assert.Equal(t, map[string][]byte{"tls.crt": f.issuer.CertPEM, "tls.key": f.issuer.KeyPEM, "ca.crt": f.anchor.CertPEM}, kube.Data)
 
-	x = indexOf(render(t, inject.DefaultValues(), f.certs, install.WithIssuerScheme(local.SchemeLinkerd)).Objects)
+	x = indexOf(render(t, inject.DefaultValues(), f.certs, install.WithIssuerScheme(vocab.IssuerSchemeLinkerd)).Objects)
 	linkerd := get[*corev1.Secret](t, x, "Secret", install.SecretIssuer)
 	assert.Equal(t, corev1.SecretTypeOpaque, linkerd.Type)
 	assert.Equal(t, map[string][]byte{"crt.pem": f.issuer.CertPEM, "key.pem": f.issuer.KeyPEM}, linkerd.Data)
 
-	// The identity service reads the Secret's files with the local issuer,
+	// The identity service reads the Secret with the Secret issuer,
 	// which must recognise both layouts.
 	for _, s := range []*corev1.Secret{kube, linkerd} {
-		certPEM, keyPEM, err := local.SecretKeyPair(s)
+		certPEM, keyPEM, err := idkube.SecretKeyPair(s)
 		require.NoError(t, err, s.Type)
 		assert.Equal(t, f.issuer.CertPEM, certPEM)
 		assert.Equal(t, f.issuer.KeyPEM, keyPEM)

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/weftmesh/weft/apis/vocab"
-	"github.com/weftmesh/weft/mesh/identity/local"
 	"github.com/weftmesh/weft/mesh/inject"
 )
 
@@ -160,9 +159,9 @@ func (r *renderer) namespace() Object {
 
 func (r *renderer) issuerSecret() Object {
 	s := &corev1.Secret{TypeMeta: typeMeta("v1", "Secret"), ObjectMeta: r.meta(SecretIssuer, "identity")}
-	if r.cfg.issuerScheme == local.SchemeLinkerd {
+	if r.cfg.issuerScheme == vocab.IssuerSchemeLinkerd {
 		s.Type = corev1.SecretTypeOpaque
-		s.Data = map[string][]byte{"crt.pem": r.certs.Identity.IssuerCertPEM, "key.pem": r.certs.Identity.IssuerKeyPEM}
+		s.Data = map[string][]byte{vocab.IssuerCertLinkerd: r.certs.Identity.IssuerCertPEM, vocab.IssuerKeyLinkerd: r.certs.Identity.IssuerKeyPEM}
 		return s
 	}
 	s.Type = corev1.SecretTypeTLS

@@ -17,7 +17,7 @@ import (
 	discoverystatic "github.com/weftmesh/weft/mesh/discovery/static"
 	"github.com/weftmesh/weft/mesh/grpclimit"
 	"github.com/weftmesh/weft/mesh/identity"
-	idlocal "github.com/weftmesh/weft/mesh/identity/local"
+	"github.com/weftmesh/weft/mesh/identity/localca"
 	idstatic "github.com/weftmesh/weft/mesh/identity/static"
 	"github.com/weftmesh/weft/mesh/policy"
 	policystatic "github.com/weftmesh/weft/mesh/policy/static"
@@ -60,7 +60,7 @@ func startControlPlane(ctx context.Context, dir string, f *File, policyPaths []s
 	if err != nil {
 		return nil, fmt.Errorf("local: trust anchor: %w", err)
 	}
-	issuer, err := idlocal.New(ctx, filepath.Join(dir, "identity", "issuer"), bundle, idlocal.WithLogger(log.With("component", "identity")))
+	issuer, err := localca.New(ctx, filepath.Join(dir, "identity", "issuer"), bundle, localca.WithLogger(log.With("component", "identity")))
 	if err != nil {
 		return nil, fmt.Errorf("local: identity issuer: %w", err)
 	}

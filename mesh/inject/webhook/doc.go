@@ -53,12 +53,16 @@
 // prints.
 //
 // The validator decodes the object strictly (apis/manifest): an unknown
-// field or a value of the wrong type is a rejection naming the field. It
-// then runs [Validate], which checks what a CRD schema cannot: exclusive
-// fields, supported reference kinds, regular expressions, CIDRs and their
-// exceptions, identities, durations, status ranges. Rejections (code 422)
-// list every invalid field in the message and as status causes. Deletions
-// and kinds it does not know are allowed.
+// field, a value of the wrong type or one its CRD schema forbids is a
+// rejection naming the field. It then runs [Validate], which judges what a
+// schema cannot with the controllers' own translation:
+// discovery.TranslateServiceProfile for ServiceProfiles and policy.Validate
+// for the policy kinds and routes. So the webhook refuses exactly what the
+// destination and policy controllers would ignore, with their messages,
+// and accepts what they use (a network written with host bits set, such as
+// 10.0.0.1/8, means 10.0.0.0/8 to both). Rejections (code 422) list every
+// invalid field in the message and as status causes. Deletions and kinds it
+// does not know are allowed.
 //
 // A panic below a handler is turned into a 500 and logged; the process
 // keeps serving.

@@ -1,4 +1,4 @@
-package cli
+package policycmd
 
 import (
 	"errors"
@@ -7,20 +7,21 @@ import (
 	"strings"
 
 	"github.com/weftmesh/weft/apis/manifest"
+	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/mesh/policy"
 )
 
 // policyFlags are the flags shared by `weft policy test`, `weft policy
 // explain` and `weft authz`.
 type policyFlags struct {
-	manifests       StringList
+	manifests       core.StringList
 	defaultPolicy   string
-	clusterNetworks StringList
+	clusterNetworks core.StringList
 	trustDomain     string
 	cpNamespace     string
 	output          string
 	opaquePorts     string
-	probeNetworks   StringList
+	probeNetworks   core.StringList
 	probeSet        bool
 }
 
@@ -31,21 +32,12 @@ func (f *policyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
 	fs.StringVar(&f.output, "o", "text", "output format: text or json")
-	registerDefaultOpaquePorts(fs, &f.opaquePorts)
-	registerProbeNetworks(fs, &f.probeNetworks, &f.probeSet)
-}
-
-// registerProbeNetworks registers --probe-networks, the same flag for
-// weft-controller policy and the offline policy commands.
-func registerProbeNetworks(fs *flag.FlagSet, dst *StringList, set *bool) {
-	fs.Func("probe-networks", "comma-separated networks kubelet probes come from (default 0.0.0.0/0,::/0; an empty value turns the probe authorization off)", func(v string) error {
-		*set = true
-		return dst.Set(v)
-	})
+	core.RegisterDefaultOpaquePorts(fs, &f.opaquePorts)
+	core.RegisterProbeNetworks(fs, &f.probeNetworks, &f.probeSet)
 }
 
 func (f *policyFlags) options() []policy.Option {
-	opaque, err := parseDefaultOpaquePorts(f.opaquePorts)
+	opaque, err := core.ParseDefaultOpaquePorts(f.opaquePorts)
 	opts := []policy.Option{
 		func(*policy.Config) error { return err },
 		policy.WithDefaultOpaquePorts(opaque),

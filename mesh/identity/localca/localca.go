@@ -1,11 +1,8 @@
-package local
+package localca
 
 import (
-	"bytes"
 	"context"
-	"crypto"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -16,25 +13,27 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/identity"
+	"github.com/weftmesh/weft/mesh/identity/certpem"
 	"github.com/weftmesh/weft/mesh/identity/internal/filewatch"
 )
 
-// Issuer secret schemes and their file names.
+// Issuer key pair layouts, for WithScheme.
 const (
-	SchemeLinkerd    = "linkerd.io/tls"
-	SchemeKubernetes = "kubernetes.io/tls"
+	SchemeLinkerd    = vocab.IssuerSchemeLinkerd
+	SchemeKubernetes = vocab.IssuerSchemeKubernetes
 )
 
 var layouts = map[string][2]string{
-	SchemeLinkerd:    {"crt.pem", "key.pem"},
-	SchemeKubernetes: {"tls.crt", "tls.key"},
+	SchemeLinkerd:    {vocab.IssuerCertLinkerd, vocab.IssuerKeyLinkerd},
+	SchemeKubernetes: {vocab.IssuerCertKubernetes, vocab.IssuerKeyKubernetes},
 }
 
 // maxFileSize bounds each file read.
 const maxFileSize = 1 << 20
 
-// Option tunes New and NewFromSecret.
+// Option tunes New and NewFromLoader.
 type Option func(*config)
 
 type config struct {
@@ -61,11 +60,11 @@ func WithMetrics(m identity.Metrics) Option { return func(c *config) { c.metrics
 // WithClock sets the clock used to check validity (default time.Now).
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
-// WithPollInterval sets how often the directory is polled besides
+// WithPollInterval sets how often New polls the directory besides
 // filesystem notifications (default 2s).
 func WithPollInterval(d time.Duration) Option { return func(c *config) { c.interval = d } }
 
-// WithScheme forces the directory layout (SchemeLinkerd or
+// WithScheme forces New's directory layout (SchemeLinkerd or
 // SchemeKubernetes) instead of detecting it.
 func WithScheme(s string) Option { return func(c *config) { c.scheme = s } }
 
@@ -92,28 +91,29 @@ func newConfig(opts []Option) config {
 	return c
 }
 
+// Loader reads the issuer key pair from where it is kept: the certificate
+// PEM (issuer first, then intermediates) and the private key PEM. An error
+// says why the pair could not be read.
+type Loader func() (certPEM, keyPEM []byte, err error)
+
 // Issuer is an identity.Issuer over a key pair that can be replaced while
 // it runs. It is safe for concurrent use.
 type Issuer struct {
 	cfg    config
 	bundle identity.BundleSource
 	source string
+	load   Loader
 	ca     atomic.Pointer[identity.CA]
-
+	mu     sync.Mutex // serialises Reload
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
 }
 
 // New loads the issuer key pair from dir, checks it against bundle, and
-// follows the directory until Close.
+// follows the directory (filesystem notifications and polling) until
+// Close. ctx bounds the start only; the issuer lives until Close.
 func New(ctx context.Context, dir string, bundle identity.BundleSource, opts ...Option) (*Issuer, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("local: %w", err)
-	}
-	if bundle == nil {
-		return nil, errors.New("local: a trust bundle is required")
-	}
 	cfg := newConfig(opts)
 	scheme, err := detectScheme(dir, cfg.scheme)
 	if err != nil {
@@ -121,41 +121,73 @@ func New(ctx context.Context, dir string, bundle identity.BundleSource, opts ...
 	}
 	names := layouts[scheme]
 	crtPath, keyPath := filepath.Join(dir, names[0]), filepath.Join(dir, names[1])
+	// The watcher records the files before the first load, so a change
+	// landing in between is seen as a change.
 	w := filewatch.New(cfg.interval, crtPath, keyPath)
-	is := &Issuer{cfg: cfg, bundle: bundle, source: dir + " (" + scheme + ")"}
-	ca, err := is.build(readFile(crtPath), readFile(keyPath))
+	is, err := NewFromLoader(ctx, dir+" ("+scheme+")", func() ([]byte, []byte, error) { return readPair(crtPath, keyPath) }, bundle, opts...)
 	if err != nil {
 		return nil, err
 	}
-	is.install(ca, "loaded")
 	runCtx, cancel := context.WithCancel(context.Background())
 	is.cancel, is.done = cancel, make(chan struct{})
 	go func() {
 		defer close(is.done)
-		_ = w.Run(runCtx, func() { is.reload(readFile(crtPath), readFile(keyPath)) })
+		_ = w.Run(runCtx, func() { _ = is.Reload() })
 	}()
 	return is, nil
 }
 
-// fileResult is a read that may have failed, so a reload can report which
-// file was the problem.
-type fileResult struct {
-	path string
-	data []byte
-	err  error
+// NewFromLoader loads the issuer key pair with load and checks it against
+// bundle; source names where the pair comes from in logs and errors. The
+// issuer reads the pair again each time Reload is called: a source that
+// can notice changes (a Secret informer in
+// mesh/identity/kubernetes) calls Reload when it does. ctx bounds the
+// start only; Close releases nothing here, as no goroutine is started.
+func NewFromLoader(ctx context.Context, source string, load Loader, bundle identity.BundleSource, opts ...Option) (*Issuer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("localca: %w", err)
+	}
+	if bundle == nil {
+		return nil, errors.New("localca: a trust bundle is required")
+	}
+	if load == nil {
+		return nil, errors.New("localca: a key pair loader is required")
+	}
+	is := &Issuer{cfg: newConfig(opts), bundle: bundle, source: source, load: load}
+	ca, err := is.build()
+	if err != nil {
+		return nil, err
+	}
+	is.install(ca, "loaded")
+	return is, nil
 }
 
-func readFile(path string) fileResult {
+func readPair(crtPath, keyPath string) ([]byte, []byte, error) {
+	crt, err := readFile(crtPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := readFile(keyPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	return crt, key, nil
+}
+
+func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return fileResult{path: path, err: err}
+		return nil, err
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err == nil && len(data) > maxFileSize {
-		err = fmt.Errorf("larger than %d bytes", maxFileSize)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return fileResult{path: path, data: data, err: err}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxFileSize)
+	}
+	return data, nil
 }
 
 // detectScheme picks the layout of dir: the forced one, else the one whose
@@ -163,7 +195,7 @@ func readFile(path string) fileResult {
 func detectScheme(dir, forced string) (string, error) {
 	if forced != "" {
 		if _, ok := layouts[forced]; !ok {
-			return "", fmt.Errorf("local: unknown issuer scheme %q (want %s or %s)", forced, SchemeLinkerd, SchemeKubernetes)
+			return "", fmt.Errorf("localca: unknown issuer scheme %q (want %s or %s)", forced, SchemeLinkerd, SchemeKubernetes)
 		}
 		return forced, nil
 	}
@@ -173,7 +205,8 @@ func detectScheme(dir, forced string) (string, error) {
 			return s, nil
 		}
 	}
-	return "", fmt.Errorf("local: issuer directory %s holds neither crt.pem and key.pem (%s) nor tls.crt and tls.key (%s)", dir, SchemeLinkerd, SchemeKubernetes)
+	return "", fmt.Errorf("localca: issuer directory %s holds neither %s and %s (%s) nor %s and %s (%s)", dir,
+		vocab.IssuerCertLinkerd, vocab.IssuerKeyLinkerd, SchemeLinkerd, vocab.IssuerCertKubernetes, vocab.IssuerKeyKubernetes, SchemeKubernetes)
 }
 
 func exists(p string) bool {
@@ -181,20 +214,19 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// build parses and checks a key pair.
-func (is *Issuer) build(crt, key fileResult) (*identity.CA, error) {
-	for _, f := range []fileResult{crt, key} {
-		if f.err != nil {
-			return nil, fmt.Errorf("local: issuer %s: %w", f.path, f.err)
-		}
-	}
-	cert, chain, signer, err := ParseKeyPair(crt.data, key.data)
+// build loads, parses and checks a key pair.
+func (is *Issuer) build() (*identity.CA, error) {
+	crt, key, err := is.load()
 	if err != nil {
-		return nil, fmt.Errorf("%w (files %s, %s)", err, crt.path, key.path)
+		return nil, fmt.Errorf("localca: issuer from %s: %w", is.source, err)
+	}
+	cert, chain, signer, err := certpem.ParseKeyPair(crt, key)
+	if err != nil {
+		return nil, fmt.Errorf("localca: issuer from %s: %w", is.source, err)
 	}
 	ca, err := identity.NewCA(cert, signer, chain, is.bundle.Bundle(), identity.WithClock(is.cfg.now))
 	if err != nil {
-		return nil, fmt.Errorf("local: issuer from %s: %w", is.source, err)
+		return nil, fmt.Errorf("localca: issuer from %s: %w", is.source, err)
 	}
 	return ca, nil
 }
@@ -207,18 +239,26 @@ func (is *Issuer) install(ca *identity.CA, what string) {
 		"not_after", c.NotAfter.UTC().Format(time.RFC3339), "serial", c.SerialNumber.String())
 }
 
-func (is *Issuer) reload(crt, key fileResult) {
-	ca, err := is.build(crt, key)
+// Reload reads the key pair again and, when it is fit, swaps it in; the
+// same pair again changes nothing. An unfit pair (unreadable, not PEM, a
+// key of another certificate, not a CA, expired, not chaining to the
+// bundle) is refused: the previous pair stays in use, the failure is
+// logged and counted as IssuerReloads{result="error"}, and returned.
+func (is *Issuer) Reload() error {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	ca, err := is.build()
 	if err != nil {
 		is.cfg.metrics.IssuerReloads.With("result", "error").Add(1)
 		is.cfg.logger.Error("issuer reload failed; keeping the previous issuer", "source", is.source, "error", err)
-		return
+		return err
 	}
 	if ca.Certificate().Equal(is.ca.Load().Certificate()) {
-		return
+		return nil
 	}
 	is.install(ca, "reloaded")
 	is.cfg.metrics.IssuerReloads.With("result", "ok").Add(1)
+	return nil
 }
 
 // Issue signs with the key pair in use.
@@ -241,72 +281,6 @@ func (is *Issuer) Close() error {
 		}
 	})
 	return nil
-}
-
-// ParseKeyPair parses an issuer certificate PEM (the issuer first, then
-// any intermediates) and its private key PEM.
-func ParseKeyPair(certPEM, keyPEM []byte) (*x509.Certificate, []*x509.Certificate, crypto.Signer, error) {
-	var certs []*x509.Certificate
-	rest := certPEM
-	for i := 0; ; i++ {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			return nil, nil, nil, fmt.Errorf("local: issuer certificate: PEM block %d is %q, want CERTIFICATE", i, b.Type)
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("local: issuer certificate: PEM block %d: %w", i, err)
-		}
-		certs = append(certs, c)
-	}
-	if len(certs) == 0 {
-		return nil, nil, nil, errors.New("local: issuer certificate: no PEM certificate found")
-	}
-	if len(bytes.TrimSpace(rest)) != 0 {
-		return nil, nil, nil, errors.New("local: issuer certificate: data that is not PEM after the last certificate")
-	}
-	key, err := ParsePrivateKey(keyPEM)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return certs[0], certs[1:], key, nil
-}
-
-// ParsePrivateKey parses a PEM private key: SEC 1, PKCS#8 or PKCS#1.
-func ParsePrivateKey(keyPEM []byte) (crypto.Signer, error) {
-	b, rest := pem.Decode(keyPEM)
-	if b == nil {
-		return nil, errors.New("local: issuer key: no PEM block found")
-	}
-	if len(bytes.TrimSpace(rest)) != 0 {
-		return nil, errors.New("local: issuer key: data after the key's PEM block")
-	}
-	var (
-		k   any
-		err error
-	)
-	switch b.Type {
-	case "EC PRIVATE KEY":
-		k, err = x509.ParseECPrivateKey(b.Bytes)
-	case "PRIVATE KEY":
-		k, err = x509.ParsePKCS8PrivateKey(b.Bytes)
-	case "RSA PRIVATE KEY":
-		k, err = x509.ParsePKCS1PrivateKey(b.Bytes)
-	default:
-		return nil, fmt.Errorf("local: issuer key: PEM block is %q, want EC PRIVATE KEY, PRIVATE KEY or RSA PRIVATE KEY", b.Type)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("local: issuer key: %w", err)
-	}
-	s, ok := k.(crypto.Signer)
-	if !ok {
-		return nil, fmt.Errorf("local: issuer key: %T cannot sign", k)
-	}
-	return s, nil
 }
 
 var (

@@ -1,4 +1,4 @@
-package cli
+package policycmd
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/mesh/policy"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
@@ -20,22 +21,41 @@ import (
 // PolicyCommand is `weft policy`: `test` checks expectations about
 // authorization against manifests, offline (for CI); `explain` prints the
 // decision for one client and target with its reasons.
-func PolicyCommand() Command {
-	return Command{
+func PolicyCommand() core.Command {
+	return core.Command{
 		Name:    "policy",
 		Summary: "test and explain authorization policy offline (policy test, policy explain)",
 		Run:     runPolicy,
 	}
 }
 
-func runPolicy(ctx context.Context, args []string, stdio IO) int {
+// TestCommand is `policy test` on its own, the main command of
+// cmd/weft-policy: `weft-policy test` is `weft policy test`.
+func TestCommand() core.Command {
+	return core.Command{
+		Name:    "test",
+		Summary: "check expectations about authorization against manifests, offline (for CI)",
+		Run:     runPolicyTest,
+	}
+}
+
+// ExplainCommand is `policy explain` on its own (`weft-policy explain`).
+func ExplainCommand() core.Command {
+	return core.Command{
+		Name:    "explain",
+		Summary: "print the decision for one client and target, with its reasons",
+		Run:     runPolicyExplain,
+	}
+}
+
+func runPolicy(ctx context.Context, args []string, stdio core.IO) int {
 	usage := func() {
 		fmt.Fprintln(stdio.Stderr, "Usage: weft policy test --manifests PATH --cases FILE [flags]")
 		fmt.Fprintln(stdio.Stderr, "       weft policy explain --manifests PATH --to-workload KIND/NAME --to-port PORT [flags]")
 	}
 	if len(args) == 0 {
 		usage()
-		return ExitUsage
+		return core.ExitUsage
 	}
 	switch args[0] {
 	case "test":
@@ -44,11 +64,11 @@ func runPolicy(ctx context.Context, args []string, stdio IO) int {
 		return runPolicyExplain(ctx, args[1:], stdio)
 	case "-h", "--help", "help":
 		usage()
-		return ExitOK
+		return core.ExitOK
 	}
 	fmt.Fprintf(stdio.Stderr, "weft policy: unknown subcommand %q\n", args[0])
 	usage()
-	return ExitUsage
+	return core.ExitUsage
 }
 
 // caseJSON is one case in `-o json` output.
@@ -75,17 +95,17 @@ type testJSON struct {
 	Failed   int        `json:"failed"`
 }
 
-func runPolicyTest(_ context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft policy test", stdio)
+func runPolicyTest(_ context.Context, args []string, stdio core.IO) int {
+	fs := core.NewFlagSet("weft policy test", stdio)
 	var f policyFlags
 	f.register(fs)
 	cases := fs.String("cases", "", "YAML file of cases (see docs/policy.md)")
-	if st, ok := Parse(fs, args); !ok {
+	if st, ok := core.Parse(fs, args); !ok {
 		return st
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stdio.Stderr, "weft policy test: %v\n", err)
-		return ExitUsage
+		return core.ExitUsage
 	}
 	if fs.NArg() != 0 {
 		return fail(fmt.Errorf("unexpected arguments %q", fs.Args()))
@@ -145,9 +165,9 @@ func runPolicyTest(_ context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stdout, "%d passed, %d failed\n", passed, failed)
 	}
 	if failed > 0 {
-		return ExitFailure
+		return core.ExitFailure
 	}
-	return ExitOK
+	return core.ExitOK
 }
 
 func toCaseJSON(r policy.CaseResult) caseJSON {
@@ -178,8 +198,8 @@ func writeIndented(w io.Writer, text, indent string) {
 	}
 }
 
-func runPolicyExplain(_ context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft policy explain", stdio)
+func runPolicyExplain(_ context.Context, args []string, stdio core.IO) int {
+	fs := core.NewFlagSet("weft policy explain", stdio)
 	var f policyFlags
 	f.register(fs)
 	var (
@@ -187,7 +207,7 @@ func runPolicyExplain(_ context.Context, args []string, stdio IO) int {
 		unauth, fromTLS                bool
 		toWorkload, toNS, toPort       string
 		method, path, host             string
-		headers                        StringList
+		headers                        core.StringList
 	)
 	fs.StringVar(&fromSA, "from-service-account", "", "client: service account of a meshed workload (with --from-namespace)")
 	fs.StringVar(&fromNS, "from-namespace", "", "client: namespace of --from-service-account")
@@ -202,12 +222,12 @@ func runPolicyExplain(_ context.Context, args []string, stdio IO) int {
 	fs.StringVar(&path, "path", "", "HTTP request path (and query), as sent")
 	fs.StringVar(&host, "host", "", "HTTP Host / :authority")
 	fs.Var(&headers, "header", "HTTP header 'name: value' (repeatable)")
-	if st, ok := Parse(fs, args); !ok {
+	if st, ok := core.Parse(fs, args); !ok {
 		return st
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stdio.Stderr, "weft policy explain: %v\n", err)
-		return ExitUsage
+		return core.ExitUsage
 	}
 	if fs.NArg() != 0 {
 		return fail(fmt.Errorf("unexpected arguments %q", fs.Args()))
@@ -287,11 +307,11 @@ func runPolicyExplain(_ context.Context, args []string, stdio IO) int {
 		enc := json.NewEncoder(stdio.Stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(out)
-		return ExitOK
+		return core.ExitOK
 	}
 	for _, w := range warnings(ix) {
 		fmt.Fprintln(stdio.Stderr, w)
 	}
 	fmt.Fprint(stdio.Stdout, e.String())
-	return ExitOK
+	return core.ExitOK
 }

@@ -1,4 +1,4 @@
-package cli
+package policycmd
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/mesh/policy"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
@@ -14,8 +15,8 @@ import (
 // AuthzCommand is `weft authz --manifests PATH WORKLOAD`: it lists the
 // servers, routes and authorizations that apply to each port of a
 // workload, read from manifests.
-func AuthzCommand() Command {
-	return Command{
+func AuthzCommand() core.Command {
+	return core.Command{
 		Name:    "authz",
 		Summary: "list the authorization policies that apply to a workload",
 		Run:     runAuthz,
@@ -34,8 +35,8 @@ type authzRow struct {
 	Audit         bool     `json:"audit,omitempty"`
 }
 
-func runAuthz(_ context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft authz", stdio)
+func runAuthz(_ context.Context, args []string, stdio core.IO) int {
+	fs := core.NewFlagSet("weft authz", stdio)
 	var f policyFlags
 	f.register(fs)
 	ns := fs.String("namespace", "default", "namespace of the workload")
@@ -43,7 +44,7 @@ func runAuthz(_ context.Context, args []string, stdio IO) int {
 	// Flags may follow the workload argument.
 	var positional []string
 	for {
-		if st, ok := Parse(fs, args); !ok {
+		if st, ok := core.Parse(fs, args); !ok {
 			return st
 		}
 		if fs.NArg() == 0 {
@@ -54,7 +55,7 @@ func runAuthz(_ context.Context, args []string, stdio IO) int {
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stdio.Stderr, "weft authz: %v\n", err)
-		return ExitUsage
+		return core.ExitUsage
 	}
 	if len(positional) != 1 {
 		return fail(fmt.Errorf("want exactly one workload (KIND/NAME, such as deployment/web), got %d", len(positional)))
@@ -96,7 +97,7 @@ func runAuthz(_ context.Context, args []string, stdio IO) int {
 		enc := json.NewEncoder(stdio.Stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(out)
-		return ExitOK
+		return core.ExitOK
 	}
 	for _, w := range warnings(ix) {
 		fmt.Fprintln(stdio.Stderr, w)
@@ -122,7 +123,7 @@ func runAuthz(_ context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", port, r.Server, r.Protocol, route, auth, r.Clients, strings.Join(r.Networks, ", "))
 	}
 	_ = tw.Flush()
-	return ExitOK
+	return core.ExitOK
 }
 
 func meshedString(m policy.Meshed) string {
