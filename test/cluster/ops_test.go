@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/weftmesh/weft/apis/vocab"
+	"github.com/weftmesh/weft/mesh/identity/certpem"
 	"github.com/weftmesh/weft/mesh/install"
 )
 
@@ -117,12 +118,12 @@ func (m *mesh) rotateIssuer(t *testing.T) {
 	require.NoError(t, err)
 	key, err := os.ReadFile(filepath.Join(out, "key.pem"))
 	require.NoError(t, err)
-	newIssuer, err := install.ParseCertificates(crt)
+	newIssuer, err := certpem.ParseCertificates(crt)
 	require.NoError(t, err)
 	ctx := timeout(t, time.Minute)
 	sec, err := e.kube.CoreV1().Secrets(cpNS).Get(ctx, install.SecretIssuer, metav1.GetOptions{})
 	require.NoError(t, err)
-	oldIssuer, err := install.ParseCertificates(sec.Data[corev1.TLSCertKey])
+	oldIssuer, err := certpem.ParseCertificates(sec.Data[corev1.TLSCertKey])
 	require.NoError(t, err)
 	require.False(t, bytes.Equal(oldIssuer[0].Raw, newIssuer[0].Raw))
 	sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey] = crt, key
