@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,7 +124,11 @@ func TestReplacingIssuerFilesRotatesWithoutRestart(t *testing.T) {
 	assert.Equal(t, oldIssuer.Cert.SubjectKeyId, before.Leaf.AuthorityKeyId)
 
 	newIssuer.WriteIssuerDir(t, dir, true)
-	testutil.Eventually(t, 0, func() bool { return is.Certificate().Equal(newIssuer.Cert) }, "the new issuer was not picked up")
+	// The swap, its log line and its counter are three steps of one
+	// reload; wait for all of them rather than assume their order.
+	testutil.Eventually(t, 0, func() bool {
+		return is.Certificate().Equal(newIssuer.Cert) && strings.Contains(logs.String(), "issuer reloaded") && counter(t, reg, "ok") >= 1
+	}, "the new issuer was not picked up, logged and counted")
 
 	after := issueWith(t, is, "shop", "web")
 	assert.Equal(t, newIssuer.Cert.SubjectKeyId, after.Leaf.AuthorityKeyId)
