@@ -8,12 +8,11 @@ package cli
 
 import (
 	"context"
-	"flag"
 
 	"github.com/weftmesh/weft/internal/cli/core"
 )
 
-// Command is one subcommand; see core.Command.
+// Command is one node of the command tree; see core.Command.
 type Command = core.Command
 
 // IO is what a command reads and writes; see core.IO.
@@ -42,11 +41,12 @@ func Dispatch(ctx context.Context, prog string, cmds []Command, args []string, s
 	return core.Dispatch(ctx, prog, cmds, args, stdio)
 }
 
-// NewFlagSet returns a flag set that reports errors instead of exiting.
-func NewFlagSet(name string, stdio IO) *flag.FlagSet { return core.NewFlagSet(name, stdio) }
+// FlagSet is what a command declares its flags on; see core.FlagSet.
+type FlagSet = core.FlagSet
 
-// Parse parses args into fs; see core.Parse.
-func Parse(fs *flag.FlagSet, args []string) (int, bool) { return core.Parse(fs, args) }
-
-// VersionCommand prints the binary's version.
+// VersionCommand prints the binary's version (weft-controller's; weft's is
+// WeftVersionCommand).
 func VersionCommand() Command { return core.VersionCommand() }
+
+// Action is a command's body; see core.Action.
+type Action = core.Action

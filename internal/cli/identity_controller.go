@@ -35,7 +35,7 @@ func IdentityControllerCommand() Command {
 	return Command{
 		Name:    "identity",
 		Summary: "run the identity service (workload certificate authority)",
-		Run:     runIdentityController,
+		Setup:   setupIdentityController,
 	}
 }
 
@@ -57,8 +57,7 @@ type identityFlags struct {
 	stepX5CCert, stepX5CKey    string
 }
 
-func runIdentityController(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft-controller identity", stdio)
+func setupIdentityController(fs *FlagSet) Action {
 	var f identityFlags
 	fs.StringVar(&f.addr, "addr", ":8080", "HOST:PORT to serve gRPC on")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "HOST:PORT to serve /metrics, /live and /ready on (off when empty)")
@@ -84,24 +83,23 @@ func runIdentityController(ctx context.Context, args []string, stdio IO) int {
 	fs.StringVar(&f.stepPasswordFile, "step-provisioner-password-file", "", "smallstep issuer: file holding the JWK's password (when encrypted)")
 	fs.StringVar(&f.stepX5CCert, "step-x5c-cert", "", "smallstep issuer: certificate chain (PEM) for an X5C provisioner, instead of --step-provisioner-key")
 	fs.StringVar(&f.stepX5CKey, "step-x5c-key", "", "smallstep issuer: private key (PEM) of --step-x5c-cert")
-	if st, ok := Parse(fs, args); !ok {
-		return st
+	return func(ctx context.Context, args []string, stdio IO) int {
+		if err := f.validate(len(args)); err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller identity: %v\n", err)
+			return ExitUsage
+		}
+		logger, err := newLogger(stdio.Stderr, f.logLevel)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller identity: %v\n", err)
+			return ExitUsage
+		}
+		if err := serveIdentity(ctx, f, logger); err != nil {
+			logger.Error("identity service failed", "error", err)
+			fmt.Fprintf(stdio.Stderr, "weft-controller identity: %v\n", err)
+			return ExitFailure
+		}
+		return ExitOK
 	}
-	if err := f.validate(fs.NArg()); err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller identity: %v\n", err)
-		return ExitUsage
-	}
-	logger, err := newLogger(stdio.Stderr, f.logLevel)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller identity: %v\n", err)
-		return ExitUsage
-	}
-	if err := serveIdentity(ctx, f, logger); err != nil {
-		logger.Error("identity service failed", "error", err)
-		fmt.Fprintf(stdio.Stderr, "weft-controller identity: %v\n", err)
-		return ExitFailure
-	}
-	return ExitOK
 }
 
 func (f identityFlags) validate(nargs int) error {

@@ -5,11 +5,12 @@ import (
 
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"sigs.k8s.io/yaml"
 
@@ -21,18 +22,14 @@ import (
 // InstallCommand is `weft install`: it prints the Kubernetes manifests of
 // the control plane (or, with --crds, only the CRDs) for kubectl apply.
 func InstallCommand() Command {
-	return Command{Name: "install", Summary: "print the Kubernetes manifests of the control plane (CRDs, RBAC, Deployments, webhooks)", Run: runInstall}
+	return Command{Name: "install", Summary: "print the Kubernetes manifests of the control plane (CRDs, RBAC, Deployments, webhooks)", Args: "[flags] > weft.yaml", Long: installUsage, Setup: setupInstall}
 }
 
-const installUsage = `Usage: weft install [flags] > weft.yaml
-
-Prints every object the control plane needs, sorted by kind and name, for
+const installUsage = `Prints every object the control plane needs, sorted by kind and name, for
 kubectl apply. Without certificate flags it generates a trust anchor, an
 identity issuer and a webhook certificate, so each run prints different
 certificates; give them (--identity-* and --webhook-cert-dir, or keep the
 generated ones with --certs-out DIR) and two runs print identical bytes.
-
-Flags:
 `
 
 type installFlags struct {
@@ -42,8 +39,7 @@ type installFlags struct {
 	crdsOnly, ha                                     bool
 }
 
-func runInstall(_ context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft install", stdio)
+func setupInstall(fs *FlagSet) Action {
 	var f installFlags
 	fs.StringVar(&f.valuesFile, "values", "", "Values file (YAML or JSON; defaults for what it leaves out)")
 	fs.BoolVar(&f.crdsOnly, "crds", false, "print only the CustomResourceDefinitions (apply them first)")
@@ -55,112 +51,107 @@ func runInstall(_ context.Context, args []string, stdio IO) int {
 	fs.StringVar(&f.webhookDir, "webhook-cert-dir", "", "directory with the webhook CA and serving certificate: ca.crt, tls.crt, tls.key (generated when empty)")
 	fs.StringVar(&f.controllerImage, "controller-image", "", "weft-controller image (default "+install.DefaultControllerImage+":<values version>)")
 	fs.StringVar(&f.certsOut, "certs-out", "", "write the certificates this run generates into DIR (ca.crt, ca.key, issuer/, webhook/) to pass back next time")
-	fs.Usage = func() {
-		fmt.Fprint(stdio.Stderr, installUsage)
-		fs.PrintDefaults()
-	}
-	if code, ok := Parse(fs, args); !ok {
-		return code
-	}
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stdio.Stderr, "weft install: "+format+"\n", a...)
-		return ExitUsage
-	}
-	if fs.NArg() != 0 {
-		return usage("unexpected argument %q (the manifests go to stdout)", fs.Arg(0))
-	}
-	if f.crdsOnly {
-		set := []string{}
-		fs.Visit(func(fl *flag.Flag) {
-			if fl.Name != "crds" {
-				set = append(set, "--"+fl.Name)
-			}
-		})
-		if len(set) > 0 {
-			return usage("--crds prints only the CRDs and takes no other flag (got %v)", set)
+	return func(_ context.Context, args []string, stdio IO) int {
+		usage := func(format string, a ...any) int {
+			fmt.Fprintf(stdio.Stderr, "weft install: "+format+"\n", a...)
+			return ExitUsage
 		}
-		m, err := install.CRDs()
+		if len(args) != 0 {
+			return usage("unexpected argument %q (the manifests go to stdout)", args[0])
+		}
+		if f.crdsOnly {
+			set := []string{}
+			fs.Visit(func(fl *pflag.Flag) {
+				if fl.Name != "crds" {
+					set = append(set, "--"+fl.Name)
+				}
+			})
+			if len(set) > 0 {
+				return usage("--crds prints only the CRDs and takes no other flag (got %v)", set)
+			}
+			m, err := install.CRDs()
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+				return ExitFailure
+			}
+			return writeManifest(m, stdio)
+		}
+
+		values, err := installValues(f.valuesFile)
+		if err != nil {
+			return usage("%v", err)
+		}
+		now := time.Now()
+		var gen generated
+		certs := install.Certificates{}
+		switch {
+		case f.anchorsFile != "" && f.issuerDir != "":
+			if certs.Identity, err = install.LoadIdentity(f.anchorsFile, f.issuerDir); err != nil {
+				return usage("%v", err)
+			}
+		case f.issuerDir != "" && values.IdentityTrustAnchorsPEM != "":
+			certPEM, keyPEM, err := install.LoadIssuer(f.issuerDir)
+			if err != nil {
+				return usage("%v", err)
+			}
+			certs.Identity = install.Identity{TrustAnchorsPEM: []byte(values.IdentityTrustAnchorsPEM), IssuerCertPEM: certPEM, IssuerKeyPEM: keyPEM}
+		case f.issuerDir != "":
+			return usage("--identity-issuer-dir needs --identity-trust-anchors-file (or identityTrustAnchorsPEM in the values)")
+		case f.anchorsFile != "":
+			return usage("--identity-trust-anchors-file needs --identity-issuer-dir: an issuer cannot be generated under an anchor whose private key is not given")
+		case values.IdentityTrustAnchorsPEM != "":
+			return usage("the values carry identityTrustAnchorsPEM but no --identity-issuer-dir was given: an issuer cannot be generated under an anchor whose private key is not given")
+		default:
+			if certs.Identity, gen.anchorKey, err = install.GenerateIdentity(now); err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+				return ExitFailure
+			}
+			gen.identity = true
+		}
+		if f.webhookDir != "" {
+			if certs.Webhook, err = install.LoadWebhook(f.webhookDir); err != nil {
+				return usage("%v", err)
+			}
+		} else {
+			if certs.Webhook, err = install.GenerateWebhook(values.ControlPlaneNamespace, values.ClusterDomain, now); err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+				return ExitFailure
+			}
+			gen.webhook = true
+		}
+
+		opts := []install.Option{install.WithIssuanceLifetime(f.lifetime), install.WithIssuerScheme(f.issuerScheme)}
+		if f.ha {
+			opts = append(opts, install.WithHA())
+		}
+		if f.controllerImage != "" {
+			opts = append(opts, install.WithControllerImage(f.controllerImage))
+		}
+		m, err := install.Render(values, certs, opts...)
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
-			return ExitFailure
+			return ExitUsage
+		}
+		if f.certsOut != "" {
+			if !gen.identity && !gen.webhook {
+				return usage("--certs-out: this run generated no certificates (all were given)")
+			}
+			if err := gen.write(f.certsOut, certs); err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft install: --certs-out: %v\n", err)
+				return ExitFailure
+			}
+		}
+		if gen.identity {
+			fmt.Fprint(stdio.Stderr, generatedIdentityWarning(f.certsOut))
+		}
+		if gen.webhook {
+			fmt.Fprintln(stdio.Stderr, "weft install: generated a new webhook CA and serving certificate (pass --webhook-cert-dir to reuse one and print identical output)")
+		}
+		for _, w := range m.Warnings {
+			fmt.Fprintf(stdio.Stderr, "weft install: warning: %s\n", w)
 		}
 		return writeManifest(m, stdio)
 	}
-
-	values, err := installValues(f.valuesFile)
-	if err != nil {
-		return usage("%v", err)
-	}
-	now := time.Now()
-	var gen generated
-	certs := install.Certificates{}
-	switch {
-	case f.anchorsFile != "" && f.issuerDir != "":
-		if certs.Identity, err = install.LoadIdentity(f.anchorsFile, f.issuerDir); err != nil {
-			return usage("%v", err)
-		}
-	case f.issuerDir != "" && values.IdentityTrustAnchorsPEM != "":
-		certPEM, keyPEM, err := install.LoadIssuer(f.issuerDir)
-		if err != nil {
-			return usage("%v", err)
-		}
-		certs.Identity = install.Identity{TrustAnchorsPEM: []byte(values.IdentityTrustAnchorsPEM), IssuerCertPEM: certPEM, IssuerKeyPEM: keyPEM}
-	case f.issuerDir != "":
-		return usage("--identity-issuer-dir needs --identity-trust-anchors-file (or identityTrustAnchorsPEM in the values)")
-	case f.anchorsFile != "":
-		return usage("--identity-trust-anchors-file needs --identity-issuer-dir: an issuer cannot be generated under an anchor whose private key is not given")
-	case values.IdentityTrustAnchorsPEM != "":
-		return usage("the values carry identityTrustAnchorsPEM but no --identity-issuer-dir was given: an issuer cannot be generated under an anchor whose private key is not given")
-	default:
-		if certs.Identity, gen.anchorKey, err = install.GenerateIdentity(now); err != nil {
-			fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
-			return ExitFailure
-		}
-		gen.identity = true
-	}
-	if f.webhookDir != "" {
-		if certs.Webhook, err = install.LoadWebhook(f.webhookDir); err != nil {
-			return usage("%v", err)
-		}
-	} else {
-		if certs.Webhook, err = install.GenerateWebhook(values.ControlPlaneNamespace, values.ClusterDomain, now); err != nil {
-			fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
-			return ExitFailure
-		}
-		gen.webhook = true
-	}
-
-	opts := []install.Option{install.WithIssuanceLifetime(f.lifetime), install.WithIssuerScheme(f.issuerScheme)}
-	if f.ha {
-		opts = append(opts, install.WithHA())
-	}
-	if f.controllerImage != "" {
-		opts = append(opts, install.WithControllerImage(f.controllerImage))
-	}
-	m, err := install.Render(values, certs, opts...)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
-		return ExitUsage
-	}
-	if f.certsOut != "" {
-		if !gen.identity && !gen.webhook {
-			return usage("--certs-out: this run generated no certificates (all were given)")
-		}
-		if err := gen.write(f.certsOut, certs); err != nil {
-			fmt.Fprintf(stdio.Stderr, "weft install: --certs-out: %v\n", err)
-			return ExitFailure
-		}
-	}
-	if gen.identity {
-		fmt.Fprint(stdio.Stderr, generatedIdentityWarning(f.certsOut))
-	}
-	if gen.webhook {
-		fmt.Fprintln(stdio.Stderr, "weft install: generated a new webhook CA and serving certificate (pass --webhook-cert-dir to reuse one and print identical output)")
-	}
-	for _, w := range m.Warnings {
-		fmt.Fprintf(stdio.Stderr, "weft install: warning: %s\n", w)
-	}
-	return writeManifest(m, stdio)
 }
 
 func writeManifest(m *install.Manifest, stdio IO) int {

@@ -24,31 +24,11 @@ func PolicyCommand() Command {
 	return Command{
 		Name:    "policy",
 		Summary: "test and explain authorization policy offline (policy test, policy explain)",
-		Run:     runPolicy,
+		Sub: []Command{
+			{Name: "test", Args: "--manifests PATH --cases FILE [flags]", Summary: "check expected authorization decisions against manifests (for CI)", Setup: setupPolicyTest},
+			{Name: "explain", Args: "--manifests PATH --to-workload KIND/NAME --to-port PORT [flags]", Summary: "print the decision for one client and target, with its reasons", Setup: setupPolicyExplain},
+		},
 	}
-}
-
-func runPolicy(ctx context.Context, args []string, stdio IO) int {
-	usage := func() {
-		fmt.Fprintln(stdio.Stderr, "Usage: weft policy test --manifests PATH --cases FILE [flags]")
-		fmt.Fprintln(stdio.Stderr, "       weft policy explain --manifests PATH --to-workload KIND/NAME --to-port PORT [flags]")
-	}
-	if len(args) == 0 {
-		usage()
-		return ExitUsage
-	}
-	switch args[0] {
-	case "test":
-		return runPolicyTest(ctx, args[1:], stdio)
-	case "explain":
-		return runPolicyExplain(ctx, args[1:], stdio)
-	case "-h", "--help", "help":
-		usage()
-		return ExitOK
-	}
-	fmt.Fprintf(stdio.Stderr, "weft policy: unknown subcommand %q\n", args[0])
-	usage()
-	return ExitUsage
 }
 
 // caseJSON is one case in `-o json` output.
@@ -74,79 +54,77 @@ type testJSON struct {
 	Failed   int        `json:"failed"`
 }
 
-func runPolicyTest(_ context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft policy test", stdio)
+func setupPolicyTest(fs *FlagSet) Action {
 	var f policyFlags
 	f.register(fs)
 	cases := fs.String("cases", "", "YAML file of cases (see docs/policy.md)")
-	if st, ok := Parse(fs, args); !ok {
-		return st
-	}
-	fail := func(err error) int {
-		fmt.Fprintf(stdio.Stderr, "weft policy test: %v\n", err)
-		return ExitUsage
-	}
-	if fs.NArg() != 0 {
-		return fail(fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
-	if err := f.validate(); err != nil {
-		return fail(err)
-	}
-	if *cases == "" {
-		return fail(errors.New("--cases FILE is required"))
-	}
-	ix, err := loadPolicyIndex(&f)
-	if err != nil {
-		return fail(err)
-	}
-	cs, err := policy.LoadCases(*cases)
-	if err != nil {
-		return fail(err)
-	}
-	results, err := policy.RunCases(ix, cs)
-	if err != nil {
-		return fail(err)
-	}
-	warns := warnings(ix)
-	passed, failed := 0, 0
-	for _, r := range results {
-		if r.Pass {
-			passed++
-		} else {
-			failed++
+	return func(_ context.Context, args []string, stdio IO) int {
+		fail := func(err error) int {
+			fmt.Fprintf(stdio.Stderr, "weft policy test: %v\n", err)
+			return ExitUsage
 		}
-	}
-	if f.output == "json" {
-		out := testJSON{Warnings: warns, Passed: passed, Failed: failed, Cases: []caseJSON{}}
-		if out.Warnings == nil {
-			out.Warnings = []string{}
+		if len(args) != 0 {
+			return fail(fmt.Errorf("unexpected arguments %q", args))
 		}
-		for _, r := range results {
-			out.Cases = append(out.Cases, toCaseJSON(r))
-		}
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := f.validate(); err != nil {
 			return fail(err)
 		}
-	} else {
-		for _, w := range warns {
-			fmt.Fprintln(stdio.Stderr, w)
+		if *cases == "" {
+			return fail(errors.New("--cases FILE is required"))
 		}
+		ix, err := loadPolicyIndex(&f)
+		if err != nil {
+			return fail(err)
+		}
+		cs, err := policy.LoadCases(*cases)
+		if err != nil {
+			return fail(err)
+		}
+		results, err := policy.RunCases(ix, cs)
+		if err != nil {
+			return fail(err)
+		}
+		warns := warnings(ix)
+		passed, failed := 0, 0
 		for _, r := range results {
 			if r.Pass {
-				fmt.Fprintf(stdio.Stdout, "PASS %s\n", r.Case.Name)
-				continue
+				passed++
+			} else {
+				failed++
 			}
-			fmt.Fprintf(stdio.Stdout, "FAIL %s: expected %s, got %s\n", r.Case.Name, r.Case.Expect, r.Got)
-			writeIndented(stdio.Stdout, r.Explanation.String(), "  ")
 		}
-		fmt.Fprintf(stdio.Stdout, "%d passed, %d failed\n", passed, failed)
+		if f.output == "json" {
+			out := testJSON{Warnings: warns, Passed: passed, Failed: failed, Cases: []caseJSON{}}
+			if out.Warnings == nil {
+				out.Warnings = []string{}
+			}
+			for _, r := range results {
+				out.Cases = append(out.Cases, toCaseJSON(r))
+			}
+			enc := json.NewEncoder(stdio.Stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(out); err != nil {
+				return fail(err)
+			}
+		} else {
+			for _, w := range warns {
+				fmt.Fprintln(stdio.Stderr, w)
+			}
+			for _, r := range results {
+				if r.Pass {
+					fmt.Fprintf(stdio.Stdout, "PASS %s\n", r.Case.Name)
+					continue
+				}
+				fmt.Fprintf(stdio.Stdout, "FAIL %s: expected %s, got %s\n", r.Case.Name, r.Case.Expect, r.Got)
+				writeIndented(stdio.Stdout, r.Explanation.String(), "  ")
+			}
+			fmt.Fprintf(stdio.Stdout, "%d passed, %d failed\n", passed, failed)
+		}
+		if failed > 0 {
+			return ExitFailure
+		}
+		return ExitOK
 	}
-	if failed > 0 {
-		return ExitFailure
-	}
-	return ExitOK
 }
 
 func toCaseJSON(r policy.CaseResult) caseJSON {
@@ -177,8 +155,7 @@ func writeIndented(w io.Writer, text, indent string) {
 	}
 }
 
-func runPolicyExplain(_ context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft policy explain", stdio)
+func setupPolicyExplain(fs *FlagSet) Action {
 	var f policyFlags
 	f.register(fs)
 	var (
@@ -200,96 +177,95 @@ func runPolicyExplain(_ context.Context, args []string, stdio IO) int {
 	fs.StringVar(&path, "path", "", "HTTP request path (and query), as sent")
 	fs.StringVar(&host, "host", "", "HTTP Host / :authority")
 	fs.Var(&headers, "header", "HTTP header 'name: value' (repeatable)")
-	if st, ok := Parse(fs, args); !ok {
-		return st
-	}
-	fail := func(err error) int {
-		fmt.Fprintf(stdio.Stderr, "weft policy explain: %v\n", err)
-		return ExitUsage
-	}
-	if fs.NArg() != 0 {
-		return fail(fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
-	if err := f.validate(); err != nil {
-		return fail(err)
-	}
-	if toWorkload == "" || toPort == "" {
-		return fail(errors.New("--to-workload and --to-port are required"))
-	}
-	req := policy.Request{Client: policy.Client{ServiceAccount: fromSA, Namespace: fromNS, Identity: fromID, Unauthenticated: unauth}}
-	if err := req.Client.Validate(); err != nil {
-		return fail(fmt.Errorf("client: %s", strings.TrimPrefix(err.Error(), "policy: ")))
-	}
-	if fromIP != "" {
-		a, err := netip.ParseAddr(fromIP)
-		if err != nil {
-			return fail(fmt.Errorf("--from-ip %q is not an IP address", fromIP))
+	return func(_ context.Context, args []string, stdio IO) int {
+		fail := func(err error) int {
+			fmt.Fprintf(stdio.Stderr, "weft policy explain: %v\n", err)
+			return ExitUsage
 		}
-		req.Client.IP = a.Unmap()
-	}
-	ref, err := policy.ParseWorkloadRef(toWorkload, toNS)
-	if err != nil {
-		return fail(err)
-	}
-	req.Workload = ref
-	if n, err := strconv.Atoi(toPort); err == nil {
-		if n < 1 || n > 65535 {
-			return fail(fmt.Errorf("--to-port %d is out of range 1-65535", n))
+		if len(args) != 0 {
+			return fail(fmt.Errorf("unexpected arguments %q", args))
 		}
-		req.Port = intstr.FromInt32(int32(n))
-	} else {
-		req.Port = intstr.FromString(toPort)
-	}
-	if method != "" || path != "" || host != "" || len(headers) > 0 {
-		hr := &authz.Request{Method: method, Path: path, Host: host, Header: http.Header{}}
-		if hr.Method == "" {
-			hr.Method = "GET"
+		if err := f.validate(); err != nil {
+			return fail(err)
 		}
-		if hr.Path == "" {
-			hr.Path = "/"
+		if toWorkload == "" || toPort == "" {
+			return fail(errors.New("--to-workload and --to-port are required"))
 		}
-		for _, h := range headers {
-			name, value, ok := strings.Cut(h, ":")
-			if !ok || strings.TrimSpace(name) == "" {
-				return fail(fmt.Errorf("--header %q: want 'name: value'", h))
+		req := policy.Request{Client: policy.Client{ServiceAccount: fromSA, Namespace: fromNS, Identity: fromID, Unauthenticated: unauth}}
+		if err := req.Client.Validate(); err != nil {
+			return fail(fmt.Errorf("client: %s", strings.TrimPrefix(err.Error(), "policy: ")))
+		}
+		if fromIP != "" {
+			a, err := netip.ParseAddr(fromIP)
+			if err != nil {
+				return fail(fmt.Errorf("--from-ip %q is not an IP address", fromIP))
 			}
-			hr.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+			req.Client.IP = a.Unmap()
 		}
-		req.HTTP = hr
-	}
-	ix, err := loadPolicyIndex(&f)
-	if err != nil {
-		return fail(err)
-	}
-	e, err := ix.Explain(req)
-	if err != nil {
-		return fail(err)
-	}
-	if f.output == "json" {
-		c := toCaseJSON(policy.CaseResult{Case: policy.Case{Name: "explain", Request: req, Expect: e.Decision}, Got: e.Decision, Pass: true, Explanation: e})
-		out := struct {
-			Decision      string   `json:"decision"`
-			Reason        string   `json:"reason"`
-			Workload      string   `json:"workload"`
-			Namespace     string   `json:"namespace"`
-			Port          uint16   `json:"port"`
-			Server        string   `json:"server,omitempty"`
-			Route         string   `json:"route,omitempty"`
-			Authorization string   `json:"authorization,omitempty"`
-			Explanation   []string `json:"explanation"`
-			Warnings      []string `json:"warnings"`
-		}{e.Decision.String(), c.Reason, c.Workload, c.Namespace, c.Port, c.Server, c.Route, c.Authorization, c.Explanation, warnings(ix)}
-		if out.Warnings == nil {
-			out.Warnings = []string{}
+		ref, err := policy.ParseWorkloadRef(toWorkload, toNS)
+		if err != nil {
+			return fail(err)
 		}
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(out)
+		req.Workload = ref
+		if n, err := strconv.Atoi(toPort); err == nil {
+			if n < 1 || n > 65535 {
+				return fail(fmt.Errorf("--to-port %d is out of range 1-65535", n))
+			}
+			req.Port = intstr.FromInt32(int32(n))
+		} else {
+			req.Port = intstr.FromString(toPort)
+		}
+		if method != "" || path != "" || host != "" || len(headers) > 0 {
+			hr := &authz.Request{Method: method, Path: path, Host: host, Header: http.Header{}}
+			if hr.Method == "" {
+				hr.Method = "GET"
+			}
+			if hr.Path == "" {
+				hr.Path = "/"
+			}
+			for _, h := range headers {
+				name, value, ok := strings.Cut(h, ":")
+				if !ok || strings.TrimSpace(name) == "" {
+					return fail(fmt.Errorf("--header %q: want 'name: value'", h))
+				}
+				hr.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+			}
+			req.HTTP = hr
+		}
+		ix, err := loadPolicyIndex(&f)
+		if err != nil {
+			return fail(err)
+		}
+		e, err := ix.Explain(req)
+		if err != nil {
+			return fail(err)
+		}
+		if f.output == "json" {
+			c := toCaseJSON(policy.CaseResult{Case: policy.Case{Name: "explain", Request: req, Expect: e.Decision}, Got: e.Decision, Pass: true, Explanation: e})
+			out := struct {
+				Decision      string   `json:"decision"`
+				Reason        string   `json:"reason"`
+				Workload      string   `json:"workload"`
+				Namespace     string   `json:"namespace"`
+				Port          uint16   `json:"port"`
+				Server        string   `json:"server,omitempty"`
+				Route         string   `json:"route,omitempty"`
+				Authorization string   `json:"authorization,omitempty"`
+				Explanation   []string `json:"explanation"`
+				Warnings      []string `json:"warnings"`
+			}{e.Decision.String(), c.Reason, c.Workload, c.Namespace, c.Port, c.Server, c.Route, c.Authorization, c.Explanation, warnings(ix)}
+			if out.Warnings == nil {
+				out.Warnings = []string{}
+			}
+			enc := json.NewEncoder(stdio.Stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(out)
+			return ExitOK
+		}
+		for _, w := range warnings(ix) {
+			fmt.Fprintln(stdio.Stderr, w)
+		}
+		fmt.Fprint(stdio.Stdout, e.String())
 		return ExitOK
 	}
-	for _, w := range warnings(ix) {
-		fmt.Fprintln(stdio.Stderr, w)
-	}
-	fmt.Fprint(stdio.Stdout, e.String())
-	return ExitOK
 }

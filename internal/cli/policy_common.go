@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 
@@ -21,13 +20,13 @@ type policyFlags struct {
 	output          string
 }
 
-func (f *policyFlags) register(fs *flag.FlagSet) {
+func (f *policyFlags) register(fs *FlagSet) {
 	fs.Var(&f.manifests, "manifests", "file or directory of Kubernetes manifests (repeatable; directories are read recursively for .yaml/.yml)")
 	fs.StringVar(&f.defaultPolicy, "default-policy", "all-unauthenticated", "cluster default inbound policy: all-unauthenticated, all-authenticated, cluster-authenticated, cluster-unauthenticated, deny or audit")
 	fs.Var(&f.clusterNetworks, "cluster-networks", "comma-separated cluster networks (default "+strings.Join(policy.DefaultClusterNetworks, ",")+")")
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
-	fs.StringVar(&f.output, "o", "text", "output format: text or json")
+	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 }
 
 func (f *policyFlags) options() []policy.Option {
