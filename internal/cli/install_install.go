@@ -168,8 +168,8 @@ func writeManifest(m *install.Manifest, stdio IO) int {
 }
 
 // installValues reads the Values file over the defaults. A release build
-// (core.Version set at link time) tags images with its own version unless the
-// file names one.
+// (core.Version set at link time, other than "dev") tags images with its own
+// version unless the file names one.
 func installValues(path string) (inject.Values, error) {
 	values := inject.DefaultValues()
 	var data []byte
@@ -182,7 +182,7 @@ func installValues(path string) (inject.Values, error) {
 			return inject.Values{}, fmt.Errorf("--values %s: %w", path, err)
 		}
 	}
-	if core.Version != "" {
+	if core.Version != "" && core.Version != "dev" {
 		var keys map[string]any
 		if err := yaml.Unmarshal(data, &keys); err == nil {
 			if _, set := keys["version"]; !set {

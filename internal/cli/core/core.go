@@ -50,7 +50,7 @@ type Command struct {
 	Name    string
 	Summary string
 	// Args is the synopsis of what follows the name in the usage line
-	// ("[flags] FILE..."); "[flags]" when empty.
+	// ("[flags] FILE..."); "[flags]" when empty (nothing for a group).
 	Args string
 	// Long is the help text shown above the flags.
 	Long    string
@@ -106,7 +106,7 @@ func (c Command) Cobra() *cobra.Command {
 		// goes to stderr and the status says the call was wrong.
 		action = func(_ context.Context, args []string, stdio IO) int {
 			if len(args) > 0 {
-				fmt.Fprintf(stdio.Stderr, "%s: unknown command %q (see '%s --help')\n", cc.CommandPath(), args[0], cc.CommandPath())
+				fmt.Fprintf(stdio.Stderr, "%s: unknown subcommand %q (see '%s --help')\n", cc.CommandPath(), args[0], cc.CommandPath())
 				return ExitUsage
 			}
 			cc.SetOut(stdio.Stderr)
@@ -135,7 +135,7 @@ func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)
 // default help command and, with completion, `prog completion
 // bash|zsh|fish|powershell`.
 func Root(prog, summary string, completion bool, cmds ...Command) *cobra.Command {
-	root := Command{Name: prog, Summary: summary, Args: "COMMAND", Sub: cmds}.Cobra()
+	root := Command{Name: prog, Summary: summary, Sub: cmds}.Cobra()
 	root.CompletionOptions.DisableDefaultCmd = !completion
 	root.CompletionOptions.HiddenDefaultCmd = false
 	return root
