@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -61,6 +62,7 @@ func setupDiagnosticsEndpoints(fs *FlagSet) Action {
 	token := fs.String("context-token", "", `context token to send, such as {"ns":"shop"}`)
 	watch := fs.Bool("watch", false, "keep printing the table after every change")
 	timeout := fs.Duration("timeout", 0, "give up after this long (default: 10s without --watch, never with it)")
+	output := fs.StringP("output", "o", "table", "output format: table, json or yaml (with --watch, one object per change: JSON lines or YAML documents)")
 	return func(ctx context.Context, args []string, stdio IO) int {
 		positional := args
 		if len(positional) != 1 {
@@ -68,6 +70,23 @@ func setupDiagnosticsEndpoints(fs *FlagSet) Action {
 			return ExitUsage
 		}
 		authority := positional[0]
+		if err := checkOutput(*output, "table", "json", "yaml"); err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: %v\n", err)
+			return ExitUsage
+		}
+		show := func(set discovery.EndpointSet, at time.Time) {
+			switch *output {
+			case "table":
+				printEndpoints(stdio.Stdout, authority, set, at)
+			case "json":
+				_ = json.NewEncoder(stdio.Stdout).Encode(toEndpointsObject(authority, set, at))
+			default:
+				if *watch {
+					fmt.Fprintln(stdio.Stdout, "---")
+				}
+				_ = writeObject(stdio.Stdout, "yaml", toEndpointsObject(authority, set, at))
+			}
+		}
 		if _, err := discovery.ParseContextToken(*token); err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: --context-token: %v\n", err)
 			return ExitUsage
@@ -113,7 +132,7 @@ func setupDiagnosticsEndpoints(fs *FlagSet) Action {
 		}
 		set, _ := w.Endpoints()
 		if !*watch {
-			printEndpoints(stdio.Stdout, authority, set, time.Time{})
+			show(set, time.Time{})
 			if !set.Exists {
 				return ExitFailure
 			}
@@ -123,7 +142,7 @@ func setupDiagnosticsEndpoints(fs *FlagSet) Action {
 		printed := false
 		for {
 			if set, _ := w.Endpoints(); !printed || !set.Equal(last) {
-				printEndpoints(stdio.Stdout, authority, set, time.Now())
+				show(set, time.Now())
 				last, printed = set, true
 			}
 			select {
@@ -136,6 +155,38 @@ func setupDiagnosticsEndpoints(fs *FlagSet) Action {
 			}
 		}
 	}
+}
+
+// endpointsObject is `weft diagnostics endpoints -o json|yaml`.
+type endpointsObject struct {
+	Authority string           `json:"authority"`
+	At        *time.Time       `json:"at,omitempty"`
+	Exists    bool             `json:"exists"`
+	Endpoints []endpointObject `json:"endpoints"`
+}
+
+type endpointObject struct {
+	Addr                string            `json:"addr"`
+	Weight              uint32            `json:"weight"`
+	Identity            string            `json:"identity,omitempty"`
+	Hint                string            `json:"hint"`
+	OpaqueTransportPort uint32            `json:"opaqueTransportPort,omitempty"`
+	Zone                string            `json:"zone,omitempty"`
+	AuthorityOverride   string            `json:"authorityOverride,omitempty"`
+	Labels              map[string]string `json:"labels,omitempty"`
+}
+
+func toEndpointsObject(authority string, set discovery.EndpointSet, at time.Time) endpointsObject {
+	o := endpointsObject{Authority: authority, Exists: set.Exists, Endpoints: []endpointObject{}}
+	if !at.IsZero() {
+		at = at.UTC()
+		o.At = &at
+	}
+	for _, e := range set.Endpoints {
+		o.Endpoints = append(o.Endpoints, endpointObject{Addr: e.Addr.String(), Weight: e.Weight, Identity: e.Identity, Hint: fmt.Sprint(e.Hint),
+			OpaqueTransportPort: e.OpaqueTransportPort, Zone: e.Zone, AuthorityOverride: e.AuthorityOverride, Labels: e.MetricLabels})
+	}
+	return o
 }
 
 func unwrapStatus(err error) error {

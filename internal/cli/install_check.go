@@ -29,7 +29,7 @@ status is 1 when any check failed (warnings do not fail), 2 on bad flags.
 func setupCheck(fs *FlagSet) Action {
 	pre := fs.Bool("pre", false, "check that the cluster is ready for an install instead of checking an installed control plane")
 	proxy := fs.Bool("proxy", false, "also check the meshed pods: proxies ready, current proxy image, current trust roots")
-	output := fs.StringP("output", "o", "text", "output format: text or json")
+	output := fs.StringP("output", "o", "text", "output format: text, json or yaml")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context (default: the current one)")
 	namespace := fs.String("namespace", vocab.DefaultControlPlaneNamespace, "control-plane namespace")
@@ -43,8 +43,8 @@ func setupCheck(fs *FlagSet) Action {
 		switch {
 		case len(args) != 0:
 			return usage("unexpected argument %q", args[0])
-		case *output != "text" && *output != "json":
-			return usage("-o %q: want text or json", *output)
+		case checkOutput(*output, "text", "json", "yaml") != nil:
+			return usage("%v", checkOutput(*output, "text", "json", "yaml"))
 		case *pre && *proxy:
 			return usage("--pre and --proxy do not go together (there are no proxies before an install)")
 		case *timeout <= 0:
@@ -79,9 +79,12 @@ func setupCheck(fs *FlagSet) Action {
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
 		report := checker.Check(ctx, check.Scope{Pre: *pre, Proxy: *proxy})
-		if *output == "json" {
+		switch *output {
+		case "json":
 			err = report.WriteJSON(stdio.Stdout)
-		} else {
+		case "yaml":
+			err = report.WriteYAML(stdio.Stdout)
+		default:
 			err = report.WriteText(stdio.Stdout)
 		}
 		if err != nil {

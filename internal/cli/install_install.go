@@ -36,12 +36,14 @@ type installFlags struct {
 	valuesFile, anchorsFile, issuerDir, issuerScheme string
 	webhookDir, controllerImage, certsOut            string
 	lifetime                                         time.Duration
+	output                                           string
 	crdsOnly, ha                                     bool
 }
 
 func setupInstall(fs *FlagSet) Action {
 	var f installFlags
 	fs.StringVar(&f.valuesFile, "values", "", "Values file (YAML or JSON; defaults for what it leaves out)")
+	fs.StringVarP(&f.output, "output", "o", "yaml", "output format: yaml (a stream of documents) or json (one v1 List)")
 	fs.BoolVar(&f.crdsOnly, "crds", false, "print only the CustomResourceDefinitions (apply them first)")
 	fs.BoolVar(&f.ha, "ha", false, "high availability: 3 replicas with anti-affinity and PodDisruptionBudgets, webhooks with failurePolicy Fail")
 	fs.StringVar(&f.anchorsFile, "identity-trust-anchors-file", "", "PEM bundle of trust anchors (with --identity-issuer-dir)")
@@ -59,10 +61,13 @@ func setupInstall(fs *FlagSet) Action {
 		if len(args) != 0 {
 			return usage("unexpected argument %q (the manifests go to stdout)", args[0])
 		}
+		if err := checkOutput(f.output, "yaml", "json"); err != nil {
+			return usage("%v", err)
+		}
 		if f.crdsOnly {
 			set := []string{}
 			fs.Visit(func(fl *pflag.Flag) {
-				if fl.Name != "crds" {
+				if fl.Name != "crds" && fl.Name != "output" {
 					set = append(set, "--"+fl.Name)
 				}
 			})
@@ -74,7 +79,7 @@ func setupInstall(fs *FlagSet) Action {
 				fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
 				return ExitFailure
 			}
-			return writeManifest(m, stdio)
+			return writeManifest(m, f.output, stdio)
 		}
 
 		values, err := installValues(f.valuesFile)
@@ -150,12 +155,15 @@ func setupInstall(fs *FlagSet) Action {
 		for _, w := range m.Warnings {
 			fmt.Fprintf(stdio.Stderr, "weft install: warning: %s\n", w)
 		}
-		return writeManifest(m, stdio)
+		return writeManifest(m, f.output, stdio)
 	}
 }
 
-func writeManifest(m *install.Manifest, stdio IO) int {
+func writeManifest(m *install.Manifest, output string, stdio IO) int {
 	data, err := m.YAML()
+	if output == "json" {
+		data, err = m.JSON()
+	}
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
 		return ExitFailure

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -67,7 +66,7 @@ func setupAuthz(fs *FlagSet) Action {
 		for _, p := range info.Ports {
 			rows = append(rows, portRows(p)...)
 		}
-		if f.output == "json" {
+		if f.output == "json" || f.output == "yaml" {
 			out := struct {
 				Workload      string     `json:"workload"`
 				Namespace     string     `json:"namespace"`
@@ -82,9 +81,7 @@ func setupAuthz(fs *FlagSet) Action {
 			if out.Warnings == nil {
 				out.Warnings = []string{}
 			}
-			enc := json.NewEncoder(stdio.Stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(out)
+			_ = writeObject(stdio.Stdout, f.output, out)
 			return ExitOK
 		}
 		for _, w := range warnings(ix) {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -93,7 +92,7 @@ func setupPolicyTest(fs *FlagSet) Action {
 				failed++
 			}
 		}
-		if f.output == "json" {
+		if f.output == "json" || f.output == "yaml" {
 			out := testJSON{Warnings: warns, Passed: passed, Failed: failed, Cases: []caseJSON{}}
 			if out.Warnings == nil {
 				out.Warnings = []string{}
@@ -101,9 +100,7 @@ func setupPolicyTest(fs *FlagSet) Action {
 			for _, r := range results {
 				out.Cases = append(out.Cases, toCaseJSON(r))
 			}
-			enc := json.NewEncoder(stdio.Stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(out); err != nil {
+			if err := writeObject(stdio.Stdout, f.output, out); err != nil {
 				return fail(err)
 			}
 		} else {
@@ -240,7 +237,7 @@ func setupPolicyExplain(fs *FlagSet) Action {
 		if err != nil {
 			return fail(err)
 		}
-		if f.output == "json" {
+		if f.output == "json" || f.output == "yaml" {
 			c := toCaseJSON(policy.CaseResult{Case: policy.Case{Name: "explain", Request: req, Expect: e.Decision}, Got: e.Decision, Pass: true, Explanation: e})
 			out := struct {
 				Decision      string   `json:"decision"`
@@ -257,9 +254,7 @@ func setupPolicyExplain(fs *FlagSet) Action {
 			if out.Warnings == nil {
 				out.Warnings = []string{}
 			}
-			enc := json.NewEncoder(stdio.Stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(out)
+			_ = writeObject(stdio.Stdout, f.output, out)
 			return ExitOK
 		}
 		for _, w := range warnings(ix) {

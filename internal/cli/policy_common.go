@@ -26,7 +26,7 @@ func (f *policyFlags) register(fs *FlagSet) {
 	fs.Var(&f.clusterNetworks, "cluster-networks", "comma-separated cluster networks (default "+strings.Join(policy.DefaultClusterNetworks, ",")+")")
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
-	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	fs.StringVarP(&f.output, "output", "o", "text", "output format: text, json or yaml")
 }
 
 func (f *policyFlags) options() []policy.Option {
@@ -45,8 +45,8 @@ func (f *policyFlags) validate() error {
 	if len(f.manifests) == 0 {
 		return errors.New("--manifests PATH is required")
 	}
-	if f.output != "text" && f.output != "json" {
-		return fmt.Errorf("-o %q: want text or json", f.output)
+	if err := checkOutput(f.output, "text", "json", "yaml"); err != nil {
+		return err
 	}
 	return nil
 }

@@ -149,10 +149,9 @@ func collect(ctx context.Context, f *vizFlags, wf *windowFlags, stdio IO) (viz.W
 	})
 }
 
-func writeJSON(w io.Writer, v any) {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+// writeViz prints a view's object as JSON or YAML (-o json|yaml).
+func writeViz(w io.Writer, format string, v any) {
+	_ = writeObject(w, format, v)
 }
 
 // num returns v, or nil when it is NaN (JSON has no NaN).

@@ -175,9 +175,9 @@ func setupVizTap(fs *FlagSet) Action {
 
 func setupVizTop(fs *FlagSet) Action {
 	var f tapFlags
-	f.register(fs, "table or json")
+	f.register(fs, "table, json or yaml")
 	return func(ctx context.Context, args []string, stdio IO) int {
-		r, st, ok := tapResource("top", &f, args, stdio, "table", "json")
+		r, st, ok := tapResource("top", &f, args, stdio, "table", "json", "yaml")
 		if !ok {
 			return st
 		}
@@ -217,7 +217,7 @@ func setupVizTop(fs *FlagSet) Action {
 			}
 		}
 		rows := top.Rows()
-		if f.output == "json" {
+		if f.output == "json" || f.output == "yaml" {
 			type rowJSON struct {
 				Source      string  `json:"source"`
 				Destination string  `json:"destination"`
@@ -237,7 +237,7 @@ func setupVizTop(fs *FlagSet) Action {
 			for _, r := range rows {
 				out.Rows = append(out.Rows, rowJSON{r.Source, r.Destination, r.Method, r.Path, r.Count, r.Successes, r.SuccessRate(), msf(r.Best), msf(r.Worst), msf(r.Last)})
 			}
-			writeJSON(stdio.Stdout, out)
+			writeViz(stdio.Stdout, f.output, out)
 			return ExitOK
 		}
 		if tty {

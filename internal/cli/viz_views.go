@@ -41,14 +41,14 @@ func windowNote(w viz.Window) string {
 func setupVizStat(fs *FlagSet) Action {
 	var f vizFlags
 	var wf windowFlags
-	f.register(fs, "table, wide or json")
+	f.register(fs, "table, wide, json or yaml")
 	wf.register(fs)
 	return func(ctx context.Context, args []string, stdio IO) int {
 		pos := args
 		if len(pos) != 1 {
 			return vizFail(stdio, "stat", fmt.Errorf("want one resource, such as deploy or deploy/web (got %d arguments)", len(pos)), ExitUsage)
 		}
-		if err := f.validate("table", "wide", "json"); err != nil {
+		if err := f.validate("table", "wide", "json", "yaml"); err != nil {
 			return vizFail(stdio, "stat", err, ExitUsage)
 		}
 		if err := wf.validate(); err != nil {
@@ -67,7 +67,7 @@ func setupVizStat(fs *FlagSet) Action {
 		}
 		reportUnreachable(w, stdio)
 		rows := viz.Stat(w, r)
-		if f.output == "json" {
+		if f.output == "json" || f.output == "yaml" {
 			type rowJSON struct {
 				Kind           string  `json:"kind"`
 				Namespace      string  `json:"namespace"`
@@ -89,7 +89,7 @@ func setupVizStat(fs *FlagSet) Action {
 				}
 				out.Rows = append(out.Rows, rowJSON{kind, row.Namespace, row.Name, row.Authority, row.Meshed, row.Pods, row.TCPConnections, toGoldenJSON(row.Golden, w.Duration)})
 			}
-			writeJSON(stdio.Stdout, out)
+			writeViz(stdio.Stdout, f.output, out)
 			return ExitOK
 		}
 		if len(rows) == 0 {
@@ -135,14 +135,14 @@ func setupVizStat(fs *FlagSet) Action {
 func setupVizEdges(fs *FlagSet) Action {
 	var f vizFlags
 	var wf windowFlags
-	f.register(fs, "table, wide or json")
+	f.register(fs, "table, wide, json or yaml")
 	wf.register(fs)
 	return func(ctx context.Context, args []string, stdio IO) int {
 		pos := args
 		if len(pos) > 1 {
 			return vizFail(stdio, "edges", fmt.Errorf("want at most one resource type, got %d arguments", len(pos)), ExitUsage)
 		}
-		if err := f.validate("table", "wide", "json"); err != nil {
+		if err := f.validate("table", "wide", "json", "yaml"); err != nil {
 			return vizFail(stdio, "edges", err, ExitUsage)
 		}
 		if err := wf.validate(); err != nil {
@@ -160,7 +160,7 @@ func setupVizEdges(fs *FlagSet) Action {
 				edges = append(edges, e)
 			}
 		}
-		if f.output == "json" {
+		if f.output == "json" || f.output == "yaml" {
 			type edgeJSON struct {
 				Src         viz.Workload `json:"src"`
 				Dst         viz.Workload `json:"dst"`
@@ -178,7 +178,7 @@ func setupVizEdges(fs *FlagSet) Action {
 			for _, e := range edges {
 				out.Edges = append(out.Edges, edgeJSON{e.Src, e.Dst, e.ClientID, e.ServerID, e.Secured(), e.Denied, e.Connections, toGoldenJSON(e.Golden(), w.Duration)})
 			}
-			writeJSON(stdio.Stdout, out)
+			writeViz(stdio.Stdout, f.output, out)
 			return ExitOK
 		}
 		if len(edges) == 0 {
@@ -216,7 +216,7 @@ func orDash(s string) string {
 func setupVizRoutes(fs *FlagSet) Action {
 	var f vizFlags
 	var wf windowFlags
-	f.register(fs, "table or json")
+	f.register(fs, "table, json or yaml")
 	wf.register(fs)
 	to := fs.String("to", "", "show the routes the resource calls on authorities starting with this (outbound) instead of those it serves")
 	return func(ctx context.Context, args []string, stdio IO) int {
@@ -224,7 +224,7 @@ func setupVizRoutes(fs *FlagSet) Action {
 		if len(pos) != 1 {
 			return vizFail(stdio, "routes", fmt.Errorf("want one resource, such as deploy/web (got %d arguments)", len(pos)), ExitUsage)
 		}
-		if err := f.validate("table", "json"); err != nil {
+		if err := f.validate("table", "json", "yaml"); err != nil {
 			return vizFail(stdio, "routes", err, ExitUsage)
 		}
 		if err := wf.validate(); err != nil {
@@ -240,7 +240,7 @@ func setupVizRoutes(fs *FlagSet) Action {
 		}
 		reportUnreachable(w, stdio)
 		rows := viz.Routes(w, r, *to)
-		if f.output == "json" {
+		if f.output == "json" || f.output == "yaml" {
 			type rowJSON struct {
 				Direction string `json:"direction"`
 				Authority string `json:"authority"`
@@ -254,7 +254,7 @@ func setupVizRoutes(fs *FlagSet) Action {
 			for _, row := range rows {
 				out.Routes = append(out.Routes, rowJSON{row.Direction, row.Authority, row.Route, toGoldenJSON(row.Golden, w.Duration)})
 			}
-			writeJSON(stdio.Stdout, out)
+			writeViz(stdio.Stdout, f.output, out)
 			return ExitOK
 		}
 		if len(rows) == 0 {
@@ -275,7 +275,7 @@ func setupVizRoutes(fs *FlagSet) Action {
 func setupVizAuthz(fs *FlagSet) Action {
 	var f vizFlags
 	var wf windowFlags
-	f.register(fs, "table or json")
+	f.register(fs, "table, json or yaml")
 	wf.register(fs)
 	manifests := fs.String("manifests", "", "manifests to name in the 'weft policy explain' hint of a denied pair (default: the local mesh's, or PATH)")
 	return func(ctx context.Context, args []string, stdio IO) int {
@@ -283,7 +283,7 @@ func setupVizAuthz(fs *FlagSet) Action {
 		if len(pos) != 1 {
 			return vizFail(stdio, "authz", fmt.Errorf("want one resource, such as deploy/web (got %d arguments)", len(pos)), ExitUsage)
 		}
-		if err := f.validate("table", "json"); err != nil {
+		if err := f.validate("table", "json", "yaml"); err != nil {
 			return vizFail(stdio, "authz", err, ExitUsage)
 		}
 		if err := wf.validate(); err != nil {
@@ -303,7 +303,7 @@ func setupVizAuthz(fs *FlagSet) Action {
 		if hintPath == "" && f.local != "" {
 			hintPath = localManifests(f.local)
 		}
-		if f.output == "json" {
+		if f.output == "json" || f.output == "yaml" {
 			type denialJSON struct {
 				From         string       `json:"from"`
 				FromWorkload viz.Workload `json:"fromWorkload"`
@@ -338,7 +338,7 @@ func setupVizAuthz(fs *FlagSet) Action {
 				}
 				out.Rows = append(out.Rows, rj)
 			}
-			writeJSON(stdio.Stdout, out)
+			writeViz(stdio.Stdout, f.output, out)
 			return ExitOK
 		}
 		if len(rows) == 0 {
