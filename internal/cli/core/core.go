@@ -90,6 +90,8 @@ func (c Command) Cobra() *cobra.Command {
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		DisableAutoGenTag: true,
+		// Only a program's root (Root) offers completion.
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	if cc.Long == "" {
 		cc.Long = c.Summary
@@ -137,7 +139,6 @@ func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)
 func Root(prog, summary string, completion bool, cmds ...Command) *cobra.Command {
 	root := Command{Name: prog, Summary: summary, Sub: cmds}.Cobra()
 	root.CompletionOptions.DisableDefaultCmd = !completion
-	root.CompletionOptions.HiddenDefaultCmd = false
 	return root
 }
 
@@ -155,6 +156,7 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, stdio IO) 
 	root.SetOut(stdio.Stdout)
 	root.SetErr(stdio.Stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	InitCompletion(root)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
@@ -171,6 +173,28 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, stdio IO) 
 	}
 	fmt.Fprintf(stdio.Stderr, "%s: %v (see '%s --help')\n", path, err, path)
 	return ExitUsage
+}
+
+// InitCompletion adds `completion bash|zsh|fish|powershell` to root
+// unless root.CompletionOptions.DisableDefaultCmd, writing the scripts to
+// root's output as set now. An unknown shell is a usage error (cobra's own
+// command would print its help and exit 0).
+func InitCompletion(root *cobra.Command) {
+	if root.CompletionOptions.DisableDefaultCmd {
+		return
+	}
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(_ *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return errors.New("name a shell: bash, zsh, fish or powershell")
+				}
+				return fmt.Errorf("unknown shell %q: want bash, zsh, fish or powershell", args[0])
+			}
+		}
+	}
 }
 
 // usageError marks a flag error.
