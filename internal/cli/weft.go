@@ -28,6 +28,18 @@ func WeftCommands() []Command {
 	}
 }
 
+// ControllerCommands lists weft-controller's commands, one per
+// control-plane component.
+func ControllerCommands() []Command {
+	return []Command{
+		DestinationControllerCommand(),
+		IdentityControllerCommand(),
+		InjectorControllerCommand(),
+		PolicyControllerCommand(),
+		VersionCommand(),
+	}
+}
+
 // WeftRoot is weft's command tree, with `weft completion
 // bash|zsh|fish|powershell`. cmd/weft runs it; hack/gen-cli-docs writes
 // docs/cli/ from it.

@@ -150,3 +150,12 @@ func proxyLogger(cfg dataplane.Config, w io.Writer) (*slog.Logger, error) {
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil
 }
+
+// Commands lists weft-proxy's commands.
+func Commands() []core.Command {
+	return []core.Command{
+		ProxyRunCommand(ControlPlaneSources),
+		ProxyAwaitCommand(),
+		core.VersionCommand(),
+	}
+}
