@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
 
 	"github.com/weftmesh/weft/internal/cli"
 	"github.com/weftmesh/weft/internal/cli/core"
@@ -149,4 +151,32 @@ func TestHelpListsDoubleDashFlags(t *testing.T) {
 	assert.Contains(t, out, "--identity-trust-anchors-file")
 	assert.Contains(t, out, "-o, --output")
 	assert.NotContains(t, out, "\n  -values")
+}
+
+func TestYAMLOutputCarriesTheSameObjectAsJSON(t *testing.T) {
+	for name, args := range map[string][]string{
+		"policy test": {"policy", "test", "--manifests", policyBase, "--manifests", policyAP, "--cases", policyCase},
+		"authz":       {"authz", "deployment/web", "--manifests", policyBase, "--manifests", policySAZ, "-n", "my-app"},
+		"install":     {"install", "--crds"},
+	} {
+		st, js, errs := runWeft(t, append(args, "-o", "json")...)
+		require.Equal(t, cli.ExitOK, st, "%s: %s", name, errs)
+		st, ym, errs := runWeft(t, append(args, "--output=yaml")...)
+		require.Equal(t, cli.ExitOK, st, "%s: %s", name, errs)
+		if name == "install" {
+			// -o yaml is a stream of documents, -o json one v1 List.
+			var list struct {
+				Kind  string           `json:"kind"`
+				Items []map[string]any `json:"items"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(js), &list))
+			assert.Equal(t, "List", list.Kind)
+			assert.Equal(t, strings.Count(ym, "\n---\n")+1, len(list.Items), "one item per YAML document")
+			continue
+		}
+		var fromJSON, fromYAML any
+		require.NoError(t, json.Unmarshal([]byte(js), &fromJSON), name)
+		require.NoError(t, yaml.Unmarshal([]byte(ym), &fromYAML), name)
+		assert.Equal(t, fromJSON, fromYAML, name)
+	}
 }
