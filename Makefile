@@ -8,7 +8,7 @@ FUZZTIME ?= 5s
 VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/weftmesh/weft/internal/cli/core.Version=$(VERSION)
 
-.PHONY: all build binaries docs-cli check-docs-cli test unit fuzz-smoke test-kube kube-binaries vet fmt-check generate check-generated demo
+.PHONY: all build binaries docs-cli check-docs-cli test unit fuzz-smoke test-stress test-kube kube-binaries vet fmt-check generate check-generated demo
 
 all: build
 
@@ -38,6 +38,12 @@ unit:
 
 fuzz-smoke:
 	FUZZTIME=$(FUZZTIME) bash hack/fuzz-smoke.sh
+
+# The packages that start goroutines, -race -count=3, while stress-ng keeps
+# every core busy (hack/test-stress.sh; STRESS_PKGS, STRESS_CPUS,
+# STRESS_COUNT). Needs stress-ng; installs nothing.
+test-stress:
+	GO=$(GO) GOTEST_TIMEOUT=$(GOTEST_TIMEOUT) bash hack/test-stress.sh
 
 # Builds (first time only, many minutes) the kube-apiserver and etcd binaries.
 kube-binaries:

@@ -73,7 +73,7 @@
 // # HTTP
 //
 // A connection detected as HTTP is served request by request, outbound and
-// inbound, by the proxy's own strict HTTP/1 server (package h1) or Go's
+// inbound, by the proxy's own strict HTTP/1 server (package internal/h1) or Go's
 // HTTP/2 server with explicit limits and a per-connection guard against
 // reset, control-frame, empty-frame and CONTINUATION floods.
 //

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/weftmesh/weft/internal/testutil"
 )
 
 // h2client is a raw HTTP/2 client built on x/net's Framer, for sending
@@ -397,17 +399,27 @@ func TestConnectionSpecificHeadersEndTheConnectionWhateverTheFraming(t *testing.
 
 func TestCancellingLongLivedStreamsIsNotARapidReset(t *testing.T) {
 	// Watches that clients cancel after a while are normal: only resets
-	// of streams younger than a second count.
-	_, addr := h2Target(t)
+	// of streams younger than a second count. A stream's age starts when
+	// the proxy reads its HEADERS, before it forwards the request: once
+	// the application has every request of a batch, waiting the guard's
+	// window makes each stream older than it, however busy the machine.
+	hp, addr := h2Target(t)
 	h := dialH2(t, addr)
+	seen := hp.app.requests.Load()
+	ageAll := func(batch int32) {
+		t.Helper()
+		seen += batch
+		testutil.Eventually(t, 20*time.Second, func() bool { return hp.app.requests.Load() >= seen }, "every stream of the batch reached the application")
+		time.Sleep(time.Second + 100*time.Millisecond) // prematureWindow, plus clock granularity
+	}
 	var ids []uint32
 	for id := uint32(1); len(ids) < 90; id += 2 {
 		require.True(t, h.write(func(fr *http2.Framer) error {
-			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.block("/sleep?d=10s"), EndStream: true, EndHeaders: true})
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.block("/sleep?d=30s"), EndStream: true, EndHeaders: true})
 		}))
 		ids = append(ids, id)
 	}
-	time.Sleep(1200 * time.Millisecond)
+	ageAll(90)
 	for _, id := range ids {
 		require.True(t, h.write(func(fr *http2.Framer) error { return fr.WriteRSTStream(id, http2.ErrCodeCancel) }))
 	}
@@ -416,11 +428,11 @@ func TestCancellingLongLivedStreamsIsNotARapidReset(t *testing.T) {
 		ids = ids[:0]
 		for id := uint32(1001 + 200*round); len(ids) < 60; id += 2 {
 			require.True(t, h.write(func(fr *http2.Framer) error {
-				return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.block("/sleep?d=10s"), EndStream: true, EndHeaders: true})
+				return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.block("/sleep?d=30s"), EndStream: true, EndHeaders: true})
 			}))
 			ids = append(ids, id)
 		}
-		time.Sleep(1100 * time.Millisecond)
+		ageAll(60)
 		for _, id := range ids {
 			require.True(t, h.write(func(fr *http2.Framer) error { return fr.WriteRSTStream(id, http2.ErrCodeCancel) }))
 		}

@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/weftmesh/weft/mesh/dataplane/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
@@ -175,6 +175,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 			MaxIdlePerAddr: 256,
 			IdleTimeout:    90 * time.Second,
 			Limits:         h1.Limits{MaxHeaderBytes: cfg.HTTPMaxHeaderBytes},
+			OmitTrailer:    isMeshHeader, // never forwarded as trailers
 		}
 	}
 	rt.appH1 = newH1(func(string) *labels { return appLabels() })
@@ -385,7 +386,7 @@ func forward1xx(ctx context.Context, w http.ResponseWriter) context.Context {
 				h[k] = vs
 			}
 			h1.RemoveHopByHop(h)
-			h1.RemoveMeshHeaders(h)
+			removeMeshHeaders(h)
 			w.WriteHeader(code)
 			for k := range h {
 				delete(h, k)
@@ -538,7 +539,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	case err == io.EOF:
 		if b.trailer != nil {
 			h1.RemoveHopByHop(b.trailer)
-			h1.RemoveMeshHeaders(b.trailer)
+			removeMeshHeaders(b.trailer)
 		}
 	case err != nil:
 		b.failure.CompareAndSwap(nil, &err)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weftmesh/weft/mesh/dataplane/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -124,7 +124,7 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		hdr = http.Header{}
 	}
 	h1.RemoveHopByHop(hdr)
-	h1.RemoveMeshHeaders(hdr)
+	removeMeshHeaders(hdr)
 	if info.peer.TLS && info.peer.Identity != "" {
 		hdr[headerClientID] = []string{info.peer.Identity}
 	}
@@ -183,7 +183,7 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	failure := resp.StatusCode >= 500 || (gs != "" && gs != "0")
 	stats.head(resp.StatusCode)
 	tr.responseInit(resp.StatusCode, resp.Header, info.h2)
-	trailer, n, err := copyResponse(w, resp, h1.RemoveMeshHeaders, nil)
+	trailer, n, err := copyResponse(w, resp, removeMeshHeaders, nil)
 	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
 		gs = tgs
 		failure = failure || tgs != "0"

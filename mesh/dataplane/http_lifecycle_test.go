@@ -58,8 +58,9 @@ func startGRPCPair(t *testing.T, cfgB func(*dataplane.Config)) *grpcPair {
 	return &grpcPair{a: a, b: b, client: testgrpc.NewTestServiceClient(cc)}
 }
 
-// slowStream asks for n messages, interval apart.
-func slowStream(ctx context.Context, c testgrpc.TestServiceClient, n int, interval time.Duration) (int, error) {
+// slowStream asks for n messages, interval apart; started is closed when
+// the first one arrived (the stream runs through both proxies).
+func slowStream(ctx context.Context, c testgrpc.TestServiceClient, n int, interval time.Duration, started chan<- struct{}) (int, error) {
 	req := &testgrpc.StreamingOutputCallRequest{}
 	for i := 0; i < n; i++ {
 		req.ResponseParameters = append(req.ResponseParameters, &testgrpc.ResponseParameters{Size: 100, IntervalUs: int32(interval / time.Microsecond)})
@@ -77,7 +78,9 @@ func slowStream(ctx context.Context, c testgrpc.TestServiceClient, n int, interv
 		if err != nil {
 			return got, err
 		}
-		got++
+		if got++; got == 1 {
+			close(started)
+		}
 	}
 }
 
@@ -115,13 +118,18 @@ func TestDrainLetsInFlightHTTP1HTTP2AndGRPCFinish(t *testing.T) {
 		resp.Body.Close()
 		record("h2", fmt.Sprint(resp.StatusCode, " ", strings.Count(string(b), "\n"), " ", err))
 	}()
+	grpcStarted := make(chan struct{})
 	go func() {
 		defer wg.Done()
-		n, err := slowStream(ctx, gp.client, 8, 100*time.Millisecond)
+		n, err := slowStream(ctx, gp.client, 8, 100*time.Millisecond, grpcStarted)
 		record("grpc", fmt.Sprint(n, " ", err))
 	}()
 	testutil.Eventually(t, 5*time.Second, func() bool { return hp.app.requests.Load() >= 2 }, "the HTTP requests are in flight")
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-grpcStarted:
+	case <-ctx.Done():
+		t.Fatal("the gRPC stream never delivered its first message")
+	}
 
 	hp.b.cancel()
 	gp.b.cancel()
@@ -150,11 +158,16 @@ func TestDrainClosesStreamsLeftAtTheEndOfTheGracePeriod(t *testing.T) {
 	gp := startGRPCPair(t, func(c *dataplane.Config) { c.ShutdownGracePeriod = 300 * time.Millisecond })
 	ctx := ctxTimeout(t, 20*time.Second)
 	done := make(chan error, 1)
+	started := make(chan struct{})
 	go func() {
-		_, err := slowStream(ctx, gp.client, 100, 100*time.Millisecond)
+		_, err := slowStream(ctx, gp.client, 100, 100*time.Millisecond, started)
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the gRPC stream never delivered its first message")
+	}
 	start := time.Now()
 	gp.b.cancel()
 	select {

@@ -19,7 +19,7 @@ import (
 	pdst "github.com/weftmesh/weft/apis/proxy/destination"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
-	"github.com/weftmesh/weft/mesh/dataplane/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
@@ -305,7 +305,7 @@ func outboundHeader(r *http.Request, mods ...*route.HeaderModifier) http.Header 
 		h = http.Header{}
 	}
 	h1.RemoveHopByHop(h)
-	h1.RemoveMeshHeaders(h)
+	removeMeshHeaders(h)
 	for _, m := range mods {
 		m.Apply(h)
 	}
@@ -319,7 +319,7 @@ func cleanInPlace(r *http.Request) http.Header {
 		r.Header = http.Header{}
 	}
 	h1.RemoveHopByHop(r.Header)
-	h1.RemoveMeshHeaders(r.Header)
+	removeMeshHeaders(r.Header)
 	return r.Header
 }
 
@@ -603,7 +603,7 @@ func cleanResponseHeader(h http.Header, fromPeerProxy bool) {
 	if fromPeerProxy {
 		perr, deny = h[headerProxyError], h[headerDenyReason]
 	}
-	h1.RemoveMeshHeaders(h)
+	removeMeshHeaders(h)
 	if len(perr) > 0 {
 		h[headerProxyError] = perr
 	}

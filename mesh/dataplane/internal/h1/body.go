@@ -236,7 +236,7 @@ func (cr *ChunkedReader) fail(err error) {
 
 func (cr *ChunkedReader) readTrailers() {
 	lr := lineReader{br: cr.lr.br, budget: cr.maxTr}
-	h, err := readFields(&lr, cr.maxTr, 64, http.StatusBadRequest)
+	h, err := readFields(&lr, fieldRules{maxLine: cr.maxTr, maxFields: 64, tooLarge: http.StatusBadRequest})
 	if err != nil {
 		cr.fail(err)
 		return

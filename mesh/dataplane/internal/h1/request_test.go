@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/weftmesh/weft/mesh/dataplane/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 )
 
 func read(raw string) (*http.Request, error) {
@@ -126,6 +126,10 @@ func TestReadRequestRefusesBadHeaderFields(t *testing.T) {
 		"host with CRLF text": "GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
 		"host with slash":     "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
 		"host with at":        "GET / HTTP/1.1\r\nHost: user@a\r\n\r\n",
+		// Announced trailer names follow the rules of every field name.
+		"underscore in an announced trailer": "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTrailer: X_Sum\r\n\r\n0\r\n\r\n",
+		"space in an announced trailer":      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTrailer: X Sum\r\n\r\n0\r\n\r\n",
+		"forbidden announced trailer":        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTrailer: Host\r\n\r\n0\r\n\r\n",
 	}
 	for name, raw := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -152,7 +151,7 @@ func ReadRequest(br *bufio.Reader, lim Limits) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := readFields(lr, lim.MaxHeaderBytes, lim.MaxHeaders, http.StatusRequestHeaderFieldsTooLarge)
+	h, err := readFields(lr, fieldRules{maxLine: lim.MaxHeaderBytes, maxFields: lim.MaxHeaders, tooLarge: http.StatusRequestHeaderFieldsTooLarge})
 	if err != nil {
 		return nil, err
 	}
@@ -292,69 +291,6 @@ func splitHostPort(s string) (string, string, error) {
 	return s[:i], s[i+1:], nil
 }
 
-// readFields reads header (or trailer) fields up to the empty line.
-func readFields(lr *lineReader, maxBytes, maxFields, tooLarge int) (http.Header, error) {
-	h := make(http.Header, 8)
-	n := 0
-	for {
-		line, err := lr.line(maxBytes, tooLarge)
-		if err != nil {
-			if err == io.EOF {
-				return nil, io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-		if len(line) == 0 {
-			return h, nil
-		}
-		n++
-		if n > maxFields {
-			return nil, &Error{Status: tooLarge, Reason: "too many header fields"}
-		}
-		if line[0] == ' ' || line[0] == '\t' {
-			return nil, bad("obsolete line folding")
-		}
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 {
-			return nil, bad("header line without a name and colon")
-		}
-		name := line[:colon]
-		for _, c := range name {
-			if !isTokenChar(c) {
-				if c == ' ' || c == '\t' {
-					return nil, bad("whitespace in or after header name %q", abbreviate(string(name)))
-				}
-				return nil, bad("invalid character 0x%02x in header name", c)
-			}
-			if c == '_' {
-				return nil, bad("underscore in header name %q", abbreviate(string(name)))
-			}
-		}
-		value := trimOWS(line[colon+1:])
-		for _, c := range value {
-			if !validValueByte(c) {
-				return nil, bad("invalid character 0x%02x in value of %q", c, abbreviate(string(name)))
-			}
-		}
-		key := textproto.CanonicalMIMEHeaderKey(string(name))
-		h[key] = append(h[key], string(value))
-	}
-}
-
-func trimOWS(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
-func validValueByte(c byte) bool {
-	return c == '\t' || c == ' ' || (c > ' ' && c != 0x7f)
-}
-
 // finishRequest applies the framing and Host rules and sets the body.
 func finishRequest(req *http.Request, br *bufio.Reader, lim Limits) error {
 	h := req.Header
@@ -418,28 +354,22 @@ func finishRequest(req *http.Request, br *bufio.Reader, lim Limits) error {
 
 	req.Close = shouldClose(req.ProtoMinor, h)
 
-	// Declared trailers.
+	// Declared trailers: names checked as every field name is, and none
+	// that only a head may carry.
 	if tr := h["Trailer"]; len(tr) > 0 {
 		if len(te) == 0 {
 			return bad("Trailer without a chunked body")
 		}
-		req.Trailer = http.Header{}
-		for _, v := range tr {
-			for _, k := range strings.Split(v, ",") {
-				k = strings.TrimSpace(k)
-				if k == "" {
-					continue
-				}
-				if !httpguts.ValidHeaderFieldName(k) {
-					return bad("invalid Trailer name %q", abbreviate(k))
-				}
-				k = textproto.CanonicalMIMEHeaderKey(k)
-				if forbiddenTrailer(k) {
-					return bad("forbidden trailer %q", k)
-				}
-				req.Trailer[k] = nil
+		names, err := trailerNames(tr, false)
+		if err != nil {
+			return err
+		}
+		for k := range names {
+			if forbiddenTrailer(k) {
+				return bad("forbidden trailer %q", k)
 			}
 		}
+		req.Trailer = names
 		delete(h, "Trailer")
 	}
 

@@ -96,32 +96,6 @@ func Upgrade(r *http.Request) (string, bool) {
 	return v, true
 }
 
-// meshPrefixes are the prefixes of the mesh's own headers, in canonical
-// form: Linkerd's l5d-* and Weft's weft-*.
-var meshPrefixes = []string{"L5d-", "Weft-"}
-
-// IsMeshHeader reports whether the canonical header name belongs to the
-// mesh.
-func IsMeshHeader(k string) bool {
-	for _, p := range meshPrefixes {
-		if len(k) >= len(p) && strings.EqualFold(k[:len(p)], p) {
-			return true
-		}
-	}
-	return false
-}
-
-// RemoveMeshHeaders deletes the mesh's own headers (l5d-*, weft-*), which
-// a proxy only trusts from the peer proxy of the same hop and otherwise
-// regenerates.
-func RemoveMeshHeaders(h http.Header) {
-	for k := range h {
-		if IsMeshHeader(k) {
-			delete(h, k)
-		}
-	}
-}
-
 // ValidHeader reports whether a field may be written on an HTTP/1.1
 // connection: a token name without "_" and a value without control
 // characters other than tab.

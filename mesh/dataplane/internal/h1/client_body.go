@@ -42,43 +42,47 @@ func newClientBody(cl *Client, cc *clientConn, req *http.Request, resp *http.Res
 	resp.ContentLength = -1
 	noBody := req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent ||
 		resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusSwitchingProtocols
+	if len(te) > 0 && resp.ProtoMinor == 0 {
+		// RFC 9112 section 6.1: faulty framing. net/http ignores the
+		// field and reads to the end; a chunked reader would not.
+		return nil, errors.New("h1: invalid response: Transfer-Encoding on an HTTP/1.0 response")
+	}
+	if len(te) > 0 && (len(te) != 1 || !strings.EqualFold(strings.TrimSpace(te[0]), "chunked")) {
+		// Another coding, alone or before chunked: the proxy could only
+		// hand it on as body bytes, their coding lost with the hop-by-hop
+		// Transfer-Encoding field.
+		return nil, errors.New("h1: invalid response: unsupported Transfer-Encoding")
+	}
+	length, lengthOK := singleLength(cls)
+	if len(cls) > 0 && !lengthOK {
+		// Refused even where the response has no body (HEAD, 204, 304):
+		// the field would be handed on to the client as it is.
+		return nil, errors.New("h1: response with an invalid Content-Length")
+	}
 	switch {
 	case len(te) > 0 && len(cls) > 0:
 		return nil, errors.New("h1: response with both Content-Length and Transfer-Encoding")
 	case noBody:
 		b.r = eofReader{}
-		if n, ok := singleLength(cls); ok {
-			resp.ContentLength = n
+		if lengthOK {
+			resp.ContentLength = length
 		}
 		if req.Method != http.MethodHead {
 			resp.ContentLength = 0
 		}
 	case len(te) > 0:
-		if len(te) != 1 || !strings.EqualFold(strings.TrimSpace(te[len(te)-1]), "chunked") {
-			// Another coding: the body runs to the end of the connection.
-			b.r = cc.br
-			closeAsked = true
-			break
-		}
 		cr := NewChunkedReader(cc.br, 0)
 		b.r = &trailerReader{cr: cr, resp: resp}
 		if tr := h["Trailer"]; len(tr) > 0 {
-			resp.Trailer = http.Header{}
-			for _, v := range tr {
-				for _, k := range strings.Split(v, ",") {
-					if k = strings.TrimSpace(k); k != "" {
-						resp.Trailer[http.CanonicalHeaderKey(k)] = nil
-					}
-				}
+			names, err := trailerNames(tr, true)
+			if err != nil {
+				return nil, responseError(err)
 			}
+			resp.Trailer = names
 		}
 	case len(cls) > 0:
-		n, ok := singleLength(cls)
-		if !ok {
-			return nil, errors.New("h1: response with an invalid Content-Length")
-		}
-		resp.ContentLength = n
-		b.r = io.LimitReader(cc.br, n)
+		resp.ContentLength = length
+		b.r = io.LimitReader(cc.br, length)
 	default:
 		b.r = cc.br
 		closeAsked = true

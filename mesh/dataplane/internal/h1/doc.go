@@ -21,8 +21,13 @@
 //     case token method and a target without controls, spaces or "#"
 //     (400), HTTP/0.9 lines (400), other versions (505);
 //   - a missing or repeated Host on HTTP/1.1, or an invalid one (400);
+//   - a Trailer field without a chunked body, or announcing a name that is
+//     not a valid field name or one a trailer may not carry (400);
 //   - a request line over [Limits.MaxRequestLine] (414) and a head over
 //     [Limits.MaxHeaderBytes] or [Limits.MaxHeaders] fields (431).
+//
+// differential_test.go reads every input with net/http too; each
+// difference is listed there with its reason.
 //
 // Chunked bodies are read by [NewChunkedReader], which also refuses bare
 // LF or CR in chunk lines, malformed or unterminated chunk extensions and
@@ -34,19 +39,25 @@
 // lines and list items, empty ones included) and every hop-by-hop header
 // (Connection, Keep-Alive, Proxy-Connection, TE except "trailers",
 // Transfer-Encoding, Upgrade, Proxy-Authenticate, Proxy-Authorization,
-// HTTP2-Settings). [RemoveMeshHeaders] drops the mesh's own l5d-* headers,
-// which each proxy regenerates at its hop. [ValidHeader] re-checks names and
-// values when a message crosses from HTTP/2 to HTTP/1.
+// HTTP2-Settings). [ValidHeader] re-checks names and values when a message
+// crosses from HTTP/2 to HTTP/1. The mesh's own headers (l5d-*, weft-*)
+// are the data plane's rule, not the codec's: mesh/dataplane strips them,
+// and tells the client which trailers never to send ([Client.OmitTrailer]).
 //
 // # Sending
 //
-// [Client.RoundTrip] sends a request over kept-alive connections. A body of
+// [Client.RoundTrip] sends a request over kept-alive connections. It reads
+// responses with the same field reader (names may hold "_"), and refuses
+// ambiguous framing: Content-Length with Transfer-Encoding, an invalid or
+// conflicting Content-Length (even on a response without a body),
+// Transfer-Encoding on HTTP/1.0 or other than a single chunked, and
+// announced trailer names that are not field names. A body of
 // unknown or large size is written by a second goroutine while the
 // response is read; when reading that body fails (the sender went away or
 // sent a malformed chunk) the exchange ends at once with a
 // [RequestBodyError], the upstream connection closed and never reused.
 // The connection returns to the pool only when the response and the body
-// both ended cleanly. Mesh headers are never written as trailers.
+// both ended cleanly.
 //
 // # Serving
 //

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftmesh/weft/internal/testutil"
-	"github.com/weftmesh/weft/mesh/dataplane/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 )
 
 func TestRemoveHopByHopDropsEveryNominatedHeader(t *testing.T) {
@@ -38,13 +38,6 @@ func TestRemoveHopByHopDropsEveryNominatedHeader(t *testing.T) {
 	h = http.Header{"Te": {"gzip"}, "Connection": {"close"}}
 	h1.RemoveHopByHop(h)
 	assert.Empty(t, h)
-}
-
-func TestMeshHeadersAreRecognisedInAnyCase(t *testing.T) {
-	h := http.Header{"L5d-Client-Id": {"x"}, "Weft-Deny-Reason": {"y"}, "X-L5d": {"keep"}}
-	h1.RemoveMeshHeaders(h)
-	assert.Equal(t, http.Header{"X-L5d": {"keep"}}, h)
-	assert.True(t, h1.IsMeshHeader("l5d-dst-override"))
 }
 
 func TestUpgradeNeverOffersH2C(t *testing.T) {

@@ -22,8 +22,9 @@ import (
 // read on the caller's goroutine (a request body of unknown or large size
 // is written by a second one), with no per-connection reader and writer
 // goroutines. Responses are parsed as strictly as requests (bare LF,
-// obs-fold, control characters, Content-Length with Transfer-Encoding
-// are refused), except that header names may contain "_".
+// obs-fold, control characters, Content-Length with Transfer-Encoding,
+// Transfer-Encoding on HTTP/1.0 or other than chunked are refused),
+// except that header names may contain "_".
 type Client struct {
 	// Dial opens a connection to addr.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
@@ -34,6 +35,11 @@ type Client struct {
 	IdleTimeout time.Duration
 	// Limits bound response heads (MaxHeaderBytes, MaxHeaders).
 	Limits Limits
+	// OmitTrailer, if set, names request trailer fields that are neither
+	// announced nor sent (besides those never allowed in a trailer). The
+	// caller's own fields, such as a mesh's, are its rule, not the
+	// codec's.
+	OmitTrailer func(name string) bool
 
 	mu     sync.Mutex
 	idle   map[string][]*clientConn
@@ -56,6 +62,10 @@ func (cl *Client) maxIdle() int {
 		return cl.MaxIdlePerAddr
 	}
 	return 64
+}
+
+func (cl *Client) omitTrailer(name string) bool {
+	return cl.OmitTrailer != nil && cl.OmitTrailer(name)
 }
 
 func (cl *Client) idleTimeout() time.Duration {
@@ -216,7 +226,7 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 		return nil, err
 	}
 	chunked := !noBody && req.ContentLength < 0
-	if err := writeHead(cc.bw, req, noBody, chunked); err != nil {
+	if err := writeHead(cc.bw, req, noBody, chunked, cl.omitTrailer); err != nil {
 		return fail(err)
 	}
 	// The body: small known lengths inline, the rest concurrently so that
@@ -228,7 +238,7 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 			return fail(fmt.Errorf("%w: %w", errStale, err))
 		}
 	case !chunked && req.ContentLength <= syncBodyLimit:
-		if err := writeBody(cc.bw, req, false, nil); err != nil {
+		if err := writeBody(cc.bw, req, false, nil, nil); err != nil {
 			return fail(err)
 		}
 	default:
@@ -237,7 +247,7 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 		// otherwise wait for the rest of it, and this side for its answer.
 		async = &bodyWriter{cl: cl, cc: cc, finished: make(chan struct{})}
 		go func() {
-			err := writeBody(cc.bw, req, chunked, func() { async.eof.Store(true) })
+			err := writeBody(cc.bw, req, chunked, cl.omitTrailer, func() { async.eof.Store(true) })
 			var be *RequestBodyError
 			if errors.As(err, &be) {
 				async.failed.Store(be)
@@ -282,7 +292,7 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 }
 
 // writeHead writes the request line and header fields.
-func writeHead(bw *bufio.Writer, req *http.Request, noBody, chunked bool) error {
+func writeHead(bw *bufio.Writer, req *http.Request, noBody, chunked bool, omit func(string) bool) error {
 	target := req.URL.RequestURI()
 	host := req.Host
 	if host == "" {
@@ -320,7 +330,7 @@ func writeHead(bw *bufio.Writer, req *http.Request, noBody, chunked bool) error 
 		if len(req.Trailer) > 0 {
 			names := make([]string, 0, len(req.Trailer))
 			for k := range req.Trailer {
-				if !IsMeshHeader(k) && ValidName(k) && !forbiddenTrailer(k) {
+				if ValidName(k) && !forbiddenTrailer(k) && !omit(k) {
 					names = append(names, k)
 				}
 			}
@@ -340,8 +350,9 @@ func writeHead(bw *bufio.Writer, req *http.Request, noBody, chunked bool) error 
 var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
 // writeBody copies the request body, chunked when asked, and flushes.
-// eof, when set, is called once the whole body was read.
-func writeBody(bw *bufio.Writer, req *http.Request, chunked bool, eof func()) error {
+// Trailers omit refuses are not written; eof, when set, is called once
+// the whole body was read.
+func writeBody(bw *bufio.Writer, req *http.Request, chunked bool, omit func(string) bool, eof func()) error {
 	bp := bodyBufs.Get().(*[]byte)
 	defer bodyBufs.Put(bp)
 	buf := *bp
@@ -381,7 +392,7 @@ func writeBody(bw *bufio.Writer, req *http.Request, chunked bool, eof func()) er
 		bw.WriteString("0\r\n")
 		for k, vs := range req.Trailer {
 			for _, v := range vs {
-				if ValidHeader(k, v) && !forbiddenTrailer(k) && !IsMeshHeader(k) {
+				if ValidHeader(k, v) && !forbiddenTrailer(k) && !omit(k) {
 					bw.WriteString(k + ": " + v + "\r\n")
 				}
 			}
@@ -400,7 +411,7 @@ func readResponse(br *bufio.Reader, req *http.Request, lim Limits) (*http.Respon
 	lr := &lineReader{br: br, budget: lim.MaxHeaderBytes}
 	line, err := lr.line(lim.MaxRequestLine, http.StatusBadGateway)
 	if err != nil {
-		return nil, err
+		return nil, responseError(err)
 	}
 	s := string(line)
 	if len(s) < 12 || !strings.HasPrefix(s, "HTTP/1.") || (s[7] != '0' && s[7] != '1') || s[8] != ' ' {
@@ -410,9 +421,9 @@ func readResponse(br *bufio.Reader, req *http.Request, lim Limits) (*http.Respon
 	if err != nil || code < 100 || code > 999 || (len(s) > 12 && s[12] != ' ') {
 		return nil, fmt.Errorf("h1: malformed status line %q", abbreviate(s))
 	}
-	h, err := readResponseFields(lr, lim)
+	h, err := readFields(lr, fieldRules{maxLine: lim.MaxHeaderBytes, maxFields: lim.MaxHeaders, tooLarge: http.StatusBadGateway, underscore: true})
 	if err != nil {
-		return nil, err
+		return nil, responseError(err)
 	}
 	resp := &http.Response{
 		Status:     s[9:],
@@ -426,44 +437,13 @@ func readResponse(br *bufio.Reader, req *http.Request, lim Limits) (*http.Respon
 	return resp, nil
 }
 
-// readResponseFields is readFields allowing "_" in names (responses
-// only).
-func readResponseFields(lr *lineReader, lim Limits) (http.Header, error) {
-	h := make(http.Header, 8)
-	n := 0
-	for {
-		line, err := lr.line(lim.MaxHeaderBytes, http.StatusBadGateway)
-		if err != nil {
-			if err == io.EOF {
-				return nil, io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-		if len(line) == 0 {
-			return h, nil
-		}
-		if n++; n > lim.MaxHeaders {
-			return nil, errors.New("h1: too many response header fields")
-		}
-		if line[0] == ' ' || line[0] == '\t' {
-			return nil, errors.New("h1: obsolete line folding in a response")
-		}
-		colon := strings.IndexByte(string(line), ':')
-		if colon <= 0 {
-			return nil, errors.New("h1: malformed response header line")
-		}
-		for _, c := range line[:colon] {
-			if !isTokenChar(c) {
-				return nil, fmt.Errorf("h1: invalid response header name %q", abbreviate(string(line[:colon])))
-			}
-		}
-		value := trimOWS(line[colon+1:])
-		for _, c := range value {
-			if !validValueByte(c) {
-				return nil, fmt.Errorf("h1: invalid character in response header %q", abbreviate(string(line[:colon])))
-			}
-		}
-		key := textproto.CanonicalMIMEHeaderKey(string(line[:colon]))
-		h[key] = append(h[key], string(value))
+// responseError turns a refusal of the response head (an *Error, whose
+// status is the answer to a request) into a plain error: the exchange
+// failed upstream, and nothing about it is the client's to be told.
+func responseError(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return fmt.Errorf("h1: invalid response: %s", e.Reason)
 	}
+	return err
 }
