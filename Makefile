@@ -8,16 +8,18 @@ FUZZTIME ?= 5s
 VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/weftmesh/weft/internal/cli/core.Version=$(VERSION)
 
-.PHONY: all build binaries docs-cli check-docs-cli test unit fuzz-smoke test-stress test-kube kube-binaries vet fmt-check generate check-generated demo
+.PHONY: all build binaries docs-cli check-docs-cli test unit fuzz-smoke test-stress test-kube kube-binaries vet fmt-check generate check-generated demo \
+	cluster-binaries cluster-up cluster-images cluster-down test-cluster
+.PHONY: docs-graph docs-graph-check
 
 all: build
 
 build:
 	$(GO) build ./...
 
-# The four binaries, version-stamped, into bin/.
+# The five binaries, version-stamped, into bin/.
 binaries:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/weft ./cmd/weft-controller ./cmd/weft-proxy ./cmd/weft-init
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/weft ./cmd/weft-controller ./cmd/weft-proxy ./cmd/weft-init ./cmd/weft-policy
 
 # Regenerate the CLI reference (docs/cli/) from the command trees.
 docs-cli:
@@ -52,6 +54,26 @@ kube-binaries:
 test-kube: kube-binaries
 	$(GO) test -count=1 -tags kubeintegration -race -timeout 30m ./test/integration/... ./internal/testutil/kubeenv/...
 
+# The local single-node cluster (docs/cluster.md): real kubelet, control
+# plane, CoreDNS, containerd; needs root. The first build of the Kubernetes
+# binaries takes many minutes; they are cached in ~/.cache/weft/kube.
+cluster-binaries:
+	bash hack/cluster.sh build
+
+cluster-up:
+	bash hack/cluster.sh up
+
+# Builds this tree's images (hack/imagebuild) and loads them into the node.
+cluster-images:
+	bash hack/cluster.sh images
+
+cluster-down:
+	bash hack/cluster.sh down
+
+# Weft end to end on the local cluster (after cluster-up and cluster-images).
+test-cluster:
+	$(GO) test -count=1 -tags clusterintegration -race -timeout 45m -v ./test/cluster/...
+
 vet:
 	$(GO) vet ./...
 
@@ -69,3 +91,10 @@ check-generated: generate
 
 demo:
 	$(GO) run ./cmd/weft demo
+
+# The package graph in docs/architecture.md, generated from `go list`.
+docs-graph:
+	$(GO) run ./hack/docs-graph
+
+docs-graph-check:
+	$(GO) run ./hack/docs-graph -check

@@ -887,6 +887,57 @@ func TestOutboundGRPCAndTLSArmsDecodeFromUpstreamBytes(t *testing.T) {
 	})
 }
 
+func TestV0_20BalancerAndAccrualFieldsDecodeFromUpstreamBytes(t *testing.T) {
+	t.Run("penalty peak EWMA", func(t *testing.T) {
+		w := wire{ // Backend.BalanceP2c
+			sub(3, // BalanceP2c.penalty_peak_ewma = 3 (oneof load, v0.20; v0.19 used 3 for ejection)
+				duration(1, 0, 30_000_000), // PenaltyPeakEwma.default_rtt = 1
+				duration(2, 10, 0),         // PenaltyPeakEwma.decay = 2
+				duration(3, 5, 0),          // PenaltyPeakEwma.penalty = 3
+				duration(4, 300, 0),        // PenaltyPeakEwma.max_retry_after = 4
+				duration(5, 10, 0),         // PenaltyPeakEwma.penalty_decay = 5
+			),
+		}
+		var got outbound.Backend_BalanceP2C
+		decodeUpstream(t, w, &got)
+		p := got.GetPenaltyPeakEwma()
+		require.NotNil(t, p, "the penalty_peak_ewma arm must be set")
+		assert.Nil(t, got.GetPeakEwma())
+		assert.Equal(t, int32(30_000_000), p.GetDefaultRtt().GetNanos())
+		assert.Equal(t, int64(5), p.GetPenalty().GetSeconds())
+		assert.Equal(t, int64(300), p.GetMaxRetryAfter().GetSeconds())
+		assert.Equal(t, int64(10), p.GetPenaltyDecay().GetSeconds())
+	})
+	t.Run("unified accrual with ejection", func(t *testing.T) {
+		w := wire{
+			sub(2, // FailureAccrual.unified = 2 (oneof kind, v0.20)
+				fixed64(1, math.Float64bits(0.8)), // Unified.success_rate_threshold = 1 (double)
+				duration(2, 10, 0),                // Unified.decay = 2
+				varint(3, 5),                      // Unified.min_requests = 3
+				varint(4, 7),                      // Unified.max_consecutive_failures = 4
+				sub(5, // Unified.backoff = 5 (ExponentialBackoff)
+					duration(1, 1, 0),  // min_backoff = 1
+					duration(2, 60, 0), // max_backoff = 2
+					float32f(3, 0.5),   // jitter_ratio = 3
+					varint(4, 1),       // respect_retry_after_hint = 4 (v0.20)
+				),
+			),
+			sub(3, varint(1, 2)), // FailureAccrual.ejection = 3: EjectionConfig.min_ready_endpoints = 1
+		}
+		var got outbound.FailureAccrual
+		decodeUpstream(t, w, &got)
+		u := got.GetUnified()
+		require.NotNil(t, u, "the unified arm must be set")
+		assert.Equal(t, 0.8, u.GetSuccessRateThreshold())
+		assert.Equal(t, int64(10), u.GetDecay().GetSeconds())
+		assert.Equal(t, uint32(5), u.GetMinRequests())
+		assert.Equal(t, uint32(7), u.GetMaxConsecutiveFailures())
+		assert.True(t, u.GetBackoff().GetRespectRetryAfterHint())
+		assert.Equal(t, float32(0.5), u.GetBackoff().GetJitterRatio())
+		assert.Equal(t, uint32(2), got.GetEjection().GetMinReadyEndpoints())
+	})
+}
+
 func TestTrafficSpecDecodesFromUpstreamBytes(t *testing.T) {
 	t.Run("addr", func(t *testing.T) {
 		w := wire{

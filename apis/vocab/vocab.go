@@ -35,6 +35,9 @@ const (
 	LabelControlPlaneNamespace = "linkerd.io/control-plane-ns"
 	// LabelWorkloadNamespace is set on injected pods to the pod's namespace.
 	LabelWorkloadNamespace = "linkerd.io/workload-ns"
+	// LabelControlPlaneComponent marks the control plane's own pods; the
+	// injector webhook's object selector leaves them out.
+	LabelControlPlaneComponent = "linkerd.io/control-plane-component"
 
 	// LabelAdmissionWebhooks, set to "disabled" on a namespace, opts the
 	// whole namespace out of Weft's admission webhooks (the install renders
@@ -92,6 +95,52 @@ const (
 	// pod's proxy accepts as tappers, replacing the install's list (a Weft
 	// key: Linkerd wires its tap service's identity itself).
 	AnnotationTapIdentities = "weftmesh.io/tap-identities"
+
+	// Further proxy configuration keys Linkerd defines. docs/compatibility.md
+	// says for each whether Weft applies it or why it has no meaning here.
+	AnnotationPodInboundPorts                = ConfigPrefix + "pod-inbound-ports"
+	AnnotationProxyCPURatioLimit             = ConfigPrefix + "proxy-cpu-ratio-limit"
+	AnnotationProxyLogHTTPHeaders            = ConfigPrefix + "proxy-log-http-headers"
+	AnnotationEnableExternalProfiles         = ConfigPrefix + "enable-external-profiles"
+	AnnotationMetricsHostnameLabels          = ConfigPrefix + "proxy-metrics-hostname-labels"
+	AnnotationOutboundDiscoveryUnusedTimeout = ConfigPrefix + "proxy-outbound-discovery-cache-unused-timeout"
+	AnnotationInboundDiscoveryUnusedTimeout  = ConfigPrefix + "proxy-inbound-discovery-cache-unused-timeout"
+	AnnotationDisableOutboundDetectTimeout   = ConfigPrefix + "proxy-disable-outbound-protocol-detect-timeout"
+	AnnotationDisableInboundDetectTimeout    = ConfigPrefix + "proxy-disable-inbound-protocol-detect-timeout"
+	AnnotationEnableGateway                  = ConfigPrefix + "enable-gateway"
+	AnnotationEnableDebugSidecar             = ConfigPrefix + "enable-debug-sidecar"
+	AnnotationDebugImage                     = ConfigPrefix + "debug-image"
+	AnnotationDebugImageVersion              = ConfigPrefix + "debug-image-version"
+	AnnotationDebugImagePullPolicy           = ConfigPrefix + "debug-image-pull-policy"
+	AnnotationProxyAdditionalEnv             = ConfigPrefix + "proxy-additional-env"
+	AnnotationDisableIdentity                = ConfigPrefix + "disable-identity"
+)
+
+// Owner labels: the injector records the workload a pod belongs to, as
+// Linkerd does, so that metrics and tools can group pods by workload.
+const (
+	LabelProxyDeployment            = "linkerd.io/proxy-deployment"
+	LabelProxyReplicaSet            = "linkerd.io/proxy-replicaset"
+	LabelProxyReplicationController = "linkerd.io/proxy-replicationcontroller"
+	LabelProxyStatefulSet           = "linkerd.io/proxy-statefulset"
+	LabelProxyDaemonSet             = "linkerd.io/proxy-daemonset"
+	LabelProxyJob                   = "linkerd.io/proxy-job"
+	LabelProxyCronJob               = "linkerd.io/proxy-cronjob"
+)
+
+// Names Linkerd's injector gives what it adds to a pod. `weft inject`
+// replaces them (migration) and `weft uninject` removes them.
+const (
+	LinkerdProxyContainerName     = "linkerd-proxy"
+	LinkerdInitContainerName      = "linkerd-init"
+	LinkerdDebugContainerName     = "linkerd-debug"
+	LinkerdValidatorContainerName = "linkerd-network-validator"
+	LinkerdEndEntityVolumeName    = "linkerd-identity-end-entity"
+	LinkerdXtablesLockVolumeName  = "linkerd-proxy-init-xtables-lock"
+	LinkerdTokenVolumeName        = "linkerd-identity-token"
+	// LinkerdPrefix starts the linkerd.io/* annotations and labels the
+	// injector writes (config.linkerd.io/* keys are not under it).
+	LinkerdPrefix = "linkerd.io/"
 )
 
 // Values of [AnnotationInject].
@@ -115,7 +164,18 @@ const (
 	// XtablesLockVolumeName is the scratch volume weft-init mounts at /run
 	// so iptables can take its lock on a read-only root filesystem.
 	XtablesLockVolumeName = "weft-init-xtables-lock"
+	// DebugContainerName is the debug sidecar added with
+	// config.linkerd.io/enable-debug-sidecar.
+	DebugContainerName = "weft-debug"
+	// ValidatorContainerName is the init container that, in CNI mode,
+	// fails the pod when traffic is not redirected to the proxy.
+	ValidatorContainerName = "weft-network-validator"
 )
+
+// DefaultSkipPorts are skipped inbound and outbound by default, as Linkerd
+// does (4567 and 4568 are used by the Galera replication protocol, which
+// must not go through the proxy).
+const DefaultSkipPorts = "4567,4568"
 
 // Default ports of the proxy. All are configurable through the injector's Values and
 // annotations.
@@ -139,6 +199,23 @@ const (
 	IdentityTokenExpirationSeconds = 86400
 )
 
+// Identity issuer key pairs. Linkerd accepts two layouts, named by the
+// Secret type that carries them; the same names are the files of an issuer
+// directory. The certificate file holds the issuer certificate first, then
+// the intermediates above it.
+const (
+	IssuerSchemeLinkerd    = "linkerd.io/tls"
+	IssuerSchemeKubernetes = "kubernetes.io/tls"
+	// IssuerCertLinkerd and IssuerKeyLinkerd are the keys (files) of the
+	// linkerd.io/tls layout.
+	IssuerCertLinkerd = "crt.pem"
+	IssuerKeyLinkerd  = "key.pem"
+	// IssuerCertKubernetes and IssuerKeyKubernetes are the keys (files) of
+	// the kubernetes.io/tls layout (what cert-manager writes).
+	IssuerCertKubernetes = "tls.crt"
+	IssuerKeyKubernetes  = "tls.key"
+)
+
 // Control-plane defaults.
 const (
 	DefaultControlPlaneNamespace = "weft"
@@ -146,6 +223,7 @@ const (
 	DefaultTrustDomain           = "cluster.local"
 	DefaultProxyImage            = "ghcr.io/weftmesh/weft-proxy"
 	DefaultInitImage             = "ghcr.io/weftmesh/weft-init"
+	DefaultDebugImage            = "ghcr.io/weftmesh/weft-debug"
 	// DefaultVersion is the image tag used when Values.Version is empty.
 	// Binaries built from a release set Values.Version themselves.
 	DefaultVersion = "dev"
@@ -194,6 +272,26 @@ const (
 	// EnvIngressMode is "true" when the pod is injected with
 	// linkerd.io/inject: ingress.
 	EnvIngressMode = "WEFT_PROXY_INGRESS_MODE"
+	// EnvAccessLog is "apache" or "json": the inbound proxy writes one
+	// access-log line per HTTP request, in Linkerd's formats.
+	EnvAccessLog = "WEFT_PROXY_ACCESS_LOG"
+	// EnvInboundConnectTimeout and EnvOutboundConnectTimeout bound dialling
+	// the application and remote endpoints.
+	EnvInboundConnectTimeout  = "WEFT_PROXY_INBOUND_CONNECT_TIMEOUT"
+	EnvOutboundConnectTimeout = "WEFT_PROXY_OUTBOUND_CONNECT_TIMEOUT"
+	// EnvInboundDetectTimeout and EnvOutboundDetectTimeout bound protocol
+	// detection per direction.
+	EnvInboundDetectTimeout  = "WEFT_PROXY_INBOUND_DETECT_TIMEOUT"
+	EnvOutboundDetectTimeout = "WEFT_PROXY_OUTBOUND_DETECT_TIMEOUT"
+	// EnvOutboundDiscoveryIdleTimeout is how long an outbound destination
+	// nobody uses keeps its discovery watch.
+	EnvOutboundDiscoveryIdleTimeout = "WEFT_PROXY_OUTBOUND_DISCOVERY_IDLE_TIMEOUT"
+	// EnvInboundRequireIdentityPorts lists inbound ports that refuse
+	// clients without a mesh identity, whatever the policy says.
+	EnvInboundRequireIdentityPorts = "WEFT_PROXY_INBOUND_REQUIRE_IDENTITY_PORTS"
+	// EnvCPURatioLimit caps the proxy's worker threads (GOMAXPROCS) at this
+	// fraction of the node's CPUs.
+	EnvCPURatioLimit = "WEFT_PROXY_CPU_RATIO_LIMIT"
 	// EnvTapAddr is the tap server's listen address (io.linkerd.proxy.tap
 	// over mutual TLS); it is opened only when EnvTapIdentities is set.
 	EnvTapAddr = "WEFT_PROXY_TAP_ADDR"

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftmesh/weft/internal/cli"
+	"github.com/weftmesh/weft/internal/testutil"
 )
 
 type buffer struct {
@@ -43,14 +44,19 @@ func TestTheExampleMeshFileRunsUnderWeftDev(t *testing.T) {
 		s := stdout.String()
 		return strings.Contains(s, "[web-0] 200 hello from api-0") && strings.Contains(s, "[stranger-0] ")
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for !ok() && time.Now().Before(deadline) {
+	// Wait for both callers' answers, or for weft dev to end early.
+	waitCtx, stopWaiting := context.WithTimeout(rctx, 60*time.Second)
+	defer stopWaiting()
+	testutil.Poll(waitCtx, func() bool {
 		select {
 		case code := <-done:
-			t.Fatalf("weft dev exited with %d\n%s\n%s", code, stdout.String(), stderr.String())
-		case <-time.After(100 * time.Millisecond):
+			t.Errorf("weft dev exited with %d\n%s\n%s", code, stdout.String(), stderr.String())
+			done <- code
+			return true
+		default:
 		}
-	}
+		return ok()
+	})
 	stop()
 	select {
 	case code := <-done:

@@ -1,5 +1,6 @@
 // Command gen-cli-docs writes the CLI reference, docs/cli/, from the
-// command trees of weft, weft-controller, weft-proxy and weft-init: one
+// command trees of weft, weft-controller, weft-proxy, weft-init and
+// weft-policy: one
 // Markdown page per command (`make docs-cli`). A test fails when the
 // checked-in pages differ from what it would write.
 //
@@ -17,6 +18,7 @@ import (
 
 	"github.com/weftmesh/weft/internal/cli"
 	"github.com/weftmesh/weft/internal/cli/core"
+	"github.com/weftmesh/weft/internal/cli/policycmd"
 	"github.com/weftmesh/weft/internal/cli/proxycmd"
 )
 
@@ -37,7 +39,8 @@ func roots() []*cobra.Command {
 	core.InitCompletion(weft)
 	controller := core.Root("weft-controller", "run one control-plane component", false, cli.ControllerCommands()...)
 	proxy := core.Root("weft-proxy", "Weft's sidecar proxy", false, proxycmd.Commands()...)
-	return []*cobra.Command{weft, controller, proxy, proxycmd.InitCommand().Cobra()}
+	policy := core.Root("weft-policy", "Weft's offline policy tester (weft policy test|explain and weft authz on their own)", false, policycmd.Commands()...)
+	return []*cobra.Command{weft, controller, proxy, proxycmd.InitCommand().Cobra(), policy}
 }
 
 // generate replaces the Markdown pages in dir (and only them) with the

@@ -28,10 +28,15 @@ func TestEveryCommandHasAPage(t *testing.T) {
 	fresh := t.TempDir()
 	require.NoError(t, generate(fresh))
 	p := pages(t, fresh)
-	for _, name := range []string{"weft_install.md", "weft_inject.md", "weft_completion_bash.md", "weft_version.md", "weft_viz_stat.md", "weft-controller_policy.md", "weft-proxy_run.md", "weft-init.md"} {
+	for _, name := range []string{"weft_install.md", "weft_inject.md", "weft_completion_bash.md", "weft_version.md", "weft_viz_stat.md", "weft-controller_policy.md", "weft-proxy_run.md", "weft-init.md",
+		"weft_uninstall.md", "weft_uninject.md", "weft-init_validate.md", "weft-policy_test.md", "weft-policy_authz.md"} {
 		assert.Contains(t, p, name)
 	}
 	assert.Contains(t, p["weft_install.md"], "--identity-trust-anchors-file")
+	assert.Contains(t, p["weft_install.md"], "--controller-image-pull-policy")
+	assert.Contains(t, p["weft_inject.md"], "--proxy-cpu-request")
+	assert.Contains(t, p["weft-controller_policy.md"], "--default-opaque-ports")
+	assert.Contains(t, p["weft-controller_identity.md"], "--max-connections-per-peer")
 }
 
 func pages(t *testing.T, dir string) map[string]string {

@@ -1,15 +1,18 @@
 // Package cli holds the command-line front ends of Weft's binaries: flag
 // parsing and wiring of mesh/ packages, one file per command. The mains in
 // cmd/ only list the commands they offer and call Main. The frame itself
-// (Command, Main, flag helpers) lives in package core, and the proxy's
+// (Command, Main, flag helpers) lives in package core, the proxy's
 // commands in package proxycmd, so that weft-proxy and weft-init link
-// neither client-go nor the CA backends.
+// neither client-go nor the CA backends, and the offline policy commands
+// in package policycmd, for the same reason (cmd/weft-policy).
 package cli
 
 import (
 	"context"
+	"io"
 
 	"github.com/weftmesh/weft/internal/cli/core"
+	"github.com/weftmesh/weft/internal/cli/policycmd"
 )
 
 // Command is one node of the command tree; see core.Command.
@@ -50,3 +53,15 @@ func VersionCommand() Command { return core.VersionCommand() }
 
 // Action is a command's body; see core.Action.
 type Action = core.Action
+
+// PolicyCommand is `weft policy` (test, explain); see policycmd.
+func PolicyCommand() Command { return policycmd.PolicyCommand() }
+
+// AuthzCommand is `weft authz`; see policycmd.
+func AuthzCommand() Command { return policycmd.AuthzCommand() }
+
+// checkOutput accepts an -o/--output value among allowed; see core.CheckOutput.
+func checkOutput(output string, allowed ...string) error { return core.CheckOutput(output, allowed...) }
+
+// writeObject prints v as JSON or YAML; see core.WriteObject.
+func writeObject(w io.Writer, format string, v any) error { return core.WriteObject(w, format, v) }

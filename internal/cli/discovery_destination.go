@@ -10,15 +10,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 	"k8s.io/client-go/dynamic"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/mesh/discovery"
 	discoveryk8s "github.com/weftmesh/weft/mesh/discovery/kubernetes"
 	discoverystatic "github.com/weftmesh/weft/mesh/discovery/static"
+	"github.com/weftmesh/weft/mesh/grpclimit"
 )
 
 // DestinationControllerCommand is `weft-controller destination`: the
@@ -42,7 +42,7 @@ type destinationFlags struct {
 	trustDomain       string
 	cpNamespace       string
 	opaquePorts       string
-	maxStreams        uint
+	server            serverLimitFlags
 	logLevel          string
 }
 
@@ -56,8 +56,8 @@ func setupDestinationController(fs *FlagSet) Action {
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
-	fs.StringVar(&f.opaquePorts, "default-opaque-ports", discovery.DefaultOpaquePorts().String(), "ports that are opaque unless annotations say otherwise")
-	fs.UintVar(&f.maxStreams, "max-streams-per-connection", 10000, "most concurrent subscriptions one proxy connection may hold")
+	core.RegisterDefaultOpaquePorts(fs, &f.opaquePorts)
+	f.server.register(fs)
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return func(ctx context.Context, args []string, stdio IO) int {
 		fail := func(status int, err error) int {
@@ -79,12 +79,12 @@ func setupDestinationController(fs *FlagSet) Action {
 		default:
 			return fail(ExitUsage, fmt.Errorf("--source %q: want kubernetes or static", f.source))
 		}
-		if f.maxStreams == 0 || f.maxStreams > 1<<20 {
-			return fail(ExitUsage, fmt.Errorf("--max-streams-per-connection %d: want 1 to %d", f.maxStreams, 1<<20))
+		if _, err := f.server.limits(); err != nil {
+			return fail(ExitUsage, err)
 		}
-		opaque, err := discovery.ParsePortSet(f.opaquePorts, nil)
+		opaque, err := core.ParseDefaultOpaquePorts(f.opaquePorts)
 		if err != nil {
-			return fail(ExitUsage, fmt.Errorf("--default-opaque-ports: %w", err))
+			return fail(ExitUsage, err)
 		}
 		logger, err := destinationLogger(stdio.Stderr, f.logLevel)
 		if err != nil {
@@ -157,13 +157,14 @@ func serveDestination(ctx context.Context, f destinationFlags, idx *discovery.In
 	if err != nil {
 		return err
 	}
-	gs := grpc.NewServer(
-		grpc.MaxRecvMsgSize(64<<10),
-		grpc.MaxConcurrentStreams(uint32(f.maxStreams)),
-		grpc.ConnectionTimeout(10*time.Second),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	)
+	limits, err := f.server.limits()
+	if err != nil {
+		return err
+	}
+	gs, err := grpclimit.NewServer(limits)
+	if err != nil {
+		return err
+	}
 	srv.Register(gs)
 	stats := idx.Stats()
 	return serveGRPC(ctx, grpcServing{

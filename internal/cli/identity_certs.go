@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/identity/certpem"
 	"github.com/weftmesh/weft/mesh/identity/pki"
 )
 
@@ -126,7 +127,7 @@ func setupCertsInspect(fs *FlagSet) Action {
 		if *anchorsFile != "" {
 			data, err := os.ReadFile(*anchorsFile)
 			if err == nil {
-				anchors, err = pki.ParseCertificates(data)
+				anchors, err = certpem.ParseCertificates(data)
 			}
 			if err != nil {
 				fmt.Fprintf(stdio.Stderr, "weft certs inspect: trust anchors %s: %v\n", *anchorsFile, err)
@@ -140,7 +141,7 @@ func setupCertsInspect(fs *FlagSet) Action {
 				fmt.Fprintf(stdio.Stderr, "weft certs inspect: %v\n", err)
 				return ExitFailure
 			}
-			certs, err := pki.ParseCertificates(data)
+			certs, err := pki.FindCertificates(data)
 			if err != nil {
 				fmt.Fprintf(stdio.Stderr, "weft certs inspect: %s: %v\n", f, err)
 				return ExitFailure

@@ -16,13 +16,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/weftmesh/weft/mesh/grpclimit"
 	"github.com/weftmesh/weft/mesh/identity"
+	"github.com/weftmesh/weft/mesh/identity/certpem"
 	identityk8s "github.com/weftmesh/weft/mesh/identity/kubernetes"
-	"github.com/weftmesh/weft/mesh/identity/local"
+	"github.com/weftmesh/weft/mesh/identity/localca"
 	"github.com/weftmesh/weft/mesh/identity/smallstep"
 	"github.com/weftmesh/weft/mesh/identity/static"
 )
@@ -55,6 +56,9 @@ type identityFlags struct {
 	stepProvisioner, stepKey   string
 	stepPasswordFile           string
 	stepX5CCert, stepX5CKey    string
+	server                     serverLimitFlags
+	rateBurst                  int
+	ratePerSecond              float64
 }
 
 func setupIdentityController(fs *FlagSet) Action {
@@ -83,6 +87,9 @@ func setupIdentityController(fs *FlagSet) Action {
 	fs.StringVar(&f.stepPasswordFile, "step-provisioner-password-file", "", "smallstep issuer: file holding the JWK's password (when encrypted)")
 	fs.StringVar(&f.stepX5CCert, "step-x5c-cert", "", "smallstep issuer: certificate chain (PEM) for an X5C provisioner, instead of --step-provisioner-key")
 	fs.StringVar(&f.stepX5CKey, "step-x5c-key", "", "smallstep issuer: private key (PEM) of --step-x5c-cert")
+	fs.IntVar(&f.rateBurst, "certify-burst", identity.DefaultRateLimit.Burst, "certificates one identity may get at once (with --certify-rate 0: no limit)")
+	fs.Float64Var(&f.ratePerSecond, "certify-rate", identity.DefaultRateLimit.PerSecond, "certificates per second one identity may get after the burst; 0 turns the limit off")
+	f.server.register(fs)
 	return func(ctx context.Context, args []string, stdio IO) int {
 		if err := f.validate(len(args)); err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-controller identity: %v\n", err)
@@ -103,6 +110,12 @@ func setupIdentityController(fs *FlagSet) Action {
 }
 
 func (f identityFlags) validate(nargs int) error {
+	if _, err := f.server.limits(); err != nil {
+		return err
+	}
+	if err := f.rateLimit().Validate(); err != nil {
+		return fmt.Errorf("--certify-burst %d / --certify-rate %g: %w", f.rateBurst, f.ratePerSecond, err)
+	}
 	switch {
 	case nargs != 0:
 		return errors.New("no positional arguments are taken")
@@ -135,6 +148,15 @@ func (f identityFlags) validate(nargs int) error {
 		return fmt.Errorf("--issuer %q: want local or smallstep", f.issuer)
 	}
 	return nil
+}
+
+// rateLimit is the per-identity limit the flags ask for; --certify-rate 0
+// turns it off.
+func (f identityFlags) rateLimit() identity.RateLimit {
+	if f.ratePerSecond == 0 {
+		return identity.RateLimit{}
+	}
+	return identity.RateLimit{Burst: f.rateBurst, PerSecond: f.ratePerSecond}
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
@@ -175,14 +197,18 @@ func serveIdentity(ctx context.Context, f identityFlags, logger *slog.Logger) er
 	var issuer identity.Issuer
 	switch f.issuer {
 	case "local":
-		var is *local.Issuer
+		var is interface {
+			identity.Issuer
+			Close() error
+		}
+		opts := []localca.Option{localca.WithLogger(logger), localca.WithMetrics(metrics)}
 		if f.issuerDir != "" {
-			is, err = local.New(ctx, f.issuerDir, bundle, local.WithLogger(logger), local.WithMetrics(metrics))
+			is, err = localca.New(ctx, f.issuerDir, bundle, opts...)
 		} else {
 			ns, name, _ := strings.Cut(f.issuerSecret, "/")
 			var client k8s.Interface
 			if client, err = kubeClient(); err == nil {
-				is, err = local.NewFromSecret(ctx, client, ns, name, bundle, local.WithLogger(logger), local.WithMetrics(metrics))
+				is, err = identityk8s.NewSecretIssuer(ctx, client, ns, name, bundle, opts...)
 			}
 		}
 		if err != nil {
@@ -215,7 +241,13 @@ func serveIdentity(ctx context.Context, f identityFlags, logger *slog.Logger) er
 		}
 	}
 
+	limits, err := f.server.limits()
+	if err != nil {
+		return err
+	}
 	svc, err := identity.NewService(ctx, authn, issuer,
+		identity.WithRequestTimeout(limits.RequestTimeout),
+		identity.WithRateLimit(f.rateLimit()),
 		identity.WithDomain(identity.Domain{ControlPlaneNamespace: f.cpNamespace, TrustDomain: f.trustDomain}),
 		identity.WithLifetime(f.lifetime),
 		identity.WithClockSkewAllowance(f.skew),
@@ -225,12 +257,7 @@ func serveIdentity(ctx context.Context, f identityFlags, logger *slog.Logger) er
 		return err
 	}
 
-	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(256 << 10),
-		grpc.MaxConcurrentStreams(100),
-		grpc.ConnectionTimeout(10 * time.Second),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	}
+	var opts []grpc.ServerOption
 	if f.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
 		if err != nil {
@@ -238,7 +265,10 @@ func serveIdentity(ctx context.Context, f identityFlags, logger *slog.Logger) er
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
 	}
-	srv := grpc.NewServer(opts...)
+	srv, err := grpclimit.NewServer(limits, opts...)
+	if err != nil {
+		return err
+	}
 	svc.Register(srv)
 	mode := "plaintext"
 	if f.tlsCert != "" {
@@ -275,7 +305,7 @@ func newStepIssuer(ctx context.Context, f identityFlags, logger *slog.Logger) (i
 		if err != nil {
 			return nil, fmt.Errorf("--step-x5c-key: %w", err)
 		}
-		leaf, chain, key, err := local.ParseKeyPair(certPEM, keyPEM)
+		leaf, chain, key, err := certpem.ParseKeyPair(certPEM, keyPEM)
 		if err != nil {
 			return nil, fmt.Errorf("--step-x5c-cert %s / --step-x5c-key %s: %w", f.stepX5CCert, f.stepX5CKey, err)
 		}

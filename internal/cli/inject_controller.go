@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/weftmesh/weft/mesh/grpclimit"
 	"github.com/weftmesh/weft/mesh/inject"
 	injectk8s "github.com/weftmesh/weft/mesh/inject/kubernetes"
 	"github.com/weftmesh/weft/mesh/inject/webhook"
@@ -25,6 +27,45 @@ func InjectorControllerCommand() Command {
 	return Command{Name: "injector", Summary: "run the admission webhooks (proxy injection, resource validation)", Setup: setupInjectorController}
 }
 
+// Connection caps of the webhook server: the API server (a few replicas,
+// each holding one HTTP/2 connection, or a few HTTP/1.1 ones) is its only
+// expected client, so a handful of peers fit with room to spare.
+const (
+	defaultWebhookMaxConnections        = 500
+	defaultWebhookMaxConnectionsPerPeer = 50
+)
+
+// serveWebhooks serves h over TLS on lis, under the connection caps of
+// conns, until ctx ends, then shuts down within 10 s. Slow clients are
+// bounded by the timeouts: a request head within 5 s, a whole request
+// within 30 s, a response within 30 s, an idle keep-alive connection 30 s.
+func serveWebhooks(ctx context.Context, lis net.Listener, conns *grpclimit.Connections, h http.Handler, cert tls.Certificate, logger *slog.Logger) error {
+	lis = conns.Listener(lis)
+	srv := &http.Server{
+		Handler:           h,
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       30 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(lis, "", "") }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Warn("injector shutdown", "err", err)
+	}
+	return nil
+}
+
 func setupInjectorController(fs *FlagSet) Action {
 	addr := fs.String("addr", ":8443", "HOST:PORT to serve HTTPS on")
 	tlsCert := fs.String("tls-cert", "", "serving certificate (PEM; required)")
@@ -33,7 +74,25 @@ func setupInjectorController(fs *FlagSet) Action {
 	trustAnchors := fs.String("trust-anchors", "", "PEM file of trust anchors handed to injected proxies (overrides the Values field)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster configuration)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	injectMax := fs.Int64("inject-max-body-bytes", webhook.MaxBodyBytes, "largest AdmissionReview /inject reads; larger get 413")
+	validateMax := fs.Int64("validate-max-body-bytes", webhook.MaxValidateBodyBytes, "largest AdmissionReview /validate reads; larger get 413")
+	maxInFlight := fs.Int("max-in-flight", webhook.DefaultMaxInFlight, "AdmissionReviews handled at once (both webhooks); more get 429 with Retry-After")
+	maxConns := fs.Int("max-connections", defaultWebhookMaxConnections, "connections held open at once by all clients; more are closed as soon as accepted")
+	maxConnsPerPeer := fs.Int("max-connections-per-peer", defaultWebhookMaxConnectionsPerPeer, "connections held open at once by one client IP address")
 	return func(ctx context.Context, args []string, stdio IO) int {
+		if *injectMax < 1 || *validateMax < 1 {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: --inject-max-body-bytes %d / --validate-max-body-bytes %d: want positive sizes\n", *injectMax, *validateMax)
+			return ExitUsage
+		}
+		if *maxConns < 1 || *maxConnsPerPeer < 1 || *maxConnsPerPeer > *maxConns {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: --max-connections %d / --max-connections-per-peer %d: want positive numbers, the second at most the first\n", *maxConns, *maxConnsPerPeer)
+			return ExitUsage
+		}
+		limiter, err := webhook.NewLimiter(*maxInFlight)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: --max-in-flight %d: %v\n", *maxInFlight, err)
+			return ExitUsage
+		}
 		logger, err := newLogger(stdio.Stderr, *logLevel)
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
@@ -85,12 +144,14 @@ func setupInjectorController(fs *FlagSet) Action {
 		}
 		defer namespaces.Close()
 
-		injector, err := webhook.NewInjector(values, namespaces, webhook.WithLogger(logger))
+		injector, err := webhook.NewInjector(values, namespaces, webhook.WithLogger(logger),
+			webhook.WithMaxBodyBytes(*injectMax), webhook.WithLimiter(limiter))
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
 			return ExitUsage
 		}
-		validator, err := webhook.NewValidator(webhook.WithLogger(logger))
+		validator, err := webhook.NewValidator(webhook.WithLogger(logger),
+			webhook.WithMaxBodyBytes(*validateMax), webhook.WithLimiter(limiter))
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
 			return ExitUsage
@@ -106,27 +167,10 @@ func setupInjectorController(fs *FlagSet) Action {
 			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
 			return ExitFailure
 		}
-		srv := &http.Server{
-			Handler:           mux,
-			TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-			ReadHeaderTimeout: 5 * time.Second,
-			ReadTimeout:       30 * time.Second,
-			WriteTimeout:      30 * time.Second,
-			MaxHeaderBytes:    64 << 10,
-		}
 		logger.Info("injector serving", "addr", lis.Addr().String())
-		errc := make(chan error, 1)
-		go func() { errc <- srv.ServeTLS(lis, "", "") }()
-		select {
-		case err := <-errc:
+		if err := serveWebhooks(ctx, lis, grpclimit.NewConnections(*maxConns, *maxConnsPerPeer), mux, cert, logger); err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
 			return ExitFailure
-		case <-ctx.Done():
-		}
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Warn("injector shutdown", "err", err)
 		}
 		return ExitOK
 	}

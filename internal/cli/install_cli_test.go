@@ -130,6 +130,22 @@ func TestInstallTakesIssuersMadeByWeftCertsAndValuesFiles(t *testing.T) {
 	assert.Contains(t, d.Spec.Template.Spec.Containers[0].Args, "--trust-domain=example.org")
 }
 
+func TestInstallWiresTapAndOnRequestAPodMonitor(t *testing.T) {
+	st, out, errs := installRun(t, cli.InstallCommand())
+	require.Equal(t, cli.ExitOK, st, errs)
+	x := installObjects(t, out)
+	assert.Contains(t, x, "ServiceAccount/"+install.ServiceAccountTap)
+	assert.Contains(t, x, "ClusterRoleBinding/weft-weft-tap")
+	assert.NotContains(t, x, "PodMonitor/"+install.PodMonitorName)
+	assert.Contains(t, string(out), "tapIdentities: weft-tap.weft.serviceaccount.identity.weft.cluster.local")
+
+	st, out, errs = installRun(t, cli.InstallCommand(), "--prometheus-operator")
+	require.Equal(t, cli.ExitOK, st, errs)
+	x = installObjects(t, out)
+	require.Contains(t, x, "PodMonitor/"+install.PodMonitorName)
+	assert.Equal(t, "weft", x["PodMonitor/"+install.PodMonitorName].GetNamespace())
+}
+
 func TestInstallCRDsPrintsOnlyTheCRDs(t *testing.T) {
 	st, out, errs := installRun(t, cli.InstallCommand(), "--crds")
 	require.Equal(t, cli.ExitOK, st, errs)
@@ -239,6 +255,8 @@ func TestInstalledDeploymentsUseOnlyFlagsTheControllersDefine(t *testing.T) {
 		ports, err := discovery.ParsePortSet(flags("weft-destination")["default-opaque-ports"], nil)
 		require.NoError(t, err)
 		assert.Equal(t, "25,3306,4000-4100", ports.String())
+		assert.Equal(t, flags("weft-destination")["default-opaque-ports"], pf["default-opaque-ports"],
+			"the destination and policy controllers read the same default opaque ports")
 	}
 
 	// And an unknown flag is indeed caught this way.
@@ -301,4 +319,58 @@ contexts:
 current-context: ctx
 `, server)))
 	return path
+}
+
+func TestInstallTakesALinkerdValuesFileWithItsIssuer(t *testing.T) {
+	anchorDir, issuerDir := identityMakePKI(t)
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		return string(b)
+	}
+	indent := func(s string, n int) string {
+		pad := strings.Repeat(" ", n)
+		return pad + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n"+pad)
+	}
+	values := "identityTrustDomain: corp.example\n" +
+		"identityTrustAnchorsPEM: |\n" + indent(read(filepath.Join(anchorDir, "ca.crt")), 2) + "\n" +
+		"identity:\n  issuer:\n    scheme: linkerd.io/tls\n    issuanceLifetime: 48h0m0s\n    clockSkewAllowance: 45s\n    tls:\n" +
+		"      crtPEM: |\n" + indent(read(filepath.Join(issuerDir, "crt.pem")), 8) + "\n" +
+		"      keyPEM: |\n" + indent(read(filepath.Join(issuerDir, "key.pem")), 8) + "\n" +
+		"proxy:\n  logLevel: warn,linkerd=debug\n  image: {name: cr.l5d.io/linkerd/proxy, version: stable-2.14.10}\n" +
+		"policyController:\n  logLevel: debug\n"
+	path := filepath.Join(t.TempDir(), "linkerd.yaml")
+	testutil.WriteFile(t, path, []byte(values))
+
+	st, out, errs := installRun(t, cli.InstallCommand(), "--linkerd-values", path)
+	require.Equal(t, cli.ExitOK, st, errs)
+	assert.NotContains(t, errs, "GENERATED a new trust anchor", "the issuer came with the values")
+	assert.Contains(t, errs, "not mapped (names a Linkerd image")
+	assert.Contains(t, errs, "policyController.logLevel")
+	x := installObjects(t, out)
+	issuer := x["Secret/"+install.SecretIssuer].(*corev1.Secret)
+	assert.Equal(t, read(filepath.Join(issuerDir, "crt.pem")), string(issuer.Data["crt.pem"]), "identity.issuer.scheme linkerd.io/tls")
+	d := x["Deployment/weft-identity"].(*appsv1.Deployment)
+	args := d.Spec.Template.Spec.Containers[0].Args
+	assert.Contains(t, args, "--issuance-lifetime=48h0m0s")
+	assert.Contains(t, args, "--clock-skew-allowance=45s")
+	assert.Contains(t, args, "--trust-domain=corp.example")
+	cm := x["ConfigMap/"+install.ConfigMapValues].(*corev1.ConfigMap)
+	v, err := inject.ParseValues([]byte(cm.Data[install.ValuesKey]))
+	require.NoError(t, err)
+	assert.Equal(t, "warn,linkerd=debug", v.Proxy.LogLevel)
+	assert.Equal(t, inject.DefaultValues().Proxy.Image.Name, v.Proxy.Image.Name)
+
+	// Flags win over the values file.
+	st, out, errs = installRun(t, cli.InstallCommand(), "--linkerd-values", path, "--identity-issuance-lifetime", "12h")
+	require.Equal(t, cli.ExitOK, st, errs)
+	d = installObjects(t, out)["Deployment/weft-identity"].(*appsv1.Deployment)
+	assert.Contains(t, d.Spec.Template.Spec.Containers[0].Args, "--issuance-lifetime=12h0m0s")
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	testutil.WriteFile(t, bad, []byte("proxy: {uid: root}\n"))
+	st, out, errs = installRun(t, cli.InstallCommand(), "--linkerd-values", bad)
+	assert.Equal(t, cli.ExitUsage, st)
+	assert.Empty(t, out)
+	assert.Contains(t, errs, "proxy.uid")
 }

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"github.com/weftmesh/weft/internal/cli/core"
-
 	"context"
 	"errors"
 	"fmt"
@@ -11,10 +9,11 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/weftmesh/weft/mesh/identity/local"
+	"github.com/weftmesh/weft/apis/vocab"
+	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/install"
 )
@@ -34,24 +33,29 @@ generated ones with --certs-out DIR) and two runs print identical bytes.
 
 type installFlags struct {
 	valuesFile, anchorsFile, issuerDir, issuerScheme string
+	linkerdValues                                    string
 	webhookDir, controllerImage, certsOut            string
+	controllerPull                                   string
 	lifetime                                         time.Duration
 	output                                           string
-	crdsOnly, ha                                     bool
+	crdsOnly, ha, prometheusOperator                 bool
 }
 
 func setupInstall(fs *FlagSet) Action {
 	var f installFlags
 	fs.StringVar(&f.valuesFile, "values", "", "Values file (YAML or JSON; defaults for what it leaves out)")
 	fs.StringVarP(&f.output, "output", "o", "yaml", "output format: yaml (a stream of documents) or json (one v1 List)")
+	fs.StringVar(&f.linkerdValues, "linkerd-values", "", "values file of Linkerd's linkerd-control-plane Helm chart: its proxy, proxyInit, identity and cluster keys are mapped (each key not understood is named); --values and flags apply on top")
 	fs.BoolVar(&f.crdsOnly, "crds", false, "print only the CustomResourceDefinitions (apply them first)")
+	fs.BoolVar(&f.prometheusOperator, "prometheus-operator", false, "add a PodMonitor (monitoring.coreos.com/v1) that scrapes every meshed proxy's metrics, for a Prometheus the Prometheus Operator runs")
 	fs.BoolVar(&f.ha, "ha", false, "high availability: 3 replicas with anti-affinity and PodDisruptionBudgets, webhooks with failurePolicy Fail")
 	fs.StringVar(&f.anchorsFile, "identity-trust-anchors-file", "", "PEM bundle of trust anchors (with --identity-issuer-dir)")
 	fs.StringVar(&f.issuerDir, "identity-issuer-dir", "", "directory with the issuer's crt.pem and key.pem (or tls.crt and tls.key)")
-	fs.StringVar(&f.issuerScheme, "identity-issuer-scheme", local.SchemeKubernetes, "layout of the issuer Secret: kubernetes.io/tls (tls.crt, tls.key, ca.crt) or linkerd.io/tls (crt.pem, key.pem)")
+	fs.StringVar(&f.issuerScheme, "identity-issuer-scheme", vocab.IssuerSchemeKubernetes, "layout of the issuer Secret: kubernetes.io/tls (tls.crt, tls.key, ca.crt) or linkerd.io/tls (crt.pem, key.pem)")
 	fs.DurationVar(&f.lifetime, "identity-issuance-lifetime", 24*time.Hour, "lifetime of the workload certificates the identity service issues")
 	fs.StringVar(&f.webhookDir, "webhook-cert-dir", "", "directory with the webhook CA and serving certificate: ca.crt, tls.crt, tls.key (generated when empty)")
 	fs.StringVar(&f.controllerImage, "controller-image", "", "weft-controller image (default "+install.DefaultControllerImage+":<values version>)")
+	fs.StringVar(&f.controllerPull, "controller-image-pull-policy", string(corev1.PullIfNotPresent), "imagePullPolicy of the control-plane containers: Always, IfNotPresent or Never")
 	fs.StringVar(&f.certsOut, "certs-out", "", "write the certificates this run generates into DIR (ca.crt, ca.key, issuer/, webhook/) to pass back next time")
 	return func(_ context.Context, args []string, stdio IO) int {
 		usage := func(format string, a ...any) int {
@@ -82,7 +86,24 @@ func setupInstall(fs *FlagSet) Action {
 			return writeManifest(m, f.output, stdio)
 		}
 
-		values, err := installValues(f.valuesFile)
+		explicit := map[string]bool{}
+		fs.Visit(func(fl *pflag.Flag) { explicit[fl.Name] = true })
+		base := inject.DefaultValues()
+		var lv *install.LinkerdValues
+		if f.linkerdValues != "" {
+			var err error
+			if lv, err = readLinkerdValues("weft install", f.linkerdValues, base, stdio.Stderr); err != nil {
+				return usage("%v", err)
+			}
+			base = lv.Values
+			if lv.IssuanceLifetime > 0 && !explicit["identity-issuance-lifetime"] {
+				f.lifetime = lv.IssuanceLifetime
+			}
+			if lv.IssuerScheme != "" && !explicit["identity-issuer-scheme"] {
+				f.issuerScheme = lv.IssuerScheme
+			}
+		}
+		values, err := installValues(f.valuesFile, base)
 		if err != nil {
 			return usage("%v", err)
 		}
@@ -90,6 +111,13 @@ func setupInstall(fs *FlagSet) Action {
 		var gen generated
 		certs := install.Certificates{}
 		switch {
+		case lv != nil && len(lv.IssuerCertPEM) > 0 && len(lv.IssuerKeyPEM) > 0 && f.issuerDir == "" && f.anchorsFile == "":
+			// The Linkerd values carry the issuer (identity.issuer.tls) and
+			// the anchors (identityTrustAnchorsPEM).
+			if values.IdentityTrustAnchorsPEM == "" {
+				return usage("--linkerd-values: identity.issuer.tls is set but identityTrustAnchorsPEM is empty")
+			}
+			certs.Identity = install.Identity{TrustAnchorsPEM: []byte(values.IdentityTrustAnchorsPEM), IssuerCertPEM: lv.IssuerCertPEM, IssuerKeyPEM: lv.IssuerKeyPEM}
 		case f.anchorsFile != "" && f.issuerDir != "":
 			if certs.Identity, err = install.LoadIdentity(f.anchorsFile, f.issuerDir); err != nil {
 				return usage("%v", err)
@@ -126,8 +154,15 @@ func setupInstall(fs *FlagSet) Action {
 		}
 
 		opts := []install.Option{install.WithIssuanceLifetime(f.lifetime), install.WithIssuerScheme(f.issuerScheme)}
+		if lv != nil && lv.ClockSkewAllowance > 0 {
+			opts = append(opts, install.WithClockSkewAllowance(lv.ClockSkewAllowance))
+		}
 		if f.ha {
 			opts = append(opts, install.WithHA())
+		}
+		opts = append(opts, install.WithControllerImagePullPolicy(corev1.PullPolicy(f.controllerPull)))
+		if f.prometheusOperator {
+			opts = append(opts, install.WithPrometheusOperator())
 		}
 		if f.controllerImage != "" {
 			opts = append(opts, install.WithControllerImage(f.controllerImage))
@@ -178,15 +213,15 @@ func writeManifest(m *install.Manifest, output string, stdio IO) int {
 // installValues reads the Values file over the defaults. A release build
 // (core.Version set at link time, other than "dev") tags images with its own
 // version unless the file names one.
-func installValues(path string) (inject.Values, error) {
-	values := inject.DefaultValues()
+func installValues(path string, base inject.Values) (inject.Values, error) {
+	values := base
 	var data []byte
 	if path != "" {
 		var err error
 		if data, err = os.ReadFile(path); err != nil {
 			return inject.Values{}, fmt.Errorf("--values: %w", err)
 		}
-		if values, err = inject.ParseValues(data); err != nil {
+		if values, err = inject.ParseValuesOnto(base, data); err != nil {
 			return inject.Values{}, fmt.Errorf("--values %s: %w", path, err)
 		}
 	}

@@ -78,7 +78,7 @@ func setupDemo(fs *FlagSet) Action {
 				}
 			}()
 			cfg.OnReady = func(live demo.Live) {
-				d, err := localDashboard(vizlocal.Source(live.State), vizlocal.NewExplainer(live.State))
+				d, err := localDashboard(dctx, vizlocal.Source(live.State), vizlocal.NewExplainer(live.State))
 				if err != nil {
 					fmt.Fprintf(stdio.Stderr, "weft demo: dashboard: %v\n", err)
 					return

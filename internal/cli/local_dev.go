@@ -80,12 +80,13 @@ func setupDev(fs *FlagSet) Action {
 			st := r.State()
 			fmt.Fprint(stdio.Stdout, devHeader(st))
 			if dashL != nil {
-				d, derr := localDashboard(vizlocal.Source(st), vizlocal.NewExplainer(st))
+				dctx, stop := context.WithCancel(ctx)
+				d, derr := localDashboard(dctx, vizlocal.Source(st), vizlocal.NewExplainer(st))
 				if derr != nil {
+					stop()
 					fmt.Fprintf(stdio.Stderr, "weft dev: dashboard: %v\n", derr)
 					return ExitFailure
 				}
-				dctx, stop := context.WithCancel(ctx)
 				url, dashDone := serveDashboard(dctx, dashL, d)
 				defer func() { stop(); <-dashDone }()
 				fmt.Fprintf(stdio.Stdout, "dashboard: %s\n", url)

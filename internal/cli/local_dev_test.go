@@ -54,18 +54,19 @@ policies:
 		done <- DevCommand().Run(ctx, []string{"--config", cfgPath, "--log-level", "warn"}, IO{Stdout: &out, Stderr: &errb})
 	}()
 
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		s := out.String()
-		if strings.Count(s, "done calling") == 2 {
-			break
-		}
+	// Wait until both callers are done, or weft dev ends early.
+	waitCtx, stopWaiting := context.WithTimeout(ctx, 60*time.Second)
+	defer stopWaiting()
+	testutil.Poll(waitCtx, func() bool {
 		select {
 		case code := <-done:
-			t.Fatalf("weft dev exited early with %d\nstdout:\n%s\nstderr:\n%s", code, s, errb.String())
-		case <-time.After(100 * time.Millisecond):
+			t.Errorf("weft dev exited early with %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+			done <- code
+			return true
+		default:
 		}
-	}
+		return strings.Count(out.String(), "done calling") == 2
+	})
 	cancel()
 	select {
 	case code := <-done:

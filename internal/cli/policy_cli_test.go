@@ -66,7 +66,7 @@ func TestPolicyTestReportsAFailedCaseWithItsExplanationAndExitsOne(t *testing.T)
 	code, out, _ := runCommand(t, cli.PolicyCommand(), "", "test", "--manifests", policyBase, "--manifests", policyAP, "--cases", cases)
 	assert.Equal(t, cli.ExitFailure, code)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	assert.Equal(t, "FAIL reports may call web: expected allow, got deny", lines[0])
+	assert.Equal(t, "FAIL reports may call web: expected allow, got deny (unauthorized)", lines[0])
 	assert.Contains(t, out, "AuthorizationPolicy my-app/web-api-gateway")
 	assert.Contains(t, out, "is not among identities api-gateway.my-app.serviceaccount.identity.weft.cluster.local")
 	assert.Contains(t, out, "PASS api-gateway may call web\n")
@@ -310,4 +310,125 @@ spec:
 	require.NoError(t, err)
 	_, err = stream.Recv()
 	require.NoError(t, err)
+}
+
+func TestPolicyTestTellsNoRouteFromUnauthorizedAndTakesTLSClientsAndProbeNetworks(t *testing.T) {
+	dir := t.TempDir()
+	manifests := policyWrite(t, dir, "extra.yaml", `apiVersion: policy.linkerd.io/v1beta1
+kind: ServerAuthorization
+metadata: {name: web-any-tls, namespace: my-app}
+spec:
+  server: {name: web-http}
+  client:
+    meshTLS: {unauthenticatedTLS: true}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web-items, namespace: my-app}
+spec:
+  parentRefs: [{group: policy.linkerd.io, kind: Server, name: web-http}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /items}}]
+`)
+	cases := policyWrite(t, dir, "cases.yaml", `cases:
+- name: a TLS client without identity is admitted by unauthenticatedTLS
+  from: {tls: true}
+  to: {workload: deployment/web, namespace: my-app, port: http}
+  request: {path: /items}
+  expect: {allow: authorized}
+- name: a plaintext client is not
+  from: {unauthenticated: true}
+  to: {workload: deployment/web, namespace: my-app, port: http}
+  request: {path: /items}
+  expect: {deny: unauthorized}
+- name: a path no route matches is a 404, not a 403
+  from: {tls: true}
+  to: {workload: deployment/web, namespace: my-app, port: http}
+  request: {path: /elsewhere}
+  expect: {deny: no-route}
+- name: a probe from outside the probe networks is denied
+  from: {unauthenticated: true, ip: 192.0.2.10}
+  to: {workload: deployment/web, namespace: my-app, port: admin}
+  request: {path: /live}
+  expect: {deny: unauthorized}
+- name: a probe from the probe networks is allowed
+  from: {unauthenticated: true, ip: 10.1.2.3}
+  to: {workload: deployment/web, namespace: my-app, port: admin}
+  request: {path: /live}
+  expect: allow
+- name: the workload's own processes always pass
+  from: {unauthenticated: true, ip: 127.0.0.1}
+  to: {workload: deployment/web, namespace: my-app, port: http}
+  request: {path: /elsewhere}
+  expect: {allow: loopback}
+`)
+	code, out, errOut := runCommand(t, cli.PolicyCommand(), "", "test", "--manifests", policyBase, "--manifests", policyAP, "--manifests", manifests,
+		"--cases", cases, "--default-policy", "deny", "--probe-networks", "10.0.0.0/8")
+	require.Equal(t, cli.ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.Contains(t, out, "6 passed, 0 failed")
+
+	// The reason decides as much as the decision.
+	wrong := policyWrite(t, dir, "wrong.yaml", `cases:
+- name: expecting a 403 where the proxy answers 404
+  from: {tls: true}
+  to: {workload: deployment/web, namespace: my-app, port: http}
+  request: {path: /elsewhere}
+  expect: {deny: unauthorized}
+`)
+	code, out, _ = runCommand(t, cli.PolicyCommand(), "", "test", "--manifests", policyBase, "--manifests", policyAP, "--manifests", manifests, "--cases", wrong)
+	assert.Equal(t, cli.ExitFailure, code)
+	assert.Contains(t, out, "FAIL expecting a 403 where the proxy answers 404: expected deny (unauthorized), got deny (no-route)")
+
+	// Without --probe-networks probes come from anywhere; an empty value
+	// turns the probe authorization off.
+	probe := policyWrite(t, dir, "probe.yaml", `cases:
+- name: probe from anywhere
+  from: {unauthenticated: true, ip: 192.0.2.10}
+  to: {workload: deployment/web, namespace: my-app, port: admin}
+  request: {path: /live}
+  expect: allow
+`)
+	code, out, _ = runCommand(t, cli.PolicyCommand(), "", "test", "--manifests", policyBase, "--cases", probe, "--default-policy", "deny")
+	assert.Equal(t, cli.ExitOK, code, out)
+	code, out, _ = runCommand(t, cli.PolicyCommand(), "", "test", "--manifests", policyBase, "--cases", probe, "--default-policy", "deny", "--probe-networks", "")
+	assert.Equal(t, cli.ExitFailure, code, out)
+
+	for name, body := range map[string]string{
+		"unknown reason":     "expect: {deny: forbidden}",
+		"reason of another":  "expect: {allow: no-route}",
+		"two decisions":      "expect: {allow: authorized, deny: no-route}",
+		"tls not a boolean":  "expect: deny\n  from: {tls: yes-please}",
+		"tls and identity":   "expect: deny\n  from: {tls: true, unauthenticated: true}",
+		"bad probe networks": "",
+	} {
+		t.Run(name, func(t *testing.T) {
+			args := []string{"test", "--manifests", policyBase}
+			content := "cases:\n- name: x\n  from: {unauthenticated: true}\n  to: {workload: deployment/web, namespace: my-app, port: http}\n  " + body + "\n"
+			if strings.Contains(body, "from:") {
+				content = "cases:\n- name: x\n  to: {workload: deployment/web, namespace: my-app, port: http}\n  " + body + "\n"
+			}
+			if body == "" {
+				content = "cases:\n- name: x\n  from: {unauthenticated: true}\n  to: {workload: deployment/web, namespace: my-app, port: http}\n  expect: deny\n"
+				args = append(args, "--probe-networks", "10.0.0.0/33")
+			}
+			args = append(args, "--cases", policyWrite(t, dir, "bad.yaml", content))
+			code, _, errOut := runCommand(t, cli.PolicyCommand(), "", args...)
+			assert.Equal(t, cli.ExitUsage, code, errOut)
+			assert.NotEmpty(t, errOut)
+		})
+	}
+}
+
+func TestPolicyExplainTakesATLSClientAndSaysWhenLoopbackDecides(t *testing.T) {
+	code, out, errOut := runCommand(t, cli.PolicyCommand(), "", "explain", "--manifests", policyBase, "--manifests", policyAP,
+		"--from-tls", "--to-workload", "deployment/web", "--to-namespace", "my-app", "--to-port", "http")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	assert.Contains(t, out, "decision: deny (unauthorized)")
+	assert.Contains(t, out, "mesh TLS without identity")
+
+	code, out, errOut = runCommand(t, cli.PolicyCommand(), "", "explain", "--manifests", policyBase, "--manifests", policyAP,
+		"--from-unauthenticated", "--from-ip", "::1", "--to-workload", "deployment/web", "--to-namespace", "my-app", "--to-port", "http")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	assert.Contains(t, out, "decision: allow (loopback)")
+	assert.Contains(t, out, "the workload's own processes are always allowed")
 }

@@ -8,14 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 	"k8s.io/client-go/dynamic"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
+	"github.com/weftmesh/weft/internal/cli/core"
+	"github.com/weftmesh/weft/mesh/grpclimit"
 	"github.com/weftmesh/weft/mesh/policy"
 	policyk8s "github.com/weftmesh/weft/mesh/policy/kubernetes"
 	"github.com/weftmesh/weft/mesh/policy/static"
@@ -39,12 +39,15 @@ type policyControllerFlags struct {
 	defaultPolicy            string
 	clusterNetworks          StringList
 	probeNetworks            StringList
+	probeSet                 bool
 	trustDomain, cpNamespace string
 	clusterDomain            string
 	detectTimeout            time.Duration
+	opaquePorts              string
 	logLevel                 string
 	gatewayAPI               string
 	poll                     time.Duration
+	server                   serverLimitFlags
 }
 
 func setupPolicyController(fs *FlagSet) Action {
@@ -57,12 +60,14 @@ func setupPolicyController(fs *FlagSet) Action {
 	fs.StringVar(&f.gatewayAPI, "gateway-api", "auto", "kubernetes source: watch Gateway API routes: auto (if the CRDs are installed), true or false")
 	fs.StringVar(&f.defaultPolicy, "default-policy", "all-unauthenticated", "cluster default inbound policy")
 	fs.Var(&f.clusterNetworks, "cluster-networks", "comma-separated cluster networks (default "+strings.Join(policy.DefaultClusterNetworks, ",")+")")
-	fs.Var(&f.probeNetworks, "probe-networks", "comma-separated networks kubelet probes come from (default 0.0.0.0/0,::/0)")
+	core.RegisterProbeNetworks(fs, &f.probeNetworks, &f.probeSet)
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "DNS suffix of Services")
 	fs.DurationVar(&f.detectTimeout, "detect-timeout", 10*time.Second, "protocol detection timeout sent to proxies")
+	core.RegisterDefaultOpaquePorts(fs, &f.opaquePorts)
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.server.register(fs)
 	return func(ctx context.Context, args []string, stdio IO) int {
 		fail := func(err error) int {
 			fmt.Fprintf(stdio.Stderr, "weft-controller policy: %v\n", err)
@@ -70,6 +75,10 @@ func setupPolicyController(fs *FlagSet) Action {
 		}
 		if len(args) != 0 {
 			return fail(errors.New("no positional arguments are taken"))
+		}
+		limits, err := f.server.limits()
+		if err != nil {
+			return fail(err)
 		}
 		switch f.source {
 		case "static":
@@ -90,8 +99,13 @@ func setupPolicyController(fs *FlagSet) Action {
 		if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 			return fail(fmt.Errorf("--log-level %q: %v", f.logLevel, err))
 		}
+		opaque, err := core.ParseDefaultOpaquePorts(f.opaquePorts)
+		if err != nil {
+			return fail(err)
+		}
 		logger := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: level}))
 		opts := []policy.Option{
+			policy.WithDefaultOpaquePorts(opaque),
 			policy.WithDefaultPolicy(f.defaultPolicy), policy.WithTrustDomain(f.trustDomain),
 			policy.WithControlPlaneNamespace(f.cpNamespace), policy.WithClusterDomain(f.clusterDomain),
 			policy.WithDetectTimeout(f.detectTimeout), policy.WithLogger(logger),
@@ -99,13 +113,13 @@ func setupPolicyController(fs *FlagSet) Action {
 		if len(f.clusterNetworks) > 0 {
 			opts = append(opts, policy.WithClusterNetworks(f.clusterNetworks...))
 		}
-		if len(f.probeNetworks) > 0 {
+		if f.probeSet {
 			opts = append(opts, policy.WithProbeNetworks(f.probeNetworks...))
 		}
 		if _, err := policy.NewConfig(opts...); err != nil {
 			return fail(err)
 		}
-		if err := servePolicy(ctx, f, opts, logger); err != nil {
+		if err := servePolicy(ctx, f, limits, opts, logger); err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-controller policy: %v\n", err)
 			return ExitFailure
 		}
@@ -156,7 +170,7 @@ func policySource(ctx context.Context, f policyControllerFlags, logger *slog.Log
 	return src, src.Close, nil
 }
 
-func servePolicy(ctx context.Context, f policyControllerFlags, opts []policy.Option, logger *slog.Logger) error {
+func servePolicy(ctx context.Context, f policyControllerFlags, limits grpclimit.Limits, opts []policy.Option, logger *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	src, closeSrc, err := policySource(ctx, f, logger)
@@ -176,12 +190,10 @@ func servePolicy(ctx context.Context, f policyControllerFlags, opts []policy.Opt
 	if err != nil {
 		return err
 	}
-	gs := grpc.NewServer(
-		grpc.MaxRecvMsgSize(64<<10),
-		grpc.MaxConcurrentStreams(10000),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
-	)
+	gs, err := grpclimit.NewServer(limits)
+	if err != nil {
+		return err
+	}
 	in.Register(gs)
 	out.Register(gs)
 	return serveGRPC(ctx, grpcServing{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -68,8 +69,18 @@ func serveDashboard(ctx context.Context, l net.Listener, d *dashboard.Dashboard)
 	return "http://" + host + "/", done
 }
 
-// localDashboard builds the dashboard of a running local mesh.
-func localDashboard(src viz.Source, ex *vizlocal.Explainer) (*dashboard.Dashboard, error) {
+// closeWhenDone closes src's connections (a TLSTap's tap connections)
+// once ctx ends.
+func closeWhenDone(ctx context.Context, src viz.Source) {
+	if c, ok := src.(io.Closer); ok {
+		context.AfterFunc(ctx, func() { _ = c.Close() })
+	}
+}
+
+// localDashboard builds the dashboard of a running local mesh; its tap
+// connections close when ctx ends.
+func localDashboard(ctx context.Context, src viz.Source, ex *vizlocal.Explainer) (*dashboard.Dashboard, error) {
+	closeWhenDone(ctx, src)
 	manifests := strings.Join(ex.Manifests(), " --manifests ")
 	return dashboard.New(src,
 		dashboard.WithExplainer(ex),
@@ -94,6 +105,7 @@ func setupVizDashboard(fs *FlagSet) Action {
 		if err != nil {
 			return vizFail(stdio, "dashboard", err, ExitFailure)
 		}
+		closeWhenDone(ctx, src)
 		opts := []dashboard.Option{dashboard.WithInterval(*interval), dashboard.WithWindow(*window)}
 		if *hosts != "" {
 			opts = append(opts, dashboard.WithAllowedHosts(strings.Split(*hosts, ",")...))

@@ -49,6 +49,7 @@ func openTaps(ctx context.Context, f *tapFlags, r viz.Resource, stdio IO) (<-cha
 	if err != nil {
 		return nil, nil, err
 	}
+	closeWhenDone(ctx, src)
 	ts, ok := src.(viz.TapSource)
 	if !ok {
 		return nil, nil, errors.New("this source cannot tap the proxies")

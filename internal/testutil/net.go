@@ -47,21 +47,40 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// Eventually polls cond every 10ms until it is true or d passes (DefaultTimeout
-// when 0), failing the test with msg on timeout.
+// PollInterval is how often Poll and Eventually ask their condition.
+const PollInterval = 10 * time.Millisecond
+
+// Poll asks cond every PollInterval until it is true (Poll returns true)
+// or ctx ends (false). It is the one polling loop of Weft's tests, for
+// conditions nothing announces on a channel or a counter (a file another
+// process writes, a metric). Safe to call from any goroutine; Eventually
+// is Poll under a deadline that fails the test.
+func Poll(ctx context.Context, cond func() bool) bool {
+	tick := time.NewTicker(PollInterval)
+	defer tick.Stop()
+	for {
+		if cond() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return cond()
+		case <-tick.C:
+		}
+	}
+}
+
+// Eventually polls cond until it is true or d passes (DefaultTimeout when
+// 0), failing the test with msg on timeout. Call it from the test's
+// goroutine.
 func Eventually(t testing.TB, d time.Duration, cond func() bool, msg string) {
 	t.Helper()
 	if d == 0 {
 		d = DefaultTimeout
 	}
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("testutil: timed out after %s waiting for %s", d, msg)
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if !Poll(ctx, cond) {
+		t.Fatalf("testutil: timed out after %s waiting for %s", d, msg)
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"net"
 	"net/url"
@@ -321,9 +320,4 @@ func WriteFile(t testing.TB, path string, data []byte) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatalf("testutil: write %s: %v", path, err)
 	}
-}
-
-// Describe renders a certificate's subject and SANs for failure messages.
-func Describe(c *x509.Certificate) string {
-	return fmt.Sprintf("subject=%q dns=%v ips=%v uris=%v notAfter=%s", c.Subject.CommonName, c.DNSNames, c.IPAddresses, c.URIs, c.NotAfter.Format(time.RFC3339))
 }

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"testing"
@@ -50,6 +52,11 @@ func startForwarder(b testing.TB, to string) string {
 	}()
 	return ln.Addr().String()
 }
+
+// opaqueMsg opens the layer-4 benchmarks' connections: bytes that
+// protocol detection classifies as opaque at once (an HTTP request line
+// would make the proxies speak HTTP to the echo application).
+var opaqueMsg = [18]byte{0x00, 0x01, 0x02, 0x03, 0xfe, 0xff, 'w', 'e', 'f', 't', '-', 'l', '4', 0x00, 0x00, 0x10, 0x20, 0x30}
 
 var benchOrder = []string{"direct", "weft-pair", "go-io-copy"}
 
@@ -106,7 +113,7 @@ func BenchmarkConnections(b *testing.B) {
 	targets := benchTargets(b)
 	for _, name := range benchOrder {
 		b.Run(name, func(b *testing.B) {
-			msg := []byte("GET / HTTP/1.1\r\n\r\n")
+			msg := opaqueMsg[:]
 			buf := make([]byte, len(msg))
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
@@ -137,7 +144,7 @@ func BenchmarkEchoLatency(b *testing.B) {
 			}
 			defer c.Close()
 			msg := make([]byte, 64)
-			copy(msg, "GET / HTTP/1.1\r\n\r\n")
+			copy(msg, opaqueMsg[:])
 			buf := make([]byte, 64)
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
@@ -158,13 +165,25 @@ func BenchmarkEchoLatency(b *testing.B) {
 
 // BenchmarkIdleConnectionMemory holds 500 connections open after one small
 // echo each and reports the heap and stack they cost, per connection, over
-// the direct baseline. For weft-pair the figure covers both proxies (each
-// holds two sockets per connection); bytes/conn/proxy halves it.
+// the direct baseline, and the goroutines each holds. For weft-pair the
+// figure covers both proxies (each holds two sockets per connection);
+// bytes/conn/proxy halves it. With WEFT_BENCH_IDLE_HEAPPROFILE=FILE set,
+// a heap profile is written while the weft-pair connections are open
+// (read it with go tool pprof -sample_index=inuse_space).
+//
+//	go test -run XXX -bench IdleConnectionMemory -benchtime 3x ./mesh/dataplane
 func BenchmarkIdleConnectionMemory(b *testing.B) {
 	const n = 500
+	if os.Getenv("WEFT_BENCH_IDLE_HEAPPROFILE") != "" {
+		defer func(old int) { runtime.MemProfileRate = old }(runtime.MemProfileRate)
+		runtime.MemProfileRate = 1
+	}
 	targets := benchTargets(b)
+	var goroutines float64 // per connection, in the last measure
 	measure := func(addr string) (uint64, func()) {
 		before := settledMemory()
+		g0 := runtime.NumGoroutine()
+		stackBefore := stackInuse()
 		var cs []net.Conn
 		for i := 0; i < n; i++ {
 			c, err := net.Dial("tcp", addr)
@@ -172,14 +191,19 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 			cs = append(cs, c)
-			c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
-			buf := make([]byte, 18)
+			c.Write(opaqueMsg[:])
+			buf := make([]byte, len(opaqueMsg))
 			if _, err := io.ReadFull(c, buf); err != nil {
 				b.Fatal(err)
 			}
 		}
 		time.Sleep(1500 * time.Millisecond) // past the TLS copy loops' linger
 		after := settledMemory()
+		goroutines = float64(runtime.NumGoroutine()-g0) / n
+		b.Logf("%s: heap+stack %d -> %d bytes, stack %d -> %d, goroutines %d -> %d", addr, before, after, stackBefore, stackInuse(), g0, runtime.NumGoroutine())
+		if f := os.Getenv("WEFT_BENCH_IDLE_HEAPPROFILE"); f != "" && addr == targets["weft-pair"] {
+			writeHeapProfile(b, f)
+		}
 		return after - before, func() {
 			for _, c := range cs {
 				c.Close()
@@ -189,6 +213,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 	}
 	for i := 0; i < b.N; i++ {
 		direct, closeDirect := measure(targets["direct"])
+		directG := goroutines
 		closeDirect()
 		for _, name := range []string{"weft-pair", "go-io-copy"} {
 			total, closeAll := measure(targets[name])
@@ -197,11 +222,29 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 			if name == "weft-pair" {
 				b.ReportMetric(per, "weft-pair-bytes/conn")
 				b.ReportMetric(per/2, "weft-bytes/conn/proxy")
+				b.ReportMetric((goroutines-directG)/2, "weft-goroutines/conn/proxy")
 			} else {
 				b.ReportMetric(per, "go-io-copy-bytes/conn")
 			}
 		}
 	}
+}
+
+func writeHeapProfile(b *testing.B, name string) {
+	f, err := os.Create(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func stackInuse() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.StackInuse
 }
 
 func settledMemory() uint64 {

@@ -102,6 +102,10 @@ type Config struct {
 	// Logging.
 	LogLevel  string // WEFT_PROXY_LOG_LEVEL, info ("warn,linkerd=info" style accepted)
 	LogFormat string // WEFT_PROXY_LOG_FORMAT, plain or json
+
+	// Per-direction settings and Linkerd's optional proxy behaviour; see
+	// config_extra.go. Zero values fall back to the settings above.
+	Extras
 }
 
 // Mapping is a static explicit-mode outbound listener: connections to Listen
@@ -153,7 +157,7 @@ type Setting struct {
 // Settings lists every environment variable FromEnv reads, in the order the
 // documentation and --help show them.
 func Settings() []Setting {
-	return []Setting{
+	return append([]Setting{
 		{"WEFT_PROXY_INBOUND_ADDR", "0.0.0.0:4143", "inbound listener (connections redirected to the pod, and proxy-to-proxy traffic)"},
 		{"WEFT_PROXY_OUTBOUND_ADDR", "127.0.0.1:4140", "transparent outbound listener (original destination from SO_ORIGINAL_DST); empty or off disables"},
 		{"WEFT_PROXY_ADMIN_ADDR", "0.0.0.0:4191", "admin server: /live, /ready, /metrics, /shutdown"},
@@ -198,7 +202,7 @@ func Settings() []Setting {
 		{vocab.EnvTapMaxEventsPerSecond, "1000", "events one tap receives per second; requests beyond it are not reported and are counted in tap_events_dropped_total"},
 		{"WEFT_PROXY_LOG_LEVEL", "info", "trace, debug, info, warn, error or off; Linkerd's 'warn,linkerd=info' form is accepted (its first bare level counts)"},
 		{"WEFT_PROXY_LOG_FORMAT", "plain", "plain or json"},
-	}
+	}, extraSettings()...)
 }
 
 // FromEnv reads the configuration from environment variables through
@@ -395,6 +399,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 			bad("WEFT_PROXY_LOG_FORMAT", v, errors.New("want plain or json"))
 		}
 	}
+	readExtras(lookup, &cfg, bad)
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
 	}
@@ -449,6 +454,7 @@ func (c Config) Validate() error {
 	if _, err := netip.ParseAddr(c.InboundForwardHost); err != nil {
 		errs = append(errs, fmt.Errorf("dataplane: inbound forward host %q is not an IP address", c.InboundForwardHost))
 	}
+	errs = append(errs, c.Extras.validate()...)
 	return errors.Join(errs...)
 }
 

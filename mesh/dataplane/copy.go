@@ -24,6 +24,24 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b 
 func getBuf() *[]byte  { return bufPool.Get().(*[]byte) }
 func putBuf(b *[]byte) { bufPool.Put(b) }
 
+// smallBufSize is the size of the buffers that copy bodies known to be
+// small: most responses are, and a pool emptied by a collection refills
+// at 4 KiB a buffer instead of 32.
+const smallBufSize = 4 << 10
+
+var smallBufPool = sync.Pool{New: func() any { b := make([]byte, smallBufSize); return &b }}
+
+// getBodyBuf returns a pooled buffer for copying a body of length n (-1
+// when unknown) and the function that gives it back.
+func getBodyBuf(n int64) (*[]byte, func(*[]byte)) {
+	if n >= 0 && n <= smallBufSize {
+		return smallBufPool.Get().(*[]byte), putSmallBuf
+	}
+	return getBuf(), putBuf
+}
+
+func putSmallBuf(b *[]byte) { smallBufPool.Put(b) }
+
 // halfCloser is a connection whose write side can be shut alone.
 type halfCloser interface{ CloseWrite() error }
 

@@ -100,6 +100,13 @@
 // hop, as are hop-by-hop headers and every header a Connection field
 // names, in requests and responses, 1xx included.
 //
+// Settings Linkerd's annotations turn on (Config.Extras): an access log of
+// inbound HTTP requests in Linkerd's apache or json format, written to the
+// writer given with [WithAccessLog]; ports that refuse clients without a
+// mesh identity whatever the policy says; connect and detection timeouts
+// per direction; the outbound discovery idle timeout; and a CPU ratio that
+// cmd/weft-proxy turns into GOMAXPROCS with [WorkerLimit].
+//
 // # Hot path
 //
 // Each proxied connection costs at most two goroutines, both started fresh

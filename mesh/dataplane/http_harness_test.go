@@ -176,6 +176,7 @@ type httpPairOptions struct {
 	cfgA, cfgB   func(*dataplane.Config)
 	app          *httpApp
 	unmeshed     bool // discovery announces the app directly, without identity
+	optsB        []dataplane.Option
 }
 
 func startHTTPPair(t testing.TB, o httpPairOptions) *httpPair {
@@ -202,7 +203,7 @@ func startHTTPPair(t testing.TB, o httpPairOptions) *httpPair {
 		lsB.Tap = testutil.Listen(t)
 		hp.tapB = lsB.Tap
 	}
-	hp.b = startProxy(t, cfgB, hp.pki.identity(t, idB), nil, hp.policies, lsB)
+	hp.b = startProxy(t, cfgB, hp.pki.identity(t, idB), nil, hp.policies, lsB, o.optsB...)
 	hop := uint16(hp.inB.Addr().(*net.TCPAddr).Port)
 
 	hp.target = fmt.Sprintf("web.shop.svc.cluster.local:%d", app.port())

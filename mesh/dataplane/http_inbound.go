@@ -143,7 +143,7 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 
 	if upgrade {
 		p.forwardUpgrade(r.Context(), w, r, hdr, up, func(ctx context.Context) (net.Conn, error) {
-			return p.dialTracked(ctx, app.String())
+			return p.dialWithin(ctx, app.String())
 		}, &stats, nil, false)
 		return
 	}
@@ -158,11 +158,13 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	}
 	req := outgoingRequest(forward1xx(r.Context(), w), r, hdr, body, path, rawQuery)
 	var resp *http.Response
+	upstreamDone := upstreamTimer(w)
 	if toH2 {
 		resp, err = p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false }, dialLabels{inbound: true})
 	} else {
 		resp, err = p.http.appH1.RoundTrip(req, app.String())
 	}
+	upstreamDone()
 	if err != nil {
 		var de *dialError
 		var he *h1.DialError

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -203,10 +202,13 @@ func backendKey(b route.Backend, acc *balance.Accrual) string {
 		k = fmt.Sprintf("fwd:%s|%s|%d", b.Forward.Addr, b.Forward.Identity, b.Forward.OpaqueTransportPort)
 	}
 	if acc != nil {
-		k += fmt.Sprintf("|acc:%d/%s/%s/%g", acc.MaxFailures, acc.MinBackoff, acc.MaxBackoff, acc.Jitter)
+		k += fmt.Sprintf("|acc:%+v", *acc)
 	}
 	if b.DefaultRTT != 0 || b.Decay != 0 {
 		k += fmt.Sprintf("|ewma:%s/%s", b.DefaultRTT, b.Decay)
+	}
+	if b.Penalty != nil {
+		k += fmt.Sprintf("|penalty:%s/%s", b.Penalty.Penalty, b.Penalty.MaxRetryAfter)
 	}
 	return k
 }
@@ -226,7 +228,7 @@ func (s *service) backend(ctx context.Context, spec route.Backend, acc *balance.
 	}
 	s.mu.Unlock()
 
-	b := &backend{spec: spec, bal: balance.New[Endpoint](balance.Options{DefaultRTT: spec.DefaultRTT, Decay: spec.Decay, Accrual: acc})}
+	b := &backend{spec: spec, bal: balance.New[Endpoint](balance.Options{DefaultRTT: spec.DefaultRTT, Decay: spec.Decay, Accrual: acc, Penalty: spec.Penalty, Now: s.p.now})}
 	if spec.Forward != nil {
 		b.bal.Update([]balance.Item[Endpoint]{{Key: key, Weight: 1, Value: Endpoint{
 			Addr: spec.Forward.Addr, Identity: spec.Forward.Identity, OpaqueTransportPort: spec.Forward.OpaqueTransportPort,
@@ -525,7 +527,7 @@ attempts:
 				retries++
 				stats.attemptEnded(0, "", true, perr.class)
 				perr = nil
-				if !sleepBackoff(ctx, rt.Retry, retries) {
+				if !sleepBackoff(ctx, rt.Retry, retries, 0, false) {
 					perr = &proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "request-timeout", "the request timed out"}
 					break attempts
 				}
@@ -534,13 +536,14 @@ attempts:
 			break attempts
 		}
 		failure := route.Failure(rt.Classes, resp.StatusCode, resp.Header.Get("Grpc-Status"))
-		h.Done(!failure)
+		outcome := responseOutcome(resp, failure, p.now())
+		h.DoneWith(outcome)
 		if rt.Retry != nil && retryableResponse(rt.Retry, resp, failure) && p.mayRetry(rt, r, rb, retries, budget, svc, "status", &stats) {
 			retries++
 			stats.attemptEnded(resp.StatusCode, resp.Header.Get("Grpc-Status"), failure, "")
 			resp.Body.Close()
 			acancel()
-			if !sleepBackoff(ctx, rt.Retry, retries) {
+			if !sleepBackoff(ctx, rt.Retry, retries, outcome.RetryAfter, outcome.HasRetryAfter) {
 				perr = &proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "request-timeout", "the request timed out"}
 				break attempts
 			}
@@ -652,15 +655,10 @@ func (p *Proxy) mayRetry(rt *route.Route, r *http.Request, rb *replayBody, done 
 	return true
 }
 
-// sleepBackoff waits before retry number n; false when ctx ended first.
-func sleepBackoff(ctx context.Context, rp *route.Retry, n uint32) bool {
-	d := rp.MinBackoff << min(n-1, 16)
-	if d > rp.MaxBackoff || d <= 0 {
-		d = rp.MaxBackoff
-	}
-	if rp.Jitter > 0 {
-		d += time.Duration(float64(d) * rp.Jitter * rand.Float64())
-	}
+// sleepBackoff waits before retry number n (the server's hint, when the
+// route respects it); false when ctx ended first.
+func sleepBackoff(ctx context.Context, rp *route.Retry, n uint32, hint time.Duration, hasHint bool) bool {
+	d := retry.Backoff{Min: rp.MinBackoff, Max: rp.MaxBackoff, Jitter: rp.Jitter, RespectRetryAfter: rp.RespectRetryAfter}.Delay(n, hint, hasHint, nil)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

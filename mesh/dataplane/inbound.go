@@ -69,6 +69,12 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	if len(c.prefix) > 0 {
 		n := copy(p, c.prefix)
 		c.prefix = c.prefix[n:]
+		if len(c.prefix) == 0 {
+			// An empty tail still holds the whole array (a ClientHello
+			// with a hybrid key share is 1.5 KiB) for the life of the
+			// connection.
+			c.prefix = nil
+		}
 		return n, nil
 	}
 	return c.Conn.Read(p)
@@ -176,7 +182,7 @@ func (ic *inboundConn) undecided() (string, bool) {
 
 func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	log := p.log.With("direction", Inbound, "client", c.RemoteAddr().String())
-	ic, err := p.acceptInbound(c)
+	ic, err := p.acceptInbound(ctx, c)
 	defer ic.release()
 	if err != nil {
 		var rf *refusal
@@ -187,6 +193,10 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 		return false
 	}
 	log = log.With("port", ic.port, "peer_id", ic.peer.Identity, "tls", ic.peer.TLS)
+	if p.lacksRequiredIdentity(ic) {
+		log.Info("inbound connection refused: the port requires a mesh identity")
+		return false
+	}
 
 	st, err := p.pols.get(ctx, uint32(ic.port))
 	if err == nil && isHTTPProtocol(st.srv.Protocol) && !p.httpOnly(ic, log) {
@@ -269,7 +279,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	}
 
 	appAddr := net.JoinHostPort(p.cfg.InboundForwardHost, strconv.Itoa(int(ic.port)))
-	app, err := p.dialer.DialContext(ctx, "tcp", appAddr)
+	app, err := p.dialApp(ctx, appAddr)
 	if err != nil {
 		log.Info("application unreachable", "addr", appAddr, "err", err)
 		return false
@@ -302,7 +312,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 // reports whether the connection goes on as HTTP.
 func (p *Proxy) httpOnly(ic *inboundConn, log *slog.Logger) bool {
 	if !ic.sniffed && ic.protocol == transport.Opaque {
-		if err := ic.sniff(time.Now().Add(p.cfg.DetectTimeout)); err != nil {
+		if err := ic.sniff(time.Now().Add(p.detectTimeout(Inbound))); err != nil {
 			return false
 		}
 	}
@@ -349,12 +359,12 @@ func hasHTTPRoutes(s *authz.Server) bool {
 // acceptInbound sniffs the connection, terminates mesh TLS when the client
 // asks for this proxy's identity, and finds the target port. The caller
 // releases the returned connection's sniffing buffer.
-func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, error) {
+func (p *Proxy) acceptInbound(ctx context.Context, c net.Conn) (*inboundConn, error) {
 	remote, _ := c.RemoteAddr().(*net.TCPAddr)
 	if remote == nil {
 		return nil, errors.New("dataplane: not a TCP connection")
 	}
-	ic := &inboundConn{conn: c, peer: authz.Conn{IP: remote.AddrPort().Addr().Unmap()}, remote: remote.AddrPort(),
+	ic := &inboundConn{conn: c, peer: p.peerConn(remote.AddrPort().Addr().Unmap()), remote: remote.AddrPort(),
 		detected: detect.Opaque}
 	if la, ok := c.LocalAddr().(*net.TCPAddr); ok {
 		ic.local = la.AddrPort().Addr().Unmap()
@@ -369,14 +379,12 @@ func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, error) {
 			ic.target = od.Addr()
 		}
 	}
-	deadline := time.Now().Add(p.cfg.DetectTimeout)
-	if origPort != 0 && p.isOpaquePort(origPort) {
-		// Opaque ports skip detection; meshed clients reach them through
-		// the proxy's own port with the transport header.
-		ic.port, ic.protocol = origPort, transport.Opaque
-		return ic, p.checkPort(ic.port)
-	}
-
+	deadline := time.Now().Add(p.detectTimeout(Inbound))
+	// Opaque ports skip HTTP detection, not mesh TLS: a meshed client
+	// whose discovery did not mark the port opaque (a Server declaring it
+	// opaque, which discovery does not read) connects to the port itself
+	// with mesh TLS, and its identity must be verified, not its TLS bytes
+	// forwarded as an anonymous client's.
 	ic.buf = getBuf()
 	n, proto, sni, err := sniff(c, *ic.buf, deadline, true)
 	if err != nil {
@@ -387,6 +395,12 @@ func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, error) {
 		// client without mesh identity.
 		if origPort == 0 {
 			return ic, refuse(refuseNoTarget, errors.New("direct connection without mesh TLS"))
+		}
+		if p.opaquePortPolicy(ctx, origPort) {
+			// Whatever the client sent (nothing, for a protocol whose
+			// server speaks first) goes to the application as it is.
+			ic.port, ic.protocol, ic.prefix = origPort, transport.Opaque, (*ic.buf)[:n]
+			return ic, p.checkPort(ic.port)
 		}
 		ic.sniffed, ic.sniffN, ic.detected = true, n, proto
 		ic.port, ic.protocol, ic.prefix = origPort, protocolOf(proto), (*ic.buf)[:n]
@@ -426,7 +440,7 @@ func (p *Proxy) acceptInbound(c net.Conn) (*inboundConn, error) {
 		return ic, refuse(refuseNoTarget, errors.New("mesh TLS without transport header on a direct connection"))
 	}
 	ic.port = origPort
-	if p.isOpaquePort(origPort) {
+	if p.opaquePortPolicy(ctx, origPort) {
 		return ic, p.checkPort(ic.port)
 	}
 	if err := ic.sniff(deadline); err != nil {
@@ -448,17 +462,19 @@ func (p *Proxy) checkPort(port uint16) error {
 	return nil
 }
 
-// isOpaquePort reports whether inbound connections to port skip detection:
-// configured as opaque, or its current policy says so.
-func (p *Proxy) isOpaquePort(port uint16) bool {
+// opaquePortPolicy reports whether inbound connections to port skip
+// protocol detection: configured as opaque, or its policy says so. It waits
+// for the port's first policy (which handleInbound needs next anyway), so
+// the first connection to a port a Server declares opaque is opaque too.
+func (p *Proxy) opaquePortPolicy(ctx context.Context, port uint16) bool {
 	if p.cfg.InboundOpaquePorts.Contains(port) {
 		return true
 	}
 	if p.policies == nil {
 		return false
 	}
-	st := p.pols.peek(uint32(port))
-	return st != nil && opaqueServer(st.proto)
+	st, err := p.pols.get(ctx, uint32(port))
+	return err == nil && opaqueServer(st.proto)
 }
 
 func opaqueServer(s *inbound.Server) bool {

@@ -2,66 +2,23 @@ package dataplane
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
-	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/origdst"
 )
-
-// soOriginalDst is SO_ORIGINAL_DST (and IP6T_SO_ORIGINAL_DST), from
-// linux/netfilter_ipv4.h and linux/netfilter_ipv6/ip6_tables.h.
-const soOriginalDst = 80
 
 // errNoOriginalDst means the connection was not redirected by netfilter.
 var errNoOriginalDst = errors.New("dataplane: connection has no original destination")
 
 // originalDst returns the address a redirected connection was meant for.
 func originalDst(c *net.TCPConn) (netip.AddrPort, error) {
-	local, ok := c.LocalAddr().(*net.TCPAddr)
-	if !ok {
+	ap, err := origdst.Get(c)
+	if errors.Is(err, origdst.ErrNotRedirected) {
 		return netip.AddrPort{}, errNoOriginalDst
 	}
-	rc, err := c.SyscallConn()
 	if err != nil {
-		return netip.AddrPort{}, err
+		return netip.AddrPort{}, errors.New("dataplane: " + err.Error())
 	}
-	var out netip.AddrPort
-	var serr error
-	err = rc.Control(func(fd uintptr) {
-		if local.IP.To4() != nil {
-			var sa unix.RawSockaddrInet4
-			l := uint32(unsafe.Sizeof(sa))
-			_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_IP, soOriginalDst,
-				uintptr(unsafe.Pointer(&sa)), uintptr(unsafe.Pointer(&l)), 0)
-			if e != 0 {
-				serr = e
-				return
-			}
-			port := uint16(sa.Port>>8) | uint16(sa.Port<<8)
-			out = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), port)
-			return
-		}
-		var sa unix.RawSockaddrInet6
-		l := uint32(unsafe.Sizeof(sa))
-		_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_IPV6, soOriginalDst,
-			uintptr(unsafe.Pointer(&sa)), uintptr(unsafe.Pointer(&l)), 0)
-		if e != 0 {
-			serr = e
-			return
-		}
-		port := uint16(sa.Port>>8) | uint16(sa.Port<<8)
-		out = netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), port)
-	})
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	if serr != nil {
-		if errors.Is(serr, unix.ENOENT) {
-			return netip.AddrPort{}, errNoOriginalDst
-		}
-		return netip.AddrPort{}, fmt.Errorf("dataplane: SO_ORIGINAL_DST: %w", serr)
-	}
-	return out, nil
+	return ap, nil
 }

@@ -67,7 +67,7 @@ func (l *limitedConn) Read(p []byte) (int, error) {
 }
 
 func (p *Proxy) handleConnect(ctx context.Context, c net.Conn) bool {
-	_ = c.SetReadDeadline(time.Now().Add(p.cfg.DetectTimeout))
+	_ = c.SetReadDeadline(time.Now().Add(p.detectTimeout(Outbound)))
 	// The reader is sized so that it never reads past the request head
 	// into the client's first tunnelled bytes... unless the client sends
 	// them early, which the replay below covers.
@@ -171,7 +171,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 	defer release()
 	if !set.opaque {
 		sniffBuf = getBuf()
-		n, dp, _, err := sniff(client, *sniffBuf, time.Now().Add(p.cfg.DetectTimeout), false)
+		n, dp, _, err := sniff(client, *sniffBuf, time.Now().Add(p.detectTimeout(Outbound)), false)
 		if err != nil {
 			return false
 		}

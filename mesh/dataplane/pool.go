@@ -149,9 +149,7 @@ func (cp *connPool) dial(ctx context.Context, key poolKey, dl dialLabels) (*http
 	if key.identity != "" {
 		conn, err = p.dialEndpoint(ctx, Endpoint{Addr: netip.AddrPortFrom(key.addr.Addr(), key.port), Identity: key.identity, OpaqueTransportPort: key.addr.Port()}, "", transport.HTTP2, nil)
 	} else {
-		dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
-		conn, err = p.dialTracked(dctx, key.addr.String())
-		cancel()
+		conn, err = p.dialWithin(ctx, key.addr.String())
 	}
 	if err != nil {
 		return nil, &dialError{fmt.Errorf("dataplane: connecting to %s: %w", key.addr, err)}

@@ -44,6 +44,8 @@ type Proxy struct {
 	dialer       net.Dialer
 	destIdle     time.Duration
 	origDst      func(net.Conn) (netip.AddrPort, error)
+	loopback     bool       // see WithLoopbackAllowed
+	access       *accessLog // nil unless cfg.AccessLog is set
 
 	running  atomic.Bool
 	draining atomic.Bool
@@ -73,6 +75,8 @@ type options struct {
 	origDst     func(net.Conn) (netip.AddrPort, error)
 	outPolicies OutboundPolicies
 	profiles    Profiles
+	loopback    bool // see WithLoopbackAllowed
+	accessLog   io.Writer
 }
 
 // WithLogger sets the logger (default: discard).
@@ -82,7 +86,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // on /metrics (default: a registry of its own, with Go and process metrics).
 func WithRegistry(reg *prometheus.Registry) Option { return func(o *options) { o.reg = reg } }
 
-// WithClock sets the clock used for certificate checks (default time.Now).
+// WithClock sets the clock used for certificate checks and by the HTTP
+// balancers' latency estimates and failure accrual (default time.Now).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // WithDestinationIdleTimeout sets how long a destination nobody connects to
@@ -106,6 +111,11 @@ func WithOutboundPolicies(src OutboundPolicies) Option {
 	return func(o *options) { o.outPolicies = src }
 }
 
+// WithAccessLog sets where the access log goes when Config.AccessLog
+// names a format (the proxy binary uses stderr, as Linkerd's does). Lines
+// are written whole, one Write each, from any goroutine.
+func WithAccessLog(w io.Writer) Option { return func(o *options) { o.accessLog = w } }
+
 // WithProfiles sets the source of ServiceProfiles (per-route retries and
 // timeouts, retry budget, traffic split). Without one, no profile
 // applies.
@@ -122,6 +132,9 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		return nil, err
 	}
 	o := options{log: slog.New(slog.DiscardHandler), now: time.Now, destIdle: time.Minute, origDst: originalDstOf}
+	if cfg.DestinationIdleTimeout > 0 {
+		o.destIdle = cfg.DestinationIdleTimeout
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -145,7 +158,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	}
 	p := &Proxy{
 		cfg: cfg, id: id, resolver: resolver, policies: policies,
-		log: o.log, reg: o.reg, m: m, tap: hub, now: o.now,
+		log: o.log, reg: o.reg, m: m, tap: hub, now: o.now, loopback: o.loopback,
 		outPolicies:  o.outPolicies,
 		profiles:     o.profiles,
 		defaultState: &portState{proto: authz.ToProto(def), srv: def},
@@ -165,6 +178,12 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	}
 	if len(cfg.TapIdentities) > 0 { // as Listen: the tap port is open only then
 		p.own.add(configuredPort(cfg.TapAddr))
+	}
+	if cfg.AccessLog != "" {
+		if o.accessLog == nil {
+			return nil, errors.New("dataplane: an access log format is set but no writer (WithAccessLog)")
+		}
+		p.access = &accessLog{format: cfg.AccessLog, w: o.accessLog, now: o.now}
 	}
 	p.dests = newDestinations(p)
 	p.pols = newPolicyCache(p)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/weftmesh/weft/mesh/ports"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -26,7 +27,7 @@ func newConfig(opts []Option) (config, error) {
 		clusterDomain:  defaultClusterDomain,
 		controlPlaneNS: defaultControlPlaneNS,
 		trustDomain:    defaultTrustDomain,
-		defaultOpaque:  mustPortSet(defaultOpaquePortsString),
+		defaultOpaque:  ports.DefaultOpaque(),
 		h2Upgrade:      true,
 		logger:         slog.New(slog.DiscardHandler),
 		metrics:        DiscardMetrics(),
@@ -52,7 +53,7 @@ func newConfig(opts []Option) (config, error) {
 // pod, the service nor the namespace says otherwise, as in Linkerd: SMTP,
 // MySQL, Galera, PostgreSQL, Redis, Elasticsearch and memcached ports
 // (25,587,3306,4444,5432,6379,9300,11211).
-func DefaultOpaquePorts() PortSet { return mustPortSet(defaultOpaquePortsString) }
+func DefaultOpaquePorts() PortSet { return ports.DefaultOpaque() }
 
 // WithClusterDomain sets the cluster's DNS domain (default cluster.local):
 // service names are <svc>.<ns>.svc.<domain>.

@@ -3,15 +3,20 @@ package discovery
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	spv1alpha2 "github.com/weftmesh/weft/apis/serviceprofile/v1alpha2"
+	"github.com/weftmesh/weft/mesh/ports"
+	"golang.org/x/net/http/httpguts"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // dependency records what a topic's last computation read, so the index
@@ -283,7 +288,15 @@ func (c *cluster) podInfo(pod *corev1.Pod, cfg *config) *podInfo {
 		pi.identity = identityName(pod.Spec.ServiceAccountName, pod.Namespace, cpns, cfg.trustDomain)
 	}
 	named := containerPortNames(pod)
-	pi.opaque = c.portAnnotation(pod.Annotations, ns, annotationOpaquePorts, named, cfg.defaultOpaque, cfg)
+	var nsAnn map[string]string
+	if ns != nil {
+		nsAnn = ns.Annotations
+	}
+	opaque, _, err := ports.OpaqueForPod(pod.Annotations, nsAnn, named, declaredPorts(pod), cfg.defaultOpaque)
+	if err != nil {
+		cfg.logger.Warn("discovery: bad opaque-ports annotation; no port is opaque", "pod", pod.Namespace+"/"+pod.Name, "error", err)
+	}
+	pi.opaque = opaque
 	pi.skip = c.portAnnotation(pod.Annotations, ns, annotationSkipInboundPorts, named, PortSet{}, cfg)
 	pi.inbound = proxyInboundPort(pod)
 	sa := pod.Spec.ServiceAccountName
@@ -435,11 +448,16 @@ func (c *cluster) serviceProfile(id ServiceID, port uint32, tok ContextToken, cf
 	if sp == nil {
 		sp = c.profiles[dep.profileKey[1]]
 	}
-	opaque := cfg.defaultOpaque
+	var svcAnn, nsAnn map[string]string
 	if svc != nil {
-		opaque = c.portAnnotation(svc.Annotations, c.namespaces[id.Namespace], annotationOpaquePorts, nil, cfg.defaultOpaque, cfg)
-	} else if ns := c.namespaces[id.Namespace]; ns != nil {
-		opaque = c.portAnnotation(nil, ns, annotationOpaquePorts, nil, cfg.defaultOpaque, cfg)
+		svcAnn = svc.Annotations
+	}
+	if ns := c.namespaces[id.Namespace]; ns != nil {
+		nsAnn = ns.Annotations
+	}
+	opaque, _, err := ports.OpaqueForService(svcAnn, nsAnn, cfg.defaultOpaque)
+	if err != nil {
+		cfg.logger.Warn("discovery: bad opaque-ports annotation; no port is opaque", "service", id.Namespace+"/"+id.Name, "error", err)
 	}
 	p.OpaqueProtocol = opaque.Contains(port)
 	if sp == nil {
@@ -460,90 +478,153 @@ func (c *cluster) serviceProfile(id ServiceID, port uint32, tok ContextToken, cf
 // maxMatchDepth bounds the nesting of all/any/not in a ServiceProfile.
 const maxMatchDepth = 16
 
+// ProfileError is one invalid field of a ServiceProfile.
+type ProfileError struct {
+	// Profile is the profile's namespace/name.
+	Profile string
+	// Field is the path of the field ("spec.routes[0].condition.pathRegex").
+	Field string
+	// Message says what is wrong with it.
+	Message string
+}
+
+func (e *ProfileError) Error() string {
+	return fmt.Sprintf("discovery: ServiceProfile %s: %s: %s", e.Profile, e.Field, e.Message)
+}
+
 // TranslateServiceProfile converts a ServiceProfile into a profile's
-// routes, retry budget and traffic split, checking it as it goes: every
-// route needs a name and a condition setting at least one field, regular
-// expressions must compile, durations must parse, status ranges must lie
-// within 100-599, weights must not be negative, opaque ports must parse.
-// The error names the route and field at fault. FullyQualifiedName,
-// Service, Port and OpaqueProtocol are left for the caller.
+// routes, retry budget and traffic split, checking it as it goes: the name
+// must be a DNS name (the service's FQDN), every route needs a name and a
+// condition setting at least one field, methods must be HTTP tokens,
+// regular expressions must compile, durations must parse and not be
+// negative, status ranges must lie within 100-599, the retry ratio must be
+// a non-negative number, overrides need a host[:port] authority and a
+// weight that is not negative, opaque ports must parse. An invalid profile
+// yields every problem found, joined (errors.Join), each a *ProfileError
+// naming the field. The destination controller ignores such a profile and
+// the validating webhook (mesh/inject/webhook) refuses it, with these
+// same messages. FullyQualifiedName, Service, Port and OpaqueProtocol are
+// left for the caller.
 func TranslateServiceProfile(sp *spv1alpha2.ServiceProfile) (Profile, error) {
 	p := Profile{RetryBudget: DefaultRetryBudget(), Source: sp.Namespace + "/" + sp.Name}
-	where := fmt.Sprintf("ServiceProfile %s/%s", sp.Namespace, sp.Name)
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ProfileError{Profile: p.Source, Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if msgs := validation.IsDNS1123Subdomain(sp.Name); len(msgs) > 0 {
+		bad("metadata.name", "%q is not the service's fully qualified DNS name (such as web.shop.svc.cluster.local): %s", sp.Name, strings.Join(msgs, "; "))
+	}
 	for i, r := range sp.Spec.Routes {
-		at := fmt.Sprintf("%s: spec.routes[%d]", where, i)
-		if r.Name == "" {
-			return Profile{}, fmt.Errorf("discovery: %s: name is empty", at)
+		at := fmt.Sprintf("spec.routes[%d]", i)
+		if strings.TrimSpace(r.Name) == "" {
+			bad(at+".name", "every route needs a name")
 		}
-		at = fmt.Sprintf("%s (%q)", at, r.Name)
+		route := Route{Name: r.Name, IsRetryable: r.IsRetryable}
 		if r.Condition == nil {
-			return Profile{}, fmt.Errorf("discovery: %s: condition is missing", at)
+			bad(at+".condition", "every route needs a condition")
+		} else {
+			cond, where, err := requestMatch(*r.Condition, 0)
+			if err != nil {
+				bad(at+".condition"+where, "%v", err)
+			}
+			route.Condition = cond
 		}
-		cond, err := requestMatch(*r.Condition, 0)
-		if err != nil {
-			return Profile{}, fmt.Errorf("discovery: %s: condition%w", at, err)
-		}
-		route := Route{Name: r.Name, Condition: cond, IsRetryable: r.IsRetryable}
 		if r.Timeout != "" {
 			d, err := time.ParseDuration(r.Timeout)
 			if err != nil || d < 0 {
-				return Profile{}, fmt.Errorf("discovery: %s: timeout %q is not a positive duration", at, r.Timeout)
+				bad(at+".timeout", "%q is not a duration such as 300ms or 10s", r.Timeout)
 			}
 			route.Timeout = d
 		}
 		for j, rc := range r.ResponseClasses {
+			cp := fmt.Sprintf("%s.responseClasses[%d].condition", at, j)
 			if rc.Condition == nil {
-				return Profile{}, fmt.Errorf("discovery: %s: responseClasses[%d].condition is missing", at, j)
+				bad(cp, "every response class needs a condition")
+				continue
 			}
-			m, err := responseMatch(*rc.Condition, 0)
+			m, where, err := responseMatch(*rc.Condition, 0)
 			if err != nil {
-				return Profile{}, fmt.Errorf("discovery: %s: responseClasses[%d].condition%w", at, j, err)
+				bad(cp+where, "%v", err)
+				continue
 			}
 			route.ResponseClasses = append(route.ResponseClasses, ResponseClass{Condition: m, IsFailure: rc.IsFailure})
 		}
 		p.Routes = append(p.Routes, route)
 	}
 	if b := sp.Spec.RetryBudget; b != nil {
-		if b.RetryRatio < 0 {
-			return Profile{}, fmt.Errorf("discovery: %s: spec.retryBudget.retryRatio %v is negative", where, b.RetryRatio)
+		ratio := float64(b.RetryRatio)
+		if ratio < 0 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
+			bad("spec.retryBudget.retryRatio", "%v is not a non-negative number", b.RetryRatio)
 		}
 		ttl, err := time.ParseDuration(b.TTL)
 		if err != nil || ttl <= 0 {
-			return Profile{}, fmt.Errorf("discovery: %s: spec.retryBudget.ttl %q is not a positive duration", where, b.TTL)
+			bad("spec.retryBudget.ttl", "%q is not a positive duration such as 10s", b.TTL)
 		}
 		p.RetryBudget = RetryBudget{RetryRatio: b.RetryRatio, MinRetriesPerSecond: b.MinRetriesPerSecond, TTL: ttl}
 	}
 	for i, d := range sp.Spec.DstOverrides {
-		if d.Authority == "" {
-			return Profile{}, fmt.Errorf("discovery: %s: spec.dstOverrides[%d].authority is empty", where, i)
+		at := fmt.Sprintf("spec.dstOverrides[%d]", i)
+		if err := checkAuthority(d.Authority); err != nil {
+			bad(at+".authority", "%v", err)
 		}
 		w := d.Weight.MilliValue() * 10 // ten-thousandths, as Linkerd sends them
 		if w < 0 || w > 1<<32-1 {
-			return Profile{}, fmt.Errorf("discovery: %s: spec.dstOverrides[%d].weight %s is out of range", where, i, d.Weight.String())
+			bad(at+".weight", "%s is out of range", d.Weight.String())
 		}
 		p.DstOverrides = append(p.DstOverrides, WeightedDst{Authority: d.Authority, Weight: uint32(w)})
 	}
-	if _, err := ParsePortSet(strings.Join(sp.Spec.OpaquePorts, ","), nil); err != nil {
-		return Profile{}, fmt.Errorf("discovery: %s: spec.opaquePorts: %w", where, err)
+	for i, ports := range sp.Spec.OpaquePorts {
+		if _, err := ParsePortSet(ports, nil); err != nil {
+			bad(fmt.Sprintf("spec.opaquePorts[%d]", i), "%v", err)
+		}
+	}
+	if len(errs) > 0 {
+		return Profile{}, errors.Join(errs...)
 	}
 	return p, nil
 }
 
-var errTooDeep = errors.New(": nested deeper than 16 levels")
+// checkAuthority accepts host or host:port with a DNS host name or an IP.
+func checkAuthority(a string) error {
+	if a == "" {
+		return errors.New("must not be empty")
+	}
+	if ap, err := netip.ParseAddrPort(a); err == nil && ap.Port() != 0 {
+		return nil
+	}
+	host := a
+	if h, port, ok := strings.Cut(a, ":"); ok {
+		n, err := strconv.Atoi(port)
+		if err != nil || strconv.Itoa(n) != port || n < 1 || n > 65535 {
+			return fmt.Errorf("port %q is not a number in 1-65535", port)
+		}
+		host = h
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil
+	}
+	if msgs := validation.IsDNS1123Subdomain(strings.TrimSuffix(host, ".")); len(msgs) > 0 {
+		return fmt.Errorf("host %q is not a DNS name: %s", host, strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+var errTooDeep = fmt.Errorf("nested deeper than %d levels", maxMatchDepth)
 
 // requestMatch converts a condition; several fields set at once mean all
-// of them. Errors start with the path below the condition (".all[0]...").
-func requestMatch(m spv1alpha2.RequestMatch, depth int) (RequestMatch, error) {
+// of them. On error it also returns the path below the condition
+// (".all[0].pathRegex") of the field at fault.
+func requestMatch(m spv1alpha2.RequestMatch, depth int) (RequestMatch, string, error) {
 	if depth > maxMatchDepth {
-		return RequestMatch{}, errTooDeep
+		return RequestMatch{}, "", errTooDeep
 	}
 	var parts []RequestMatch
 	if m.All != nil {
 		all := []RequestMatch{}
 		for i, x := range m.All {
-			c, err := requestMatch(x, depth+1)
+			c, where, err := requestMatch(x, depth+1)
 			if err != nil {
-				return RequestMatch{}, fmt.Errorf(".all[%d]%w", i, err)
+				return RequestMatch{}, fmt.Sprintf(".all[%d]%s", i, where), err
 			}
 			all = append(all, c)
 		}
@@ -552,51 +633,56 @@ func requestMatch(m spv1alpha2.RequestMatch, depth int) (RequestMatch, error) {
 	if m.Any != nil {
 		anyOf := []RequestMatch{}
 		for i, x := range m.Any {
-			c, err := requestMatch(x, depth+1)
+			c, where, err := requestMatch(x, depth+1)
 			if err != nil {
-				return RequestMatch{}, fmt.Errorf(".any[%d]%w", i, err)
+				return RequestMatch{}, fmt.Sprintf(".any[%d]%s", i, where), err
 			}
 			anyOf = append(anyOf, c)
 		}
 		parts = append(parts, RequestMatch{Any: anyOf})
 	}
 	if m.Method != "" {
+		// A method is an RFC 9110 token, which is what a header field
+		// name is too: httpguts has the one token check Weft uses.
+		if !httpguts.ValidHeaderFieldName(m.Method) {
+			return RequestMatch{}, ".method", fmt.Errorf("%q is not an HTTP method", m.Method)
+		}
 		parts = append(parts, RequestMatch{Method: strings.ToUpper(m.Method)})
 	}
 	if m.Not != nil {
-		c, err := requestMatch(*m.Not, depth+1)
+		c, where, err := requestMatch(*m.Not, depth+1)
 		if err != nil {
-			return RequestMatch{}, fmt.Errorf(".not%w", err)
+			return RequestMatch{}, ".not" + where, err
 		}
 		parts = append(parts, RequestMatch{Not: &c})
 	}
 	if m.PathRegex != "" {
 		if _, err := regexp.Compile(m.PathRegex); err != nil {
-			return RequestMatch{}, fmt.Errorf(".pathRegex %q: %w", m.PathRegex, err)
+			return RequestMatch{}, ".pathRegex", fmt.Errorf("%q is not a valid regular expression: %w", m.PathRegex, err)
 		}
 		parts = append(parts, RequestMatch{PathRegex: m.PathRegex})
 	}
 	switch len(parts) {
 	case 0:
-		return RequestMatch{}, errors.New(": sets no field (want all, any, not, method or pathRegex)")
+		return RequestMatch{}, "", errors.New("sets no field (want all, any, not, method or pathRegex)")
 	case 1:
-		return parts[0], nil
+		return parts[0], "", nil
 	default:
-		return RequestMatch{All: parts}, nil
+		return RequestMatch{All: parts}, "", nil
 	}
 }
 
-func responseMatch(m spv1alpha2.ResponseMatch, depth int) (ResponseMatch, error) {
+func responseMatch(m spv1alpha2.ResponseMatch, depth int) (ResponseMatch, string, error) {
 	if depth > maxMatchDepth {
-		return ResponseMatch{}, errTooDeep
+		return ResponseMatch{}, "", errTooDeep
 	}
 	var parts []ResponseMatch
 	if m.All != nil {
 		all := []ResponseMatch{}
 		for i, x := range m.All {
-			c, err := responseMatch(x, depth+1)
+			c, where, err := responseMatch(x, depth+1)
 			if err != nil {
-				return ResponseMatch{}, fmt.Errorf(".all[%d]%w", i, err)
+				return ResponseMatch{}, fmt.Sprintf(".all[%d]%s", i, where), err
 			}
 			all = append(all, c)
 		}
@@ -605,9 +691,9 @@ func responseMatch(m spv1alpha2.ResponseMatch, depth int) (ResponseMatch, error)
 	if m.Any != nil {
 		anyOf := []ResponseMatch{}
 		for i, x := range m.Any {
-			c, err := responseMatch(x, depth+1)
+			c, where, err := responseMatch(x, depth+1)
 			if err != nil {
-				return ResponseMatch{}, fmt.Errorf(".any[%d]%w", i, err)
+				return ResponseMatch{}, fmt.Sprintf(".any[%d]%s", i, where), err
 			}
 			anyOf = append(anyOf, c)
 		}
@@ -616,23 +702,23 @@ func responseMatch(m spv1alpha2.ResponseMatch, depth int) (ResponseMatch, error)
 	if m.Status != nil {
 		s := *m.Status
 		if (s.Min != 0 && (s.Min < 100 || s.Min > 599)) || (s.Max != 0 && (s.Max < 100 || s.Max > 599)) || (s.Min != 0 && s.Max != 0 && s.Min > s.Max) {
-			return ResponseMatch{}, fmt.Errorf(".status {min: %d, max: %d}: want 100 <= min <= max <= 599", s.Min, s.Max)
+			return ResponseMatch{}, ".status", fmt.Errorf("{min: %d, max: %d}: want 100 <= min <= max <= 599", s.Min, s.Max)
 		}
 		parts = append(parts, ResponseMatch{Status: &StatusRange{Min: s.Min, Max: s.Max}})
 	}
 	if m.Not != nil {
-		c, err := responseMatch(*m.Not, depth+1)
+		c, where, err := responseMatch(*m.Not, depth+1)
 		if err != nil {
-			return ResponseMatch{}, fmt.Errorf(".not%w", err)
+			return ResponseMatch{}, ".not" + where, err
 		}
 		parts = append(parts, ResponseMatch{Not: &c})
 	}
 	switch len(parts) {
 	case 0:
-		return ResponseMatch{}, errors.New(": sets no field (want all, any, not or status)")
+		return ResponseMatch{}, "", errors.New("sets no field (want all, any, not or status)")
 	case 1:
-		return parts[0], nil
+		return parts[0], "", nil
 	default:
-		return ResponseMatch{All: parts}, nil
+		return ResponseMatch{All: parts}, "", nil
 	}
 }

@@ -1,6 +1,7 @@
 package discovery_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -117,14 +118,32 @@ func TestPodIPLookupIgnoresFinishedPodsAndHostNetworkPodsOnOtherPorts(t *testing
 	assert.False(t, resolve(t, []runtime.Object{done}, "10.0.0.1:8080").Exists)
 }
 
-func TestBadOpaquePortsAnnotationFallsBackToTheNextSource(t *testing.T) {
+func TestABadOpaquePortsAnnotationMeansNoOpaquePortAsInPolicy(t *testing.T) {
+	// One rule for discovery and policy (mesh/ports): a value that does
+	// not parse counts as an empty list, as Linkerd's policy controller
+	// reads it; the namespace's annotation does not step in.
 	objs := []runtime.Object{webSvc(), dt.Namespace("shop", "config.linkerd.io/opaque-ports", "8080"),
 		dt.Pod("shop", "a", "10.0.0.1", "web", dt.Meshed("weft", 0), dt.Annotations("config.linkerd.io/opaque-ports", "nonsense-port")),
 		dt.EndpointSlice("shop", "web-a", "web", httpPort, dt.Endpoint("10.0.0.1", "a"))}
 	set := resolve(t, objs, web)
 	require.Len(t, set.Endpoints, 1)
-	assert.Equal(t, discovery.HintOpaque, set.Endpoints[0].Hint, "the namespace's annotation applies")
-	assert.Equal(t, uint32(4143), set.Endpoints[0].OpaqueTransportPort)
+	assert.NotEqual(t, discovery.HintOpaque, set.Endpoints[0].Hint)
+	assert.Zero(t, set.Endpoints[0].OpaqueTransportPort)
+}
+
+func TestAPodGetsOnlyTheDefaultOpaquePortsItDeclares(t *testing.T) {
+	// 5432 is a default opaque port, but this pod declares only 8080: a
+	// connection to its 5432 is not opaque (Linkerd's injector annotates
+	// only declared default ports; policy reads the same rule).
+	objs := []runtime.Object{dt.Namespace("shop"), dt.Pod("shop", "a", "10.0.0.1", "web", dt.Meshed("weft", 0))}
+	set := resolve(t, objs, "10.0.0.1:5432")
+	require.Len(t, set.Endpoints, 1)
+	assert.NotEqual(t, discovery.HintOpaque, set.Endpoints[0].Hint)
+
+	objs[1] = dt.Pod("shop", "a", "10.0.0.1", "web", dt.Meshed("weft", 0), dt.ContainerPort("pg", 5432))
+	set = resolve(t, objs, "10.0.0.1:5432")
+	require.Len(t, set.Endpoints, 1)
+	assert.Equal(t, discovery.HintOpaque, set.Endpoints[0].Hint, "declared, so opaque")
 }
 
 func TestServiceProfileTranslation(t *testing.T) {
@@ -162,28 +181,35 @@ func TestServiceProfileTranslationRefusesBadRoutesNamingThem(t *testing.T) {
 		mod  func(*spv1alpha2.ServiceProfile)
 		want string
 	}{
-		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Name = "" }, "spec.routes[0]: name is empty"},
-		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Condition = nil }, `spec.routes[0] ("r"): condition is missing`},
+		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Name = "" }, "spec.routes[0].name: every route needs a name"},
+		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Condition = nil }, "spec.routes[0].condition: every route needs a condition"},
 		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Condition = &spv1alpha2.RequestMatch{} }, "condition: sets no field"},
 		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Condition.PathRegex = "(" }, "condition.pathRegex"},
 		{func(sp *spv1alpha2.ServiceProfile) {
 			sp.Spec.Routes[0].Condition.All = []spv1alpha2.RequestMatch{{}, {PathRegex: "["}}
 		}, "condition.all[0]: sets no field"},
 		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Condition = deep }, "nested deeper"},
-		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Timeout = "soon" }, `timeout "soon"`},
+		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Timeout = "soon" }, `spec.routes[0].timeout: "soon" is not a duration`},
 		{func(sp *spv1alpha2.ServiceProfile) {
 			sp.Spec.Routes[0].ResponseClasses = []spv1alpha2.ResponseClass{{Condition: &spv1alpha2.ResponseMatch{Status: &spv1alpha2.Range{Min: 600}}}}
 		}, "responseClasses[0].condition.status"},
 		{func(sp *spv1alpha2.ServiceProfile) {
 			sp.Spec.Routes[0].ResponseClasses = []spv1alpha2.ResponseClass{{}}
-		}, "responseClasses[0].condition is missing"},
+		}, "responseClasses[0].condition: every response class needs a condition"},
 		{func(sp *spv1alpha2.ServiceProfile) {
 			sp.Spec.RetryBudget = &spv1alpha2.RetryBudget{RetryRatio: 0.2, TTL: "-1s"}
 		}, "spec.retryBudget.ttl"},
 		{func(sp *spv1alpha2.ServiceProfile) {
 			sp.Spec.DstOverrides = []spv1alpha2.WeightedDst{{Authority: "x:80", Weight: dt.Weight("-1")}}
 		}, "spec.dstOverrides[0].weight"},
-		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.OpaquePorts = []string{"70000"} }, "spec.opaquePorts"},
+		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.OpaquePorts = []string{"70000"} }, "spec.opaquePorts[0]"},
+		{func(sp *spv1alpha2.ServiceProfile) { sp.Spec.Routes[0].Condition.Method = "GE T" }, `spec.routes[0].condition.method: "GE T" is not an HTTP method`},
+		{func(sp *spv1alpha2.ServiceProfile) {
+			sp.Spec.RetryBudget = &spv1alpha2.RetryBudget{RetryRatio: float32(math.NaN()), TTL: "10s"}
+		}, "spec.retryBudget.retryRatio"},
+		{func(sp *spv1alpha2.ServiceProfile) {
+			sp.Spec.DstOverrides = []spv1alpha2.WeightedDst{{Authority: "web:99999", Weight: dt.Weight("1")}}
+		}, "spec.dstOverrides[0].authority"},
 	} {
 		sp := dt.ServiceProfile("shop", "web.shop.svc.cluster.local", dt.Route("r", "GET", "/"))
 		tc.mod(sp)
@@ -192,6 +218,27 @@ func TestServiceProfileTranslationRefusesBadRoutesNamingThem(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want)
 		assert.Contains(t, err.Error(), "ServiceProfile shop/web.shop.svc.cluster.local")
 	}
+}
+
+func TestServiceProfileNamedOtherThanADNSNameIsRefused(t *testing.T) {
+	_, err := discovery.TranslateServiceProfile(dt.ServiceProfile("shop", "Web_Shop", dt.Route("r", "GET", "/")))
+	assert.ErrorContains(t, err, "metadata.name: \"Web_Shop\" is not the service's fully qualified DNS name")
+}
+
+func TestServiceProfileTranslationNamesEveryInvalidField(t *testing.T) {
+	sp := dt.ServiceProfile("shop", "web.shop.svc.cluster.local", dt.Route("r", "GET", "/"))
+	sp.Spec.Routes = append(sp.Spec.Routes, spv1alpha2.RouteSpec{Name: "", Condition: &spv1alpha2.RequestMatch{PathRegex: "(("}})
+	sp.Spec.RetryBudget = &spv1alpha2.RetryBudget{RetryRatio: -1, TTL: "10x"}
+	_, err := discovery.TranslateServiceProfile(sp)
+	require.Error(t, err)
+	var fields []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var pe *discovery.ProfileError
+		require.ErrorAs(t, e, &pe)
+		assert.Equal(t, "shop/web.shop.svc.cluster.local", pe.Profile)
+		fields = append(fields, pe.Field)
+	}
+	assert.Equal(t, []string{"spec.routes[1].name", "spec.routes[1].condition.pathRegex", "spec.retryBudget.retryRatio", "spec.retryBudget.ttl"}, fields)
 }
 
 func TestInvalidServiceProfileIsServedAsTheDefaultProfile(t *testing.T) {

@@ -53,7 +53,7 @@ func benchServer() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	svc, err := identity.NewService(context.Background(), identity.Tokens{"web-token": {Namespace: "shop", Name: "web"}}, ca)
+	svc, err := identity.NewService(context.Background(), identity.Tokens{"web-token": {Namespace: "shop", Name: "web"}}, ca, identity.WithRateLimit(identity.RateLimit{}))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

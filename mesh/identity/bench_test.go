@@ -121,7 +121,8 @@ func BenchmarkCertify(b *testing.B) {
 	name := mustName(b, "shop", "web")
 	csrDER := testutil.CSR(b, testutil.GenerateKey(b, testutil.ECDSAP256), name.String())
 	tokens := identity.Tokens{"web-token": {Namespace: "shop", Name: "web"}}
-	svc, err := identity.NewService(context.Background(), tokens, p.ca)
+	// No rate limit: the benchmark measures issuance, not the limiter.
+	svc, err := identity.NewService(context.Background(), tokens, p.ca, identity.WithRateLimit(identity.RateLimit{}))
 	require.NoError(b, err)
 	req := identity.Request{Identity: name.String(), Token: []byte("web-token"), CSR: csrDER}
 

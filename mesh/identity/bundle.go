@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/weftmesh/weft/mesh/identity/certpem"
 )
 
 // maxBundleRoots bounds how many roots a bundle may hold; a real rotation
@@ -59,40 +61,11 @@ func NewBundle(roots ...*x509.Certificate) (*Bundle, error) {
 // other than CERTIFICATE, trailing garbage and non-CA certificates are
 // errors, so a truncated or mixed-up file never loads half-way.
 func ParseBundle(data []byte) (*Bundle, error) {
-	certs, err := parseCertificatesPEM(data)
+	certs, err := certpem.ParseCertificates(data)
 	if err != nil {
 		return nil, fmt.Errorf("identity: trust bundle: %w", err)
 	}
 	return NewBundle(certs...)
-}
-
-// parseCertificatesPEM parses every block of data, which must all be
-// certificates.
-func parseCertificatesPEM(data []byte) ([]*x509.Certificate, error) {
-	var certs []*x509.Certificate
-	rest := data
-	for i := 0; ; i++ {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("PEM block %d is %q, want CERTIFICATE", i, block.Type)
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("PEM block %d: %w", i, err)
-		}
-		certs = append(certs, c)
-	}
-	if len(certs) == 0 {
-		return nil, errors.New("no PEM certificates found")
-	}
-	if len(bytes.TrimSpace(rest)) != 0 {
-		return nil, errors.New("data that is not PEM after the last certificate")
-	}
-	return certs, nil
 }
 
 // Bundle returns b itself, so a *Bundle is a BundleSource.

@@ -3,8 +3,10 @@ package identity_test
 import (
 	"bytes"
 	"crypto/x509"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,12 +44,12 @@ func TestParseBundleRefusesBadFiles(t *testing.T) {
 		data []byte
 		want string
 	}{
-		"empty":          {nil, "no PEM certificates"},
-		"garbage":        {[]byte("garbage"), "no PEM certificates"},
+		"empty":          {nil, "no PEM certificate found"},
+		"garbage":        {[]byte("garbage"), "no PEM certificate found"},
 		"a private key":  {root.KeyPEM, "want CERTIFICATE"},
 		"a leaf":         {leaf.CertPEM, "is not a CA"},
 		"trailing bytes": {append(bytes.Clone(root.CertPEM), []byte("oops")...), "not PEM"},
-		"bad DER":        {[]byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), "PEM block 0"},
+		"bad DER":        {[]byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), "PEM block 1"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -66,7 +68,8 @@ func TestBundleFileReloadsWhenTheFileChanges(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ca-bundle.crt")
 	testutil.WriteFile(t, path, testutil.BundlePEM(oldRoot))
 
-	f, err := identity.NewBundleFile(ctx, path, identity.WithPollInterval(50*time.Millisecond))
+	logs := &testutil.SyncBuffer{}
+	f, err := identity.NewBundleFile(ctx, path, identity.WithPollInterval(50*time.Millisecond), identity.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
 	require.True(t, f.Bundle().Contains(oldRoot.Cert))
@@ -81,9 +84,10 @@ func TestBundleFileReloadsWhenTheFileChanges(t *testing.T) {
 	assert.True(t, f.Bundle().Contains(oldRoot.Cert))
 	assert.True(t, f.Bundle().Contains(newRoot.Cert))
 
-	// A broken write keeps the last good bundle.
+	// A broken write keeps the last good bundle: once the failed reload is
+	// logged, the bundle is still the good one.
 	testutil.WriteFile(t, path, []byte("not a bundle"))
-	time.Sleep(300 * time.Millisecond)
+	testutil.Eventually(t, 0, func() bool { return strings.Contains(logs.String(), "trust bundle reload failed") }, "the broken bundle's reload to fail")
 	assert.True(t, f.Bundle().Contains(newRoot.Cert))
 
 	require.NoError(t, f.Close())

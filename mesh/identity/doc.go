@@ -32,22 +32,29 @@
 //  1. parses the requested name and the CSR (DER as Linkerd's proxy sends
 //     it, or PEM; at most MaxCSRSize bytes),
 //  2. asks its Authenticator who the token belongs to,
-//  3. requires that identity to equal the requested one,
+//  3. charges the call to that identity's token bucket (WithRateLimit,
+//     DefaultRateLimit: 1,000 at once, then 10 per second; ErrRateLimited
+//     beyond) and requires that identity to equal the requested one,
 //  4. checks the CSR with CheckCSR (signature; ECDSA P-256/P-384 or
 //     Ed25519; exactly one DNS SAN equal to the name; no IP, email or URI
 //     SAN; no CA request),
 //  5. has its Issuer sign a leaf valid for the configured lifetime (24h),
 //     backdated by the clock-skew allowance (20s), and checks the answer.
 //
+// The whole call runs under WithRequestTimeout (DefaultRequestTimeout,
+// 10s); over gRPC the deadline starts when the call reaches the handler,
+// so it bounds the receipt of the request too.
+//
 // Every refusal wraps a sentinel error (ErrUnauthenticated,
-// ErrIdentityMismatch, ErrInvalidCSR, ErrInvalidName, ErrUnavailable);
-// Register maps them to gRPC codes at the edge (see Code). Nothing is
-// issued on any error.
+// ErrIdentityMismatch, ErrInvalidCSR, ErrInvalidName, ErrRateLimited,
+// ErrUnavailable); Register maps them to gRPC codes at the edge (see
+// Code). Nothing is issued on any error.
 //
 // Authenticators: Tokens (in memory), static.Tokens (a YAML token file),
 // kubernetes.Authenticator (TokenReview, audience checked, fail closed).
 // Issuers: CA (a key pair in memory; LeafTemplate is its pure core),
-// local.Issuer (a key pair from a directory or Secret, reloaded on change),
+// localca.Issuer (a key pair from a directory, reloaded on change),
+// kubernetes.SecretIssuer (the same, following a Secret),
 // smallstep.Issuer (a step-ca authority). The client subpackage is the
 // proxy side: it generates its key, requests and renews its certificate
 // and provides tls.Config hooks and gRPC credentials.

@@ -8,6 +8,7 @@ import "errors"
 //	ErrInvalidName, ErrInvalidCSR, ErrInvalidRequest -> InvalidArgument
 //	ErrUnauthenticated                              -> Unauthenticated
 //	ErrIdentityMismatch                             -> FailedPrecondition
+//	ErrRateLimited                                  -> ResourceExhausted
 //	ErrUnavailable                                  -> Unavailable
 var (
 	// ErrInvalidCSR means the certificate signing request was refused.
@@ -21,6 +22,9 @@ var (
 	// ErrIdentityMismatch means the token proved an identity other than
 	// the one requested.
 	ErrIdentityMismatch = errors.New("requested identity does not match the token")
+	// ErrRateLimited means the identity the token proves asked for
+	// certificates faster than the service's RateLimit allows.
+	ErrRateLimited = errors.New("rate limited")
 	// ErrUnavailable means a backend (token review API, signer) could not
 	// answer. Nothing is issued: the service fails closed.
 	ErrUnavailable = errors.New("backend unavailable")

@@ -39,13 +39,39 @@ type Issued struct {
 	// Intermediates lead from Leaf towards a trust anchor, nearest first,
 	// anchor excluded.
 	Intermediates []*x509.Certificate
-	// ValidUntil is Leaf.NotAfter.
+	// ValidUntil is Leaf.NotAfter. The Service sets it from the leaf
+	// whatever an Issuer put there, so the valid_until a proxy schedules
+	// its renewal by can never outlive the certificate.
 	ValidUntil time.Time
 }
 
 // Issuer signs workload certificates. Implementations: *CA (a key pair in
-// memory), local.Issuer (a key pair from files or a Secret, reloaded when
-// it changes), smallstep.Issuer (a step-ca authority).
+// memory), localca.Issuer (a key pair from files), kubernetes.SecretIssuer
+// (the same, from a Secret), smallstep.Issuer (a step-ca authority).
+//
+// The contract the Service relies on, which every implementation keeps:
+//
+//   - Concurrency: Issue is called from many goroutines at once (one per
+//     Certify call in flight) and must be safe for that.
+//   - Context: ctx is the Certify caller's, so the proxy's gRPC deadline
+//     and its cancellation reach Issue. An issuer that waits on anything
+//     (a remote authority, a lock, a token) gives up when ctx is done and
+//     returns an error.
+//   - Errors, and the gRPC code the caller gets (see Code): an error
+//     wrapping ErrInvalidCSR means this request can never be signed (a key
+//     type or size the authority refuses) and is answered InvalidArgument;
+//     an error wrapping ErrUnavailable means the issuer cannot sign now (an
+//     authority down or timing out, an expired issuer certificate) and is
+//     answered Unavailable, as is any other error, including ctx's own:
+//     the service fails closed and the proxy retries.
+//   - Result: a leaf for req.Name only (its one DNS SAN), for req.CSR's
+//     public key, not a CA, valid now, with the intermediates that lead to
+//     a trust anchor. NotAfter may be earlier than req.NotAfter (never
+//     later than the issuer's own expiry). The Service checks the leaf
+//     against all of this and answers Unavailable rather than hand out a
+//     certificate that breaks it; it sets ValidUntil from the leaf.
+//   - Nothing from the CSR but its public key is trusted: the request was
+//     authenticated and checked before Issue is called (IssueRequest).
 type Issuer interface {
 	Issue(ctx context.Context, req IssueRequest) (*Issued, error)
 }

@@ -6,10 +6,15 @@ import (
 	"time"
 )
 
-// Defaults of the Certify service, the same as Linkerd's.
+// Defaults of the Certify service. The lifetime and skew allowance are
+// Linkerd's.
 const (
 	DefaultLifetime           = 24 * time.Hour
 	DefaultClockSkewAllowance = 20 * time.Second
+	// DefaultRequestTimeout bounds one Certify call, from the moment it
+	// reaches the service's gRPC handler: receipt of the request, the
+	// token review and the signature.
+	DefaultRequestTimeout = 10 * time.Second
 )
 
 // Option tunes a constructor of this package (NewService, NewCA,
@@ -25,6 +30,8 @@ type config struct {
 	lifetime time.Duration
 	skew     time.Duration
 	interval time.Duration
+	timeout  time.Duration
+	rate     RateLimit
 }
 
 func newConfig(opts []Option) config {
@@ -35,6 +42,8 @@ func newConfig(opts []Option) config {
 		domain:   DefaultDomain(),
 		lifetime: DefaultLifetime,
 		skew:     DefaultClockSkewAllowance,
+		timeout:  DefaultRequestTimeout,
+		rate:     DefaultRateLimit,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -89,4 +98,18 @@ func WithClockSkewAllowance(d time.Duration) Option {
 // addition to filesystem notifications (default 2s).
 func WithPollInterval(d time.Duration) Option {
 	return func(c *config) { c.interval = d }
+}
+
+// WithRequestTimeout sets the deadline of one Certify call (default
+// DefaultRequestTimeout). Over gRPC it runs from the moment the call
+// reaches the handler, so a client that sends half a request, or never
+// ends it, is answered DEADLINE_EXCEEDED instead of holding the stream.
+func WithRequestTimeout(d time.Duration) Option {
+	return func(c *config) { c.timeout = d }
+}
+
+// WithRateLimit sets the per-identity limit on Certify calls (default
+// DefaultRateLimit); the zero RateLimit turns it off.
+func WithRateLimit(r RateLimit) Option {
+	return func(c *config) { c.rate = r }
 }

@@ -5,7 +5,6 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -30,10 +29,12 @@ type Service struct {
 	authn  Authenticator
 	issuer Issuer
 	cfg    config
+	limit  *limiter // nil when the rate limit is off
 }
 
 // NewService builds the service. Options: WithDomain, WithLifetime,
-// WithClockSkewAllowance, WithClock, WithLogger, WithMetrics.
+// WithClockSkewAllowance, WithRequestTimeout, WithRateLimit, WithClock,
+// WithLogger, WithMetrics.
 func NewService(ctx context.Context, authn Authenticator, issuer Issuer, opts ...Option) (*Service, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
@@ -57,7 +58,16 @@ func NewService(ctx context.Context, authn Authenticator, issuer Issuer, opts ..
 	if cfg.skew >= cfg.lifetime {
 		return nil, fmt.Errorf("identity: clock skew allowance %s is not shorter than the lifetime %s", cfg.skew, cfg.lifetime)
 	}
+	if cfg.timeout <= 0 {
+		return nil, fmt.Errorf("identity: request timeout %s is not positive", cfg.timeout)
+	}
+	if err := cfg.rate.Validate(); err != nil {
+		return nil, err
+	}
 	s := &Service{authn: authn, issuer: issuer, cfg: cfg}
+	if !cfg.rate.Off() {
+		s.limit = newLimiter(cfg.rate)
+	}
 	s.reportIssuerExpiry()
 	return s, nil
 }
@@ -66,9 +76,12 @@ func NewService(ctx context.Context, authn Authenticator, issuer Issuer, opts ..
 func (s *Service) Domain() Domain { return s.cfg.domain }
 
 // Certify authenticates req.Token, checks that it proves req.Identity,
-// checks the CSR and issues a certificate. Every refusal wraps one of the
-// package's sentinel errors; nothing is issued on any error.
+// checks the CSR and issues a certificate, within the request timeout.
+// Every refusal wraps one of the package's sentinel errors; nothing is
+// issued on any error.
 func (s *Service) Certify(ctx context.Context, req Request) (*Issued, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
 	start := s.cfg.now()
 	issued, err := s.certify(ctx, req, start)
 	result := resultOf(err)
@@ -114,6 +127,14 @@ func (s *Service) certify(ctx context.Context, req Request, now time.Time) (*Iss
 	if err != nil {
 		return nil, fmt.Errorf("identity: token names an invalid service account %s: %w: %w", sa, ErrUnauthenticated, err)
 	}
+	// The limit is charged to the identity the token proves, whatever
+	// was requested: nobody can spend another identity's budget.
+	if s.limit != nil {
+		if wait, ok := s.limit.take(got, now); !ok {
+			return nil, fmt.Errorf("identity: too many certificate requests for %s (limit: %s); retry in %s: %w",
+				got, s.cfg.rate, wait.Round(time.Millisecond), ErrRateLimited)
+		}
+	}
 	if got != want {
 		return nil, fmt.Errorf("identity: token proves %q, but %q was requested: %w", got, want, ErrIdentityMismatch)
 	}
@@ -136,7 +157,12 @@ func (s *Service) certify(ctx context.Context, req Request, now time.Time) (*Iss
 	if err := checkIssued(issued, want, csr.PublicKey, now); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	return issued, nil
+	// ValidUntil comes from the leaf, never from the issuer's say-so: a
+	// proxy renews by it, and a date past NotAfter would have it present
+	// an expired certificate. The issuer's value is left untouched.
+	out := *issued
+	out.ValidUntil = issued.Leaf.NotAfter
+	return &out, nil
 }
 
 // checkIssued guards against an issuer (possibly remote) that returned a
@@ -157,9 +183,6 @@ func checkIssued(is *Issued, want Name, pub any, now time.Time) error {
 	}
 	if !now.Before(leaf.NotAfter) {
 		return fmt.Errorf("identity: issuer returned a certificate that expired at %s", leaf.NotAfter)
-	}
-	if is.ValidUntil.IsZero() {
-		is.ValidUntil = leaf.NotAfter
 	}
 	return nil
 }
@@ -190,6 +213,10 @@ func resultOf(err error) string {
 		return "invalid_csr"
 	case errors.Is(err, ErrInvalidName), errors.Is(err, ErrInvalidRequest):
 		return "invalid_request"
+	case errors.Is(err, ErrRateLimited):
+		return "rate_limited"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline_exceeded"
 	case errors.Is(err, ErrUnavailable):
 		return "unavailable"
 	default:
@@ -203,6 +230,3 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
-
-// logger exposes the configured logger to the transport edge.
-func (s *Service) logger() *slog.Logger { return s.cfg.logger }

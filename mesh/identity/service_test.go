@@ -213,6 +213,73 @@ func TestCertifyRefusesToHandOutAWrongCertificateFromTheIssuer(t *testing.T) {
 	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 }
 
+// boastfulIssuer signs correctly but claims a ValidUntil of its choosing,
+// and records the deadline of the context it was called with.
+type boastfulIssuer struct {
+	inner      identity.Issuer
+	validUntil func(leafNotAfter time.Time) time.Time
+	deadline   atomic.Pointer[time.Time]
+}
+
+func (b *boastfulIssuer) Issue(ctx context.Context, req identity.IssueRequest) (*identity.Issued, error) {
+	if d, ok := ctx.Deadline(); ok {
+		b.deadline.Store(&d)
+	}
+	is, err := b.inner.Issue(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	is.ValidUntil = b.validUntil(is.Leaf.NotAfter)
+	return is, nil
+}
+
+func TestCertifyTakesValidUntilFromTheLeafNotFromTheIssuer(t *testing.T) {
+	ctx := testutil.Context(t, 0)
+	p := newPKI(t)
+	web := mustName(t, "shop", "web").String()
+	for name, claim := range map[string]func(time.Time) time.Time{
+		"976 hours past the leaf": func(na time.Time) time.Time { return na.Add(976 * time.Hour) },
+		"earlier than the leaf":   func(na time.Time) time.Time { return na.Add(-time.Hour) },
+		"not set":                 func(time.Time) time.Time { return time.Time{} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			svc, err := identity.NewService(ctx, webTokens, &boastfulIssuer{inner: p.ca, validUntil: claim})
+			require.NoError(t, err)
+			resp, err := serve(t, svc).Certify(ctx, &pb.CertifyRequest{Identity: web, Token: []byte("web-token"),
+				CertificateSigningRequest: testutil.CSR(t, testutil.GenerateKey(t, testutil.ECDSAP256), web)})
+			require.NoError(t, err)
+			leaf, err := x509.ParseCertificate(resp.GetLeafCertificate())
+			require.NoError(t, err)
+			assert.Equal(t, leaf.NotAfter, resp.GetValidUntil().AsTime(), "valid_until on the wire is the leaf's NotAfter")
+
+			is, err := svc.Certify(ctx, identity.Request{Identity: web, Token: []byte("web-token"),
+				CSR: testutil.CSR(t, testutil.GenerateKey(t, testutil.ECDSAP256), web)})
+			require.NoError(t, err)
+			assert.Equal(t, is.Leaf.NotAfter, is.ValidUntil)
+		})
+	}
+}
+
+func TestTheCallersDeadlineReachesTheIssuer(t *testing.T) {
+	p := newPKI(t)
+	is := &boastfulIssuer{inner: p.ca, validUntil: func(na time.Time) time.Time { return na }}
+	svc, err := identity.NewService(testutil.Context(t, 0), webTokens, is)
+	require.NoError(t, err)
+	web := mustName(t, "shop", "web").String()
+	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Second)
+	defer cancel()
+	callerDeadline, _ := ctx.Deadline()
+	_, err = serve(t, svc).Certify(ctx, &pb.CertifyRequest{Identity: web, Token: []byte("web-token"),
+		CertificateSigningRequest: testutil.CSR(t, testutil.GenerateKey(t, testutil.ECDSAP256), web)})
+	require.NoError(t, err)
+	got := is.deadline.Load()
+	require.NotNil(t, got, "Issue ran without a deadline although the caller set one")
+	// gRPC sends the time left (rounded up to its unit) and the server
+	// counts it from when the call arrived: the deadline Issue sees is the
+	// caller's, give or take that rounding.
+	assert.WithinDuration(t, callerDeadline, *got, time.Second, "Issue's deadline is not the caller's")
+}
+
 func TestCertifyUsesTheConfiguredLifetimeDomainAndSkew(t *testing.T) {
 	ctx := testutil.Context(t, 0)
 	p := newPKI(t)

@@ -150,6 +150,12 @@ type Config struct {
 	WaitBeforeExit       int64
 	// AdminShutdown enables the proxy's POST /shutdown.
 	AdminShutdown bool
+	// TapIdentities are the identities the proxy serves tap to; empty
+	// turns tap off.
+	TapIdentities []string
+	// Extras holds the settings of the proxy's optional behaviour, the debug
+	// sidecar, the network validator and weft-init's sysctl.
+	Extras
 
 	// Settings lists every setting with its value and source, in a fixed
 	// order.
@@ -181,264 +187,7 @@ type workingConfig struct {
 	proxyRes, initRes                                        Resources
 	opaqueText                                               string
 	named                                                    map[string]int32
-}
-
-// setting describes one configurable value: its annotation keys (most
-// preferred first), how an annotation value is applied, and how the
-// resolved value prints.
-type setting struct {
-	name  string
-	keys  []string
-	apply func(w *workingConfig, value string) error
-	show  func(w *workingConfig) string
-}
-
-func settingsTable() []setting {
-	port := func(get func(w *workingConfig) *int32) func(*workingConfig, string) error {
-		return func(w *workingConfig, v string) error {
-			p, err := parsePort(strings.TrimSpace(v))
-			if err != nil {
-				return err
-			}
-			*get(w) = int32(p)
-			return nil
-		}
-	}
-	quantity := func(get func(w *workingConfig) *string) func(*workingConfig, string) error {
-		return func(w *workingConfig, v string) error {
-			if _, err := parseQuantity(v); err != nil {
-				return err
-			}
-			*get(w) = strings.TrimSpace(v)
-			return nil
-		}
-	}
-	ports := func(get func(w *workingConfig) *PortRanges) func(*workingConfig, string) error {
-		return func(w *workingConfig, v string) error {
-			r, err := ParsePorts(v, w.named)
-			if err != nil {
-				return err
-			}
-			*get(w) = r
-			return nil
-		}
-	}
-	itoa := func(n int32) string { return strconv.Itoa(int(n)) }
-	return []setting{
-		{name: "proxy-image", keys: []string{vocab.AnnotationProxyImage},
-			apply: func(w *workingConfig, v string) error {
-				if !isImageName(v) {
-					return fmt.Errorf("%q is not an image name (without tag; the tag is proxy-version)", v)
-				}
-				w.proxyImageName = v
-				return nil
-			},
-			show: func(w *workingConfig) string { return w.proxyImageName }},
-		{name: "proxy-version", keys: []string{vocab.AnnotationProxyVersionOverride},
-			apply: func(w *workingConfig, v string) error {
-				if !isImageTag(v) {
-					return fmt.Errorf("%q is not an image tag", v)
-				}
-				w.proxyVersion = v
-				return nil
-			},
-			show: func(w *workingConfig) string { return w.proxyVersion }},
-		{name: "init-image", keys: []string{vocab.AnnotationInitImage},
-			apply: func(w *workingConfig, v string) error {
-				if !isImageName(v) {
-					return fmt.Errorf("%q is not an image name (without tag; the tag is init-image-version)", v)
-				}
-				w.initImageName = v
-				return nil
-			},
-			show: func(w *workingConfig) string { return w.initImageName }},
-		{name: "init-image-version", keys: []string{vocab.AnnotationInitImageVersion},
-			apply: func(w *workingConfig, v string) error {
-				if !isImageTag(v) {
-					return fmt.Errorf("%q is not an image tag", v)
-				}
-				w.initVersion = v
-				return nil
-			},
-			show: func(w *workingConfig) string { return w.initVersion }},
-		{name: "image-pull-policy", keys: []string{vocab.AnnotationImagePullPolicy},
-			apply: func(w *workingConfig, v string) error {
-				p, err := parsePullPolicy(v)
-				if err != nil {
-					return err
-				}
-				w.ProxyPull, w.InitPull = p, p
-				return nil
-			},
-			show: func(w *workingConfig) string { return string(w.ProxyPull) }},
-		{name: "inbound-port", keys: []string{vocab.AnnotationInboundPort},
-			apply: port(func(w *workingConfig) *int32 { return &w.Ports.Inbound }),
-			show:  func(w *workingConfig) string { return itoa(w.Ports.Inbound) }},
-		{name: "outbound-port", keys: []string{vocab.AnnotationOutboundPort},
-			apply: port(func(w *workingConfig) *int32 { return &w.Ports.Outbound }),
-			show:  func(w *workingConfig) string { return itoa(w.Ports.Outbound) }},
-		{name: "admin-port", keys: []string{vocab.AnnotationAdminPort},
-			apply: port(func(w *workingConfig) *int32 { return &w.Ports.Admin }),
-			show:  func(w *workingConfig) string { return itoa(w.Ports.Admin) }},
-		{name: "control-port", keys: []string{vocab.AnnotationControlPort},
-			apply: port(func(w *workingConfig) *int32 { return &w.Ports.Control }),
-			show:  func(w *workingConfig) string { return itoa(w.Ports.Control) }},
-		{name: "proxy-cpu-request", keys: []string{vocab.AnnotationProxyCPURequest},
-			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.CPU.Request }),
-			show:  func(w *workingConfig) string { return w.proxyRes.CPU.Request }},
-		{name: "proxy-cpu-limit", keys: []string{vocab.AnnotationProxyCPULimit},
-			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.CPU.Limit }),
-			show:  func(w *workingConfig) string { return w.proxyRes.CPU.Limit }},
-		{name: "proxy-memory-request", keys: []string{vocab.AnnotationProxyMemoryRequest},
-			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.Memory.Request }),
-			show:  func(w *workingConfig) string { return w.proxyRes.Memory.Request }},
-		{name: "proxy-memory-limit", keys: []string{vocab.AnnotationProxyMemoryLimit},
-			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.Memory.Limit }),
-			show:  func(w *workingConfig) string { return w.proxyRes.Memory.Limit }},
-		{name: "proxy-ephemeral-storage-request", keys: []string{vocab.AnnotationProxyEphemeralRequest},
-			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.EphemeralStorage.Request }),
-			show:  func(w *workingConfig) string { return w.proxyRes.EphemeralStorage.Request }},
-		{name: "proxy-ephemeral-storage-limit", keys: []string{vocab.AnnotationProxyEphemeralLimit},
-			apply: quantity(func(w *workingConfig) *string { return &w.proxyRes.EphemeralStorage.Limit }),
-			show:  func(w *workingConfig) string { return w.proxyRes.EphemeralStorage.Limit }},
-		{name: "proxy-uid", keys: []string{vocab.AnnotationProxyUID},
-			apply: func(w *workingConfig, v string) error {
-				n, err := parseID(v)
-				if err != nil {
-					return err
-				}
-				if n == 0 {
-					return errors.New(`"0": the proxy must run as a non-root user`)
-				}
-				w.UID = n
-				return nil
-			},
-			show: func(w *workingConfig) string { return strconv.FormatInt(w.UID, 10) }},
-		{name: "proxy-gid", keys: []string{vocab.AnnotationProxyGID},
-			apply: func(w *workingConfig, v string) error {
-				n, err := parseID(v)
-				if err != nil {
-					return err
-				}
-				w.GID = n
-				return nil
-			},
-			show: func(w *workingConfig) string {
-				if w.GID == 0 {
-					return ""
-				}
-				return strconv.FormatInt(w.GID, 10)
-			}},
-		{name: "proxy-log-level", keys: []string{vocab.AnnotationProxyLogLevel},
-			apply: func(w *workingConfig, v string) error {
-				if err := checkLogLevel(v); err != nil {
-					return err
-				}
-				w.LogLevel = v
-				return nil
-			},
-			show: func(w *workingConfig) string { return w.LogLevel }},
-		{name: "proxy-log-format", keys: []string{vocab.AnnotationProxyLogFormat},
-			apply: func(w *workingConfig, v string) error {
-				f, err := parseLogFormat(v)
-				w.LogFormat = f
-				return err
-			},
-			show: func(w *workingConfig) string { return w.LogFormat }},
-		{name: "skip-inbound-ports", keys: []string{vocab.AnnotationSkipInboundPorts},
-			apply: ports(func(w *workingConfig) *PortRanges { return &w.SkipInboundPorts }),
-			show:  func(w *workingConfig) string { return w.SkipInboundPorts.String() }},
-		{name: "skip-outbound-ports", keys: []string{vocab.AnnotationSkipOutboundPorts},
-			apply: ports(func(w *workingConfig) *PortRanges { return &w.SkipOutboundPorts }),
-			show:  func(w *workingConfig) string { return w.SkipOutboundPorts.String() }},
-		{name: "skip-subnets", keys: []string{vocab.AnnotationSkipSubnets},
-			apply: func(w *workingConfig, v string) error {
-				s, err := parseSubnets(v)
-				w.SkipSubnets = s
-				return err
-			},
-			show: func(w *workingConfig) string { return subnetsString(w.SkipSubnets) }},
-		{name: "opaque-ports", keys: []string{vocab.AnnotationOpaquePorts},
-			apply: func(w *workingConfig, v string) error {
-				r, err := ParsePorts(v, w.named)
-				if err != nil {
-					return err
-				}
-				w.OpaquePorts, w.opaqueText = r, v
-				return nil
-			},
-			show: func(w *workingConfig) string { return w.OpaquePorts.String() }},
-		{name: "proxy-await", keys: []string{vocab.AnnotationProxyAwait},
-			apply: func(w *workingConfig, v string) error {
-				b, err := parseEnabled(v)
-				w.Await = b
-				return err
-			},
-			show: func(w *workingConfig) string { return enabledString(w.Await) }},
-		{name: "proxy-enable-native-sidecar", keys: []string{vocab.AnnotationNativeSidecar, vocab.AnnotationNativeSidecarBeta, vocab.AnnotationNativeSidecarAlpha},
-			apply: func(w *workingConfig, v string) error {
-				b, err := parseBool(v)
-				w.NativeSidecar = b
-				return err
-			},
-			show: func(w *workingConfig) string { return strconv.FormatBool(w.NativeSidecar) }},
-		{name: "default-inbound-policy", keys: []string{vocab.AnnotationDefaultInboundPolicy},
-			apply: func(w *workingConfig, v string) error {
-				p, err := parseInboundPolicy(v)
-				w.DefaultInboundPolicy = p
-				return err
-			},
-			show: func(w *workingConfig) string { return w.DefaultInboundPolicy }},
-		{name: "shutdown-grace-period", keys: []string{vocab.AnnotationShutdownGracePeriod},
-			apply: func(w *workingConfig, v string) error {
-				d, err := parseDuration(v)
-				w.ShutdownGracePeriod = d
-				return err
-			},
-			show: func(w *workingConfig) string { return w.ShutdownGracePeriod.String() }},
-		{name: "proxy-admin-shutdown", keys: []string{vocab.AnnotationProxyAdminShutdown},
-			apply: func(w *workingConfig, v string) error {
-				b, err := parseEnabled(v)
-				w.AdminShutdown = b
-				return err
-			},
-			show: func(w *workingConfig) string { return enabledString(w.AdminShutdown) }},
-		{name: "proxy-wait-before-exit-seconds", keys: []string{vocab.AnnotationWaitBeforeExitSeconds},
-			apply: func(w *workingConfig, v string) error {
-				n, err := parseSeconds(v)
-				w.WaitBeforeExit = n
-				return err
-			},
-			show: func(w *workingConfig) string { return strconv.FormatInt(w.WaitBeforeExit, 10) }},
-	}
-}
-
-func enabledString(b bool) string {
-	if b {
-		return "enabled"
-	}
-	return "disabled"
-}
-
-// isUnsupportedLinkerdAnnotation reports Linkerd annotations Weft
-// recognises but does not act on; using one yields a warning rather than
-// silence.
-func isUnsupportedLinkerdAnnotation(key string) bool {
-	switch key {
-	case vocab.AnnotationProxyInboundConnectTime, vocab.AnnotationProxyOutboundConnectTime, vocab.AnnotationAccessLog,
-		vocab.AnnotationCloseWaitTimeout,
-		vocab.ConfigPrefix + "enable-external-profiles", vocab.ConfigPrefix + "enable-gateway",
-		vocab.ConfigPrefix + "enable-debug-sidecar", vocab.ConfigPrefix + "debug-image",
-		vocab.ConfigPrefix + "debug-image-version", vocab.ConfigPrefix + "debug-image-pull-policy",
-		vocab.ConfigPrefix + "proxy-require-identity-inbound-ports", vocab.ConfigPrefix + "pod-inbound-ports",
-		vocab.ConfigPrefix + "proxy-disable-inbound-protocol-detect-timeout",
-		vocab.ConfigPrefix + "proxy-disable-outbound-protocol-detect-timeout",
-		vocab.ConfigPrefix + "proxy-inbound-discovery-cache-unused-timeout",
-		vocab.ConfigPrefix + "proxy-outbound-discovery-cache-unused-timeout",
-		vocab.ConfigPrefix + "proxy-log-http-headers", vocab.ConfigPrefix + "disable-identity":
-		return true
-	}
-	return false
+	debugImageName, debugVersion                             string
 }
 
 // isConfigAnnotation reports whether key is in one of the config prefixes.
@@ -549,6 +298,7 @@ func resolve(pod *corev1.Pod, ns *corev1.Namespace, values Values, callerMode, p
 		w.Settings = append(w.Settings, st)
 	}
 	errs = append(errs, applyErrs...)
+	errs = append(errs, w.additionalEnv(&values, pod.Annotations, nsAnn, podObj, nsObj)...)
 
 	// Warnings for config annotations Weft does not act on, and the
 	// namespace annotations the pod inherits.
@@ -566,10 +316,12 @@ func resolve(pod *corev1.Pod, ns *corev1.Namespace, values Values, callerMode, p
 			if layer.from == SourceNamespace && !podSets(pod.Annotations, k, idx, isKnown, table) {
 				w.Inherited[k] = layer.ann[k]
 			}
+			if reason, na := notApplicable(k); na {
+				w.Warnings = append(w.Warnings, fmt.Sprintf("%s: annotation %s has no effect: %s", layer.obj, k, reason))
+				continue
+			}
 			switch {
-			case isKnown:
-			case isUnsupportedLinkerdAnnotation(k):
-				w.Warnings = append(w.Warnings, fmt.Sprintf("%s: annotation %s is not supported by Weft and has no effect", layer.obj, k))
+			case isKnown, k == vocab.AnnotationProxyAdditionalEnv:
 			default:
 				w.Warnings = append(w.Warnings, fmt.Sprintf("%s: unknown annotation %s has no effect", layer.obj, k))
 			}
@@ -622,6 +374,7 @@ func newWorkingConfig(pod *corev1.Pod, v *Values) *workingConfig {
 	c.CNI = v.CNIEnabled
 	c.ClusterNetworks, _ = parseSubnets(v.ClusterNetworks)
 	c.AdminShutdown = v.Proxy.AdminShutdown
+	c.TapIdentities, _ = parseTapIdentities(v.Proxy.TapIdentities)
 	c.ProxyPull = orDefault(v.Proxy.Image.PullPolicy, corev1.PullIfNotPresent)
 	c.InitPull = orDefault(v.ProxyInit.Image.PullPolicy, corev1.PullIfNotPresent)
 	c.Ports = v.Proxy.Ports
@@ -639,6 +392,7 @@ func newWorkingConfig(pod *corev1.Pod, v *Values) *workingConfig {
 	c.DefaultInboundPolicy = v.Proxy.DefaultInboundPolicy
 	c.ShutdownGracePeriod = v.Proxy.ShutdownGracePeriod.Duration
 	c.WaitBeforeExit = v.Proxy.WaitBeforeExitSeconds
+	w.initExtras(v)
 	return w
 }
 
@@ -662,9 +416,7 @@ func (w *workingConfig) finish(podObj string) []error {
 		errs = append(errs, fmt.Errorf("inject: %s: proxy resources (%s): %w", podObj, w.describe("proxy-cpu-request", "proxy-cpu-limit", "proxy-memory-request", "proxy-memory-limit", "proxy-ephemeral-storage-request", "proxy-ephemeral-storage-limit"), err))
 	}
 	w.InitResources, _ = parseResources(w.initRes)
-	if len(w.SkipSubnets) > 0 && !w.CNI {
-		w.Warnings = append(w.Warnings, fmt.Sprintf("%s: skip-subnets (%s) is not applied: weft-init has no option for it yet", podObj, w.describe("skip-subnets")))
-	}
+	w.finishExtras(podObj)
 	if err := distinctPorts(w.Ports); err != nil {
 		errs = append(errs, fmt.Errorf("inject: %s: proxy ports (%s): %w", podObj, w.describe("inbound-port", "outbound-port", "admin-port", "control-port"), err))
 	}

@@ -172,7 +172,7 @@ func TestResolveWarnsAboutAnnotationsWithoutEffect(t *testing.T) {
 	cfg, err := inject.Resolve(pod, nil, testValues(t))
 	require.NoError(t, err)
 	all := strings.Join(cfg.Warnings, "\n")
-	assert.Contains(t, all, "config.linkerd.io/access-log is not supported by Weft")
+	assert.NotContains(t, all, "access-log", "access-log is applied")
 	assert.Contains(t, all, "unknown annotation config.linkerd.io/proxy-cpu-requets")
 }
 

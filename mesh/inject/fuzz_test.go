@@ -47,6 +47,12 @@ func FuzzRenderAnnotations(f *testing.F) {
 		{vocab.AnnotationNativeSidecarAlpha, "false"},
 		{vocab.AnnotationShutdownGracePeriod, "1h"},
 		{vocab.AnnotationInboundPort, "3306"},
+		{vocab.AnnotationProxyAdditionalEnv, `[{"name":"A","value":"b"}]`},
+		{vocab.AnnotationEnableDebugSidecar, "true"},
+		{vocab.AnnotationCloseWaitTimeout, "1h"},
+		{vocab.AnnotationSkipSubnets, "10.0.0.0/8,fd00::/8"},
+		{vocab.AnnotationAccessLog, "JSON"},
+		{vocab.AnnotationPodInboundPorts, "7000-7002"},
 	} {
 		f.Add(kv[0], kv[1], true)
 		f.Add(kv[0], kv[1], false)
@@ -87,6 +93,8 @@ func FuzzTransform(f *testing.F) {
 	}
 	f.Add([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a, image: b}]}\n"))
 	f.Add([]byte(`{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}]}`))
+	f.Add([]byte(`{"apiVersion":"v1","kind":"List","items":[null,{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"n"}}]}`))
+	f.Add([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a, image: b}, {name: linkerd-proxy}], initContainers: [{name: linkerd-init}]}\n"))
 	tr, err := inject.NewTransformer(testValues(f), inject.WithManual())
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, data []byte) {

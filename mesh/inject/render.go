@@ -37,6 +37,10 @@ const (
 	// ReasonNotEnabled: neither the pod nor its namespace asks for
 	// injection.
 	ReasonNotEnabled Reason = "not-enabled"
+	// ReasonOtherMesh: the pod carries another mesh's sidecar (Istio,
+	// Consul, Kuma, Open Service Mesh); two proxies would fight over its
+	// traffic. `weft inject` turns this into an error.
+	ReasonOtherMesh Reason = "other-mesh"
 )
 
 // Report says what the renderer did with one pod and why.
@@ -60,15 +64,39 @@ type Report struct {
 	Init string `json:"init,omitempty"`
 	// Settings lists every resolved value with its source.
 	Settings []Setting `json:"settings,omitempty"`
+	// Replaced lists the containers of Linkerd's injector that were
+	// removed to make room for Weft's proxy (a migration).
+	Replaced []string `json:"replaced,omitempty"`
+	// Annotated is true for a Namespace or Service that got annotations
+	// (`weft inject` annotates namespaces so the webhook injects their pods).
+	Annotated bool `json:"annotated,omitempty"`
+	// Uninjected is true when `weft uninject` removed sidecars or mesh
+	// metadata; Removed names the containers it removed.
+	Uninjected bool     `json:"uninjected,omitempty"`
+	Removed    []string `json:"removed,omitempty"`
 	// Warnings are problems that did not stop injection.
 	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Summary is the one-line form used by `weft inject`:
-// `deployment "web" injected` or `pod "db" skipped: <message>`.
+// `deployment "web" injected`, `deployment "web" injected (replaced
+// linkerd-proxy)`, `namespace "shop" annotated`, `deployment "web"
+// uninjected` or `pod "db" skipped: <message>`.
 func (r Report) Summary() string {
+	if r.Kind == "" {
+		return "document skipped: " + r.Message
+	}
 	subject := fmt.Sprintf("%s %q", strings.ToLower(r.Kind), r.Name)
+	switch {
+	case r.Uninjected:
+		return subject + " uninjected"
+	case r.Annotated:
+		return subject + " annotated"
+	}
 	if r.Injected {
+		if len(r.Replaced) > 0 {
+			return subject + " injected (replaced " + replacedSummary(r.Replaced) + ")"
+		}
 		return subject + " injected"
 	}
 	return subject + " skipped: " + r.Message
@@ -173,7 +201,12 @@ func Render(pod *corev1.Pod, ns *corev1.Namespace, values Values, opts ...Render
 		return skip(ReasonNamespaceOptedOut, "namespace %q is labelled %s=disabled", ns.Name, vocab.LabelAdmissionWebhooks)
 	}
 
-	cfg, err := resolve(pod, ns, values, rc.defaultMode, object)
+	// A pod Linkerd injected is migrated: Linkerd's sidecar goes, Weft's
+	// comes. Everything below looks at the pod without it.
+	mig := stripLinkerd(pod)
+	work := mig.pod
+
+	cfg, err := resolve(work, ns, values, rc.defaultMode, object)
 	if err != nil {
 		return nil, report, err
 	}
@@ -188,7 +221,17 @@ func Render(pod *corev1.Pod, ns *corev1.Namespace, values Values, opts ...Render
 	case "":
 		return skip(ReasonNotEnabled, "neither the pod nor namespace %q has %s: enabled", nsName, vocab.AnnotationInject)
 	}
-	if err := checkClashes(pod, &cfg, object); err != nil {
+	if desc := otherMesh(work); desc != "" {
+		// A warning too, so that kubectl shows why the pod runs without
+		// Weft's proxy.
+		msg := fmt.Sprintf("pod has %s; Weft does not inject next to another mesh's proxy", desc)
+		report.Warnings = append(report.Warnings, object+": "+msg)
+		return skip(ReasonOtherMesh, "%s", msg)
+	}
+	if len(work.Spec.Containers) == 0 {
+		return nil, report, fmt.Errorf("inject: %s: no application container is left once Linkerd's sidecar is removed", object)
+	}
+	if err := checkClashes(work, &cfg, object); err != nil {
 		return nil, report, err
 	}
 
@@ -205,7 +248,17 @@ func Render(pod *corev1.Pod, ns *corev1.Namespace, values Values, opts ...Render
 	if cfg.TrustAnchorsPEM == "" {
 		report.Warnings = append(report.Warnings, warnNoTrustAnchors)
 	}
-	return buildPatch(pod, &cfg, nsName), report, nil
+	var owner map[string]string
+	if key, name, ok := ownerLabel(work, rc.kind, rc.name); ok {
+		owner = map[string]string{key: name}
+	}
+	patch, overridden := buildPatch(work, &cfg, nsName, owner)
+	report.Warnings = append(report.Warnings, renderWarnings(work, overridden, object)...)
+	if mig.changed() {
+		patch = append(replaceOps(pod, mig), patch...)
+		report.Replaced = mig.containers
+	}
+	return patch, report, nil
 }
 
 const warnNoTrustAnchors = "no trust anchors in values: the proxy cannot verify peers and will not become ready"
@@ -237,9 +290,16 @@ func findContainer(pod *corev1.Pod, name string) (*corev1.Container, string) {
 // injection adds.
 func checkClashes(pod *corev1.Pod, cfg *Config, object string) error {
 	var errs []error
+	names := []string{vocab.ValidatorContainerName}
 	if !cfg.CNI {
-		if _, where := findContainer(pod, vocab.InitContainerName); where != "" {
-			errs = append(errs, fmt.Errorf("inject: %s: a container named %s is already in %s", object, vocab.InitContainerName, where))
+		names = []string{vocab.InitContainerName}
+	}
+	if cfg.Debug {
+		names = append(names, vocab.DebugContainerName)
+	}
+	for _, n := range names {
+		if _, where := findContainer(pod, n); where != "" {
+			errs = append(errs, fmt.Errorf("inject: %s: a container named %s is already in %s", object, n, where))
 		}
 	}
 	for _, v := range pod.Spec.Volumes {
@@ -286,11 +346,16 @@ func escapePointer(s string) string {
 
 // buildPatch turns the typed additions into JSON Patch operations against
 // pod as it is.
-func buildPatch(pod *corev1.Pod, cfg *Config, nsName string) Patch {
+// The second result names the proxy variables proxy-additional-env
+// replaced.
+func buildPatch(pod *corev1.Pod, cfg *Config, nsName string, owner map[string]string) (Patch, []string) {
 	var p Patch
 	labels := map[string]string{vocab.LabelControlPlaneNamespace: cfg.ControlPlaneNamespace}
 	if nsName != "" {
 		labels[vocab.LabelWorkloadNamespace] = nsName
+	}
+	for k, v := range owner {
+		labels[k] = v
 	}
 	p = append(p, mapOps("/metadata/labels", pod.Labels, labels)...)
 
@@ -313,10 +378,14 @@ func buildPatch(pod *corev1.Pod, cfg *Config, nsName string) Patch {
 	}
 	p = append(p, mapOps("/metadata/annotations", pod.Annotations, annotations)...)
 
-	proxy := proxyContainer(cfg, applicationPorts(pod, cfg))
+	proxy, overridden := proxyContainer(cfg, append(applicationPorts(pod, cfg), cfg.PodInboundPorts...).normalize())
 	var inits []corev1.Container
-	if !cfg.CNI {
-		inits = append(inits, initContainer(cfg))
+	if cfg.CNI {
+		inits = append(inits, validatorContainer(cfg))
+	} else {
+		ic := initContainer(cfg)
+		initExtras(&ic, cfg)
+		inits = append(inits, ic)
 	}
 	if cfg.NativeSidecar {
 		// weft-init, then the proxy, before the application's init
@@ -331,13 +400,20 @@ func buildPatch(pod *corev1.Pod, cfg *Config, nsName string) Patch {
 		p = append(p, insertOps("/spec/initContainers", len(pod.Spec.InitContainers), len(pod.Spec.InitContainers), inits)...)
 		p = append(p, insertOps("/spec/containers", len(pod.Spec.Containers), 0, []corev1.Container{proxy})...)
 	}
+	if cfg.Debug {
+		n := len(pod.Spec.Containers)
+		if !cfg.NativeSidecar {
+			n++ // the proxy was inserted first
+		}
+		p = append(p, insertOps("/spec/containers", n, n, []corev1.Container{debugContainer(cfg)})...)
+	}
 
 	vols := []corev1.Volume{tokenVolume()}
 	if !cfg.CNI {
 		vols = append(vols, corev1.Volume{Name: vocab.XtablesLockVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
 	p = append(p, insertOps("/spec/volumes", len(pod.Spec.Volumes), len(pod.Spec.Volumes), vols)...)
-	return p
+	return p, overridden
 }
 
 // mapOps adds entries to a string map at path, creating the map when the
@@ -460,6 +536,11 @@ func proxyEnv(cfg *Config, appPorts PortRanges) []corev1.EnvVar {
 		{Name: vocab.EnvClusterNetworks, Value: subnetsString(cfg.ClusterNetworks)},
 		{Name: vocab.EnvAdminShutdown, Value: strconv.FormatBool(cfg.AdminShutdown)},
 	}
+	if len(cfg.TapIdentities) > 0 {
+		env = append(env,
+			corev1.EnvVar{Name: vocab.EnvTapAddr, Value: "0.0.0.0:" + strconv.Itoa(int(cfg.Ports.Control))},
+			corev1.EnvVar{Name: vocab.EnvTapIdentities, Value: strings.Join(cfg.TapIdentities, ",")})
+	}
 	if cfg.Mode == vocab.InjectIngress {
 		env = append(env, corev1.EnvVar{Name: vocab.EnvIngressMode, Value: "true"})
 	}
@@ -470,7 +551,7 @@ func httpProbe(path string, port int32) corev1.ProbeHandler {
 	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(port), Scheme: corev1.URISchemeHTTP}}
 }
 
-func proxyContainer(cfg *Config, appPorts PortRanges) corev1.Container {
+func proxyContainer(cfg *Config, appPorts PortRanges) (corev1.Container, []string) {
 	sc := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr(false),
 		ReadOnlyRootFilesystem:   ptr(true),
@@ -482,11 +563,12 @@ func proxyContainer(cfg *Config, appPorts PortRanges) corev1.Container {
 	if cfg.GID != 0 {
 		sc.RunAsGroup = ptr(cfg.GID)
 	}
+	env, overridden := proxyEnvWithExtras(proxyEnv(cfg, appPorts), cfg)
 	c := corev1.Container{
 		Name:            vocab.ProxyContainerName,
 		Image:           cfg.ProxyImage,
 		ImagePullPolicy: cfg.ProxyPull,
-		Env:             proxyEnv(cfg, appPorts),
+		Env:             env,
 		Ports: []corev1.ContainerPort{
 			{Name: vocab.ProxyPortName, ContainerPort: cfg.Ports.Inbound, Protocol: corev1.ProtocolTCP},
 			{Name: vocab.AdminPortName, ContainerPort: cfg.Ports.Admin, Protocol: corev1.ProtocolTCP},
@@ -515,7 +597,7 @@ func proxyContainer(cfg *Config, appPorts PortRanges) corev1.Container {
 		}
 		c.Lifecycle.PreStop = &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: cfg.WaitBeforeExit}}
 	}
-	return c
+	return c, overridden
 }
 
 // initUID is the user weft-init runs as (Linkerd's proxy-init default,

@@ -136,11 +136,10 @@ func TestRenderInitContainerCarriesPortsSkipPortsAndUID(t *testing.T) {
 		"--proxy-uid", "3000",
 		"--inbound-ports-to-ignore", "4190,4191,8443,9000-9100",
 		"--outbound-ports-to-ignore", "443,5432",
+		"--subnets-to-ignore", "10.0.0.0/8,fd00::/8",
 	}, init.Args)
-	// weft-init has no subnet option yet: the setting is reported, not
-	// silently dropped.
 	assert.Equal(t, "10.0.0.0/8,fd00::/8", setting(t, report, "skip-subnets").Value)
-	assert.Contains(t, strings.Join(report.Warnings, "\n"), "skip-subnets")
+	assert.NotContains(t, strings.Join(report.Warnings, "\n"), "skip-subnets", "the subnets are applied, not warned about")
 	sc := init.SecurityContext
 	assert.ElementsMatch(t, []corev1.Capability{"NET_ADMIN", "NET_RAW"}, sc.Capabilities.Add)
 	assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
@@ -429,4 +428,47 @@ func TestRenderProxyAdminShutdownIsOffUnlessEnabled(t *testing.T) {
 	_, _, err = inject.Render(pod, nil, testValues(t))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `config.linkerd.io/proxy-admin-shutdown="true"`)
+}
+
+func TestRenderServesTapToTheValuesTappersUnlessThePodSaysOtherwise(t *testing.T) {
+	const tapper = "weft-tap.weft.serviceaccount.identity.weft.cluster.local"
+	v := testValues(t)
+	pod := appPod("shop", map[string]string{vocab.AnnotationInject: "enabled"})
+
+	// No tappers in the values: no tap listener.
+	patch, _, err := inject.Render(pod, nil, v)
+	require.NoError(t, err)
+	e := env(container(applyPatch(t, pod, patch), vocab.ProxyContainerName))
+	assert.NotContains(t, e, vocab.EnvTapIdentities)
+	assert.NotContains(t, e, vocab.EnvTapAddr)
+
+	v.Proxy.TapIdentities = tapper
+	patch, report, err := inject.Render(pod, nil, v)
+	require.NoError(t, err)
+	e = env(container(applyPatch(t, pod, patch), vocab.ProxyContainerName))
+	assert.Equal(t, tapper, e[vocab.EnvTapIdentities])
+	assert.Equal(t, "0.0.0.0:4190", e[vocab.EnvTapAddr], "the control port, which weft-init never redirects")
+	assert.Equal(t, inject.SourceValues, setting(t, report, "tap-identities").Source)
+
+	// A pod names its own tappers...
+	pod.Annotations[vocab.AnnotationTapIdentities] = "a.x.serviceaccount.identity.weft.cluster.local, B.x.serviceaccount.identity.weft.cluster.local"
+	patch, _, err = inject.Render(pod, nil, v)
+	require.NoError(t, err)
+	e = env(container(applyPatch(t, pod, patch), vocab.ProxyContainerName))
+	assert.Equal(t, "a.x.serviceaccount.identity.weft.cluster.local,b.x.serviceaccount.identity.weft.cluster.local", e[vocab.EnvTapIdentities])
+
+	// ...or turns tap off (Linkerd's key), whatever the lists say.
+	pod.Annotations[vocab.AnnotationDisableTap] = "true"
+	patch, _, err = inject.Render(pod, nil, v)
+	require.NoError(t, err)
+	e = env(container(applyPatch(t, pod, patch), vocab.ProxyContainerName))
+	assert.NotContains(t, e, vocab.EnvTapIdentities)
+	assert.NotContains(t, e, vocab.EnvTapAddr)
+
+	// A list that is not identities is refused, naming the annotation.
+	delete(pod.Annotations, vocab.AnnotationDisableTap)
+	pod.Annotations[vocab.AnnotationTapIdentities] = "tap.x,not a name"
+	_, _, err = inject.Render(pod, nil, v)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), vocab.AnnotationTapIdentities)
 }

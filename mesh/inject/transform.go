@@ -8,15 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"slices"
-	"sort"
-	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -36,95 +28,6 @@ const (
 	FormatJSON Format = "json"
 )
 
-// MaxInputBytes bounds one input file or stream of [ReadInputs].
-const MaxInputBytes = 32 << 20
-
-// Input is one named stream of YAML or JSON documents.
-type Input struct {
-	// Name is shown in errors ("web.yaml", "-" for stdin).
-	Name string
-	Data []byte
-}
-
-// ReadInputs reads the arguments of `weft inject`: files, directories
-// (walked recursively for .yaml, .yml and .json files, in lexical order),
-// or "-" for stdin. Each input is limited to [MaxInputBytes].
-func ReadInputs(paths []string, stdin io.Reader) ([]Input, error) {
-	var out []Input
-	for _, p := range paths {
-		if p == "-" {
-			if stdin == nil {
-				return nil, errors.New("inject: no stdin to read")
-			}
-			data, err := readLimited(stdin, "-")
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, Input{Name: "-", Data: data})
-			continue
-		}
-		info, err := os.Stat(p)
-		if err != nil {
-			return nil, fmt.Errorf("inject: %w", err)
-		}
-		if !info.IsDir() {
-			in, err := readFile(p)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, in)
-			continue
-		}
-		var files []string
-		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				return nil
-			}
-			switch strings.ToLower(filepath.Ext(path)) {
-			case ".yaml", ".yml", ".json":
-				files = append(files, path)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("inject: %w", err)
-		}
-		sort.Strings(files)
-		for _, f := range files {
-			in, err := readFile(f)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, in)
-		}
-	}
-	return out, nil
-}
-
-func readFile(path string) (Input, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return Input{}, fmt.Errorf("inject: %w", err)
-	}
-	defer f.Close()
-	data, err := readLimited(f, path)
-	return Input{Name: path, Data: data}, err
-}
-
-func readLimited(r io.Reader, name string) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxInputBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("inject: %s: %w", name, err)
-	}
-	if len(data) > MaxInputBytes {
-		return nil, fmt.Errorf("inject: %s: larger than %d bytes", name, MaxInputBytes)
-	}
-	return data, nil
-}
-
 // Transformer implements `weft inject`: it reads workloads, adds the
 // linkerd.io/inject annotation (default) or the whole proxy (manual mode)
 // to their pod templates, passes every other document through, and reports
@@ -136,6 +39,10 @@ type Transformer struct {
 	namespaces NamespaceLookup
 	verbose    bool
 	jsonReport bool
+	uninject   bool
+	// overrides are config annotations set on every pod template and
+	// namespace (and, for opaque-ports, service) of the input.
+	overrides map[string]string
 }
 
 // TransformOption tunes a [Transformer].
@@ -161,6 +68,21 @@ func WithVerboseReport() TransformOption { return func(t *Transformer) { t.verbo
 // WithJSONReport writes each report as one JSON object per line.
 func WithJSONReport() TransformOption { return func(t *Transformer) { t.jsonReport = true } }
 
+// WithAnnotations sets config annotations (config.linkerd.io/* keys, or
+// linkerd.io/inject: ingress) on every pod template that is injected and
+// on every Namespace of the input, overriding what they carry; a
+// config.linkerd.io/opaque-ports entry also goes on Services. This is how
+// `weft inject --proxy-cpu-request=...` and its other per-setting flags
+// reach the webhook, as `linkerd inject` does it. With [WithManual] the
+// rendered proxy applies them too.
+func WithAnnotations(m map[string]string) TransformOption {
+	return func(t *Transformer) { t.overrides = m }
+}
+
+// WithUninject makes the transformer remove Weft's and Linkerd's sidecars
+// (see [Uninject]) instead of adding Weft's: `weft uninject`.
+func WithUninject() TransformOption { return func(t *Transformer) { t.uninject = true } }
+
 // NewTransformer validates values and the options.
 func NewTransformer(values Values, opts ...TransformOption) (*Transformer, error) {
 	t := &Transformer{values: values, format: FormatYAML}
@@ -172,6 +94,14 @@ func NewTransformer(values Values, opts ...TransformOption) (*Transformer, error
 	}
 	if err := values.Validate(); err != nil {
 		return nil, err
+	}
+	for k := range t.overrides {
+		if k != vocab.AnnotationInject && !isConfigAnnotation(k) {
+			return nil, fmt.Errorf("inject: %q is not a config annotation", k)
+		}
+	}
+	if t.uninject && (t.manual || len(t.overrides) > 0) {
+		return nil, errors.New("inject: uninject takes neither manual mode nor annotations")
 	}
 	return t, nil
 }
@@ -191,23 +121,6 @@ type document struct {
 
 func (d *document) where() string {
 	return fmt.Sprintf("%s: document %d", d.input, d.index)
-}
-
-// workload kinds and the JSON Pointer of their pod template.
-func templatePointer(apiVersion, kind string) (string, bool) {
-	switch {
-	case apiVersion == "v1" && kind == "Pod":
-		return "", true
-	case apiVersion == "v1" && kind == "ReplicationController":
-		return "/spec/template", true
-	case apiVersion == "apps/v1" && (kind == "Deployment" || kind == "DaemonSet" || kind == "StatefulSet" || kind == "ReplicaSet"):
-		return "/spec/template", true
-	case apiVersion == "batch/v1" && kind == "Job":
-		return "/spec/template", true
-	case apiVersion == "batch/v1" && kind == "CronJob":
-		return "/spec/jobTemplate/spec/template", true
-	}
-	return "", false
 }
 
 // Transform processes inputs and writes the documents to out and one report
@@ -237,6 +150,9 @@ func (t *Transformer) Transform(ctx context.Context, inputs []Input, out, report
 			if err := strictUnmarshal(d.json, &ns); err != nil {
 				errs = append(errs, fmt.Errorf("inject: %s (Namespace): %w", d.where(), err))
 				continue
+			}
+			if !t.uninject {
+				ns.Annotations = t.namespaceAnnotations(ns.Annotations)
 			}
 			inStream[ns.Name] = &ns
 		}
@@ -350,215 +266,6 @@ func strictUnmarshal(j []byte, into any) error {
 	}
 	return nil
 }
-
-// processDocument handles a workload, a List of them, or passes the
-// document through.
-func (t *Transformer) processDocument(ctx context.Context, d *document, inStream map[string]*corev1.Namespace) ([]Report, error) {
-	if d.api == "v1" && d.kind == "List" {
-		items, _ := d.obj["items"].([]any)
-		var reports []Report
-		var errs []error
-		for i, it := range items {
-			m, ok := it.(map[string]any)
-			if !ok {
-				errs = append(errs, fmt.Errorf("inject: %s: items[%d] is not an object", d.where(), i))
-				continue
-			}
-			api, _ := m["apiVersion"].(string)
-			kind, _ := m["kind"].(string)
-			if _, ok := templatePointer(api, kind); !ok {
-				continue
-			}
-			sub, _ := json.Marshal(m)
-			newItem, rep, changed, err := t.processWorkload(ctx, fmt.Sprintf("%s, items[%d]", d.where(), i), api, kind, sub, inStream)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			reports = append(reports, rep)
-			if changed {
-				items[i] = newItem
-				d.changed = true
-			}
-		}
-		if len(errs) > 0 {
-			return nil, errors.Join(errs...)
-		}
-		if d.changed {
-			d.obj["items"] = items
-			b, err := json.Marshal(d.obj)
-			if err != nil {
-				return nil, fmt.Errorf("inject: %s: %w", d.where(), err)
-			}
-			d.json = b
-		}
-		return reports, nil
-	}
-	if _, ok := templatePointer(d.api, d.kind); !ok {
-		return nil, nil
-	}
-	newObj, rep, changed, err := t.processWorkload(ctx, d.where(), d.api, d.kind, d.json, inStream)
-	if err != nil {
-		return nil, err
-	}
-	if changed {
-		b, err := json.Marshal(newObj)
-		if err != nil {
-			return nil, fmt.Errorf("inject: %s: %w", d.where(), err)
-		}
-		d.json, d.changed = b, true
-	}
-	return []Report{rep}, nil
-}
-
-// processWorkload renders one workload given as JSON and returns the new
-// object (decoded JSON) when it changed.
-func (t *Transformer) processWorkload(ctx context.Context, where, api, kind string, j []byte, inStream map[string]*corev1.Namespace) (any, Report, bool, error) {
-	ptr, _ := templatePointer(api, kind)
-	meta, tmpl, err := decodeWorkload(kind, j)
-	if err != nil {
-		return nil, Report{}, false, fmt.Errorf("inject: %s (%s): %w", where, kind, err)
-	}
-	label := fmt.Sprintf("%s (%s %s)", where, kind, qualify(meta.Namespace, meta.Name))
-	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
-	pod.Namespace = meta.Namespace
-	if pod.Name == "" {
-		pod.Name = meta.Name
-	}
-	ns, err := t.namespace(ctx, meta.Namespace, inStream)
-	if err != nil {
-		return nil, Report{}, false, fmt.Errorf("inject: %s: %w", label, err)
-	}
-
-	var patch Patch
-	var report Report
-	if t.manual {
-		patch, report, err = Render(pod, ns, t.values, WithDefaultMode(vocab.InjectEnabled), WithObject(kind, meta.Name))
-	} else {
-		patch, report, err = t.annotate(pod, ns, kind, meta.Name)
-	}
-	if err != nil {
-		return nil, Report{}, false, fmt.Errorf("inject: %s: %w", label, err)
-	}
-	report.Namespace = meta.Namespace
-	if len(patch) == 0 {
-		return nil, report, false, nil
-	}
-	root, err := decodeJSON(j)
-	if err != nil {
-		return nil, Report{}, false, fmt.Errorf("inject: %s: %w", label, err)
-	}
-	// A pod template may leave out metadata; the patch adds to it.
-	if _, err := walk(root, mustPointer(ptr+"/metadata")); err != nil {
-		patch = append(Patch{{Op: "add", Path: "/metadata", Value: map[string]any{}}}, patch...)
-	}
-	newRoot, err := patch.WithPrefix(ptr).applyTo(root)
-	if err != nil {
-		return nil, Report{}, false, fmt.Errorf("inject: %s: %w", label, err)
-	}
-	return newRoot, report, true, nil
-}
-
-func mustPointer(p string) []string {
-	toks, _ := parsePointer(p)
-	return toks
-}
-
-// annotate is the default mode: it runs the webhook's checks on the pod as
-// if it asked for injection and, if they pass, adds linkerd.io/inject:
-// enabled.
-func (t *Transformer) annotate(pod *corev1.Pod, ns *corev1.Namespace, kind, name string) (Patch, Report, error) {
-	current, has := pod.Annotations[vocab.AnnotationInject]
-	probe := pod.DeepCopy()
-	if !has || current == vocab.InjectEnabled {
-		if probe.Annotations == nil {
-			probe.Annotations = map[string]string{}
-		}
-		probe.Annotations[vocab.AnnotationInject] = vocab.InjectEnabled
-	}
-	_, report, err := Render(probe, ns, t.values, WithObject(kind, name))
-	if err != nil || !report.Injected {
-		return nil, report, err
-	}
-	// The proxy itself is rendered later, by the webhook, with the
-	// cluster's values: warnings about these values do not apply.
-	report.Warnings = slices.DeleteFunc(report.Warnings, func(w string) bool { return strings.HasPrefix(w, warnNoTrustAnchors) })
-	if !has {
-		for i, s := range report.Settings {
-			if s.Name == "inject" {
-				report.Settings[i] = Setting{Name: "inject", Value: vocab.InjectEnabled, Source: SourceCaller}
-			}
-		}
-	}
-	if has {
-		return nil, report, nil // enabled or ingress already
-	}
-	return mapOps("/metadata/annotations", pod.Annotations, map[string]string{vocab.AnnotationInject: vocab.InjectEnabled}), report, nil
-}
-
-// decodeWorkload strictly decodes a workload and returns its metadata and
-// pod template.
-func decodeWorkload(kind string, j []byte) (*metaOnly, *corev1.PodTemplateSpec, error) {
-	var meta metaOnly
-	switch kind {
-	case "Pod":
-		var o corev1.Pod
-		if err := strictUnmarshal(j, &o); err != nil {
-			return nil, nil, err
-		}
-		meta = metaOnly{o.Name, o.Namespace}
-		o.Namespace = ""
-		return &meta, &corev1.PodTemplateSpec{ObjectMeta: o.ObjectMeta, Spec: o.Spec}, nil
-	case "ReplicationController":
-		var o corev1.ReplicationController
-		if err := strictUnmarshal(j, &o); err != nil {
-			return nil, nil, err
-		}
-		if o.Spec.Template == nil {
-			return nil, nil, errors.New("spec.template is missing")
-		}
-		return &metaOnly{o.Name, o.Namespace}, o.Spec.Template, nil
-	case "Deployment":
-		var o appsv1.Deployment
-		if err := strictUnmarshal(j, &o); err != nil {
-			return nil, nil, err
-		}
-		return &metaOnly{o.Name, o.Namespace}, &o.Spec.Template, nil
-	case "DaemonSet":
-		var o appsv1.DaemonSet
-		if err := strictUnmarshal(j, &o); err != nil {
-			return nil, nil, err
-		}
-		return &metaOnly{o.Name, o.Namespace}, &o.Spec.Template, nil
-	case "StatefulSet":
-		var o appsv1.StatefulSet
-		if err := strictUnmarshal(j, &o); err != nil {
-			return nil, nil, err
-		}
-		return &metaOnly{o.Name, o.Namespace}, &o.Spec.Template, nil
-	case "ReplicaSet":
-		var o appsv1.ReplicaSet
-		if err := strictUnmarshal(j, &o); err != nil {
-			return nil, nil, err
-		}
-		return &metaOnly{o.Name, o.Namespace}, &o.Spec.Template, nil
-	case "Job":
-		var o batchv1.Job
-		if err := strictUnmarshal(j, &o); err != nil {
-			return nil, nil, err
-		}
-		return &metaOnly{o.Name, o.Namespace}, &o.Spec.Template, nil
-	case "CronJob":
-		var o batchv1.CronJob
-		if err := strictUnmarshal(j, &o); err != nil {
-			return nil, nil, err
-		}
-		return &metaOnly{o.Name, o.Namespace}, &o.Spec.JobTemplate.Spec.Template, nil
-	}
-	return nil, nil, fmt.Errorf("kind %s is not a workload", kind)
-}
-
-type metaOnly struct{ Name, Namespace string }
 
 func (t *Transformer) namespace(ctx context.Context, name string, inStream map[string]*corev1.Namespace) (*corev1.Namespace, error) {
 	if name == "" {

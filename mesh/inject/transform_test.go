@@ -97,10 +97,11 @@ func TestTransformManualInheritsFromTheNamespaceInTheInput(t *testing.T) {
 	assert.Equal(t, "5432", env(proxy)[vocab.EnvOutboundSkipPorts])
 	assert.Equal(t, "200m", pod.Annotations[vocab.AnnotationProxyCPURequest], "inherited setting recorded on the pod")
 
-	require.Len(t, reports, 1)
-	assert.Equal(t, inject.SourceNamespace, setting(t, reports[0], "proxy-cpu-request").Source)
-	assert.Equal(t, inject.SourcePod, setting(t, reports[0], "proxy-log-level").Source)
-	assert.Equal(t, inject.SourceNamespace, setting(t, reports[0], "inject").Source)
+	require.Len(t, reports, 3, "one line per document: namespace, service, deployment")
+	assert.Equal(t, inject.ReasonUnsupportedKind, reports[1].Reason, "a Service passes through")
+	assert.Equal(t, inject.SourceNamespace, setting(t, reports[2], "proxy-cpu-request").Source)
+	assert.Equal(t, inject.SourcePod, setting(t, reports[2], "proxy-log-level").Source)
+	assert.Equal(t, inject.SourceNamespace, setting(t, reports[2], "inject").Source)
 	assert.Contains(t, rep, "proxy-cpu-request=200m (namespace annotation config.linkerd.io/proxy-cpu-request)")
 	assert.Contains(t, rep, "admin-port=4191 (values)", "verbose lists defaults too")
 
@@ -143,6 +144,7 @@ func TestTransformAnnotatesPodTemplatesByDefault(t *testing.T) {
 
 	assert.Equal(t, strings.Join([]string{
 		`daemonset "agent" injected`,
+		`configmap "settings" skipped: v1 ConfigMap is not a workload; passed through unchanged`,
 		`statefulset "db" injected`,
 		`cronjob "report" injected`,
 		`job "migrate" skipped: pod has linkerd.io/inject: disabled`,
@@ -216,7 +218,11 @@ func TestTransformReadsDirectoriesAndStdin(t *testing.T) {
 	out, rep, _ := transform(t, in)
 	assert.Len(t, splitYAML(out), 3)
 	assert.Contains(t, out, "kind: ConfigMap", "JSON input is printed as YAML")
-	assert.Equal(t, `deployment "web" injected`+"\n", stripIndented(rep))
+	assert.Equal(t, strings.Join([]string{
+		`configmap "c" skipped: v1 ConfigMap is not a workload; passed through unchanged`,
+		`deployment "web" injected`,
+		`secret "s" skipped: v1 Secret is not a workload; passed through unchanged`,
+	}, "\n")+"\n", stripIndented(rep))
 }
 
 func TestTransformRefusesBadInputWithoutWritingAnything(t *testing.T) {

@@ -1,8 +1,6 @@
 package inject
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/weftmesh/weft/apis/vocab"
+	"github.com/weftmesh/weft/mesh/identity/certpem"
 )
 
 // Values holds every install-time setting of the proxy and its init
@@ -51,6 +50,34 @@ type Values struct {
 	Proxy ProxyValues `json:"proxy"`
 	// ProxyInit configures the weft-init container.
 	ProxyInit InitValues `json:"proxyInit"`
+	// DebugContainer configures the debug sidecar added to pods annotated
+	// config.linkerd.io/enable-debug-sidecar: "true".
+	DebugContainer DebugValues `json:"debugContainer"`
+	// NetworkValidator configures the init container that, in CNI mode,
+	// checks that the pod's outbound traffic reaches the proxy.
+	NetworkValidator ValidatorValues `json:"networkValidator"`
+}
+
+// DebugValues configures the debug sidecar.
+type DebugValues struct {
+	// Image is the debug container's image; an empty Version falls back to
+	// [Values.Version].
+	Image Image `json:"image"`
+}
+
+// ValidatorValues configures the CNI-mode network validator (weft-init
+// validate). It listens on the proxy's outbound port and connects to
+// ConnectAddr: only the redirection the CNI plugin installs can bring that
+// connection back to its own listener.
+type ValidatorValues struct {
+	// ConnectAddr is an address outside the pod ("1.1.1.1:20001"; nothing
+	// needs to listen there). Use an IPv6 address in IPv6-only clusters.
+	ConnectAddr string `json:"connectAddr"`
+	// ListenAddr is where the validator listens; empty means
+	// 0.0.0.0:<proxy outbound port>.
+	ListenAddr string `json:"listenAddr,omitempty"`
+	// Timeout bounds the whole check.
+	Timeout metav1.Duration `json:"timeout"`
 }
 
 // Image names a container image. An empty Version falls back to
@@ -120,6 +147,43 @@ type ProxyValues struct {
 	// clients only). Off by default: an SSRF in the application could
 	// otherwise stop the proxy.
 	AdminShutdown bool `json:"adminShutdown,omitempty"`
+	// TapIdentities lists, comma-separated, the mesh identities the proxy
+	// serves tap to (io.linkerd.proxy.tap over mutual TLS on
+	// Ports.Control). Empty turns tap off. `weft install` sets it to the
+	// tapper's identity (tap.<controlPlaneNamespace>.serviceaccount...).
+	TapIdentities string `json:"tapIdentities,omitempty"`
+	// AccessLog is "apache" or "json" to make the inbound proxy write one
+	// line per HTTP request (Linkerd's formats); empty means off.
+	AccessLog string `json:"accessLog,omitempty"`
+	// InboundConnectTimeout and OutboundConnectTimeout bound dialling the
+	// application and remote endpoints; zero keeps the proxy's default.
+	InboundConnectTimeout  metav1.Duration `json:"inboundConnectTimeout,omitempty"`
+	OutboundConnectTimeout metav1.Duration `json:"outboundConnectTimeout,omitempty"`
+	// OutboundDiscoveryCacheUnusedTimeout is how long an outbound
+	// destination nobody uses keeps its discovery watch; zero keeps the
+	// proxy's default.
+	OutboundDiscoveryCacheUnusedTimeout metav1.Duration `json:"outboundDiscoveryCacheUnusedTimeout,omitempty"`
+	// DisableInboundProtocolDetectTimeout and
+	// DisableOutboundProtocolDetectTimeout make protocol detection wait
+	// for the client's first bytes (up to a year) instead of treating a
+	// silent client as opaque after the detect timeout.
+	DisableInboundProtocolDetectTimeout  bool `json:"disableInboundProtocolDetectTimeout,omitempty"`
+	DisableOutboundProtocolDetectTimeout bool `json:"disableOutboundProtocolDetectTimeout,omitempty"`
+	// RequireIdentityOnInboundPorts lists ports and ranges on which the
+	// proxy refuses clients without a mesh identity, whatever the policy.
+	RequireIdentityOnInboundPorts string `json:"requireIdentityOnInboundPorts,omitempty"`
+	// PodInboundPorts lists application ports that the pod spec does not
+	// declare (containers added after injection); the proxy fetches their
+	// policy at startup as for declared ports.
+	PodInboundPorts string `json:"podInboundPorts,omitempty"`
+	// CPURatioLimit, in (0, 1], caps the proxy's worker threads at this
+	// fraction of the node's CPUs; zero means no cap beyond the CPU limit.
+	CPURatioLimit float64 `json:"cpuRatioLimit,omitempty"`
+	// AdditionalEnv is added to the proxy's environment (entries with the
+	// name of a variable the injector sets replace it). Namespace and pod
+	// annotations config.linkerd.io/proxy-additional-env merge over it by
+	// name.
+	AdditionalEnv []corev1.EnvVar `json:"additionalEnv,omitempty"`
 }
 
 // InitValues configures the weft-init container.
@@ -129,9 +193,13 @@ type InitValues struct {
 	// IgnoreInboundPorts and IgnoreOutboundPorts are ports and ranges
 	// never redirected to the proxy; SkipSubnets are CIDRs whose outbound
 	// traffic is never redirected.
-	IgnoreInboundPorts  string `json:"ignoreInboundPorts,omitempty"`
-	IgnoreOutboundPorts string `json:"ignoreOutboundPorts,omitempty"`
+	IgnoreInboundPorts  string `json:"ignoreInboundPorts"`
+	IgnoreOutboundPorts string `json:"ignoreOutboundPorts"`
 	SkipSubnets         string `json:"skipSubnets,omitempty"`
+	// CloseWaitTimeout, when non-zero, makes weft-init set the pod's
+	// nf_conntrack_tcp_timeout_close_wait (whole seconds). Writing that
+	// sysctl needs a privileged init container.
+	CloseWaitTimeout metav1.Duration `json:"closeWaitTimeout,omitempty"`
 }
 
 // DefaultValues returns the settings Weft ships with.
@@ -166,6 +234,13 @@ func DefaultValues() Values {
 				CPU:    Resource{Request: "10m", Limit: "100m"},
 				Memory: Resource{Request: "20Mi", Limit: "20Mi"},
 			},
+			IgnoreInboundPorts:  vocab.DefaultSkipPorts,
+			IgnoreOutboundPorts: vocab.DefaultSkipPorts,
+		},
+		DebugContainer: DebugValues{Image: Image{Name: vocab.DefaultDebugImage, PullPolicy: corev1.PullIfNotPresent}},
+		NetworkValidator: ValidatorValues{
+			ConnectAddr: "1.1.1.1:20001",
+			Timeout:     metav1.Duration{Duration: 10 * time.Second},
 		},
 	}
 }
@@ -174,7 +249,15 @@ func DefaultValues() Values {
 // fields the document leaves out keep their defaults. Unknown and duplicate
 // fields are errors, and the result is validated.
 func ParseValues(data []byte) (Values, error) {
-	v := DefaultValues()
+	return ParseValuesOnto(DefaultValues(), data)
+}
+
+// ParseValuesOnto is ParseValues over base instead of the defaults (for
+// example values mapped from a Linkerd values file).
+func ParseValuesOnto(base Values, data []byte) (Values, error) {
+	v := base
+	v.Proxy.AwaitCommand = append([]string(nil), base.Proxy.AwaitCommand...)
+	v.Proxy.AdditionalEnv = append([]corev1.EnvVar(nil), base.Proxy.AdditionalEnv...)
 	if err := yaml.UnmarshalStrict(data, &v); err != nil {
 		return Values{}, fmt.Errorf("inject: values: %w", err)
 	}
@@ -219,6 +302,11 @@ func (v *Values) InitImage() string {
 	return imageRef(v.ProxyInit.Image.Name, v.version(v.ProxyInit.Image.Version))
 }
 
+// DebugImage returns the debug sidecar's image reference (name:tag).
+func (v *Values) DebugImage() string {
+	return imageRef(v.DebugContainer.Image.Name, v.version(v.DebugContainer.Image.Version))
+}
+
 func (v *Values) version(own string) string {
 	switch {
 	case own != "":
@@ -261,16 +349,16 @@ func (v *Values) validate(anchors bool) error {
 		bad("identityTrustDomain", "%q is not a DNS name", v.IdentityTrustDomain)
 	}
 	if anchors && v.IdentityTrustAnchorsPEM != "" {
-		if err := checkPEMCertificates(v.IdentityTrustAnchorsPEM); err != nil {
+		if _, err := certpem.ParseCertificates([]byte(v.IdentityTrustAnchorsPEM)); err != nil {
 			bad("identityTrustAnchorsPEM", "%v", err)
 		}
 	}
-	for field, tag := range map[string]string{"version": v.Version, "proxy.image.version": v.Proxy.Image.Version, "proxyInit.image.version": v.ProxyInit.Image.Version} {
+	for field, tag := range map[string]string{"version": v.Version, "proxy.image.version": v.Proxy.Image.Version, "proxyInit.image.version": v.ProxyInit.Image.Version, "debugContainer.image.version": v.DebugContainer.Image.Version} {
 		if tag != "" && !isImageTag(tag) {
 			bad(field, "%q is not an image tag", tag)
 		}
 	}
-	for field, img := range map[string]Image{"proxy.image": v.Proxy.Image, "proxyInit.image": v.ProxyInit.Image} {
+	for field, img := range map[string]Image{"proxy.image": v.Proxy.Image, "proxyInit.image": v.ProxyInit.Image, "debugContainer.image": v.DebugContainer.Image} {
 		if !isImageName(img.Name) {
 			bad(field+".name", "%q is not an image name", img.Name)
 		}
@@ -297,6 +385,9 @@ func (v *Values) validate(anchors bool) error {
 	}
 	if err := distinctPorts(v.Proxy.Ports); err != nil {
 		bad("proxy.ports", "%v", err)
+	}
+	if _, err := parseTapIdentities(v.Proxy.TapIdentities); err != nil {
+		bad("proxy.tapIdentities", "%v", err)
 	}
 	for field, r := range map[string]Resources{"proxy.resources": v.Proxy.Resources, "proxyInit.resources": v.ProxyInit.Resources} {
 		if _, err := parseResources(r); err != nil {
@@ -335,36 +426,9 @@ func (v *Values) validate(anchors bool) error {
 	if _, err := parseSubnets(v.ProxyInit.SkipSubnets); err != nil {
 		bad("proxyInit.skipSubnets", "%v", err)
 	}
+	errs = append(errs, v.validateExtras()...)
 	sortErrors(errs)
 	return errors.Join(errs...)
-}
-
-// checkPEMCertificates requires at least one certificate and nothing but
-// certificates.
-func checkPEMCertificates(s string) error {
-	rest := []byte(s)
-	n := 0
-	for {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			return fmt.Errorf("PEM block %d is %q, want CERTIFICATE", n+1, block.Type)
-		}
-		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
-			return fmt.Errorf("PEM block %d: %w", n+1, err)
-		}
-		n++
-	}
-	if strings.TrimSpace(string(rest)) != "" {
-		return errors.New("trailing data that is not PEM")
-	}
-	if n == 0 {
-		return errors.New("no certificate found")
-	}
-	return nil
 }
 
 func distinctPorts(p Ports) error {
@@ -379,4 +443,20 @@ func distinctPorts(p Ports) error {
 		seen[e.port] = e.name
 	}
 	return nil
+}
+
+// parseTapIdentities reads a comma-separated list of mesh identities
+// (DNS names, lower-cased); empty entries are skipped.
+func parseTapIdentities(s string) ([]string, error) {
+	var out []string
+	for _, id := range strings.Split(s, ",") {
+		if id = strings.ToLower(strings.TrimSpace(id)); id == "" {
+			continue
+		}
+		if !isDNSName(id) {
+			return nil, fmt.Errorf("%q is not an identity name", id)
+		}
+		out = append(out, id)
+	}
+	return out, nil
 }

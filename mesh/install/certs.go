@@ -1,21 +1,20 @@
 package install
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/weftmesh/weft/mesh/identity/local"
+	"github.com/weftmesh/weft/apis/vocab"
+	"github.com/weftmesh/weft/mesh/identity/certpem"
 	"github.com/weftmesh/weft/mesh/identity/pki"
 )
 
@@ -116,8 +115,8 @@ func GenerateWebhook(namespace, clusterDomain string, now time.Time) (Webhook, e
 // issuerLayouts are the files of an issuer directory, in Linkerd's two
 // layouts.
 var issuerLayouts = []struct{ scheme, cert, key string }{
-	{local.SchemeLinkerd, "crt.pem", "key.pem"},
-	{local.SchemeKubernetes, "tls.crt", "tls.key"},
+	{vocab.IssuerSchemeLinkerd, vocab.IssuerCertLinkerd, vocab.IssuerKeyLinkerd},
+	{vocab.IssuerSchemeKubernetes, vocab.IssuerCertKubernetes, vocab.IssuerKeyKubernetes},
 }
 
 // Files of a webhook certificate directory ([LoadWebhook]).
@@ -186,7 +185,7 @@ func exists(path string) bool {
 // checkIdentity validates the identity material at now and returns
 // warnings for certificates close to expiry.
 func checkIdentity(id Identity, now time.Time) (warnings []string, err error) {
-	anchors, err := ParseCertificates(id.TrustAnchorsPEM)
+	anchors, err := certpem.ParseCertificates(id.TrustAnchorsPEM)
 	if err != nil {
 		return nil, fmt.Errorf("install: trust anchors: %w", err)
 	}
@@ -203,11 +202,8 @@ func checkIdentity(id Identity, now time.Time) (warnings []string, err error) {
 		}
 		roots.AddCert(a)
 	}
-	issuer, chain, key, err := local.ParseKeyPair(id.IssuerCertPEM, id.IssuerKeyPEM)
+	issuer, chain, _, err := certpem.ParseKeyPair(id.IssuerCertPEM, id.IssuerKeyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("install: identity issuer: %w", err)
-	}
-	if err := keyMatches(issuer, key.Public()); err != nil {
 		return nil, fmt.Errorf("install: identity issuer: %w", err)
 	}
 	if !issuer.IsCA {
@@ -232,7 +228,7 @@ func checkIdentity(id Identity, now time.Time) (warnings []string, err error) {
 // checkWebhook validates the webhook material for the injector Service in
 // namespace.
 func checkWebhook(w Webhook, namespace string, now time.Time) (warnings []string, err error) {
-	cas, err := ParseCertificates(w.CAPEM)
+	cas, err := certpem.ParseCertificates(w.CAPEM)
 	if err != nil {
 		return nil, fmt.Errorf("install: webhook CA: %w", err)
 	}
@@ -240,11 +236,8 @@ func checkWebhook(w Webhook, namespace string, now time.Time) (warnings []string
 	for _, c := range cas {
 		roots.AddCert(c)
 	}
-	leaf, chain, key, err := local.ParseKeyPair(w.CertPEM, w.KeyPEM)
+	leaf, chain, _, err := certpem.ParseKeyPair(w.CertPEM, w.KeyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("install: webhook serving certificate: %w", err)
-	}
-	if err := keyMatches(leaf, key.Public()); err != nil {
 		return nil, fmt.Errorf("install: webhook serving certificate: %w", err)
 	}
 	if err := validAt(leaf, now); err != nil {
@@ -262,46 +255,6 @@ func checkWebhook(w Webhook, namespace string, now time.Time) (warnings []string
 		warnings = append(warnings, w)
 	}
 	return warnings, nil
-}
-
-// ParseCertificates reads a PEM bundle strictly: every block must be a
-// CERTIFICATE, nothing but PEM may follow, and there must be at least one.
-func ParseCertificates(data []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	rest := data
-	for i := 1; ; i++ {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("PEM block %d is %q, want CERTIFICATE", i, b.Type)
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("PEM block %d: %w", i, err)
-		}
-		out = append(out, c)
-	}
-	if len(bytes.TrimSpace(rest)) != 0 {
-		return nil, errors.New("trailing data that is not PEM")
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no PEM certificate found")
-	}
-	return out, nil
-}
-
-func keyMatches(c *x509.Certificate, pub any) error {
-	der, err := x509.MarshalPKIXPublicKey(pub)
-	if err != nil {
-		return err
-	}
-	if !bytes.Equal(der, c.RawSubjectPublicKeyInfo) {
-		return fmt.Errorf("the private key does not belong to the certificate %s", c.Subject)
-	}
-	return nil
 }
 
 func validAt(c *x509.Certificate, now time.Time) error {

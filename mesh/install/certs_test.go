@@ -33,8 +33,8 @@ func TestRenderRefusesBadInputsNamingWhatIsWrongAndRendersNothing(t *testing.T) 
 	}{
 		{name: "invalid values", values: func(v *inject.Values) { v.Proxy.UID = 0 }, want: "proxy.uid"},
 		{name: "anchors in values differ", values: func(v *inject.Values) { v.IdentityTrustAnchorsPEM = string(other.anchor.CertPEM) }, want: "identityTrustAnchorsPEM differs"},
-		{name: "no anchors", certs: func(c *install.Certificates) { c.Identity.TrustAnchorsPEM = nil }, want: "trust anchors: no PEM certificate found"},
-		{name: "anchors not PEM certificates", certs: func(c *install.Certificates) { c.Identity.TrustAnchorsPEM = f.issuer.KeyPEM }, want: "trust anchors: PEM block 1 is \"EC PRIVATE KEY\""},
+		{name: "no anchors", certs: func(c *install.Certificates) { c.Identity.TrustAnchorsPEM = nil }, want: "trust anchors: certpem: no PEM certificate found"},
+		{name: "anchors not PEM certificates", certs: func(c *install.Certificates) { c.Identity.TrustAnchorsPEM = f.issuer.KeyPEM }, want: "trust anchors: certpem: PEM block 1 is \"EC PRIVATE KEY\""},
 		{name: "anchor is not a CA", certs: func(c *install.Certificates) { c.Identity.TrustAnchorsPEM = notCA.CertPEM }, want: "is not a CA"},
 		{name: "issuer from another anchor", certs: func(c *install.Certificates) {
 			c.Identity.IssuerCertPEM, c.Identity.IssuerKeyPEM = other.issuer.CertPEM, other.issuer.KeyPEM

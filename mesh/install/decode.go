@@ -3,11 +3,14 @@ package install
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -52,6 +55,13 @@ func Decode(data []byte) ([]Object, error) {
 		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
 			continue
 		}
+		if u, ok, err := podMonitor(doc); ok || err != nil {
+			if err != nil {
+				return nil, fmt.Errorf("install: document %d: %w", n, err)
+			}
+			out = append(out, u)
+			continue
+		}
 		obj, gvk, err := ser.Decode(doc, nil, nil)
 		if err != nil {
 			return nil, fmt.Errorf("install: document %d: %w", n, err)
@@ -65,6 +75,28 @@ func Decode(data []byte) ([]Object, error) {
 		o.GetObjectKind().SetGroupVersionKind(*gvk)
 		out = append(out, o)
 	}
+}
+
+// podMonitor decodes doc when it is a PodMonitor (monitoring.coreos.com/v1,
+// a kind of the Prometheus Operator that no Go scheme here knows), as an
+// unstructured object.
+func podMonitor(doc []byte) (Object, bool, error) {
+	js, err := utilyaml.ToJSON(doc)
+	if err != nil {
+		return nil, false, err
+	}
+	var tm metav1.TypeMeta
+	if err := json.Unmarshal(js, &tm); err != nil {
+		return nil, false, err
+	}
+	if tm.APIVersion != "monitoring.coreos.com/v1" || tm.Kind != "PodMonitor" {
+		return nil, false, nil
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(js); err != nil {
+		return nil, true, err
+	}
+	return u, true, nil
 }
 
 func stripComments(doc []byte) []byte {

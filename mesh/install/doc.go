@@ -12,8 +12,13 @@
 //     ConfigMap under values.yaml);
 //   - [Certificates]: the identity trust anchors and issuer, and the
 //     webhook CA with the injector's serving certificate;
-//   - options: [WithHA], [WithControllerImage], [WithIssuanceLifetime],
-//     [WithIssuerScheme], [WithClock].
+//   - options: [WithHA], [WithControllerImage],
+//     [WithControllerImagePullPolicy], [WithIssuanceLifetime],
+//     [WithClockSkewAllowance], [WithIssuerScheme], [WithClock].
+//
+// [FromLinkerdValues] maps a values file of Linkerd's linkerd-control-plane
+// Helm chart onto Values and the identity settings above, and lists every
+// key it did not map with the reason (`weft install --linkerd-values`).
 //
 // Certificates come from files ([LoadIdentity], [LoadWebhook]) or are made
 // fresh ([GenerateIdentity], [GenerateWebhook]). Generated certificates are

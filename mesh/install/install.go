@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,7 +18,6 @@ import (
 	"github.com/weftmesh/weft/apis/crds"
 	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/identity"
-	"github.com/weftmesh/weft/mesh/identity/local"
 	"github.com/weftmesh/weft/mesh/inject"
 )
 
@@ -41,9 +41,12 @@ type Option func(*config)
 type config struct {
 	ha              bool
 	controllerImage string
+	controllerPull  corev1.PullPolicy
 	lifetime        time.Duration
+	skew            time.Duration
 	issuerScheme    string
 	now             func() time.Time
+	podMonitor      bool
 }
 
 // WithHA renders the high-availability variant: three replicas of every
@@ -58,14 +61,25 @@ func WithHA() Option { return func(c *config) { c.ha = true } }
 // Values version.
 func WithControllerImage(ref string) Option { return func(c *config) { c.controllerImage = ref } }
 
+// WithControllerImagePullPolicy sets the imagePullPolicy of the
+// control-plane containers (default IfNotPresent): Always, IfNotPresent or
+// Never (images loaded on the nodes beforehand, as on a local cluster).
+func WithControllerImagePullPolicy(p corev1.PullPolicy) Option {
+	return func(c *config) { c.controllerPull = p }
+}
+
 // WithIssuanceLifetime sets the lifetime of workload certificates
 // (default 24h).
 func WithIssuanceLifetime(d time.Duration) Option { return func(c *config) { c.lifetime = d } }
 
+// WithClockSkewAllowance sets how far back the identity service dates the
+// certificates it issues (default 20s).
+func WithClockSkewAllowance(d time.Duration) Option { return func(c *config) { c.skew = d } }
+
 // WithIssuerScheme chooses the layout of the issuer Secret:
-// local.SchemeKubernetes ("kubernetes.io/tls": tls.crt, tls.key and the
+// vocab.IssuerSchemeKubernetes ("kubernetes.io/tls": tls.crt, tls.key and the
 // anchors in ca.crt; the default, what cert-manager writes) or
-// local.SchemeLinkerd ("linkerd.io/tls": an Opaque Secret with crt.pem and
+// vocab.IssuerSchemeLinkerd ("linkerd.io/tls": an Opaque Secret with crt.pem and
 // key.pem).
 func WithIssuerScheme(s string) Option { return func(c *config) { c.issuerScheme = s } }
 
@@ -99,7 +113,7 @@ func CRDs() (*Manifest, error) {
 // problem with the inputs is reported at once, each naming what is wrong,
 // and nothing is rendered then.
 func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest, error) {
-	cfg := config{lifetime: identity.DefaultLifetime, issuerScheme: local.SchemeKubernetes, now: time.Now}
+	cfg := config{lifetime: identity.DefaultLifetime, skew: identity.DefaultClockSkewAllowance, issuerScheme: vocab.IssuerSchemeKubernetes, now: time.Now, controllerPull: corev1.PullIfNotPresent}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -113,11 +127,19 @@ func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest
 	if values.IdentityTrustAnchorsPEM != "" && strings.TrimSpace(values.IdentityTrustAnchorsPEM) != strings.TrimSpace(string(certs.Identity.TrustAnchorsPEM)) {
 		errs = append(errs, errors.New("install: values: identityTrustAnchorsPEM differs from the trust anchors given; leave it empty or give the same bundle"))
 	}
+	if cfg.skew < 0 || cfg.skew >= cfg.lifetime {
+		errs = append(errs, fmt.Errorf("install: clock skew allowance %s must be at least zero and shorter than the issuance lifetime %s", cfg.skew, cfg.lifetime))
+	}
 	if cfg.lifetime < time.Minute {
 		errs = append(errs, fmt.Errorf("install: issuance lifetime %s is shorter than a minute", cfg.lifetime))
 	}
-	if cfg.issuerScheme != local.SchemeKubernetes && cfg.issuerScheme != local.SchemeLinkerd {
-		errs = append(errs, fmt.Errorf("install: issuer scheme %q: want %s or %s", cfg.issuerScheme, local.SchemeKubernetes, local.SchemeLinkerd))
+	if cfg.issuerScheme != vocab.IssuerSchemeKubernetes && cfg.issuerScheme != vocab.IssuerSchemeLinkerd {
+		errs = append(errs, fmt.Errorf("install: issuer scheme %q: want %s or %s", cfg.issuerScheme, vocab.IssuerSchemeKubernetes, vocab.IssuerSchemeLinkerd))
+	}
+	switch cfg.controllerPull {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		errs = append(errs, fmt.Errorf("install: controller image pull policy %q: want Always, IfNotPresent or Never", cfg.controllerPull))
 	}
 	if !validImageRef(cfg.controllerImage) {
 		errs = append(errs, fmt.Errorf("install: controller image %q is not an image reference", cfg.controllerImage))
@@ -138,6 +160,9 @@ func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest
 		return nil, errors.Join(errs...)
 	}
 	values.IdentityTrustAnchorsPEM = string(certs.Identity.TrustAnchorsPEM)
+	if values.Proxy.TapIdentities == "" {
+		values.Proxy.TapIdentities = TapperIdentity(values)
+	}
 
 	m, err := CRDs()
 	if err != nil {
@@ -169,6 +194,7 @@ var kindOrder = map[string]int{
 	"PodDisruptionBudget":            9,
 	"MutatingWebhookConfiguration":   10,
 	"ValidatingWebhookConfiguration": 11,
+	"PodMonitor":                     12,
 }
 
 func sortObjects(objs []Object) {

@@ -25,14 +25,14 @@ import (
 
 	"github.com/weftmesh/weft/apis/crds"
 	"github.com/weftmesh/weft/apis/vocab"
-	"github.com/weftmesh/weft/mesh/identity/local"
+	idkube "github.com/weftmesh/weft/mesh/identity/kubernetes"
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/install"
 )
 
 func TestRenderGivesIdenticalBytesForTheSameInputs(t *testing.T) {
 	f := newFixture(t, "weft")
-	for _, opts := range [][]install.Option{nil, {install.WithHA()}, {install.WithIssuerScheme(local.SchemeLinkerd)}} {
+	for _, opts := range [][]install.Option{nil, {install.WithHA()}, {install.WithIssuerScheme(vocab.IssuerSchemeLinkerd)}} {
 		a, err := render(t, inject.DefaultValues(), f.certs, opts...).YAML()
 		require.NoError(t, err)
 		b, err := render(t, inject.DefaultValues(), f.certs, opts...).YAML()
@@ -141,6 +141,7 @@ func TestValuesConfigMapParsesBackToTheValuesWithTheTrustAnchors(t *testing.T) {
 	got, err := inject.ParseValues([]byte(cm.Data[install.ValuesKey]))
 	require.NoError(t, err)
 	v.IdentityTrustAnchorsPEM = string(f.anchor.CertPEM)
+	v.Proxy.TapIdentities = install.TapperIdentity(v) // filled in when empty
 	assert.Equal(t, v, got)
 
 	roots := get[*corev1.ConfigMap](t, x, "ConfigMap", install.ConfigMapTrustRoots)
@@ -154,15 +155,15 @@ func TestIssuerSecretUsesTheChosenLayout(t *testing.T) {
 	assert.Equal(t, corev1.SecretTypeTLS, kube.Type)
 	assert.Equal(t, map[string][]byte{"tls.crt": f.issuer.CertPEM, "tls.key": f.issuer.KeyPEM, "ca.crt": f.anchor.CertPEM}, kube.Data)
 
-	x = indexOf(render(t, inject.DefaultValues(), f.certs, install.WithIssuerScheme(local.SchemeLinkerd)).Objects)
+	x = indexOf(render(t, inject.DefaultValues(), f.certs, install.WithIssuerScheme(vocab.IssuerSchemeLinkerd)).Objects)
 	linkerd := get[*corev1.Secret](t, x, "Secret", install.SecretIssuer)
 	assert.Equal(t, corev1.SecretTypeOpaque, linkerd.Type)
 	assert.Equal(t, map[string][]byte{"crt.pem": f.issuer.CertPEM, "key.pem": f.issuer.KeyPEM}, linkerd.Data)
 
-	// The identity service reads the Secret's files with the local issuer,
+	// The identity service reads the Secret with the Secret issuer,
 	// which must recognise both layouts.
 	for _, s := range []*corev1.Secret{kube, linkerd} {
-		certPEM, keyPEM, err := local.SecretKeyPair(s)
+		certPEM, keyPEM, err := idkube.SecretKeyPair(s)
 		require.NoError(t, err, s.Type)
 		assert.Equal(t, f.issuer.CertPEM, certPEM)
 		assert.Equal(t, f.issuer.KeyPEM, keyPEM)
@@ -287,6 +288,14 @@ func TestRBACGrantsEachComponentExactlyWhatItReads(t *testing.T) {
 		},
 		"proxy-injector": {{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}},
 	}
+	// The tapper (no Deployment of its own: whoever runs as weft-tap)
+	// reads pods, nothing else.
+	tapRole := get[*rbacv1.ClusterRole](t, x, "ClusterRole", install.ClusterRoleName("weft", install.TapComponent))
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}}, tapRole.Rules)
+	tapBinding := get[*rbacv1.ClusterRoleBinding](t, x, "ClusterRoleBinding", install.ClusterRoleName("weft", install.TapComponent))
+	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: install.ServiceAccountTap, Namespace: "weft"}}, tapBinding.Subjects)
+	assert.Equal(t, install.ClusterRoleName("weft", install.TapComponent), tapBinding.RoleRef.Name)
+	get[*corev1.ServiceAccount](t, x, "ServiceAccount", install.ServiceAccountTap)
 	roles := 0
 	for _, c := range install.Components() {
 		name := install.ClusterRoleName("weft", c.Name)
@@ -318,7 +327,7 @@ func TestDeploymentsRunTheControllersWithTheirFlagsAndMounts(t *testing.T) {
 	v.IdentityTrustDomain = "example.org"
 	v.ClusterDomain = "corp.example"
 	v.Proxy.DefaultInboundPolicy = vocab.PolicyClusterAuthenticated
-	x := indexOf(render(t, v, newFixture(t, "weft").certs, install.WithControllerImage("registry.example/weft-controller:v1.2.3"), install.WithIssuanceLifetime(48*time.Hour)).Objects)
+	x := indexOf(render(t, v, newFixture(t, "weft").certs, install.WithControllerImage("registry.example/weft-controller:v1.2.3"), install.WithIssuanceLifetime(48*time.Hour), install.WithClockSkewAllowance(time.Minute)).Objects)
 	args := func(name string) []string {
 		d := get[*appsv1.Deployment](t, x, "Deployment", name)
 		require.Len(t, d.Spec.Template.Spec.Containers, 1)
@@ -328,10 +337,11 @@ func TestDeploymentsRunTheControllersWithTheirFlagsAndMounts(t *testing.T) {
 	}
 	assert.Equal(t, []string{"identity", "--addr=:8080", "--metrics-addr=:9990",
 		"--trust-anchors=/var/run/weft/identity/trust-roots/ca-bundle.crt", "--issuer-dir=/var/run/weft/identity/issuer",
-		"--token-backend=kubernetes", "--issuance-lifetime=48h0m0s", "--trust-domain=example.org", "--control-plane-namespace=weft"}, args("weft-identity"))
+		"--token-backend=kubernetes", "--issuance-lifetime=48h0m0s", "--clock-skew-allowance=1m0s", "--trust-domain=example.org", "--control-plane-namespace=weft"}, args("weft-identity"))
 	assert.Equal(t, []string{"destination", "--addr=:8086", "--metrics-addr=:9996", "--source=kubernetes", "--cluster-domain=corp.example",
 		"--trust-domain=example.org", "--control-plane-namespace=weft", "--default-opaque-ports=" + vocab.DefaultOpaquePorts}, args("weft-destination"))
 	assert.Equal(t, []string{"policy", "--addr=:8090", "--source=kubernetes", "--gateway-api=auto", "--default-policy=cluster-authenticated",
+		"--default-opaque-ports=" + vocab.DefaultOpaquePorts,
 		"--cluster-networks=" + vocab.DefaultClusterNetworks, "--cluster-domain=corp.example", "--trust-domain=example.org", "--control-plane-namespace=weft"}, args("weft-policy"))
 	assert.Equal(t, []string{"injector", "--addr=:8443", "--tls-cert=/var/run/weft/tls/tls.crt", "--tls-key=/var/run/weft/tls/tls.key",
 		"--values=/var/run/weft/config/values.yaml", "--trust-anchors=/var/run/weft/identity/trust-roots/ca-bundle.crt"}, args("weft-proxy-injector"))

@@ -66,7 +66,7 @@ const (
 	// objects that belong to it ("identity", "destination", "policy",
 	// "proxy-injector"). The Deployments select their pods with it and the
 	// mutating webhook never injects a pod carrying it.
-	LabelComponent = "linkerd.io/control-plane-component"
+	LabelComponent = vocab.LabelControlPlaneComponent
 	// LabelIsControlPlane marks the control-plane namespace.
 	LabelIsControlPlane = "linkerd.io/is-control-plane"
 	LabelPartOf         = "app.kubernetes.io/part-of"

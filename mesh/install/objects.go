@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/weftmesh/weft/apis/vocab"
-	"github.com/weftmesh/weft/mesh/identity/local"
 	"github.com/weftmesh/weft/mesh/inject"
 )
 
@@ -130,7 +129,11 @@ func (r *renderer) controlPlane() ([]Object, error) {
 			objs = append(objs, r.pdb(c))
 		}
 	}
+	objs = append(objs, r.tapObjects()...)
 	objs = append(objs, r.mutatingWebhook(), r.serviceProfileValidator(), r.policyValidator())
+	if r.cfg.podMonitor {
+		objs = append(objs, r.podMonitor())
+	}
 	return objs, nil
 }
 
@@ -156,9 +159,9 @@ func (r *renderer) namespace() Object {
 
 func (r *renderer) issuerSecret() Object {
 	s := &corev1.Secret{TypeMeta: typeMeta("v1", "Secret"), ObjectMeta: r.meta(SecretIssuer, "identity")}
-	if r.cfg.issuerScheme == local.SchemeLinkerd {
+	if r.cfg.issuerScheme == vocab.IssuerSchemeLinkerd {
 		s.Type = corev1.SecretTypeOpaque
-		s.Data = map[string][]byte{"crt.pem": r.certs.Identity.IssuerCertPEM, "key.pem": r.certs.Identity.IssuerKeyPEM}
+		s.Data = map[string][]byte{vocab.IssuerCertLinkerd: r.certs.Identity.IssuerCertPEM, vocab.IssuerKeyLinkerd: r.certs.Identity.IssuerKeyPEM}
 		return s
 	}
 	s.Type = corev1.SecretTypeTLS
@@ -203,6 +206,9 @@ func Rules(component string) []rbacv1.PolicyRule {
 		}
 	case "proxy-injector":
 		return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}}
+	case TapComponent:
+		// The tapper finds the meshed pods and their tap addresses.
+		return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}}
 	}
 	return nil
 }
@@ -257,6 +263,7 @@ func (r *renderer) deployment(c Component, checksum string) Object {
 			"--issuer-dir=" + issuerDir,
 			"--token-backend=kubernetes",
 			"--issuance-lifetime=" + r.cfg.lifetime.String(),
+			"--clock-skew-allowance=" + r.cfg.skew.String(),
 			"--trust-domain=" + r.values.IdentityTrustDomain,
 			"--control-plane-namespace=" + r.ns(),
 		}, vocab.IdentityPort, IdentityMetricsPort)}
@@ -284,6 +291,7 @@ func (r *renderer) deployment(c Component, checksum string) Object {
 			"--source=kubernetes",
 			"--gateway-api=auto",
 			"--default-policy=" + r.values.Proxy.DefaultInboundPolicy,
+			"--default-opaque-ports=" + r.values.Proxy.OpaquePorts,
 			"--cluster-networks=" + r.values.ClusterNetworks,
 			"--cluster-domain=" + r.values.ClusterDomain,
 			"--trust-domain=" + r.values.IdentityTrustDomain,
@@ -354,7 +362,7 @@ func (r *renderer) container(component string, args []string, port, metricsPort 
 	c := corev1.Container{
 		Name:            component,
 		Image:           r.cfg.controllerImage,
-		ImagePullPolicy: corev1.PullIfNotPresent,
+		ImagePullPolicy: r.cfg.controllerPull,
 		Args:            append([]string{component}, args...),
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("50Mi")},

@@ -15,8 +15,9 @@ import (
 
 	"github.com/weftmesh/weft/mesh/discovery"
 	discoverystatic "github.com/weftmesh/weft/mesh/discovery/static"
+	"github.com/weftmesh/weft/mesh/grpclimit"
 	"github.com/weftmesh/weft/mesh/identity"
-	idlocal "github.com/weftmesh/weft/mesh/identity/local"
+	"github.com/weftmesh/weft/mesh/identity/localca"
 	idstatic "github.com/weftmesh/weft/mesh/identity/static"
 	"github.com/weftmesh/weft/mesh/policy"
 	policystatic "github.com/weftmesh/weft/mesh/policy/static"
@@ -33,7 +34,7 @@ type ControlPlane struct {
 // ephemeral ports until stop is called.
 type controlPlane struct {
 	addrs   ControlPlane
-	servers []*grpc.Server
+	servers []*grpclimit.Server
 	closers []func() error
 	wg      sync.WaitGroup
 	errc    chan error
@@ -41,7 +42,7 @@ type controlPlane struct {
 
 // startControlPlane builds the three services from the files in dir
 // (identity/, tokens.yaml, manifests/) plus policyPaths, and serves them.
-func startControlPlane(ctx context.Context, dir string, f *File, policyPaths []string, log *slog.Logger) (_ *controlPlane, err error) {
+func startControlPlane(ctx context.Context, dir string, f *File, policyPaths []string, limits grpclimit.Limits, log *slog.Logger) (_ *controlPlane, err error) {
 	cp := &controlPlane{errc: make(chan error, 3)}
 	defer func() {
 		if err != nil {
@@ -59,7 +60,7 @@ func startControlPlane(ctx context.Context, dir string, f *File, policyPaths []s
 	if err != nil {
 		return nil, fmt.Errorf("local: trust anchor: %w", err)
 	}
-	issuer, err := idlocal.New(ctx, filepath.Join(dir, "identity", "issuer"), bundle, idlocal.WithLogger(log.With("component", "identity")))
+	issuer, err := localca.New(ctx, filepath.Join(dir, "identity", "issuer"), bundle, localca.WithLogger(log.With("component", "identity")))
 	if err != nil {
 		return nil, fmt.Errorf("local: identity issuer: %w", err)
 	}
@@ -69,11 +70,15 @@ func startControlPlane(ctx context.Context, dir string, f *File, policyPaths []s
 		return nil, fmt.Errorf("local: identity tokens: %w", err)
 	}
 	cp.closers = append(cp.closers, tokens.Close)
-	svc, err := identity.NewService(ctx, tokens, issuer, identity.WithDomain(Domain), identity.WithLogger(log.With("component", "identity")))
+	svc, err := identity.NewService(ctx, tokens, issuer, identity.WithDomain(Domain),
+		identity.WithRequestTimeout(limits.RequestTimeout), identity.WithLogger(log.With("component", "identity")))
 	if err != nil {
 		return nil, fmt.Errorf("local: identity service: %w", err)
 	}
-	idSrv := grpc.NewServer(grpc.MaxRecvMsgSize(256 << 10))
+	idSrv, err := grpclimit.NewServer(limits)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
 	svc.Register(idSrv)
 	if cp.addrs.Identity, err = cp.serve(idSrv); err != nil {
 		return nil, err
@@ -99,7 +104,10 @@ func startControlPlane(ctx context.Context, dir string, f *File, policyPaths []s
 	if err != nil {
 		return nil, fmt.Errorf("local: destination service: %w", err)
 	}
-	dstSrv := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 10))
+	dstSrv, err := grpclimit.NewServer(limits)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
 	dsvc.Register(dstSrv)
 	if cp.addrs.Destination, err = cp.serve(dstSrv); err != nil {
 		return nil, err
@@ -143,7 +151,10 @@ func startControlPlane(ctx context.Context, dir string, f *File, policyPaths []s
 		}
 	}()
 	cp.closers = append(cp.closers, func() error { in.Drain(); out.Drain(); cancel(); return nil })
-	polSrv := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 10))
+	polSrv, err := grpclimit.NewServer(limits)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
 	in.Register(polSrv)
 	out.Register(polSrv)
 	if cp.addrs.Policy, err = cp.serve(polSrv); err != nil {
@@ -152,7 +163,7 @@ func startControlPlane(ctx context.Context, dir string, f *File, policyPaths []s
 	return cp, nil
 }
 
-func (cp *controlPlane) serve(s *grpc.Server) (string, error) {
+func (cp *controlPlane) serve(s *grpclimit.Server) (string, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		s.Stop()

@@ -13,7 +13,7 @@
 //  2. The plan (plan.go): NewPlan, a pure function, lays the file out on
 //     this machine: one pod per replica, each with a loopback address
 //     (127.0.N.1, .2, ...) where its program listens on its ports, its proxy
-//     on 4143 (inbound) and 4191 (admin), and its outbound mappings on the
+//     on 4143 (inbound), 4191 (admin) and 4190 (tap), and its outbound mappings on the
 //     local ports of its calls. It also expands the file into the Kubernetes
 //     objects a cluster would hold: Namespaces, ServiceAccounts, Pods
 //     (labelled linkerd.io/control-plane-ns, so discovery treats them as
@@ -28,6 +28,11 @@
 //     loopback gRPC through mesh/dataplane/control (the same path as
 //     weft-proxy); waits until every proxy is ready; then runs the programs:
 //     in-process App functions (WithApp) or the file's commands (WithProcesses).
+//  4. Tap (tap.go): every proxy serves io.linkerd.proxy.tap over mutual
+//     TLS on its pod address, port 4190, to one identity, TapperIdentity;
+//     the runner issues that identity's certificate from the mesh's issuer
+//     into DIR/tap (State.Tap, LoadTap), so `weft viz tap/top` and the
+//     dashboard can tap the mesh and no one else can.
 //
 // When ctx ends, or any part fails, the programs stop first, then the
 // proxies (draining for WithShutdownGracePeriod), then the control plane,

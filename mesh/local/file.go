@@ -27,6 +27,8 @@ const (
 	InboundPort  = 4143
 	AdminPort    = 4191
 	OutboundPort = 4140
+	// TapPort is each proxy's tap server (Linkerd's 4190; see tap.go).
+	TapPort = 4190
 )
 
 // File is a compact description of a local mesh: the workloads, the ports
@@ -231,7 +233,7 @@ func (f *File) check() error {
 			if p.Port < 1 || p.Port > 65535 {
 				add(f.errf(pf+".port", "%d is not between 1 and 65535", p.Port))
 			} else if reserved(p.Port) {
-				add(f.errf(pf+".port", "%d is reserved for the proxy (4140, 4143, 4191)", p.Port))
+				add(f.errf(pf+".port", "%d is reserved for the proxy (4140, 4143, 4190, 4191)", p.Port))
 			} else if ports[p.Port] {
 				add(f.errf(pf+".port", "%d is listed twice", p.Port))
 			}
@@ -288,7 +290,7 @@ func (f *File) check() error {
 			case c.LocalPort < 1 || c.LocalPort > 65535:
 				add(f.errf(cf+".localPort", "%d is not between 1 and 65535", c.LocalPort))
 			case reserved(c.LocalPort):
-				add(f.errf(cf+".localPort", "%d is reserved for the proxy (4140, 4143, 4191)", c.LocalPort))
+				add(f.errf(cf+".localPort", "%d is reserved for the proxy (4140, 4143, 4190, 4191)", c.LocalPort))
 			case used[c.LocalPort] != "":
 				add(f.errf(cf+".localPort", "%d is already %s; set localPort to a free port", c.LocalPort, used[c.LocalPort]))
 			}
@@ -330,7 +332,9 @@ func (f *File) check() error {
 	return errors.Join(errs...)
 }
 
-func reserved(p int) bool { return p == InboundPort || p == AdminPort || p == OutboundPort }
+func reserved(p int) bool {
+	return p == InboundPort || p == AdminPort || p == OutboundPort || p == TapPort
+}
 
 // lookup finds a workload by NAME (in namespace ns) or NAMESPACE/NAME.
 func (f *File) lookup(ref, ns string) (*Workload, bool) {

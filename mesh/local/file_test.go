@@ -34,6 +34,7 @@ func TestParseRejectsBadFilesNamingTheField(t *testing.T) {
 		"duplicate":           {"workloads: [{name: a}, {name: a}]", "workloads[1].name: \"a\" in namespace \"default\" is already workloads[0]"},
 		"port range":          {"workloads: [{name: a, ports: [{port: 70000}]}]", "workloads[0].ports[0].port: 70000 is not between 1 and 65535"},
 		"reserved port":       {"workloads: [{name: a, ports: [{port: 4191}]}]", "workloads[0].ports[0].port: 4191 is reserved"},
+		"tap port":            {"workloads: [{name: a, ports: [{port: 4190}]}]", "workloads[0].ports[0].port: 4190 is reserved"},
 		"port twice":          {"workloads: [{name: a, ports: [{port: 80}, {port: 80}]}]", "workloads[0].ports[1].port: 80 is listed twice"},
 		"bad port name":       {"workloads: [{name: a, ports: [{name: 'has space', port: 80}]}]", "workloads[0].ports[0].name"},
 		"replicas":            {"workloads: [{name: a, replicas: 99}]", "workloads[0].replicas: 99 is not between 1 and 16"},

@@ -2,6 +2,7 @@ package local
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
@@ -52,11 +54,13 @@ type Pod struct {
 	// Identity is the name in the pod's certificate.
 	Identity string
 	// IP is the pod's loopback address: its program listens on IP:port,
-	// its proxy on IP:4143 (inbound) and IP:4191 (admin).
-	IP       netip.Addr
-	Ports    []Port
-	Inbound  netip.AddrPort
-	Admin    netip.AddrPort
+	// its proxy on IP:4143 (inbound), IP:4191 (admin) and IP:4190 (tap).
+	IP      netip.Addr
+	Ports   []Port
+	Inbound netip.AddrPort
+	Admin   netip.AddrPort
+	// Tap is the proxy's tap server (TapPort), open to TapperIdentity.
+	Tap      netip.AddrPort
 	Mappings []Mapping
 	Command  []string
 	Env      map[string]string
@@ -104,6 +108,7 @@ func NewPlan(f *File, base netip.Addr) (*Plan, error) {
 				ServiceAccount: w.ServiceAccount, Identity: name.String(), IP: ip,
 				Ports:   append([]Port(nil), w.Ports...),
 				Inbound: netip.AddrPortFrom(ip, InboundPort), Admin: netip.AddrPortFrom(ip, AdminPort),
+				Tap:     netip.AddrPortFrom(ip, TapPort),
 				Command: append([]string(nil), w.Command...), Env: w.Env,
 			}
 			for _, c := range w.Calls {
@@ -172,16 +177,25 @@ func objects(f *File, pods map[string][]*Pod) []runtime.Object {
 			if len(opaque) > 0 {
 				ann[vocab.ConfigPrefix+"opaque-ports"] = strings.Join(opaque, ",")
 			}
+			// Pods belong to a Deployment's ReplicaSet, as in a cluster, so
+			// that discovery labels them deployment=<workload> (metrics'
+			// dst_deployment) and tools group them the same way.
+			hash := templateHash(w.Namespace, w.Name)
 			out = append(out, &corev1.Pod{
 				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 				ObjectMeta: metav1.ObjectMeta{
 					Name: pod.Name, Namespace: pod.Namespace,
 					Labels: map[string]string{
 						LabelApp:                         w.Name,
+						labelPodTemplateHash:             hash,
 						vocab.LabelControlPlaneNamespace: Domain.ControlPlaneNamespace,
 						vocab.LabelWorkloadNamespace:     w.Namespace,
 					},
 					Annotations: ann,
+					OwnerReferences: []metav1.OwnerReference{{
+						APIVersion: "apps/v1", Kind: "ReplicaSet", Name: w.Name + "-" + hash,
+						UID: types.UID("local-" + w.Namespace + "-" + w.Name), Controller: ptr(true),
+					}},
 				},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: w.ServiceAccount,
@@ -190,6 +204,8 @@ func objects(f *File, pods map[string][]*Pod) []runtime.Object {
 						{Name: vocab.ProxyContainerName, Image: "local", Env: []corev1.EnvVar{
 							{Name: vocab.EnvInboundAddr, Value: pod.Inbound.String()},
 							{Name: vocab.EnvAdminAddr, Value: pod.Admin.String()},
+							{Name: vocab.EnvTapAddr, Value: pod.Tap.String()},
+							{Name: vocab.EnvTapIdentities, Value: TapperIdentity},
 						}},
 					},
 				},
@@ -291,6 +307,21 @@ func (p *Plan) Pod(namespace, name string) (Pod, bool) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// labelPodTemplateHash is the label a Deployment's ReplicaSet puts on its
+// pods.
+const labelPodTemplateHash = "pod-template-hash"
+
+// templateHash is a stable stand-in for a ReplicaSet's pod-template-hash.
+func templateHash(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789" // Kubernetes' safe characters
+	out := make([]byte, 10)
+	for i := range out {
+		out[i] = alphabet[int(sum[i])%len(alphabet)]
+	}
+	return string(out)
+}
 
 func sortedKeys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane"
 	"github.com/weftmesh/weft/mesh/dataplane/control"
+	"github.com/weftmesh/weft/mesh/grpclimit"
 	"github.com/weftmesh/weft/mesh/identity/pki"
 	idstatic "github.com/weftmesh/weft/mesh/identity/static"
 )
@@ -45,6 +46,7 @@ type options struct {
 	tempDir   string
 	grace     time.Duration
 	readyWait time.Duration
+	limits    grpclimit.Limits
 }
 
 // WithLogger sets the logger of the control plane and the runner (default:
@@ -55,6 +57,22 @@ func WithLogger(l *slog.Logger) Option {
 			o.log = l
 		}
 	}
+}
+
+// WithServerLimits sets the limits of the control plane's gRPC servers
+// (default: [DefaultServerLimits]).
+func WithServerLimits(l grpclimit.Limits) Option { return func(o *options) { o.limits = l } }
+
+// DefaultServerLimits are the limits of the local control plane's gRPC
+// servers: those of `weft-controller` (grpclimit.Defaults), except that
+// each per-peer cap equals its total, because every proxy of the local
+// mesh connects to the controllers from 127.0.0.1 and so is the same peer.
+func DefaultServerLimits() grpclimit.Limits {
+	l := grpclimit.Defaults()
+	l.MaxConnectionsPerPeer = l.MaxConnections
+	l.MaxWatchesPerPeer = l.MaxWatches
+	l.MaxRequestsPerPeer = l.MaxRequests
+	return l
 }
 
 // WithProxyLogger sets the logger of the proxies (default: discard).
@@ -115,6 +133,9 @@ type State struct {
 	ControlPlane ControlPlane
 	TrustAnchors []byte
 	Proxies      []*Proxy
+	// Tap holds the tapper's credentials: every proxy serves tap on its
+	// Pod.Tap address to TapperIdentity only (see tap.go).
+	Tap *Tap
 }
 
 // Proxy is one pod's running proxy.
@@ -140,6 +161,7 @@ func New(ctx context.Context, f *File, opts ...Option) (*Runner, error) {
 		apps:      map[string]App{},
 		grace:     2 * time.Second,
 		readyWait: 30 * time.Second,
+		limits:    DefaultServerLimits(),
 	}
 	for i := 1; i < 100; i++ {
 		o.bases = append(o.bases, netip.AddrFrom4([4]byte{127, 0, byte(i), 0}))
@@ -163,6 +185,9 @@ func New(ctx context.Context, f *File, opts ...Option) (*Runner, error) {
 	}
 	if o.grace < 0 {
 		return nil, fmt.Errorf("local: shutdown grace period %s is negative", o.grace)
+	}
+	if err := o.limits.Validate(); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
 	}
 	return &Runner{file: f, opts: o, ready: make(chan struct{})}, nil
 }
@@ -197,7 +222,11 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	}
 	defer os.RemoveAll(dir)
 
-	anchorPEM, err := writePKI(dir)
+	anchorPEM, issuer, err := writePKI(dir)
+	if err != nil {
+		return err
+	}
+	tapper, err := writeTapper(dir, issuer, anchorPEM)
 	if err != nil {
 		return err
 	}
@@ -226,7 +255,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 
 	cpCtx, stopCP := context.WithCancel(base)
 	defer stopCP()
-	cp, err := startControlPlane(cpCtx, dir, r.file, r.file.PolicyPaths(), log)
+	cp, err := startControlPlane(cpCtx, dir, r.file, r.file.PolicyPaths(), r.opts.limits, log)
 	if err != nil {
 		return err
 	}
@@ -246,7 +275,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	var proxyWG sync.WaitGroup
 	defer proxyWG.Wait()
 	defer stopProxies() // runs before the Wait above
-	state := &State{Dir: dir, Plan: plan, ControlPlane: cp.addrs, TrustAnchors: anchorPEM}
+	state := &State{Dir: dir, Plan: plan, ControlPlane: cp.addrs, TrustAnchors: anchorPEM, Tap: tapper}
 	for i, pod := range plan.Pods {
 		p, err := r.startProxy(run, proxyCtx, &proxyWG, pod, ls[i], cp.addrs, anchorPEM, tokens[i], cancelRun)
 		if err != nil {
@@ -332,15 +361,15 @@ func (r *Runner) place() (*Plan, []*podListeners, error) {
 
 // podListeners are the sockets of one pod's proxy.
 type podListeners struct {
-	inbound, admin net.Listener
-	mapped         []dataplane.MappedListener
+	inbound, admin, tap net.Listener
+	mapped              []dataplane.MappedListener
 }
 
 func (l *podListeners) Close() {
 	if l == nil {
 		return
 	}
-	for _, c := range []net.Listener{l.inbound, l.admin} {
+	for _, c := range []net.Listener{l.inbound, l.admin, l.tap} {
 		if c != nil {
 			c.Close()
 		}
@@ -368,6 +397,9 @@ func openAll(plan *Plan) (out []*podListeners, err error) {
 		if pl.admin, err = net.Listen("tcp", pod.Admin.String()); err != nil {
 			return out, err
 		}
+		if pl.tap, err = net.Listen("tcp", pod.Tap.String()); err != nil {
+			return out, err
+		}
 		for _, m := range pod.Mappings {
 			l, err := net.Listen("tcp", m.Listen.String())
 			if err != nil {
@@ -388,15 +420,15 @@ func openAll(plan *Plan) (out []*podListeners, err error) {
 }
 
 // writePKI creates the trust anchor and issuer in dir/identity and
-// returns the anchor's PEM.
-func writePKI(dir string) ([]byte, error) {
+// returns the anchor's PEM and the issuer.
+func writePKI(dir string) ([]byte, *pki.KeyPair, error) {
 	anchor, err := pki.NewAnchor(pki.Options{Lifetime: 7 * 24 * time.Hour})
 	if err != nil {
-		return nil, fmt.Errorf("local: trust anchor: %w", err)
+		return nil, nil, fmt.Errorf("local: trust anchor: %w", err)
 	}
 	issuer, err := pki.NewIssuer(anchor, pki.Options{Lifetime: 7 * 24 * time.Hour})
 	if err != nil {
-		return nil, fmt.Errorf("local: issuer: %w", err)
+		return nil, nil, fmt.Errorf("local: issuer: %w", err)
 	}
 	files := []struct {
 		path string
@@ -410,14 +442,14 @@ func writePKI(dir string) ([]byte, error) {
 	for _, f := range files {
 		p := filepath.Join(dir, f.path)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return nil, fmt.Errorf("local: %w", err)
+			return nil, nil, fmt.Errorf("local: %w", err)
 		}
 		if err := os.WriteFile(p, f.data, f.mode); err != nil {
-			return nil, fmt.Errorf("local: %w", err)
+			return nil, nil, fmt.Errorf("local: %w", err)
 		}
 	}
 	// The anchor key is not needed once the issuer exists; it is not kept.
-	return anchor.CertPEM, nil
+	return anchor.CertPEM, issuer, nil
 }
 
 // writeObjects writes the manifests and one token per pod, and returns the
@@ -481,6 +513,8 @@ func ProxyConfig(pod Pod, cp ControlPlane, anchors []byte, tokenFile, defaultPol
 	cfg.InboundForwardHost = pod.IP.String()
 	cfg.DefaultInboundPolicy = defaultPolicy
 	cfg.ClusterNetworks = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	cfg.TapAddr = pod.Tap.String()
+	cfg.TapIdentities = []string{TapperIdentity}
 	for _, p := range pod.Ports {
 		pr, _ := dataplane.ParsePorts(fmt.Sprint(p.Port))
 		cfg.InboundPorts = append(cfg.InboundPorts, pr...)
@@ -511,7 +545,7 @@ func (r *Runner) startProxy(run, ctx context.Context, wg *sync.WaitGroup, pod Po
 	go func() {
 		defer wg.Done()
 		defer src.Close()
-		err := p.Run(ctx, dataplane.Listeners{Inbound: ls.inbound, Admin: ls.admin, Mapped: ls.mapped})
+		err := p.Run(ctx, dataplane.Listeners{Inbound: ls.inbound, Admin: ls.admin, Tap: ls.tap, Mapped: ls.mapped})
 		if err != nil && !errors.Is(err, context.Canceled) {
 			fail(fmt.Errorf("local: proxy of %s: %w", pod.Name, err))
 		}

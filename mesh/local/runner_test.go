@@ -102,11 +102,13 @@ func startMesh(t *testing.T, src string, opts ...local.Option) (*local.Runner, c
 }
 
 func TestRunnerCarriesAllowedTrafficOverMutualTLSAndDeniesOthers(t *testing.T) {
-	r, _, _ := startMesh(t, twoWorkloads, local.WithApp("api", echoApp))
+	base := netip.MustParseAddr("127.0.123.0")
+	r, _, _ := startMesh(t, twoWorkloads, local.WithApp("api", echoApp), local.WithAddressBase(base))
 	st := r.State()
 	require.NotNil(t, st)
 	web, ok := st.Plan.Pod("shop", "web-0")
 	require.True(t, ok)
+	assert.True(t, netip.PrefixFrom(base, 24).Contains(web.IP), "pods live in the /24 WithAddressBase fixed: %s", web.IP)
 	stranger, ok := st.Plan.Pod("shop", "stranger-0")
 	require.True(t, ok)
 
@@ -150,7 +152,7 @@ func TestRunnerRemovesItsDirectoryAndStopsListeningWhenCancelled(t *testing.T) {
 	tmp := t.TempDir()
 	f, err := local.Parse("test.yaml", []byte(twoWorkloads))
 	require.NoError(t, err)
-	r, err := local.New(context.Background(), f, local.WithTempDir(tmp), local.WithApp("api", echoApp))
+	r, err := local.New(context.Background(), f, local.WithTempDir(tmp), local.WithApp("api", echoApp), local.WithShutdownGracePeriod(time.Second))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"net/netip"
 	"sort"
 	"strings"
 	"time"
@@ -29,10 +28,13 @@ type builder struct {
 	httpRoutes []*httpRouteSpec
 	grpcRoutes []*grpcRouteSpec
 	// routes by the Server they attach to, and by name.
-	httpByServer    map[nsName][]*httpRouteSpec
-	grpcByServer    map[nsName][]*grpcRouteSpec
-	httpByName      map[nsName][]*httpRouteSpec
-	grpcByName      map[nsName]bool
+	httpByServer map[nsName][]*httpRouteSpec
+	grpcByServer map[nsName][]*grpcRouteSpec
+	httpByName   map[nsName][]*httpRouteSpec
+	grpcByName   map[nsName]bool
+	// notAttached says, per Server, which routes name it but are not
+	// attached, and why (for explanations).
+	notAttached     map[nsName][]string
 	serviceAccounts map[nsName]bool
 }
 
@@ -41,7 +43,6 @@ func (b *builder) build() *Index {
 	ix := &Index{
 		cfg:       cfg,
 		workloads: map[WorkloadRef]*workloadPolicy{},
-		byIP:      map[netip.Addr]*workloadPolicy{},
 		servers:   map[ObjectRef]*serverTemplate{},
 	}
 
@@ -132,9 +133,6 @@ func (b *builder) build() *Index {
 	for _, w := range b.objs.Workloads {
 		wp := b.workload(w, templates)
 		ix.workloads[w.Ref()] = wp
-		for _, ip := range w.IPs {
-			ix.byIP[ip] = wp
-		}
 	}
 
 	for _, list := range b.servers {
@@ -162,23 +160,7 @@ func (b *builder) translateRoutes() {
 				rules[i].backends = append(rules[i].backends, gatewayv1.HTTPBackendRef{BackendRef: br.BackendRef})
 			}
 		}
-		parents := make([]parentRef, 0, len(r.Spec.ParentRefs))
-		for _, pr := range r.Spec.ParentRefs {
-			x := parentRef{group: gatewayv1.GroupName, kind: "Gateway", namespace: r.Namespace, name: string(pr.Name)}
-			if pr.Group != nil {
-				x.group = string(*pr.Group)
-			}
-			if pr.Kind != nil {
-				x.kind = string(*pr.Kind)
-			}
-			if pr.Namespace != nil && *pr.Namespace != "" {
-				x.namespace = string(*pr.Namespace)
-			}
-			if pr.Port != nil {
-				x.port = *pr.Port
-			}
-			parents = append(parents, x)
-		}
+		parents := translatePolicyParents(r.Namespace, r.Spec.ParentRefs)
 		spec, ok := translateHTTPRoute(p, policyGroup, &r.ObjectMeta, parents, r.Spec.Hostnames, rules,
 			func(i int) []gatewayv1.HTTPRouteMatch { return r.Spec.Rules[i].Matches })
 		if ok {
@@ -195,47 +177,105 @@ func (b *builder) translateRoutes() {
 		spec, ok := translateHTTPRoute(p, gatewayv1.GroupName, &r.ObjectMeta, parents, r.Spec.Hostnames, rules,
 			func(i int) []gatewayv1.HTTPRouteMatch { return r.Spec.Rules[i].Matches })
 		if ok {
+			if field, kind := unsupportedHTTPFilter(r.Spec.Rules, false); field != "" {
+				spec.unsupported = kind
+				p.warnf(spec.ref, field, "%s filters are not supported; the route is ignored, as Linkerd ignores it", kind)
+			}
+			if field, kind := unsupportedHTTPFilter(r.Spec.Rules, true); field != "" {
+				spec.unsupportedOut = kind
+				if spec.unsupported == "" {
+					p.warnf(spec.ref, field, "%s filters are not supported; the route is ignored for outbound traffic, as Linkerd ignores it", kind)
+				}
+			}
 			b.httpRoutes = append(b.httpRoutes, spec)
 		}
 	}
 	for _, r := range b.objs.GRPCRoutes {
 		spec, ok := translateGRPCRoute(p, r)
 		if ok {
+			if field, kind := unsupportedGRPCFilter(r.Spec.Rules); field != "" {
+				spec.unsupported = kind
+				p.warnf(spec.ref, field, "%s filters are not supported; the route is ignored, as Linkerd ignores it", kind)
+			}
 			b.grpcRoutes = append(b.grpcRoutes, spec)
 		}
 	}
-	check := func(ref ObjectRef, ns string, parents []parentRef) {
+	// check reports Server parents that do not exist, and why a route
+	// attaches to no Server at all (Linkerd refuses the whole route then;
+	// its other parents, such as Services, still count for outbound).
+	check := func(ref ObjectRef, ns string, parents []parentRef) string {
+		if field, why := serverParentProblem(ns, parents); field != "" {
+			p.warnf(ref, field, "%s; the route attaches to no Server, as Linkerd refuses it", why)
+			return why
+		}
 		for i, pr := range parents {
-			if !strings.EqualFold(pr.group, policyGroup) || !strings.EqualFold(pr.kind, "Server") {
-				continue
-			}
-			if pr.namespace != ns {
-				p.warnf(ref, fmt.Sprintf("spec.parentRefs[%d].namespace", i), "a route can only attach to a Server in its own namespace")
+			if !isServerParent(pr) {
 				continue
 			}
 			if _, found := b.serverByNm[nsName{ns, pr.name}]; !found {
 				p.warnf(ref, fmt.Sprintf("spec.parentRefs[%d]", i), "Server %s/%s not found", ns, pr.name)
 			}
 		}
+		return ""
 	}
 	b.httpByServer = map[nsName][]*httpRouteSpec{}
 	b.grpcByServer = map[nsName][]*grpcRouteSpec{}
 	b.httpByName = map[nsName][]*httpRouteSpec{}
 	b.grpcByName = map[nsName]bool{}
-	for _, r := range b.httpRoutes {
-		check(r.ref, r.meta.Namespace, r.parents)
-		b.httpByName[nsName{r.meta.Namespace, r.meta.Name}] = append(b.httpByName[nsName{r.meta.Namespace, r.meta.Name}], r)
-		for _, srv := range serverParents(r.parents, r.meta.Namespace) {
-			b.httpByServer[srv] = append(b.httpByServer[srv], r)
+	b.notAttached = map[nsName][]string{}
+	// notAttached records, for every Server a route names, why it is not
+	// attached.
+	notAttached := func(ref ObjectRef, ns string, parents []parentRef, why string) {
+		seen := map[string]bool{}
+		for _, pr := range parents {
+			if isServerParent(pr) && !seen[pr.name] {
+				seen[pr.name] = true
+				k := nsName{ns, pr.name}
+				b.notAttached[k] = append(b.notAttached[k], ref.String()+" names this Server but is not attached: "+why)
+			}
 		}
 	}
 	for _, r := range b.grpcRoutes {
-		check(r.ref, r.meta.Namespace, r.parents)
+		r.noServer = check(r.ref, r.meta.Namespace, r.parents)
 		b.grpcByName[nsName{r.meta.Namespace, r.meta.Name}] = true
+		if why := ignoredWhy(r.unsupported, r.noServer); why != "" {
+			notAttached(r.ref, r.meta.Namespace, r.parents, why)
+			continue
+		}
 		for _, srv := range serverParents(r.parents, r.meta.Namespace) {
 			b.grpcByServer[srv] = append(b.grpcByServer[srv], r)
 		}
 	}
+	for _, r := range b.httpRoutes {
+		r.noServer = check(r.ref, r.meta.Namespace, r.parents)
+		b.httpByName[nsName{r.meta.Namespace, r.meta.Name}] = append(b.httpByName[nsName{r.meta.Namespace, r.meta.Name}], r)
+		if why := ignoredWhy(r.unsupported, r.noServer); why != "" {
+			notAttached(r.ref, r.meta.Namespace, r.parents, why)
+			continue
+		}
+		for _, srv := range serverParents(r.parents, r.meta.Namespace) {
+			// Linkerd's status controller does not accept an HTTPRoute on a
+			// Server that a GRPCRoute also names (RouteReasonConflicted),
+			// and its index attaches only accepted routes.
+			if g := b.grpcByServer[srv]; len(g) > 0 {
+				p.warnf(r.ref, "spec.parentRefs", "Server %s/%s also has GRPCRoute %s; a Server with GRPCRoutes does not accept HTTPRoutes (conflicted), so this route is not attached to it", srv.ns, srv.name, g[0].meta.Name)
+				b.notAttached[srv] = append(b.notAttached[srv], r.ref.String()+" names this Server but is not attached: GRPCRoute "+g[0].meta.Name+" names it too (conflicted)")
+				continue
+			}
+			b.httpByServer[srv] = append(b.httpByServer[srv], r)
+		}
+	}
+}
+
+// ignoredWhy says why a route is not attached to its Servers, or "".
+func ignoredWhy(unsupported, noServer string) string {
+	switch {
+	case unsupported != "":
+		return unsupported + " filters are not supported"
+	case noServer != "":
+		return noServer
+	}
+	return ""
 }
 
 // serverParents returns the Servers (in the route's namespace) a route
@@ -244,7 +284,7 @@ func serverParents(parents []parentRef, ns string) []nsName {
 	var out []nsName
 	seen := map[string]bool{}
 	for _, pr := range parents {
-		if strings.EqualFold(pr.group, policyGroup) && strings.EqualFold(pr.kind, "Server") && pr.namespace == ns && !seen[pr.name] {
+		if isServerParent(pr) && pr.namespace == ns && !seen[pr.name] {
 			seen[pr.name] = true
 			out = append(out, nsName{ns, pr.name})
 		}
@@ -261,14 +301,17 @@ func (b *builder) checkPolicyTargets() {
 					b.p.warnf(ap.ref, "spec.targetRef", "Server %s/%s not found; the policy applies to nothing until it exists", ns, ap.targetName)
 				}
 			case targetHTTPRoute:
-				found := false
+				found, why := false, ""
 				for _, r := range b.httpByName[nsName{ns, ap.targetName}] {
 					if strings.EqualFold(r.group, ap.targetGroup) {
-						found = true
+						found, why = true, ignoredWhy(r.unsupported, r.noServer)
 					}
 				}
-				if !found {
+				switch {
+				case !found:
 					b.p.warnf(ap.ref, "spec.targetRef", "HTTPRoute %s/%s (%s) not found; the policy applies to nothing until it exists", ns, ap.targetName, ap.targetGroup)
+				case why != "":
+					b.p.warnf(ap.ref, "spec.targetRef", "HTTPRoute %s/%s is not attached to any Server (%s); the policy grants nothing", ns, ap.targetName, why)
 				}
 			case targetGRPCRoute:
 				found := b.grpcByName[nsName{ns, ap.targetName}]
@@ -298,7 +341,7 @@ func (b *builder) routeAuthorizations(ns, group, kind, name string) []authz.Auth
 }
 
 func (b *builder) serverTemplate(ns string, s *serverSpec) *serverTemplate {
-	t := &serverTemplate{spec: s}
+	t := &serverTemplate{spec: s, notAttached: b.notAttached[nsName{ns, s.obj.Name}]}
 	srv := authz.Server{
 		Meta:          metaOf("Server", &s.obj.ObjectMeta),
 		Protocol:      s.protocol,

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,15 +27,35 @@ const MaxCasesFileBytes = 8 << 20
 //     from: {serviceAccount: web, namespace: shop, ip: 10.42.0.7}
 //     to: {workload: deployment/api, namespace: shop, port: 8080}
 //     request: {method: GET, path: /items, headers: {x-tenant: a}}
-//     expect: allow
+//     expect: allow              # or {deny: no-route}, {allow: loopback}, ...
 type Case struct {
 	// Index is the case's 0-based position in the file.
 	Index   int
 	Name    string
 	Request Request
 	Expect  authz.Decision
+	// ExpectReason, when set, is the reason class the decision must have
+	// too ("no-route" tells a 404 from an "unauthorized" 403).
+	ExpectReason string
 	// Source is the cases file, for messages.
 	Source string
+}
+
+// Expected renders the expectation: "deny", or "deny (no-route)".
+func (c *Case) Expected() string {
+	if c.ExpectReason == "" {
+		return c.Expect.String()
+	}
+	return c.Expect.String() + " (" + c.ExpectReason + ")"
+}
+
+// reasonClasses are the reason classes each decision can have, as
+// Result.ReasonString names them.
+var reasonClasses = map[authz.Decision][]string{
+	authz.Allow: {authz.ReasonAuthorized.String(), authz.ReasonLoopback.String(), ReasonUnenforced},
+	authz.Deny: {authz.ReasonUnauthorized.String(), authz.ReasonNoRoute.String(), authz.ReasonInvalidPath.String(),
+		authz.ReasonAmbiguousRequest.String(), authz.ReasonNoPolicy.String()},
+	authz.Audit: {authz.ReasonAudited.String()},
 }
 
 // CaseError is an invalid case: its message names the file, the document,
@@ -196,7 +217,7 @@ func parseCase(src string, i int, raw json.RawMessage) (Case, error) {
 	f = fmt.Sprintf("cases[%d] (%s)", i, c.Name)
 
 	// from
-	from, err := strictObject(src, f+".from", obj["from"], "serviceAccount", "namespace", "identity", "unauthenticated", "ip")
+	from, err := strictObject(src, f+".from", obj["from"], "serviceAccount", "namespace", "identity", "unauthenticated", "tls", "ip")
 	if err != nil {
 		return Case{}, err
 	}
@@ -212,6 +233,10 @@ func parseCase(src string, i int, raw json.RawMessage) (Case, error) {
 		case "unauthenticated":
 			if e := json.Unmarshal(v, &cl.Unauthenticated); e != nil {
 				err = &CaseError{Source: src, Field: f + ".from.unauthenticated", Err: fmt.Errorf("must be true or false")}
+			}
+		case "tls":
+			if e := json.Unmarshal(v, &cl.TLS); e != nil {
+				err = &CaseError{Source: src, Field: f + ".from.tls", Err: fmt.Errorf("must be true or false")}
 			}
 		case "ip":
 			var s string
@@ -252,7 +277,7 @@ func parseCase(src string, i int, raw json.RawMessage) (Case, error) {
 			return Case{}, err
 		}
 	}
-	ref, err := ParseWorkloadRef(wl, ns)
+	ref, err := ParseKindName(wl, ns)
 	if err != nil {
 		return Case{}, &CaseError{Source: src, Field: f + ".to.workload", Err: fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "policy: "))}
 	}
@@ -321,15 +346,38 @@ func parseCase(src string, i int, raw json.RawMessage) (Case, error) {
 		c.Request.HTTP = hr
 	}
 
-	// expect
-	exp, err := str(src, f+".expect", obj["expect"])
-	if err != nil {
+	// expect: a decision, or a mapping of one decision to a reason class.
+	if err := parseExpect(src, f+".expect", obj["expect"], &c); err != nil {
 		return Case{}, err
 	}
-	if c.Expect, err = authz.ParseDecision(exp); err != nil {
-		return Case{}, &CaseError{Source: src, Field: f + ".expect", Err: fmt.Errorf("%q: want allow, deny or audit", exp)}
-	}
 	return c, nil
+}
+
+func parseExpect(src, field string, raw json.RawMessage, c *Case) error {
+	var exp string
+	if json.Unmarshal(raw, &exp) != nil {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &m); err != nil || len(m) != 1 {
+			return &CaseError{Source: src, Field: field, Err: fmt.Errorf("must be allow, deny or audit, or a mapping of one of them to a reason ({deny: no-route})")}
+		}
+		for k, v := range m {
+			exp = k
+			r, err := str(src, field+"."+k, v)
+			if err != nil {
+				return err
+			}
+			c.ExpectReason = r
+		}
+	}
+	d, err := authz.ParseDecision(exp)
+	if err != nil {
+		return &CaseError{Source: src, Field: field, Err: fmt.Errorf("%q: want allow, deny or audit", exp)}
+	}
+	c.Expect = d
+	if c.ExpectReason != "" && !slices.Contains(reasonClasses[d], c.ExpectReason) {
+		return &CaseError{Source: src, Field: field + "." + exp, Err: fmt.Errorf("%q is not a reason for %s (want one of %s)", c.ExpectReason, exp, strings.Join(reasonClasses[d], ", "))}
+	}
+	return nil
 }
 
 func parsePortValue(raw json.RawMessage) (intstr.IntOrString, error) {
@@ -383,11 +431,16 @@ func isTokenChar(c byte) bool {
 
 // CaseResult is the outcome of one case.
 type CaseResult struct {
-	Case        Case
-	Got         authz.Decision
+	Case Case
+	Got  authz.Decision
+	// GotReason is the decision's reason class (Result.ReasonString).
+	GotReason   string
 	Pass        bool
 	Explanation Explanation
 }
+
+// Outcome renders what happened: "deny (unauthorized)".
+func (r *CaseResult) Outcome() string { return r.Got.String() + " (" + r.GotReason + ")" }
 
 // RunCases evaluates every case against the index. A case naming a
 // workload or port that is not in the objects is an input error
@@ -404,7 +457,9 @@ func RunCases(ix *Index, cases []Case) ([]CaseResult, error) {
 		if err != nil {
 			return nil, &CaseError{Source: c.Source, Field: f + ".to.port", Err: fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "policy: "))}
 		}
-		out = append(out, CaseResult{Case: c, Got: e.Decision, Pass: e.Decision == c.Expect, Explanation: e})
+		reason := e.ReasonString()
+		pass := e.Decision == c.Expect && (c.ExpectReason == "" || c.ExpectReason == reason)
+		out = append(out, CaseResult{Case: c, Got: e.Decision, GotReason: reason, Pass: pass, Explanation: e})
 	}
 	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftmesh/weft/mesh/identity"
 	"github.com/weftmesh/weft/mesh/policy/authz"
+	"github.com/weftmesh/weft/mesh/ports"
 )
 
 // DefaultPolicy is the policy of a port that no Server selects. It is set
@@ -90,9 +91,6 @@ var (
 	// DefaultClusterNetworks are the networks Linkerd treats as the
 	// cluster's when none are configured.
 	DefaultClusterNetworks = []string{"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16", "fd00::/8"}
-	// DefaultOpaquePorts are the ports Linkerd proxies without protocol
-	// detection unless config.linkerd.io/opaque-ports says otherwise.
-	DefaultOpaquePorts = []uint16{25, 587, 3306, 4444, 5432, 6379, 9300, 11211}
 )
 
 // Config holds the cluster-wide settings of the policy index. Build it with
@@ -115,11 +113,14 @@ type Config struct {
 	ProbeNetworks []netip.Prefix
 	// DetectTimeout is sent to proxies for ports of unknown protocol.
 	DetectTimeout time.Duration
-	// OpaquePorts are the default opaque ports.
-	OpaquePorts []uint16
+	// OpaquePorts are the default opaque ports (ports.DefaultOpaque): a
+	// Service without an opaque-ports annotation (its own or its
+	// namespace's) gets all of them, a pod those its containers declare.
+	OpaquePorts ports.Set
 	// Logger receives diagnostics; it discards them by default.
 	Logger *slog.Logger
-	// Clock returns the current time; time.Now by default.
+	// Clock returns the current time (time.Now by default); the indexer
+	// times its builds with it.
 	Clock func() time.Time
 	// RebuildSeconds observes how long each index build takes
 	// (suggested name policy_index_rebuild_seconds).
@@ -144,7 +145,7 @@ func NewConfig(opts ...Option) (*Config, error) {
 		DefaultPolicy:         AllUnauthenticated,
 		ProbeNetworks:         []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
 		DetectTimeout:         10 * time.Second,
-		OpaquePorts:           append([]uint16(nil), DefaultOpaquePorts...),
+		OpaquePorts:           ports.DefaultOpaque(),
 		Logger:                slog.New(slog.DiscardHandler),
 		Clock:                 time.Now,
 		RebuildSeconds:        discard.NewHistogram(),
@@ -246,10 +247,11 @@ func WithDetectTimeout(d time.Duration) Option {
 	}
 }
 
-// WithOpaquePorts sets the default opaque ports.
-func WithOpaquePorts(ports ...uint16) Option {
+// WithDefaultOpaquePorts sets the default opaque ports (the
+// --default-opaque-ports flag the destination controller takes too).
+func WithDefaultOpaquePorts(s ports.Set) Option {
 	return func(c *Config) error {
-		c.OpaquePorts = append([]uint16(nil), ports...)
+		c.OpaquePorts = s
 		return nil
 	}
 }
@@ -278,7 +280,7 @@ func WithMetrics(rebuildSeconds metrics.Histogram, streams metrics.Gauge) Option
 	}
 }
 
-// WithClock sets the clock.
+// WithClock sets the clock the indexer times its builds with.
 func WithClock(now func() time.Time) Option {
 	return func(c *Config) error {
 		if now != nil {

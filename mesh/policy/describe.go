@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -51,7 +52,7 @@ func (ix *Index) Describe(ref WorkloadRef) (WorkloadInfo, error) {
 			pi.DefaultPolicy, pi.DefaultFrom = wp.defaultPolicy, wp.defaultFrom
 			if pp.server.Meta.Default != wp.defaultPolicy.String() {
 				if d, err := ParseDefaultPolicy(pp.server.Meta.Default); err == nil {
-					pi.DefaultPolicy, pi.DefaultFrom = d, AnnotationRequireIdentityPorts
+					pi.DefaultPolicy, pi.DefaultFrom = d, vocab.AnnotationRequireIdentityInboundPorts
 				}
 			}
 		}

@@ -7,11 +7,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/policy/authz"
+	"github.com/weftmesh/weft/mesh/ports"
 )
 
 // Client is the caller in an offline evaluation. Set exactly one of
-// ServiceAccount (with Namespace), Identity, or Unauthenticated.
+// ServiceAccount (with Namespace), Identity, Unauthenticated, or TLS.
 type Client struct {
 	// ServiceAccount and Namespace name a meshed client; its identity is
 	// formatted from the Config's trust domain and control-plane
@@ -22,6 +24,9 @@ type Client struct {
 	Identity string
 	// Unauthenticated is a client without a mesh identity (not meshed).
 	Unauthenticated bool
+	// TLS is a client that speaks mesh TLS without presenting an
+	// identity (what ServerAuthorization's unauthenticatedTLS admits).
+	TLS bool
 	// IP is the client's address. When unset, the client is taken to be a
 	// pod inside the cluster: the first address of the first cluster
 	// network.
@@ -46,8 +51,11 @@ func (c Client) Validate() error {
 	if c.Unauthenticated {
 		n++
 	}
+	if c.TLS {
+		n++
+	}
 	if n != 1 {
-		return fmt.Errorf("policy: give exactly one of serviceAccount+namespace, identity, or unauthenticated (got %d)", n)
+		return fmt.Errorf("policy: give exactly one of serviceAccount+namespace, identity, unauthenticated, or tls (got %d)", n)
 	}
 	return nil
 }
@@ -121,11 +129,16 @@ func (c *Config) Conn(cl Client) authz.Conn {
 	if !conn.IP.IsValid() {
 		conn.IP = c.DefaultClientIP()
 	}
+	// A client given a loopback address is the workload's own process:
+	// always allowed, as by the proxy. The default address never is.
+	conn.Loopback = cl.IP.IsValid() && cl.IP.IsLoopback()
 	switch {
 	case cl.Identity != "":
 		conn.TLS, conn.Identity = true, cl.Identity
 	case cl.ServiceAccount != "":
 		conn.TLS, conn.Identity = true, c.ServiceAccountIdentity(cl.ServiceAccount, cl.Namespace)
+	case cl.TLS:
+		conn.TLS = true
 	}
 	return conn
 }
@@ -166,10 +179,13 @@ func (ix *Index) evaluate(r Request, explain bool) (Result, []string, error) {
 		}
 		if pp.fromServer != nil {
 			steps = append(steps, fmt.Sprintf("port %s is selected by %s", portDesc, pp.fromServer))
+			if t := ix.servers[*pp.fromServer]; t != nil {
+				steps = append(steps, t.notAttached...)
+			}
 		} else {
 			opaque := ""
 			if pp.server.Protocol == authz.ProtocolOpaque {
-				opaque = "; the port is opaque"
+				opaque = "; the port is opaque (" + opaqueWhy(wp) + ")"
 			}
 			steps = append(steps, fmt.Sprintf("no Server selects port %s: the default policy %s applies (from %s)%s",
 				portDesc, wp.defaultPolicy, wp.defaultFrom, opaque))
@@ -196,4 +212,15 @@ func (ix *Index) evaluate(r Request, explain bool) (Result, []string, error) {
 	}
 	res.Result = authz.Evaluate(pp.server, res.Conn, r.HTTP)
 	return res, steps, nil
+}
+
+// opaqueWhy says where a workload's opaque ports come from.
+func opaqueWhy(wp *workloadPolicy) string {
+	switch wp.opaqueFrom {
+	case ports.FromObject:
+		return vocab.AnnotationOpaquePorts + " on the workload"
+	case ports.FromNamespace:
+		return vocab.AnnotationOpaquePorts + " on namespace " + wp.w.Namespace
+	}
+	return "a default opaque port that a container declares"
 }

@@ -67,9 +67,12 @@ func (s *InboundServer) Register(r grpc.ServiceRegistrar) {
 // shutting down; it is safe to call more than once.
 func (s *InboundServer) Drain() { s.drain.drain() }
 
-// ParseWorkload reads the workload field of a PortSpec: Linkerd's
-// "<namespace>:<pod>" or its JSON form {"ns":"<namespace>","pod":"<pod>"}.
-func ParseWorkload(s string) (WorkloadRef, error) {
+// ParseProxyWorkload reads the workload a proxy names in its requests
+// (inbound PortSpec.workload, outbound TrafficSpec.source_workload):
+// Linkerd's "<namespace>:<pod>" or its JSON form
+// {"ns":"<namespace>","pod":"<pod>"}. It always names a pod; ParseKindName
+// reads the "kind/name" references people write.
+func ParseProxyWorkload(s string) (WorkloadRef, error) {
 	if strings.HasPrefix(strings.TrimSpace(s), "{") {
 		var w struct {
 			Namespace string `json:"ns"`
@@ -113,7 +116,7 @@ func inboundPolicy(ix *Index, key string) (*inbound.Server, error) {
 }
 
 func checkPortSpec(spec *inbound.PortSpec) (WorkloadRef, uint16, error) {
-	ref, err := ParseWorkload(spec.GetWorkload())
+	ref, err := ParseProxyWorkload(spec.GetWorkload())
 	if err != nil {
 		return ref, 0, err
 	}

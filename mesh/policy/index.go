@@ -2,13 +2,11 @@ package policy
 
 import (
 	"fmt"
-	"net/netip"
-	"sort"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/weftmesh/weft/mesh/policy/authz"
+	"github.com/weftmesh/weft/mesh/ports"
 )
 
 // Meshed says whether a workload runs a proxy that enforces policy.
@@ -38,19 +36,33 @@ type workloadPolicy struct {
 	defaultFrom   string
 	ports         map[uint16]*portPolicy
 	names         map[string][]uint16
-	detectDefault *authz.Server
-	opaqueDefault *authz.Server
-	opaque        map[uint16]bool
+	// defaults are the policies of ports neither a Server selects nor a
+	// container declares: detect, opaque, and the same two in the
+	// authenticated form (require-identity ports).
+	defaults   [4]*authz.Server
+	opaque     ports.Set
+	opaqueFrom ports.Source
+	requireID  ports.Set
 }
 
 func (wp *workloadPolicy) lookup(port uint16) *portPolicy {
 	if pp, ok := wp.ports[port]; ok {
 		return pp
 	}
-	if wp.opaque[port] {
-		return &portPolicy{server: wp.opaqueDefault}
+	return &portPolicy{server: wp.defaultFor(port)}
+}
+
+// defaultFor returns the default policy of a port no Server selects and no
+// container declares.
+func (wp *workloadPolicy) defaultFor(port uint16) *authz.Server {
+	i := 0
+	if wp.opaque.Contains(uint32(port)) {
+		i = 1
 	}
-	return &portPolicy{server: wp.detectDefault}
+	if wp.requireID.Contains(uint32(port)) {
+		i += 2
+	}
+	return wp.defaults[i]
 }
 
 // serverTemplate is the port policy a Server yields, before the probe
@@ -61,6 +73,9 @@ type serverTemplate struct {
 	// explicitRoutes is true when HTTPRoutes are attached; then probes
 	// get no automatic authorization.
 	explicitRoutes bool
+	// notAttached lists routes that name the Server but are not
+	// attached, each with the reason.
+	notAttached []string
 }
 
 // Index is the translation of one Objects snapshot: the policy of every
@@ -70,18 +85,10 @@ type Index struct {
 	cfg       *Config
 	objs      *Objects
 	workloads map[WorkloadRef]*workloadPolicy
-	byIP      map[netip.Addr]*workloadPolicy
 	servers   map[ObjectRef]*serverTemplate
 	problems  []Problem
-	built     time.Time
 	outbound  *outboundIndex
 }
-
-// Config returns the configuration the index was built with.
-func (ix *Index) Config() *Config { return ix.cfg }
-
-// Objects returns the snapshot the index was built from.
-func (ix *Index) Objects() *Objects { return ix.objs }
 
 // Problems returns the errors and warnings found while indexing, errors
 // first.
@@ -126,7 +133,6 @@ func Build(objs *Objects, cfg *Config) *Index {
 	b := &builder{cfg: cfg, objs: &sorted, p: &problems{objs: objs}}
 	ix := b.build()
 	ix.objs = objs
-	ix.built = cfg.Clock()
 	return ix
 }
 
@@ -141,47 +147,7 @@ func (ix *Index) Lookup(ref WorkloadRef, port uint16) (*authz.Server, bool) {
 	if pp, ok := wp.ports[port]; ok {
 		return pp.server, true
 	}
-	if wp.opaque[port] {
-		return wp.opaqueDefault, true
-	}
-	return wp.detectDefault, true
-}
-
-// Workload returns a workload by reference.
-func (ix *Index) Workload(ref WorkloadRef) (*Workload, bool) {
-	wp, ok := ix.workloads[ref]
-	if !ok {
-		return nil, false
-	}
-	return wp.w, true
-}
-
-// WorkloadByIP returns the pod with the address.
-func (ix *Index) WorkloadByIP(ip netip.Addr) (*Workload, bool) {
-	wp, ok := ix.byIP[ip.Unmap()]
-	if !ok {
-		return nil, false
-	}
-	return wp.w, true
-}
-
-// Workloads returns every workload reference, sorted.
-func (ix *Index) Workloads() []WorkloadRef {
-	out := make([]WorkloadRef, 0, len(ix.workloads))
-	for r := range ix.workloads {
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		return a.Name < b.Name
-	})
-	return out
+	return wp.defaultFor(port), true
 }
 
 // ResolvePort turns a port number or container port name into a number.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 )
 
 // Indexer keeps an Index up to date with a Source: it builds the first
@@ -36,13 +35,10 @@ func NewIndexer(ctx context.Context, src Source, opts ...Option) (*Indexer, erro
 	return x, nil
 }
 
-// Config returns the indexer's configuration.
-func (x *Indexer) Config() *Config { return x.cfg }
-
 func (x *Indexer) build() *Index {
-	start := time.Now()
+	start := x.cfg.Clock()
 	ix := Build(x.src.Objects(), x.cfg)
-	d := time.Since(start)
+	d := x.cfg.Clock().Sub(start)
 	x.cfg.RebuildSeconds.Observe(d.Seconds())
 	x.cfg.Logger.Debug("policy index built", "objects", ix.objs.Len(), "problems", len(ix.problems), "duration", d)
 	// Log only problems that are new since the last build.

@@ -101,9 +101,11 @@ var workloadKinds = map[string]string{
 	"cronjob": "cronjob", "cronjobs": "cronjob", "cj": "cronjob",
 }
 
-// ParseWorkloadRef reads "kind/name" ("deployment/web", "pod/web-0",
-// kubectl's short kinds work too) in namespace ns ("default" if empty).
-func ParseWorkloadRef(s, ns string) (WorkloadRef, error) {
+// ParseKindName reads a workload reference as people write it, "kind/name"
+// ("deployment/web", "pod/web-0", kubectl's short kinds work too), in
+// namespace ns ("default" if empty). ParseProxyWorkload reads the form
+// proxies send.
+func ParseKindName(s, ns string) (WorkloadRef, error) {
 	kind, name, ok := strings.Cut(s, "/")
 	if !ok || name == "" || kind == "" || strings.Contains(name, "/") {
 		return WorkloadRef{}, fmt.Errorf("policy: workload %q: want kind/name, such as deployment/web or pod/web-0", s)

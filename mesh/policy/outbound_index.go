@@ -10,27 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/policy/authz"
-)
-
-// Annotations of outbound behaviour, as Linkerd names them. Retry and
-// timeout annotations may be set on a Service (for all its routes) or on
-// an HTTPRoute or GRPCRoute (overriding the Service's).
-const (
-	AnnotationRetryHTTP      = "retry.linkerd.io/http"
-	AnnotationRetryGRPC      = "retry.linkerd.io/grpc"
-	AnnotationRetryLimit     = "retry.linkerd.io/limit"
-	AnnotationRetryTimeout   = "retry.linkerd.io/timeout"
-	AnnotationTimeoutRequest = "timeout.linkerd.io/request"
-	AnnotationTimeoutResp    = "timeout.linkerd.io/response"
-	AnnotationTimeoutIdle    = "timeout.linkerd.io/idle"
-
-	AnnotationFailureAccrual            = "balancer.linkerd.io/failure-accrual"
-	AnnotationAccrualMaxFailures        = "balancer.linkerd.io/failure-accrual-consecutive-max-failures"
-	AnnotationAccrualMinPenalty         = "balancer.linkerd.io/failure-accrual-consecutive-min-penalty"
-	AnnotationAccrualMaxPenalty         = "balancer.linkerd.io/failure-accrual-consecutive-max-penalty"
-	AnnotationAccrualJitterRatio        = "balancer.linkerd.io/failure-accrual-consecutive-jitter-ratio"
-	defaultAccrualMaxFailures    uint32 = 7
+	"github.com/weftmesh/weft/mesh/ports"
 )
 
 type statusRange struct{ start, end uint32 }
@@ -45,12 +27,6 @@ type retrySpec struct {
 
 type timeoutSpec struct {
 	request, response, idle time.Duration
-}
-
-type accrualSpec struct {
-	maxFailures            uint32
-	minPenalty, maxPenalty time.Duration
-	jitter                 float32
 }
 
 type outboundRoute struct {
@@ -68,8 +44,9 @@ type outboundRoute struct {
 
 type serviceInfo struct {
 	svc      *corev1.Service
-	opaque   map[uint16]bool
+	opaque   ports.Set
 	accrual  *accrualSpec
+	bias     *biasSpec
 	retry    retrySpec
 	timeouts timeoutSpec
 	http     []*outboundRoute
@@ -128,35 +105,35 @@ var grpcRetryCodes = map[string]bool{"cancelled": true, "deadline-exceeded": tru
 func parseRetry(p *problems, ref ObjectRef, a map[string]string) retrySpec {
 	var r retrySpec
 	field := func(k string) string { return "metadata.annotations." + k }
-	if v, ok := a[AnnotationRetryLimit]; ok {
+	if v, ok := a[vocab.AnnotationRetryLimit]; ok {
 		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 16)
 		if err != nil {
-			p.warnf(ref, field(AnnotationRetryLimit), "%q is not a number; ignored", v)
+			p.warnf(ref, field(vocab.AnnotationRetryLimit), "%q is not a number; ignored", v)
 		} else if n > 0 {
 			r.set, r.limit = true, uint32(n)
 		}
 	}
-	if v, ok := a[AnnotationRetryTimeout]; ok {
+	if v, ok := a[vocab.AnnotationRetryTimeout]; ok {
 		d, err := parseLinkerdDuration(v)
 		if err != nil {
-			p.warnf(ref, field(AnnotationRetryTimeout), "%v; ignored", err)
+			p.warnf(ref, field(vocab.AnnotationRetryTimeout), "%v; ignored", err)
 		} else if d > 0 {
 			r.set, r.timeout = true, d
 		}
 	}
-	if v, ok := a[AnnotationRetryHTTP]; ok {
+	if v, ok := a[vocab.AnnotationRetryHTTP]; ok {
 		conds, err := parseStatusRanges(v)
 		if err != nil {
-			p.warnf(ref, field(AnnotationRetryHTTP), "%v; the annotation is ignored", err)
+			p.warnf(ref, field(vocab.AnnotationRetryHTTP), "%v; the annotation is ignored", err)
 		} else {
 			r.set, r.conditions = true, conds
 		}
 	}
-	if v, ok := a[AnnotationRetryGRPC]; ok {
+	if v, ok := a[vocab.AnnotationRetryGRPC]; ok {
 		for _, c := range strings.Split(v, ",") {
 			c = strings.ToLower(strings.TrimSpace(c))
 			if !grpcRetryCodes[c] {
-				p.warnf(ref, field(AnnotationRetryGRPC), "unsupported gRPC retry condition %q (want cancelled, deadline-exceeded, resource-exhausted, internal or unavailable)", c)
+				p.warnf(ref, field(vocab.AnnotationRetryGRPC), "unsupported gRPC retry condition %q (want cancelled, deadline-exceeded, resource-exhausted, internal or unavailable)", c)
 				continue
 			}
 			r.grpcCodes = append(r.grpcCodes, c)
@@ -200,7 +177,7 @@ func parseStatusRanges(v string) ([]statusRange, error) {
 func parseTimeouts(p *problems, ref ObjectRef, a map[string]string) (timeoutSpec, [3]bool) {
 	var t timeoutSpec
 	var has [3]bool
-	for i, k := range []string{AnnotationTimeoutRequest, AnnotationTimeoutResp, AnnotationTimeoutIdle} {
+	for i, k := range []string{vocab.AnnotationTimeoutRequest, vocab.AnnotationTimeoutResp, vocab.AnnotationTimeoutIdle} {
 		v, ok := a[k]
 		if !ok {
 			continue
@@ -223,53 +200,6 @@ func parseTimeouts(p *problems, ref ObjectRef, a map[string]string) (timeoutSpec
 	return t, has
 }
 
-func parseAccrual(p *problems, ref ObjectRef, a map[string]string) *accrualSpec {
-	mode, ok := a[AnnotationFailureAccrual]
-	if !ok {
-		return nil
-	}
-	field := func(k string) string { return "metadata.annotations." + k }
-	if mode != "consecutive" {
-		p.warnf(ref, field(AnnotationFailureAccrual), "unsupported failure accrual mode %q (want consecutive); ignored", mode)
-		return nil
-	}
-	s := &accrualSpec{maxFailures: defaultAccrualMaxFailures, minPenalty: time.Second, maxPenalty: time.Minute, jitter: 0.5}
-	if v, ok := a[AnnotationAccrualMaxFailures]; ok {
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
-		if err != nil || n == 0 {
-			p.warnf(ref, field(AnnotationAccrualMaxFailures), "%q is not a positive number; failure accrual is off", v)
-			return nil
-		}
-		s.maxFailures = uint32(n)
-	}
-	for _, kv := range []struct {
-		key string
-		dst *time.Duration
-	}{{AnnotationAccrualMinPenalty, &s.minPenalty}, {AnnotationAccrualMaxPenalty, &s.maxPenalty}} {
-		if v, ok := a[kv.key]; ok {
-			d, err := parseLinkerdDuration(v)
-			if err != nil {
-				p.warnf(ref, field(kv.key), "%v; failure accrual is off", err)
-				return nil
-			}
-			*kv.dst = d
-		}
-	}
-	if v, ok := a[AnnotationAccrualJitterRatio]; ok {
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 32)
-		if err != nil || f < 0 || f > 100 {
-			p.warnf(ref, field(AnnotationAccrualJitterRatio), "%q is not a ratio between 0 and 100; failure accrual is off", v)
-			return nil
-		}
-		s.jitter = float32(f)
-	}
-	if s.minPenalty > s.maxPenalty || s.maxPenalty == 0 {
-		p.warnf(ref, field(AnnotationAccrualMinPenalty), "min penalty %s exceeds max penalty %s, or max is zero; failure accrual is off", s.minPenalty, s.maxPenalty)
-		return nil
-	}
-	return s
-}
-
 func isServiceParent(pr parentRef) bool {
 	return isCoreGroup(pr.group) && strings.EqualFold(pr.kind, "Service")
 }
@@ -278,23 +208,24 @@ func (b *builder) buildOutbound() *outboundIndex {
 	ox := &outboundIndex{cfg: b.cfg, services: map[nsName]*serviceInfo{}, byIP: map[netip.Addr]*serviceInfo{}}
 	for _, svc := range b.objs.Services {
 		ref := ObjectRef{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name}
-		si := &serviceInfo{svc: svc, opaque: map[uint16]bool{}}
-		if v, ok := svc.Annotations[AnnotationOpaquePorts]; ok {
-			set, err := parsePortSet(v)
-			if err != nil {
-				b.p.warnf(ref, "metadata.annotations."+AnnotationOpaquePorts, "%v", err)
-			}
-			if set != nil {
-				si.opaque = set
-			}
-		} else if ns := b.namespaces[svc.Namespace]; ns != nil {
-			if v, ok := ns.Annotations[AnnotationOpaquePorts]; ok {
-				if set, err := parsePortSet(v); err == nil {
-					si.opaque = set
-				}
-			}
+		si := &serviceInfo{svc: svc}
+		var nsAnn map[string]string
+		if ns := b.namespaces[svc.Namespace]; ns != nil {
+			nsAnn = ns.Annotations
 		}
+		// One rule with the destination controller (mesh/ports): the
+		// annotation, else the namespace's, else the default list.
+		opaque, from, err := ports.OpaqueForService(svc.Annotations, nsAnn, b.cfg.OpaquePorts)
+		if err != nil {
+			owner := ref
+			if from == ports.FromNamespace {
+				owner = ObjectRef{Kind: "Namespace", Name: svc.Namespace}
+			}
+			b.p.warnf(owner, "metadata.annotations."+vocab.AnnotationOpaquePorts, "%v; no port is opaque", err)
+		}
+		si.opaque = opaque
 		si.accrual = parseAccrual(b.p, ref, svc.Annotations)
+		si.bias = parseLoadBias(b.p, ref, svc.Annotations)
 		si.retry = parseRetry(b.p, ref, svc.Annotations)
 		si.timeouts, _ = parseTimeouts(b.p, ref, svc.Annotations)
 		ox.services[nsName{svc.Namespace, svc.Name}] = si
@@ -305,6 +236,9 @@ func (b *builder) buildOutbound() *outboundIndex {
 		}
 	}
 	for _, r := range b.httpRoutes {
+		if r.unsupportedOut != "" {
+			continue
+		}
 		for _, pr := range r.parents {
 			if !isServiceParent(pr) {
 				continue
@@ -327,6 +261,9 @@ func (b *builder) buildOutbound() *outboundIndex {
 		}
 	}
 	for _, r := range b.grpcRoutes {
+		if r.unsupported != "" {
+			continue
+		}
 		for _, pr := range r.parents {
 			if !isServiceParent(pr) || pr.namespace != r.meta.Namespace {
 				continue

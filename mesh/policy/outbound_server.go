@@ -114,16 +114,19 @@ func defaultMeta(name string) *meta.Metadata {
 	return &meta.Metadata{Kind: &meta.Metadata_Default{Default: name}}
 }
 
-func (ix *Index) serviceBackend(ns, name string, port uint16) *outbound.Backend {
+// serviceBackend balances over a Service port's endpoints; load sets the
+// estimator (balancerLoad).
+func (ix *Index) serviceBackend(ns, name string, port uint16, load func(*outbound.Backend_BalanceP2C)) *outbound.Backend {
+	p2c := &outbound.Backend_BalanceP2C{
+		Discovery: &outbound.Backend_EndpointDiscovery{Kind: &outbound.Backend_EndpointDiscovery_Dst{
+			Dst: &outbound.Backend_EndpointDiscovery_DestinationGet{Path: fmt.Sprintf("%s.%s.svc.%s:%d", name, ns, ix.cfg.ClusterDomain, port)},
+		}},
+	}
+	load(p2c)
 	return &outbound.Backend{
 		Metadata: serviceMeta(ns, name, port),
 		Queue:    defaultQueue(),
-		Kind: &outbound.Backend_Balancer{Balancer: &outbound.Backend_BalanceP2C{
-			Discovery: &outbound.Backend_EndpointDiscovery{Kind: &outbound.Backend_EndpointDiscovery_Dst{
-				Dst: &outbound.Backend_EndpointDiscovery_DestinationGet{Path: fmt.Sprintf("%s.%s.svc.%s:%d", name, ns, ix.cfg.ClusterDomain, port)},
-			}},
-			Load: &outbound.Backend_BalanceP2C_PeakEwma_{PeakEwma: &outbound.Backend_BalanceP2C_PeakEwma{DefaultRtt: dur(ewmaDefaultRTT), Decay: dur(ewmaDecay)}},
-		}},
+		Kind:     &outbound.Backend_Balancer{Balancer: p2c},
 	}
 }
 
@@ -147,7 +150,16 @@ func (ix *Index) OutboundPolicy(t OutboundTarget) (*outbound.OutboundPolicy, err
 	if sp == nil {
 		return undefinedPortPolicy(md), nil
 	}
-	backend := ix.serviceBackend(t.Namespace, t.Name, t.Port)
+	appProto := ""
+	if sp.AppProtocol != nil {
+		appProto = strings.ToLower(*sp.AppProtocol)
+	}
+	// appProtocol wins over the opaque-ports list (Linkerd's rule).
+	isOpaque := appProto == "linkerd.io/opaque" || (appProto != "" && !knownAppProtocol(appProto)) || (appProto == "" && si.opaque.Contains(uint32(t.Port)))
+	// The Service's own balancer drops the failure penalty on opaque
+	// ports (no response to penalise); its routes' backends share the
+	// Service's estimator.
+	backend := ix.serviceBackend(t.Namespace, t.Name, t.Port, balancerLoad(si.bias, isOpaque))
 	opaqueRoute := &outbound.OpaqueRoute{
 		Metadata: defaultMeta("opaq"),
 		Rules: []*outbound.OpaqueRoute_Rule{{Backends: &outbound.OpaqueRoute_Distribution{Kind: &outbound.OpaqueRoute_Distribution_FirstAvailable_{
@@ -155,17 +167,7 @@ func (ix *Index) OutboundPolicy(t OutboundTarget) (*outbound.OutboundPolicy, err
 		}}}},
 	}
 	opaque := &outbound.ProxyProtocol_Opaque{Routes: []*outbound.OpaqueRoute{opaqueRoute}}
-	appProto := ""
-	if sp.AppProtocol != nil {
-		appProto = *sp.AppProtocol
-	}
-	var accrual *outbound.FailureAccrual
-	if si.accrual != nil {
-		accrual = &outbound.FailureAccrual{Kind: &outbound.FailureAccrual_ConsecutiveFailures_{ConsecutiveFailures: &outbound.FailureAccrual_ConsecutiveFailures{
-			MaxFailures: si.accrual.maxFailures,
-			Backoff:     &outbound.ExponentialBackoff{MinBackoff: dur(si.accrual.minPenalty), MaxBackoff: dur(si.accrual.maxPenalty), JitterRatio: si.accrual.jitter},
-		}}}
-	}
+	accrual := si.accrual.proto()
 	routesFor := func(rs []*outboundRoute) []*outboundRoute {
 		var out []*outboundRoute
 		for _, r := range rs {
@@ -180,7 +182,7 @@ func (ix *Index) OutboundPolicy(t OutboundTarget) (*outbound.OutboundPolicy, err
 
 	pp := &outbound.ProxyProtocol{}
 	switch {
-	case si.opaque[t.Port] || appProto == "linkerd.io/opaque" || (appProto != "" && !knownAppProtocol(appProto)):
+	case isOpaque:
 		pp.Kind = &outbound.ProxyProtocol_Opaque_{Opaque: opaque}
 	case appProto == "http":
 		pp.Kind = &outbound.ProxyProtocol_Http1_{Http1: &outbound.ProxyProtocol_Http1{Routes: httpRoutes, FailureAccrual: accrual}}
@@ -241,7 +243,7 @@ func timeoutsProto(t timeoutSpec) *httproute.Timeouts {
 	return out
 }
 
-func (ix *Index) backendFor(ns string, br gatewayv1.BackendRef) (*outbound.Backend, uint32, string) {
+func (ix *Index) backendFor(ns string, br gatewayv1.BackendRef, load func(*outbound.Backend_BalanceP2C)) (*outbound.Backend, uint32, string) {
 	weight := uint32(1)
 	if br.Weight != nil {
 		if *br.Weight < 0 {
@@ -269,7 +271,7 @@ func (ix *Index) backendFor(ns string, br gatewayv1.BackendRef) (*outbound.Backe
 	if _, ok := ix.outbound.services[nsName{bns, string(br.Name)}]; !ok {
 		return nil, weight, fmt.Sprintf("Service not found %s", br.Name)
 	}
-	return ix.serviceBackend(bns, string(br.Name), uint16(*br.Port)), weight, ""
+	return ix.serviceBackend(bns, string(br.Name), uint16(*br.Port), load), weight, ""
 }
 
 func invalidHTTPBackend(weight uint32, msg string) *outbound.HttpRoute_WeightedRouteBackend {
@@ -309,7 +311,7 @@ func (ix *Index) outboundHTTPRoutes(si *serviceInfo, rs []*outboundRoute, backen
 			} else {
 				var wbs []*outbound.HttpRoute_WeightedRouteBackend
 				for _, br := range rule.backends {
-					b, w, invalid := ix.backendFor(r.meta.Namespace, br.BackendRef)
+					b, w, invalid := ix.backendFor(r.meta.Namespace, br.BackendRef, balancerLoad(si.bias, false))
 					if invalid != "" {
 						wbs = append(wbs, invalidHTTPBackend(w, invalid))
 						continue
@@ -417,7 +419,7 @@ func (ix *Index) outboundGRPCRoutes(si *serviceInfo, rs []*outboundRoute, backen
 			} else {
 				var wbs []*outbound.GrpcRoute_WeightedRouteBackend
 				for _, br := range brs {
-					b, w, invalid := ix.backendFor(r.meta.Namespace, br)
+					b, w, invalid := ix.backendFor(r.meta.Namespace, br, balancerLoad(si.bias, false))
 					if invalid != "" {
 						b = &outbound.Backend{Metadata: defaultMeta("invalid"), Queue: defaultQueue()}
 						wbs = append(wbs, &outbound.GrpcRoute_WeightedRouteBackend{Weight: w, Backend: &outbound.GrpcRoute_RouteBackend{Backend: b,
@@ -501,7 +503,7 @@ func (s *OutboundServer) Drain() { s.drain.drain() }
 
 func (s *OutboundServer) target(spec *outbound.TrafficSpec) (OutboundTarget, error) {
 	if w := spec.GetSourceWorkload(); w != "" {
-		if _, err := ParseWorkload(w); err != nil {
+		if _, err := ParseProxyWorkload(w); err != nil {
 			return OutboundTarget{}, err
 		}
 	}

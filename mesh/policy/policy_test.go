@@ -610,13 +610,13 @@ func TestEvaluateErrorsOnUnknownWorkloadsAndPorts(t *testing.T) {
 
 func TestParseWorkloadRefAcceptsKubectlKinds(t *testing.T) {
 	for in, kind := range map[string]string{"deployment/api": "deployment", "deploy/api": "deployment", "pod/api-0": "pod", "sts/db": "statefulset", "DaemonSet/x": "daemonset"} {
-		r, err := policy.ParseWorkloadRef(in, "")
+		r, err := policy.ParseKindName(in, "")
 		require.NoError(t, err, in)
 		assert.Equal(t, kind, r.Kind)
 		assert.Equal(t, "default", r.Namespace)
 	}
 	for _, bad := range []string{"api", "service/api", "deployment/", "/api", "a/b/c"} {
-		_, err := policy.ParseWorkloadRef(bad, "x")
+		_, err := policy.ParseKindName(bad, "x")
 		assert.Error(t, err, bad)
 	}
 }
@@ -628,4 +628,63 @@ func TestDuplicateObjectsAreAnErrorNamingBothPlaces(t *testing.T) {
 	require.NoError(t, err)
 	_, err = policy.ObjectsFromManifests(append(a, b...))
 	assert.ErrorContains(t, err, "b.yaml document 1: Server my-app/web-http is defined twice (also in a.yaml document 1)")
+}
+
+func TestAnHTTPRouteIsNotAttachedToAServerThatAGRPCRouteNames(t *testing.T) {
+	// Linkerd's status controller marks such an HTTPRoute conflicted and
+	// its index attaches only accepted routes: the Server keeps its default
+	// route, so the route's own authorization grants nothing.
+	doc := `apiVersion: v1
+kind: Namespace
+metadata: {name: shop, annotations: {linkerd.io/inject: enabled}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: api-0, namespace: shop, labels: {app: api}}
+spec:
+  serviceAccountName: api
+  containers: [{name: api, image: x, ports: [{name: http, containerPort: 8080}]}]
+---
+apiVersion: policy.linkerd.io/v1beta3
+kind: Server
+metadata: {name: api-http, namespace: shop}
+spec: {podSelector: {matchLabels: {app: api}}, port: http, proxyProtocol: HTTP/1}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: items, namespace: shop}
+spec:
+  parentRefs: [{group: policy.linkerd.io, kind: Server, name: api-http}]
+  rules: [{matches: [{path: {type: PathPrefix, value: /items}}]}]
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: AuthorizationPolicy
+metadata: {name: items-web, namespace: shop}
+spec:
+  targetRef: {group: gateway.networking.k8s.io, kind: HTTPRoute, name: items}
+  requiredAuthenticationRefs: [{kind: ServiceAccount, name: web}]
+`
+	grpcRoute := `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: rpc, namespace: shop}
+spec:
+  parentRefs: [{group: policy.linkerd.io, kind: Server, name: api-http}]
+`
+	req := policy.Request{Workload: policy.WorkloadRef{Namespace: "shop", Kind: "pod", Name: "api-0"}, Port: intstr.FromString("http"),
+		Client: policy.Client{ServiceAccount: "web", Namespace: "shop"}, HTTP: &authz.Request{Method: "GET", Path: "/items"}}
+
+	ix := policy.Build(objectsFrom(t, doc), nil)
+	res, err := ix.Evaluate(req)
+	require.NoError(t, err)
+	assert.Equal(t, authz.Allow, res.Decision, "alone, the HTTPRoute attaches")
+
+	ix = policy.Build(objectsFrom(t, doc+grpcRoute), nil)
+	res, err = ix.Evaluate(req)
+	require.NoError(t, err)
+	assert.Equal(t, authz.Deny, res.Decision)
+	assert.Equal(t, authz.ReasonUnauthorized, res.Reason, "the default route matches; nothing authorizes web on the Server")
+	e, err := ix.Explain(req)
+	require.NoError(t, err)
+	assert.Contains(t, e.String(), "GRPCRoute rpc names it too (conflicted)")
 }

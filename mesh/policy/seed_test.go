@@ -39,3 +39,18 @@ func TestSeedExamplesAllowOnlyTheAPIGateway(t *testing.T) {
 		})
 	}
 }
+
+// The cases where Weft once disagreed with Linkerd's own policy tests
+// (issue 18), as a user would write them for `weft policy test`.
+func TestLinkerdParityCasesPass(t *testing.T) {
+	ix := loadIndex(t, nil, "../../examples/policy-ci/linkerd-parity/manifests")
+	assert.Empty(t, ix.Errors())
+	cases, err := policy.LoadCases("../../examples/policy-ci/linkerd-parity/cases.yaml")
+	require.NoError(t, err)
+	results, err := policy.RunCases(ix, cases)
+	require.NoError(t, err)
+	require.NotEmpty(t, results)
+	for _, r := range results {
+		assert.True(t, r.Pass, "%s: expected %s, got %s\n%s", r.Case.Name, r.Case.Expected(), r.Outcome(), r.Explanation)
+	}
+}

@@ -154,6 +154,7 @@ spec:
   - {name: grpc, port: 9090, appProtocol: linkerd.io/grpc}
   - {name: db, port: 5432}
   - {name: raw, port: 7000, appProtocol: mysql}
+  - {name: mysql-admin, port: 3306, appProtocol: http}
 ---
 apiVersion: v1
 kind: Service
@@ -242,7 +243,11 @@ func TestOutboundProtocolFollowsAppProtocolAndOpaquePorts(t *testing.T) {
 		return p
 	}
 	assert.NotNil(t, get(9090).GetProtocol().GetGrpc())
-	assert.NotNil(t, get(5432).GetProtocol().GetDetect(), "5432 is a default opaque port for pods, not for Services without the annotation")
+	// One rule with GetProfile (mesh/ports): a Service without an
+	// opaque-ports annotation (its own or its namespace's) gets the whole
+	// default list, and an appProtocol wins over the list (Linkerd).
+	assert.NotNil(t, get(5432).GetProtocol().GetOpaque(), "5432 is a default opaque port")
+	assert.NotNil(t, get(3306).GetProtocol().GetHttp1(), "appProtocol http wins over the default opaque 3306")
 	assert.NotNil(t, get(7000).GetProtocol().GetOpaque(), "an unknown appProtocol is opaque")
 	undefined := get(81)
 	assert.Equal(t, "undefined-port", undefined.GetProtocol().GetOpaque().GetRoutes()[0].GetMetadata().GetDefault())

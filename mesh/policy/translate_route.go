@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/weftmesh/weft/apis/policy/v1beta3"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 	"github.com/weftmesh/weft/mesh/policy/pathnorm"
 )
@@ -15,6 +16,12 @@ import (
 type parentRef struct {
 	group, kind, namespace, name string
 	port                         int32
+	// hasPort and section say whether the reference names a port or a
+	// section of its parent (which a Server parent may not).
+	hasPort bool
+	section string
+	// namespaceSet is true when the reference names a namespace.
+	namespaceSet bool
 }
 
 type httpRouteSpec struct {
@@ -22,7 +29,12 @@ type httpRouteSpec struct {
 	group   string // policy.linkerd.io or gateway.networking.k8s.io
 	meta    *metav1.ObjectMeta
 	parents []parentRef
-	route   authz.HTTPRoute // without authorizations
+	// unsupported, when set, names a rule filter Linkerd does not support,
+	// for which the route is ignored; unsupportedOut also counts backend
+	// filters, which only the outbound side reads. noServer says why the
+	// route attaches to no Server (an invalid Server parentRef).
+	unsupported, unsupportedOut, noServer string
+	route                                 authz.HTTPRoute // without authorizations
 	// rules kept for outbound translation
 	rules []routeRule
 	hosts []string
@@ -34,6 +46,9 @@ type routeRule struct {
 	timeouts *gatewayv1.HTTPRouteTimeouts
 }
 
+// translateParents reads Gateway API parent references: an omitted group
+// means gateway.networking.k8s.io and an omitted kind Gateway, the
+// defaults the API server applies.
 func translateParents(ns string, in []gatewayv1.ParentReference) []parentRef {
 	var out []parentRef
 	for _, pr := range in {
@@ -45,14 +60,117 @@ func translateParents(ns string, in []gatewayv1.ParentReference) []parentRef {
 			r.kind = string(*pr.Kind)
 		}
 		if pr.Namespace != nil && *pr.Namespace != "" {
-			r.namespace = string(*pr.Namespace)
+			r.namespace, r.namespaceSet = string(*pr.Namespace), true
 		}
 		if pr.Port != nil {
-			r.port = int32(*pr.Port)
+			r.port, r.hasPort = int32(*pr.Port), true
+		}
+		if pr.SectionName != nil {
+			r.section = string(*pr.SectionName)
 		}
 		out = append(out, r)
 	}
 	return out
+}
+
+// translatePolicyParents reads the parent references of a
+// policy.linkerd.io HTTPRoute, whose CRD defaults the group to
+// policy.linkerd.io (and the kind to Gateway).
+func translatePolicyParents(ns string, in []v1beta3.ParentReference) []parentRef {
+	var out []parentRef
+	for _, pr := range in {
+		r := parentRef{group: policyGroup, kind: "Gateway", namespace: ns, name: string(pr.Name)}
+		if pr.Group != nil {
+			r.group = string(*pr.Group)
+		}
+		if pr.Kind != nil {
+			r.kind = string(*pr.Kind)
+		}
+		if pr.Namespace != nil && *pr.Namespace != "" {
+			r.namespace, r.namespaceSet = string(*pr.Namespace), true
+		}
+		if pr.Port != nil {
+			r.port, r.hasPort = *pr.Port, true
+		}
+		if pr.SectionName != nil {
+			r.section = string(*pr.SectionName)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func isServerParent(pr parentRef) bool {
+	return strings.EqualFold(pr.group, policyGroup) && strings.EqualFold(pr.kind, "Server")
+}
+
+// serverParentProblem says why a route's Server parent references keep it
+// from every Server, as Linkerd's inbound index refuses the route: a
+// Server in another namespace, or a reference by port or section name.
+// It returns the field and the reason, or "" when the references are
+// usable.
+func serverParentProblem(ns string, parents []parentRef) (string, string) {
+	for i, pr := range parents {
+		if !isServerParent(pr) {
+			continue
+		}
+		switch {
+		case pr.namespace != ns:
+			return fmt.Sprintf("spec.parentRefs[%d].namespace", i), "a route may not reference a Server in another namespace"
+		case pr.hasPort:
+			return fmt.Sprintf("spec.parentRefs[%d].port", i), "a route may not reference a Server by port"
+		case pr.section != "":
+			return fmt.Sprintf("spec.parentRefs[%d].sectionName", i), "a route may not reference a Server by section name"
+		}
+	}
+	return "", ""
+}
+
+// unsupportedHTTPFilter names the first filter of a Gateway API HTTPRoute
+// that Linkerd does not support (anything but RequestHeaderModifier,
+// ResponseHeaderModifier and RequestRedirect), in a rule or, when
+// backends is true, on a backend; "" when there is none.
+func unsupportedHTTPFilter(rules []gatewayv1.HTTPRouteRule, backends bool) (string, string) {
+	ok := func(t gatewayv1.HTTPRouteFilterType) bool {
+		switch t {
+		case gatewayv1.HTTPRouteFilterRequestHeaderModifier, gatewayv1.HTTPRouteFilterResponseHeaderModifier, gatewayv1.HTTPRouteFilterRequestRedirect:
+			return true
+		}
+		return false
+	}
+	for i, r := range rules {
+		for j, f := range r.Filters {
+			if !ok(f.Type) {
+				return fmt.Sprintf("spec.rules[%d].filters[%d]", i, j), string(f.Type)
+			}
+		}
+		if !backends {
+			continue
+		}
+		for j, b := range r.BackendRefs {
+			for k, f := range b.Filters {
+				if !ok(f.Type) {
+					return fmt.Sprintf("spec.rules[%d].backendRefs[%d].filters[%d]", i, j, k), string(f.Type)
+				}
+			}
+		}
+	}
+	return "", ""
+}
+
+// unsupportedGRPCFilter names the first filter of a GRPCRoute rule that
+// Linkerd does not support (anything but the two header modifiers).
+func unsupportedGRPCFilter(rules []gatewayv1.GRPCRouteRule) (string, string) {
+	for i, r := range rules {
+		for j, f := range r.Filters {
+			switch f.Type {
+			case gatewayv1.GRPCRouteFilterRequestHeaderModifier, gatewayv1.GRPCRouteFilterResponseHeaderModifier:
+			default:
+				return fmt.Sprintf("spec.rules[%d].filters[%d]", i, j), string(f.Type)
+			}
+		}
+	}
+	return "", ""
 }
 
 func translateHTTPMatches(p *problems, ref ObjectRef, field string, ms []gatewayv1.HTTPRouteMatch) ([]authz.HTTPMatch, bool) {
@@ -222,11 +340,13 @@ func translateHTTPRoute(p *problems, group string, meta *metav1.ObjectMeta, pare
 }
 
 type grpcRouteSpec struct {
-	ref      ObjectRef
-	meta     *metav1.ObjectMeta
-	parents  []parentRef
-	route    authz.GRPCRoute
-	backends [][]gatewayv1.BackendRef // per rule, for outbound
+	ref     ObjectRef
+	meta    *metav1.ObjectMeta
+	parents []parentRef
+	// unsupported and noServer: as for httpRouteSpec.
+	unsupported, noServer string
+	route                 authz.GRPCRoute
+	backends              [][]gatewayv1.BackendRef // per rule, for outbound
 }
 
 func translateGRPCRoute(p *problems, r *gatewayv1.GRPCRoute) (*grpcRouteSpec, bool) {

@@ -125,13 +125,20 @@ func translateServerAuthz(cfg *Config, p *problems, sa *v1beta1.ServerAuthorizat
 		}
 	}
 	switch {
+	case sa.Spec.Client.Unauthenticated && sa.Spec.Client.MeshTLS != nil:
+		// Ambiguous, and the broader reading would grant more than the
+		// meshTLS part says: refused, as Linkerd's admission does.
+		p.errorf(ref, "spec.client.unauthenticated", "must be false when meshTLS is set")
+		ok = false
 	case sa.Spec.Client.Unauthenticated:
-		if sa.Spec.Client.MeshTLS != nil {
-			p.warnf(ref, "spec.client.meshTLS", "ignored because unauthenticated is true")
-		}
 		a.Authentication = authz.Authentication{Kind: authz.Unauthenticated}
 	case sa.Spec.Client.MeshTLS != nil:
 		m := sa.Spec.Client.MeshTLS
+		if m.UnauthenticatedTLS && (len(m.Identities) > 0 || len(m.ServiceAccounts) > 0) {
+			p.errorf(ref, "spec.client.meshTLS.unauthenticatedTLS", "must be false when identities or serviceAccounts are set")
+			ok = false
+			break
+		}
 		if m.UnauthenticatedTLS {
 			a.Authentication = authz.Authentication{Kind: authz.TLSUnauthenticated}
 			break

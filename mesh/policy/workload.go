@@ -8,8 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 	"github.com/weftmesh/weft/mesh/policy/pathnorm"
+	"github.com/weftmesh/weft/mesh/ports"
 )
 
 // containerPorts returns the named and numbered TCP ports a workload
@@ -42,10 +44,14 @@ func containerPorts(w *Workload) (names map[string][]uint16, numbers map[uint16]
 	return names, numbers
 }
 
-// probePaths returns the HTTP probe paths of a workload by port.
+// probePaths returns the HTTP probe paths of a workload by port, from its
+// containers and its init containers (native sidecars, restartPolicy
+// Always, are the init containers that may have probes), as Linkerd
+// reads them. A named probe port is looked up among the same container's
+// TCP ports, ignoring case.
 func probePaths(w *Workload) map[uint16][]string {
 	out := map[uint16][]string{}
-	for _, c := range w.Containers {
+	for _, c := range append(append([]corev1.Container(nil), w.Containers...), w.InitContainers...) {
 		for _, pr := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
 			if pr == nil || pr.HTTPGet == nil {
 				continue
@@ -58,8 +64,12 @@ func probePaths(w *Workload) map[uint16][]string {
 				}
 			case intstr.String:
 				for _, cp := range c.Ports {
-					if cp.Name == pr.HTTPGet.Port.StrVal {
+					if cp.Protocol != "" && cp.Protocol != corev1.ProtocolTCP {
+						continue
+					}
+					if strings.EqualFold(cp.Name, pr.HTTPGet.Port.StrVal) && cp.ContainerPort > 0 && cp.ContainerPort <= 65535 {
 						port = uint16(cp.ContainerPort)
+						break
 					}
 				}
 			}
@@ -142,7 +152,7 @@ func (b *builder) workload(w *Workload, templates map[nsName]*serverTemplate) *w
 	cfg, p := b.cfg, b.p
 	ns := b.namespaces[w.Namespace]
 	ref := ObjectRef{Kind: w.Kind, Namespace: w.Namespace, Name: w.Name}
-	wp := &workloadPolicy{w: w, ports: map[uint16]*portPolicy{}, opaque: map[uint16]bool{}}
+	wp := &workloadPolicy{w: w, ports: map[uint16]*portPolicy{}}
 
 	// Meshed?
 	wp.meshed, wp.meshedWhy = meshState(w, ns)
@@ -150,51 +160,47 @@ func (b *builder) workload(w *Workload, templates map[nsName]*serverTemplate) *w
 	// Default policy: pod, then namespace, then cluster.
 	wp.defaultPolicy, wp.defaultFrom = cfg.DefaultPolicy, "the cluster default"
 	if ns != nil {
-		if v, ok := ns.Annotations[AnnotationDefaultInboundPolicy]; ok {
+		if v, ok := ns.Annotations[vocab.AnnotationDefaultInboundPolicy]; ok {
 			if d, err := ParseDefaultPolicy(v); err == nil {
 				wp.defaultPolicy, wp.defaultFrom = d, "the annotation on namespace "+ns.Name
 			} else {
-				p.warnf(ObjectRef{Kind: "Namespace", Name: ns.Name}, "metadata.annotations."+AnnotationDefaultInboundPolicy, "%v; using %s", err, wp.defaultPolicy)
+				p.warnf(ObjectRef{Kind: "Namespace", Name: ns.Name}, "metadata.annotations."+vocab.AnnotationDefaultInboundPolicy, "%v; using %s", err, wp.defaultPolicy)
 			}
 		}
 	}
-	if v, ok := w.Annotations[AnnotationDefaultInboundPolicy]; ok {
+	if v, ok := w.Annotations[vocab.AnnotationDefaultInboundPolicy]; ok {
 		if d, err := ParseDefaultPolicy(v); err == nil {
 			wp.defaultPolicy, wp.defaultFrom = d, "the annotation on "+strings.ToLower(w.Kind)+" "+w.Name
 		} else {
-			p.warnf(ref, "metadata.annotations."+AnnotationDefaultInboundPolicy, "%v; using %s", err, wp.defaultPolicy)
-		}
-	}
-
-	// Opaque ports.
-	if v, from := annotation(w, ns, AnnotationOpaquePorts); from != "" {
-		set, err := parsePortSet(v)
-		if err != nil {
-			p.warnf(ref, "metadata.annotations."+AnnotationOpaquePorts, "%v", err)
-		}
-		wp.opaque = set
-		if wp.opaque == nil {
-			wp.opaque = map[uint16]bool{}
-		}
-	} else {
-		for _, port := range cfg.OpaquePorts {
-			wp.opaque[port] = true
-		}
-	}
-	requireID := map[uint16]bool{}
-	if v, from := annotation(w, ns, AnnotationRequireIdentityPorts); from != "" {
-		set, err := parsePortSet(v)
-		if err != nil {
-			p.warnf(ref, "metadata.annotations."+AnnotationRequireIdentityPorts, "%v", err)
-		}
-		if set != nil {
-			requireID = set
+			p.warnf(ref, "metadata.annotations."+vocab.AnnotationDefaultInboundPolicy, "%v; using %s", err, wp.defaultPolicy)
 		}
 	}
 
 	names, numbers := containerPorts(w)
 	wp.names = names
 	probes := probePaths(w)
+	named := map[string]int32{}
+	for name, ps := range names {
+		named[name] = int32(ps[0])
+	}
+	var nsAnn map[string]string
+	if ns != nil {
+		nsAnn = ns.Annotations
+	}
+
+	// Opaque ports: one rule with the destination controller (mesh/ports).
+	opaque, from, err := ports.OpaqueForPod(w.Annotations, nsAnn, named, declaredPorts(w), cfg.OpaquePorts)
+	if err != nil {
+		p.warnf(annotationOwner(ref, ns, from), "metadata.annotations."+vocab.AnnotationOpaquePorts, "%v; no port is opaque", err)
+	}
+	wp.opaque, wp.opaqueFrom = opaque, from
+	if v, where := annotation(w, ns, vocab.AnnotationRequireIdentityInboundPorts); where != "" {
+		set, err := ports.Parse(v, named)
+		if err != nil {
+			p.warnf(ref, "metadata.annotations."+vocab.AnnotationRequireIdentityInboundPorts, "%v", err)
+		}
+		wp.requireID = set
+	}
 
 	podLabels := labels.Set(w.Labels)
 	for _, s := range b.servers[w.Namespace] {
@@ -230,12 +236,6 @@ func (b *builder) workload(w *Workload, templates map[nsName]*serverTemplate) *w
 		}
 	}
 
-	policyFor := func(port uint16) DefaultPolicy {
-		if requireID[port] {
-			return wp.defaultPolicy.withAuthenticatedOnly()
-		}
-		return wp.defaultPolicy
-	}
 	known := map[uint16]bool{}
 	for n := range numbers {
 		known[n] = true
@@ -243,18 +243,53 @@ func (b *builder) workload(w *Workload, templates map[nsName]*serverTemplate) *w
 	for n := range probes {
 		known[n] = true
 	}
-	for n := range requireID {
-		known[n] = true
-	}
 	for port := range known {
 		if _, taken := wp.ports[port]; taken {
 			continue
 		}
-		wp.ports[port] = &portPolicy{server: defaultServer(cfg, policyFor(port), wp.opaque[port], probes[port])}
+		wp.ports[port] = &portPolicy{server: defaultServer(cfg, wp.policyFor(port), wp.opaque.Contains(uint32(port)), probes[port])}
 	}
-	wp.detectDefault = defaultServer(cfg, wp.defaultPolicy, false, nil)
-	wp.opaqueDefault = defaultServer(cfg, wp.defaultPolicy, true, nil)
+	authOnly := wp.defaultPolicy.withAuthenticatedOnly()
+	wp.defaults = [4]*authz.Server{
+		defaultServer(cfg, wp.defaultPolicy, false, nil), defaultServer(cfg, wp.defaultPolicy, true, nil),
+		defaultServer(cfg, authOnly, false, nil), defaultServer(cfg, authOnly, true, nil),
+	}
 	return wp
+}
+
+// policyFor is the default policy of a port no Server selects: the
+// workload's, in its authenticated form on ports listed in
+// config.linkerd.io/proxy-require-identity-inbound-ports.
+func (wp *workloadPolicy) policyFor(port uint16) DefaultPolicy {
+	if wp.requireID.Contains(uint32(port)) {
+		return wp.defaultPolicy.withAuthenticatedOnly()
+	}
+	return wp.defaultPolicy
+}
+
+// annotationOwner names the object an annotation was read from.
+func annotationOwner(workload ObjectRef, ns *corev1.Namespace, from ports.Source) ObjectRef {
+	if from == ports.FromNamespace && ns != nil {
+		return ObjectRef{Kind: "Namespace", Name: ns.Name}
+	}
+	return workload
+}
+
+// declaredPorts lists every container port of a workload's containers and
+// init containers: the ports the default opaque list is filtered by, as
+// Linkerd's injector filters it.
+func declaredPorts(w *Workload) []uint16 {
+	var out []uint16
+	for _, cs := range [][]corev1.Container{w.Containers, w.InitContainers} {
+		for _, c := range cs {
+			for _, p := range c.Ports {
+				if p.ContainerPort > 0 && p.ContainerPort <= 65535 {
+					out = append(out, uint16(p.ContainerPort))
+				}
+			}
+		}
+	}
+	return out
 }
 
 func defaultServer(cfg *Config, d DefaultPolicy, opaque bool, probes []string) *authz.Server {
@@ -273,32 +308,33 @@ func defaultServer(cfg *Config, d DefaultPolicy, opaque bool, probes []string) *
 }
 
 const (
-	proxyContainerWeft    = "weft-proxy"
+	// proxyContainerLinkerd is the proxy container Linkerd injects; a
+	// workload running it is meshed too.
 	proxyContainerLinkerd = "linkerd-proxy"
 )
 
 func meshState(w *Workload, ns *corev1.Namespace) (Meshed, string) {
 	for _, cs := range [][]corev1.Container{w.Containers, w.InitContainers} {
 		for _, c := range cs {
-			if c.Name == proxyContainerWeft || c.Name == proxyContainerLinkerd {
+			if c.Name == vocab.ProxyContainerName || c.Name == proxyContainerLinkerd {
 				return MeshedYes, "it runs the " + c.Name + " container"
 			}
 		}
 	}
-	switch v := w.Annotations[AnnotationInject]; v {
-	case "enabled", "ingress":
-		return MeshedYes, AnnotationInject + "=" + v + " on the pod template"
-	case "disabled":
-		return MeshedNo, AnnotationInject + "=disabled on the pod template"
+	switch v := w.Annotations[vocab.AnnotationInject]; v {
+	case vocab.InjectEnabled, vocab.InjectIngress:
+		return MeshedYes, vocab.AnnotationInject + "=" + v + " on the pod template"
+	case vocab.InjectDisabled:
+		return MeshedNo, vocab.AnnotationInject + "=disabled on the pod template"
 	}
 	if ns != nil {
-		switch v := ns.Annotations[AnnotationInject]; v {
-		case "enabled", "ingress":
-			return MeshedYes, AnnotationInject + "=" + v + " on namespace " + ns.Name
-		case "disabled":
-			return MeshedNo, AnnotationInject + "=disabled on namespace " + ns.Name
+		switch v := ns.Annotations[vocab.AnnotationInject]; v {
+		case vocab.InjectEnabled, vocab.InjectIngress:
+			return MeshedYes, vocab.AnnotationInject + "=" + v + " on namespace " + ns.Name
+		case vocab.InjectDisabled:
+			return MeshedNo, vocab.AnnotationInject + "=disabled on namespace " + ns.Name
 		}
-		return MeshedNo, "neither the pod template nor namespace " + ns.Name + " has " + AnnotationInject
+		return MeshedNo, "neither the pod template nor namespace " + ns.Name + " has " + vocab.AnnotationInject
 	}
 	return MeshedUnknown, "namespace " + w.Namespace + " is not among the objects, so whether the workload is meshed is unknown"
 }

@@ -35,8 +35,9 @@ type TapRequest struct {
 	// Filter selects requests (the proxy matches on method, authority and
 	// path prefix).
 	Filter Filter
-	// Limit bounds the requests the proxy reports on this tap (0: the
-	// proxy's default).
+	// Limit bounds the requests the proxy reports on this tap (0: no
+	// bound of the tap's own, sent as the largest limit; the proxy still
+	// caps the events per second).
 	Limit uint32
 	// Headers asks the proxy to include request and response headers.
 	Headers bool

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/netip"
 	"strings"
 
@@ -41,7 +42,13 @@ func ObserveRequest(req TapRequest) *tappb.ObserveRequest {
 		httpMatch(&tappb.ObserveRequest_Match_Http{Match: &tappb.ObserveRequest_Match_Http_Path{
 			Path: &tappb.ObserveRequest_Match_Http_StringMatch{Match: &tappb.ObserveRequest_Match_Http_StringMatch_Prefix{Prefix: p}}}})
 	}
-	out := &tappb.ObserveRequest{Limit: req.Limit, Match: &tappb.ObserveRequest_Match{
+	limit := req.Limit
+	if limit == 0 {
+		// The proxy refuses a zero limit; "no limit of our own" is the
+		// largest one (the proxy still bounds the events per second).
+		limit = math.MaxUint32
+	}
+	out := &tappb.ObserveRequest{Limit: limit, Match: &tappb.ObserveRequest_Match{
 		Match: &tappb.ObserveRequest_Match_All{All: &tappb.ObserveRequest_Match_Seq{Matches: all}},
 	}}
 	if req.Headers {
@@ -174,37 +181,73 @@ func headers(h *httptypes.Headers) []Header {
 
 // Addresses maps pod addresses to what viz knows of the pods, to name the
 // peers of tap events.
-type Addresses struct{ byIP map[netip.Addr]Target }
+type Addresses struct {
+	byIP map[netip.Addr]Target
+	// byID holds, per mesh identity, the workload labels of its pods when
+	// they all belong to one workload (nil when they do not).
+	byID map[string]map[string]string
+}
 
-// NewAddresses indexes targets by IP.
+// NewAddresses indexes targets by IP and by identity.
 func NewAddresses(ts []Target) *Addresses {
-	a := &Addresses{byIP: map[netip.Addr]Target{}}
+	a := &Addresses{byIP: map[netip.Addr]Target{}, byID: map[string]map[string]string{}}
 	for _, t := range ts {
 		if t.IP.IsValid() {
 			a.byIP[t.IP] = t
+		}
+		if t.Identity == "" {
+			continue
+		}
+		l := t.Labels()
+		delete(l, "pod")
+		prev, seen := a.byID[t.Identity]
+		switch {
+		case !seen:
+			a.byID[t.Identity] = l
+		case prev != nil && !maps.Equal(prev, l):
+			a.byID[t.Identity] = nil // two workloads share the identity
 		}
 	}
 	return a
 }
 
+// enrich adds to a peer's labels what the targets say of its address: the
+// pod and its workload. A peer whose address is no pod's (a proxy that
+// dialled from another address, as in a local mesh) is named by the
+// identity its proxy verified (client_id or server_id) when exactly one
+// workload holds that identity.
 func (a *Addresses) enrich(l map[string]string, ip netip.Addr) map[string]string {
 	out := maps.Clone(l)
 	if a == nil {
 		return out
 	}
-	t, ok := a.byIP[ip.Unmap()]
-	if !ok {
+	var add map[string]string
+	if t, ok := a.byIP[ip.Unmap()]; ok {
+		add = t.Labels()
+	} else if id := firstOf(l, "client_id", "server_id"); id != "" {
+		add = a.byID[id]
+	}
+	if add == nil {
 		return out
 	}
 	if out == nil {
 		out = map[string]string{}
 	}
-	for k, v := range t.Labels() {
+	for k, v := range add {
 		if _, set := out[k]; !set {
 			out[k] = v
 		}
 	}
 	return out
+}
+
+func firstOf(l map[string]string, keys ...string) string {
+	for _, k := range keys {
+		if v := l[k]; v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // GRPCTap observes one proxy's tap server over conn (a connection the

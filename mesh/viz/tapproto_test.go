@@ -1,6 +1,7 @@
 package viz_test
 
 import (
+	"math"
 	"net/netip"
 	"testing"
 	"time"
@@ -79,4 +80,37 @@ func TestObserveRequestMatchesAllFilterParts(t *testing.T) {
 	assert.Equal(t, "/items", ms[2].GetHttp().GetPath().GetPrefix())
 	assert.NotNil(t, r.GetExtract().GetHttp().GetHeaders())
 	assert.Empty(t, viz.ObserveRequest(viz.TapRequest{}).GetMatch().GetAll().GetMatches(), "no filter: an empty conjunction matches everything")
+	assert.Equal(t, uint32(math.MaxUint32), viz.ObserveRequest(viz.TapRequest{}).GetLimit(), "no limit is sent as the largest: proxies refuse 0")
+}
+
+func TestEventFromProtoNamesAPeerAtAnUnknownAddressByItsVerifiedIdentity(t *testing.T) {
+	web2 := webPod
+	web2.Pod = "web-1"
+	// A peer that shares its identity with another workload stays unnamed:
+	// the identity does not say which one it is.
+	shared := viz.Target{Namespace: "shop", Pod: "job-0", WorkloadKind: "deployment", Workload: "job", Identity: intruderID}
+	also := viz.Target{Namespace: "shop", Pod: "cron-0", WorkloadKind: "deployment", Workload: "cron", Identity: intruderID}
+	ix := viz.NewAddresses([]viz.Target{webPod, web2, apiPod, shared, also})
+	ev := func(clientID string) *tappb.TapEvent {
+		return &tappb.TapEvent{
+			Source: tcp(0x7f000001, 40000), Destination: tcp(0x7f000102, 8080),
+			SourceMeta:     &tappb.TapEvent_EndpointMeta{Labels: map[string]string{"tls": "true", "client_id": clientID}},
+			ProxyDirection: tappb.TapEvent_INBOUND,
+			Event: &tappb.TapEvent_Http_{Http: &tappb.TapEvent_Http{Event: &tappb.TapEvent_Http_RequestInit_{RequestInit: &tappb.TapEvent_Http_RequestInit{
+				Id: &tappb.TapEvent_Http_StreamId{Base: 1, Stream: 1}}}}},
+		}
+	}
+	e, err := viz.EventFromProto(apiPod, ev(webID), ix)
+	require.NoError(t, err)
+	assert.Equal(t, "web", e.SourceMeta["deployment"], "127.0.0.1 is no pod's; the verified identity is web's")
+	assert.Equal(t, "shop", e.SourceMeta["namespace"])
+	assert.NotContains(t, e.SourceMeta, "pod", "web has two pods: which one is not known")
+
+	e, err = viz.EventFromProto(apiPod, ev(intruderID), ix)
+	require.NoError(t, err)
+	assert.NotContains(t, e.SourceMeta, "deployment")
+
+	e, err = viz.EventFromProto(apiPod, ev("nobody.shop.serviceaccount.identity.weft.cluster.local"), ix)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"tls": "true", "client_id": "nobody.shop.serviceaccount.identity.weft.cluster.local"}, e.SourceMeta)
 }

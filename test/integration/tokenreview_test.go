@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/identity"
 	identitykube "github.com/weftmesh/weft/mesh/identity/kubernetes"
 )
@@ -91,14 +92,10 @@ func TestTokenReviewAuthenticatorAgainstRealServiceAccountTokens(t *testing.T) {
 
 		// The API server looks service accounts up through an informer, so
 		// the deletion may take a moment to reach it.
-		deadline := deleted.Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if _, err = authn.Authenticate(timeout(t, 15*time.Second), old); err != nil {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		require.Error(t, err, "the deleted service account's token was still accepted after 10s")
+		testutil.Eventually(t, 10*time.Second, func() bool {
+			_, err = authn.Authenticate(timeout(t, 15*time.Second), old)
+			return err != nil
+		}, "the deleted service account's token to be refused")
 		assert.ErrorIs(t, err, identity.ErrUnauthenticated)
 		t.Logf("the deleted service account's token was refused %s after the deletion", time.Since(deleted).Round(time.Millisecond))
 
@@ -112,14 +109,10 @@ func TestTokenReviewAuthenticatorAgainstRealServiceAccountTokens(t *testing.T) {
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		var sa identity.ServiceAccount
-		deadline = time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if sa, err = authn.Authenticate(timeout(t, 15*time.Second), []byte(tr.Status.Token)); err == nil {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		require.NoError(t, err, "the new account's own token works")
+		testutil.Eventually(t, 10*time.Second, func() bool {
+			sa, err = authn.Authenticate(timeout(t, 15*time.Second), []byte(tr.Status.Token))
+			return err == nil
+		}, "the new account's own token to work")
 		assert.Equal(t, identity.ServiceAccount{Namespace: ns, Name: "gone"}, sa)
 		_, err = authn.Authenticate(timeout(t, 15*time.Second), old)
 		assert.ErrorIs(t, err, identity.ErrUnauthenticated, "a token of the deleted account works for its namesake")

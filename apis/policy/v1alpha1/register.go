@@ -21,17 +21,6 @@ var (
 	AddToScheme = SchemeBuilder.AddToScheme
 )
 
-// Kind returns the group-qualified kind for an unqualified kind name.
-func Kind(kind string) schema.GroupKind {
-	return SchemeGroupVersion.WithKind(kind).GroupKind()
-}
-
-// Resource returns the group-qualified resource for an unqualified resource
-// name, such as "authorizationpolicies".
-func Resource(resource string) schema.GroupResource {
-	return SchemeGroupVersion.WithResource(resource).GroupResource()
-}
-
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(SchemeGroupVersion,
 		&AuthorizationPolicy{}, &AuthorizationPolicyList{},

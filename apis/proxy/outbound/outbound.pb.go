@@ -737,10 +737,17 @@ func (x *Queue) GetFailfastTimeout() *durationpb.Duration {
 // FailureAccrual decides when an endpoint is taken out of a balancer.
 type FailureAccrual struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which breaker runs. v0.19 had success_rate = 2 outside a oneof; v0.20
+	// replaced it with the unified breaker under the same number.
+	//
 	// Types that are valid to be assigned to Kind:
 	//
 	//	*FailureAccrual_ConsecutiveFailures_
-	Kind          isFailureAccrual_Kind `protobuf_oneof:"kind"`
+	//	*FailureAccrual_Unified_
+	Kind isFailureAccrual_Kind `protobuf_oneof:"kind"`
+	// Keeps a minimum of endpoints in the balancer whatever the breaker
+	// says; absent or zero, the breaker may eject every endpoint.
+	Ejection      *EjectionConfig `protobuf:"bytes,3,opt,name=ejection,proto3" json:"ejection,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -791,6 +798,22 @@ func (x *FailureAccrual) GetConsecutiveFailures() *FailureAccrual_ConsecutiveFai
 	return nil
 }
 
+func (x *FailureAccrual) GetUnified() *FailureAccrual_Unified {
+	if x != nil {
+		if x, ok := x.Kind.(*FailureAccrual_Unified_); ok {
+			return x.Unified
+		}
+	}
+	return nil
+}
+
+func (x *FailureAccrual) GetEjection() *EjectionConfig {
+	if x != nil {
+		return x.Ejection
+	}
+	return nil
+}
+
 type isFailureAccrual_Kind interface {
 	isFailureAccrual_Kind()
 }
@@ -799,7 +822,59 @@ type FailureAccrual_ConsecutiveFailures_ struct {
 	ConsecutiveFailures *FailureAccrual_ConsecutiveFailures `protobuf:"bytes,1,opt,name=consecutive_failures,json=consecutiveFailures,proto3,oneof"`
 }
 
+type FailureAccrual_Unified_ struct {
+	Unified *FailureAccrual_Unified `protobuf:"bytes,2,opt,name=unified,proto3,oneof"`
+}
+
 func (*FailureAccrual_ConsecutiveFailures_) isFailureAccrual_Kind() {}
+
+func (*FailureAccrual_Unified_) isFailureAccrual_Kind() {}
+
+// EjectionConfig bounds how many endpoints failure accrual may take out.
+type EjectionConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Endpoints that stay in the balancer even while their breaker is open.
+	MinReadyEndpoints uint32 `protobuf:"varint,1,opt,name=min_ready_endpoints,json=minReadyEndpoints,proto3" json:"min_ready_endpoints,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *EjectionConfig) Reset() {
+	*x = EjectionConfig{}
+	mi := &file_outbound_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EjectionConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EjectionConfig) ProtoMessage() {}
+
+func (x *EjectionConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_outbound_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EjectionConfig.ProtoReflect.Descriptor instead.
+func (*EjectionConfig) Descriptor() ([]byte, []int) {
+	return file_outbound_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *EjectionConfig) GetMinReadyEndpoints() uint32 {
+	if x != nil {
+		return x.MinReadyEndpoints
+	}
+	return 0
+}
 
 // ExponentialBackoff is a jittered exponential delay.
 type ExponentialBackoff struct {
@@ -809,14 +884,17 @@ type ExponentialBackoff struct {
 	// The largest delay; at least min_backoff.
 	MaxBackoff *durationpb.Duration `protobuf:"bytes,2,opt,name=max_backoff,json=maxBackoff,proto3" json:"max_backoff,omitempty"`
 	// Share of the delay that may be added at random; at least 0.
-	JitterRatio   float32 `protobuf:"fixed32,3,opt,name=jitter_ratio,json=jitterRatio,proto3" json:"jitter_ratio,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	JitterRatio float32 `protobuf:"fixed32,3,opt,name=jitter_ratio,json=jitterRatio,proto3" json:"jitter_ratio,omitempty"`
+	// When set, a Retry-After hint on the response that caused the delay
+	// replaces the first delay, kept between min_backoff and max_backoff.
+	RespectRetryAfterHint bool `protobuf:"varint,4,opt,name=respect_retry_after_hint,json=respectRetryAfterHint,proto3" json:"respect_retry_after_hint,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *ExponentialBackoff) Reset() {
 	*x = ExponentialBackoff{}
-	mi := &file_outbound_proto_msgTypes[10]
+	mi := &file_outbound_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +906,7 @@ func (x *ExponentialBackoff) String() string {
 func (*ExponentialBackoff) ProtoMessage() {}
 
 func (x *ExponentialBackoff) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[10]
+	mi := &file_outbound_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +919,7 @@ func (x *ExponentialBackoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExponentialBackoff.ProtoReflect.Descriptor instead.
 func (*ExponentialBackoff) Descriptor() ([]byte, []int) {
-	return file_outbound_proto_rawDescGZIP(), []int{10}
+	return file_outbound_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExponentialBackoff) GetMinBackoff() *durationpb.Duration {
@@ -865,6 +943,13 @@ func (x *ExponentialBackoff) GetJitterRatio() float32 {
 	return 0
 }
 
+func (x *ExponentialBackoff) GetRespectRetryAfterHint() bool {
+	if x != nil {
+		return x.RespectRetryAfterHint
+	}
+	return false
+}
+
 // Detect sniffs the traffic and applies the matching configuration.
 type ProxyProtocol_Detect struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -882,7 +967,7 @@ type ProxyProtocol_Detect struct {
 
 func (x *ProxyProtocol_Detect) Reset() {
 	*x = ProxyProtocol_Detect{}
-	mi := &file_outbound_proto_msgTypes[11]
+	mi := &file_outbound_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -894,7 +979,7 @@ func (x *ProxyProtocol_Detect) String() string {
 func (*ProxyProtocol_Detect) ProtoMessage() {}
 
 func (x *ProxyProtocol_Detect) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[11]
+	mi := &file_outbound_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1032,7 @@ type ProxyProtocol_Opaque struct {
 
 func (x *ProxyProtocol_Opaque) Reset() {
 	*x = ProxyProtocol_Opaque{}
-	mi := &file_outbound_proto_msgTypes[12]
+	mi := &file_outbound_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1044,7 @@ func (x *ProxyProtocol_Opaque) String() string {
 func (*ProxyProtocol_Opaque) ProtoMessage() {}
 
 func (x *ProxyProtocol_Opaque) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[12]
+	mi := &file_outbound_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1078,7 @@ type ProxyProtocol_Http1 struct {
 
 func (x *ProxyProtocol_Http1) Reset() {
 	*x = ProxyProtocol_Http1{}
-	mi := &file_outbound_proto_msgTypes[13]
+	mi := &file_outbound_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1090,7 @@ func (x *ProxyProtocol_Http1) String() string {
 func (*ProxyProtocol_Http1) ProtoMessage() {}
 
 func (x *ProxyProtocol_Http1) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[13]
+	mi := &file_outbound_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1131,7 @@ type ProxyProtocol_Http2 struct {
 
 func (x *ProxyProtocol_Http2) Reset() {
 	*x = ProxyProtocol_Http2{}
-	mi := &file_outbound_proto_msgTypes[14]
+	mi := &file_outbound_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1143,7 @@ func (x *ProxyProtocol_Http2) String() string {
 func (*ProxyProtocol_Http2) ProtoMessage() {}
 
 func (x *ProxyProtocol_Http2) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[14]
+	mi := &file_outbound_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1184,7 @@ type ProxyProtocol_Grpc struct {
 
 func (x *ProxyProtocol_Grpc) Reset() {
 	*x = ProxyProtocol_Grpc{}
-	mi := &file_outbound_proto_msgTypes[15]
+	mi := &file_outbound_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1196,7 @@ func (x *ProxyProtocol_Grpc) String() string {
 func (*ProxyProtocol_Grpc) ProtoMessage() {}
 
 func (x *ProxyProtocol_Grpc) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[15]
+	mi := &file_outbound_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1235,7 @@ type ProxyProtocol_Tls struct {
 
 func (x *ProxyProtocol_Tls) Reset() {
 	*x = ProxyProtocol_Tls{}
-	mi := &file_outbound_proto_msgTypes[16]
+	mi := &file_outbound_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1247,7 @@ func (x *ProxyProtocol_Tls) String() string {
 func (*ProxyProtocol_Tls) ProtoMessage() {}
 
 func (x *ProxyProtocol_Tls) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[16]
+	mi := &file_outbound_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1291,7 @@ type HttpRoute_Rule struct {
 
 func (x *HttpRoute_Rule) Reset() {
 	*x = HttpRoute_Rule{}
-	mi := &file_outbound_proto_msgTypes[17]
+	mi := &file_outbound_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1303,7 @@ func (x *HttpRoute_Rule) String() string {
 func (*HttpRoute_Rule) ProtoMessage() {}
 
 func (x *HttpRoute_Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[17]
+	mi := &file_outbound_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1384,7 @@ type HttpRoute_Filter struct {
 
 func (x *HttpRoute_Filter) Reset() {
 	*x = HttpRoute_Filter{}
-	mi := &file_outbound_proto_msgTypes[18]
+	mi := &file_outbound_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1396,7 @@ func (x *HttpRoute_Filter) String() string {
 func (*HttpRoute_Filter) ProtoMessage() {}
 
 func (x *HttpRoute_Filter) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[18]
+	mi := &file_outbound_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1498,7 @@ type HttpRoute_Distribution struct {
 
 func (x *HttpRoute_Distribution) Reset() {
 	*x = HttpRoute_Distribution{}
-	mi := &file_outbound_proto_msgTypes[19]
+	mi := &file_outbound_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1510,7 @@ func (x *HttpRoute_Distribution) String() string {
 func (*HttpRoute_Distribution) ProtoMessage() {}
 
 func (x *HttpRoute_Distribution) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[19]
+	mi := &file_outbound_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1601,7 @@ type HttpRoute_Retry struct {
 
 func (x *HttpRoute_Retry) Reset() {
 	*x = HttpRoute_Retry{}
-	mi := &file_outbound_proto_msgTypes[20]
+	mi := &file_outbound_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1613,7 @@ func (x *HttpRoute_Retry) String() string {
 func (*HttpRoute_Retry) ProtoMessage() {}
 
 func (x *HttpRoute_Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[20]
+	mi := &file_outbound_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1678,7 @@ type HttpRoute_RouteBackend struct {
 
 func (x *HttpRoute_RouteBackend) Reset() {
 	*x = HttpRoute_RouteBackend{}
-	mi := &file_outbound_proto_msgTypes[21]
+	mi := &file_outbound_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +1690,7 @@ func (x *HttpRoute_RouteBackend) String() string {
 func (*HttpRoute_RouteBackend) ProtoMessage() {}
 
 func (x *HttpRoute_RouteBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[21]
+	mi := &file_outbound_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1738,7 @@ type HttpRoute_WeightedRouteBackend struct {
 
 func (x *HttpRoute_WeightedRouteBackend) Reset() {
 	*x = HttpRoute_WeightedRouteBackend{}
-	mi := &file_outbound_proto_msgTypes[22]
+	mi := &file_outbound_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1750,7 @@ func (x *HttpRoute_WeightedRouteBackend) String() string {
 func (*HttpRoute_WeightedRouteBackend) ProtoMessage() {}
 
 func (x *HttpRoute_WeightedRouteBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[22]
+	mi := &file_outbound_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1788,7 @@ type HttpRoute_Distribution_Empty struct {
 
 func (x *HttpRoute_Distribution_Empty) Reset() {
 	*x = HttpRoute_Distribution_Empty{}
-	mi := &file_outbound_proto_msgTypes[23]
+	mi := &file_outbound_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1800,7 @@ func (x *HttpRoute_Distribution_Empty) String() string {
 func (*HttpRoute_Distribution_Empty) ProtoMessage() {}
 
 func (x *HttpRoute_Distribution_Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[23]
+	mi := &file_outbound_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +1825,7 @@ type HttpRoute_Distribution_FirstAvailable struct {
 
 func (x *HttpRoute_Distribution_FirstAvailable) Reset() {
 	*x = HttpRoute_Distribution_FirstAvailable{}
-	mi := &file_outbound_proto_msgTypes[24]
+	mi := &file_outbound_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +1837,7 @@ func (x *HttpRoute_Distribution_FirstAvailable) String() string {
 func (*HttpRoute_Distribution_FirstAvailable) ProtoMessage() {}
 
 func (x *HttpRoute_Distribution_FirstAvailable) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[24]
+	mi := &file_outbound_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1869,7 @@ type HttpRoute_Distribution_RandomAvailable struct {
 
 func (x *HttpRoute_Distribution_RandomAvailable) Reset() {
 	*x = HttpRoute_Distribution_RandomAvailable{}
-	mi := &file_outbound_proto_msgTypes[25]
+	mi := &file_outbound_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +1881,7 @@ func (x *HttpRoute_Distribution_RandomAvailable) String() string {
 func (*HttpRoute_Distribution_RandomAvailable) ProtoMessage() {}
 
 func (x *HttpRoute_Distribution_RandomAvailable) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[25]
+	mi := &file_outbound_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +1914,7 @@ type HttpRoute_Retry_Conditions struct {
 
 func (x *HttpRoute_Retry_Conditions) Reset() {
 	*x = HttpRoute_Retry_Conditions{}
-	mi := &file_outbound_proto_msgTypes[26]
+	mi := &file_outbound_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +1926,7 @@ func (x *HttpRoute_Retry_Conditions) String() string {
 func (*HttpRoute_Retry_Conditions) ProtoMessage() {}
 
 func (x *HttpRoute_Retry_Conditions) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[26]
+	mi := &file_outbound_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +1960,7 @@ type HttpRoute_Retry_Conditions_StatusRange struct {
 
 func (x *HttpRoute_Retry_Conditions_StatusRange) Reset() {
 	*x = HttpRoute_Retry_Conditions_StatusRange{}
-	mi := &file_outbound_proto_msgTypes[27]
+	mi := &file_outbound_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +1972,7 @@ func (x *HttpRoute_Retry_Conditions_StatusRange) String() string {
 func (*HttpRoute_Retry_Conditions_StatusRange) ProtoMessage() {}
 
 func (x *HttpRoute_Retry_Conditions_StatusRange) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[27]
+	mi := &file_outbound_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2023,7 @@ type GrpcRoute_Rule struct {
 
 func (x *GrpcRoute_Rule) Reset() {
 	*x = GrpcRoute_Rule{}
-	mi := &file_outbound_proto_msgTypes[28]
+	mi := &file_outbound_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2035,7 @@ func (x *GrpcRoute_Rule) String() string {
 func (*GrpcRoute_Rule) ProtoMessage() {}
 
 func (x *GrpcRoute_Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[28]
+	mi := &file_outbound_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2114,7 @@ type GrpcRoute_Filter struct {
 
 func (x *GrpcRoute_Filter) Reset() {
 	*x = GrpcRoute_Filter{}
-	mi := &file_outbound_proto_msgTypes[29]
+	mi := &file_outbound_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2126,7 @@ func (x *GrpcRoute_Filter) String() string {
 func (*GrpcRoute_Filter) ProtoMessage() {}
 
 func (x *GrpcRoute_Filter) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[29]
+	mi := &file_outbound_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2198,7 @@ type GrpcRoute_Distribution struct {
 
 func (x *GrpcRoute_Distribution) Reset() {
 	*x = GrpcRoute_Distribution{}
-	mi := &file_outbound_proto_msgTypes[30]
+	mi := &file_outbound_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2210,7 @@ func (x *GrpcRoute_Distribution) String() string {
 func (*GrpcRoute_Distribution) ProtoMessage() {}
 
 func (x *GrpcRoute_Distribution) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[30]
+	mi := &file_outbound_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2216,7 +2301,7 @@ type GrpcRoute_Retry struct {
 
 func (x *GrpcRoute_Retry) Reset() {
 	*x = GrpcRoute_Retry{}
-	mi := &file_outbound_proto_msgTypes[31]
+	mi := &file_outbound_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2313,7 @@ func (x *GrpcRoute_Retry) String() string {
 func (*GrpcRoute_Retry) ProtoMessage() {}
 
 func (x *GrpcRoute_Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[31]
+	mi := &file_outbound_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2378,7 @@ type GrpcRoute_RouteBackend struct {
 
 func (x *GrpcRoute_RouteBackend) Reset() {
 	*x = GrpcRoute_RouteBackend{}
-	mi := &file_outbound_proto_msgTypes[32]
+	mi := &file_outbound_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2305,7 +2390,7 @@ func (x *GrpcRoute_RouteBackend) String() string {
 func (*GrpcRoute_RouteBackend) ProtoMessage() {}
 
 func (x *GrpcRoute_RouteBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[32]
+	mi := &file_outbound_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2353,7 +2438,7 @@ type GrpcRoute_WeightedRouteBackend struct {
 
 func (x *GrpcRoute_WeightedRouteBackend) Reset() {
 	*x = GrpcRoute_WeightedRouteBackend{}
-	mi := &file_outbound_proto_msgTypes[33]
+	mi := &file_outbound_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2450,7 @@ func (x *GrpcRoute_WeightedRouteBackend) String() string {
 func (*GrpcRoute_WeightedRouteBackend) ProtoMessage() {}
 
 func (x *GrpcRoute_WeightedRouteBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[33]
+	mi := &file_outbound_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2403,7 +2488,7 @@ type GrpcRoute_Distribution_Empty struct {
 
 func (x *GrpcRoute_Distribution_Empty) Reset() {
 	*x = GrpcRoute_Distribution_Empty{}
-	mi := &file_outbound_proto_msgTypes[34]
+	mi := &file_outbound_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2500,7 @@ func (x *GrpcRoute_Distribution_Empty) String() string {
 func (*GrpcRoute_Distribution_Empty) ProtoMessage() {}
 
 func (x *GrpcRoute_Distribution_Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[34]
+	mi := &file_outbound_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2525,7 @@ type GrpcRoute_Distribution_FirstAvailable struct {
 
 func (x *GrpcRoute_Distribution_FirstAvailable) Reset() {
 	*x = GrpcRoute_Distribution_FirstAvailable{}
-	mi := &file_outbound_proto_msgTypes[35]
+	mi := &file_outbound_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2537,7 @@ func (x *GrpcRoute_Distribution_FirstAvailable) String() string {
 func (*GrpcRoute_Distribution_FirstAvailable) ProtoMessage() {}
 
 func (x *GrpcRoute_Distribution_FirstAvailable) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[35]
+	mi := &file_outbound_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2569,7 @@ type GrpcRoute_Distribution_RandomAvailable struct {
 
 func (x *GrpcRoute_Distribution_RandomAvailable) Reset() {
 	*x = GrpcRoute_Distribution_RandomAvailable{}
-	mi := &file_outbound_proto_msgTypes[36]
+	mi := &file_outbound_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2581,7 @@ func (x *GrpcRoute_Distribution_RandomAvailable) String() string {
 func (*GrpcRoute_Distribution_RandomAvailable) ProtoMessage() {}
 
 func (x *GrpcRoute_Distribution_RandomAvailable) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[36]
+	mi := &file_outbound_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2620,7 @@ type GrpcRoute_Retry_Conditions struct {
 
 func (x *GrpcRoute_Retry_Conditions) Reset() {
 	*x = GrpcRoute_Retry_Conditions{}
-	mi := &file_outbound_proto_msgTypes[37]
+	mi := &file_outbound_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2547,7 +2632,7 @@ func (x *GrpcRoute_Retry_Conditions) String() string {
 func (*GrpcRoute_Retry_Conditions) ProtoMessage() {}
 
 func (x *GrpcRoute_Retry_Conditions) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[37]
+	mi := &file_outbound_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +2693,7 @@ type OpaqueRoute_Rule struct {
 
 func (x *OpaqueRoute_Rule) Reset() {
 	*x = OpaqueRoute_Rule{}
-	mi := &file_outbound_proto_msgTypes[38]
+	mi := &file_outbound_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2705,7 @@ func (x *OpaqueRoute_Rule) String() string {
 func (*OpaqueRoute_Rule) ProtoMessage() {}
 
 func (x *OpaqueRoute_Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[38]
+	mi := &file_outbound_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2748,7 @@ type OpaqueRoute_Filter struct {
 
 func (x *OpaqueRoute_Filter) Reset() {
 	*x = OpaqueRoute_Filter{}
-	mi := &file_outbound_proto_msgTypes[39]
+	mi := &file_outbound_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2760,7 @@ func (x *OpaqueRoute_Filter) String() string {
 func (*OpaqueRoute_Filter) ProtoMessage() {}
 
 func (x *OpaqueRoute_Filter) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[39]
+	mi := &file_outbound_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2746,7 +2831,7 @@ type OpaqueRoute_Distribution struct {
 
 func (x *OpaqueRoute_Distribution) Reset() {
 	*x = OpaqueRoute_Distribution{}
-	mi := &file_outbound_proto_msgTypes[40]
+	mi := &file_outbound_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2758,7 +2843,7 @@ func (x *OpaqueRoute_Distribution) String() string {
 func (*OpaqueRoute_Distribution) ProtoMessage() {}
 
 func (x *OpaqueRoute_Distribution) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[40]
+	mi := &file_outbound_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +2925,7 @@ type OpaqueRoute_RouteBackend struct {
 
 func (x *OpaqueRoute_RouteBackend) Reset() {
 	*x = OpaqueRoute_RouteBackend{}
-	mi := &file_outbound_proto_msgTypes[41]
+	mi := &file_outbound_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +2937,7 @@ func (x *OpaqueRoute_RouteBackend) String() string {
 func (*OpaqueRoute_RouteBackend) ProtoMessage() {}
 
 func (x *OpaqueRoute_RouteBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[41]
+	mi := &file_outbound_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2892,7 +2977,7 @@ type OpaqueRoute_WeightedRouteBackend struct {
 
 func (x *OpaqueRoute_WeightedRouteBackend) Reset() {
 	*x = OpaqueRoute_WeightedRouteBackend{}
-	mi := &file_outbound_proto_msgTypes[42]
+	mi := &file_outbound_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +2989,7 @@ func (x *OpaqueRoute_WeightedRouteBackend) String() string {
 func (*OpaqueRoute_WeightedRouteBackend) ProtoMessage() {}
 
 func (x *OpaqueRoute_WeightedRouteBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[42]
+	mi := &file_outbound_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2942,7 +3027,7 @@ type OpaqueRoute_Distribution_Empty struct {
 
 func (x *OpaqueRoute_Distribution_Empty) Reset() {
 	*x = OpaqueRoute_Distribution_Empty{}
-	mi := &file_outbound_proto_msgTypes[43]
+	mi := &file_outbound_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2954,7 +3039,7 @@ func (x *OpaqueRoute_Distribution_Empty) String() string {
 func (*OpaqueRoute_Distribution_Empty) ProtoMessage() {}
 
 func (x *OpaqueRoute_Distribution_Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[43]
+	mi := &file_outbound_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2979,7 +3064,7 @@ type OpaqueRoute_Distribution_FirstAvailable struct {
 
 func (x *OpaqueRoute_Distribution_FirstAvailable) Reset() {
 	*x = OpaqueRoute_Distribution_FirstAvailable{}
-	mi := &file_outbound_proto_msgTypes[44]
+	mi := &file_outbound_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3076,7 @@ func (x *OpaqueRoute_Distribution_FirstAvailable) String() string {
 func (*OpaqueRoute_Distribution_FirstAvailable) ProtoMessage() {}
 
 func (x *OpaqueRoute_Distribution_FirstAvailable) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[44]
+	mi := &file_outbound_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3023,7 +3108,7 @@ type OpaqueRoute_Distribution_RandomAvailable struct {
 
 func (x *OpaqueRoute_Distribution_RandomAvailable) Reset() {
 	*x = OpaqueRoute_Distribution_RandomAvailable{}
-	mi := &file_outbound_proto_msgTypes[45]
+	mi := &file_outbound_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3035,7 +3120,7 @@ func (x *OpaqueRoute_Distribution_RandomAvailable) String() string {
 func (*OpaqueRoute_Distribution_RandomAvailable) ProtoMessage() {}
 
 func (x *OpaqueRoute_Distribution_RandomAvailable) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[45]
+	mi := &file_outbound_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3068,7 +3153,7 @@ type TlsRoute_Rule struct {
 
 func (x *TlsRoute_Rule) Reset() {
 	*x = TlsRoute_Rule{}
-	mi := &file_outbound_proto_msgTypes[46]
+	mi := &file_outbound_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3080,7 +3165,7 @@ func (x *TlsRoute_Rule) String() string {
 func (*TlsRoute_Rule) ProtoMessage() {}
 
 func (x *TlsRoute_Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[46]
+	mi := &file_outbound_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3124,7 +3209,7 @@ type TlsRoute_Filter struct {
 
 func (x *TlsRoute_Filter) Reset() {
 	*x = TlsRoute_Filter{}
-	mi := &file_outbound_proto_msgTypes[47]
+	mi := &file_outbound_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3136,7 +3221,7 @@ func (x *TlsRoute_Filter) String() string {
 func (*TlsRoute_Filter) ProtoMessage() {}
 
 func (x *TlsRoute_Filter) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[47]
+	mi := &file_outbound_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3207,7 +3292,7 @@ type TlsRoute_Distribution struct {
 
 func (x *TlsRoute_Distribution) Reset() {
 	*x = TlsRoute_Distribution{}
-	mi := &file_outbound_proto_msgTypes[48]
+	mi := &file_outbound_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3219,7 +3304,7 @@ func (x *TlsRoute_Distribution) String() string {
 func (*TlsRoute_Distribution) ProtoMessage() {}
 
 func (x *TlsRoute_Distribution) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[48]
+	mi := &file_outbound_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3301,7 +3386,7 @@ type TlsRoute_RouteBackend struct {
 
 func (x *TlsRoute_RouteBackend) Reset() {
 	*x = TlsRoute_RouteBackend{}
-	mi := &file_outbound_proto_msgTypes[49]
+	mi := &file_outbound_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3313,7 +3398,7 @@ func (x *TlsRoute_RouteBackend) String() string {
 func (*TlsRoute_RouteBackend) ProtoMessage() {}
 
 func (x *TlsRoute_RouteBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[49]
+	mi := &file_outbound_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3353,7 +3438,7 @@ type TlsRoute_WeightedRouteBackend struct {
 
 func (x *TlsRoute_WeightedRouteBackend) Reset() {
 	*x = TlsRoute_WeightedRouteBackend{}
-	mi := &file_outbound_proto_msgTypes[50]
+	mi := &file_outbound_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3365,7 +3450,7 @@ func (x *TlsRoute_WeightedRouteBackend) String() string {
 func (*TlsRoute_WeightedRouteBackend) ProtoMessage() {}
 
 func (x *TlsRoute_WeightedRouteBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[50]
+	mi := &file_outbound_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3403,7 +3488,7 @@ type TlsRoute_Distribution_Empty struct {
 
 func (x *TlsRoute_Distribution_Empty) Reset() {
 	*x = TlsRoute_Distribution_Empty{}
-	mi := &file_outbound_proto_msgTypes[51]
+	mi := &file_outbound_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3415,7 +3500,7 @@ func (x *TlsRoute_Distribution_Empty) String() string {
 func (*TlsRoute_Distribution_Empty) ProtoMessage() {}
 
 func (x *TlsRoute_Distribution_Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[51]
+	mi := &file_outbound_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3440,7 +3525,7 @@ type TlsRoute_Distribution_FirstAvailable struct {
 
 func (x *TlsRoute_Distribution_FirstAvailable) Reset() {
 	*x = TlsRoute_Distribution_FirstAvailable{}
-	mi := &file_outbound_proto_msgTypes[52]
+	mi := &file_outbound_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3452,7 +3537,7 @@ func (x *TlsRoute_Distribution_FirstAvailable) String() string {
 func (*TlsRoute_Distribution_FirstAvailable) ProtoMessage() {}
 
 func (x *TlsRoute_Distribution_FirstAvailable) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[52]
+	mi := &file_outbound_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3484,7 +3569,7 @@ type TlsRoute_Distribution_RandomAvailable struct {
 
 func (x *TlsRoute_Distribution_RandomAvailable) Reset() {
 	*x = TlsRoute_Distribution_RandomAvailable{}
-	mi := &file_outbound_proto_msgTypes[53]
+	mi := &file_outbound_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3496,7 +3581,7 @@ func (x *TlsRoute_Distribution_RandomAvailable) String() string {
 func (*TlsRoute_Distribution_RandomAvailable) ProtoMessage() {}
 
 func (x *TlsRoute_Distribution_RandomAvailable) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[53]
+	mi := &file_outbound_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3532,7 +3617,7 @@ type Backend_EndpointDiscovery struct {
 
 func (x *Backend_EndpointDiscovery) Reset() {
 	*x = Backend_EndpointDiscovery{}
-	mi := &file_outbound_proto_msgTypes[54]
+	mi := &file_outbound_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3544,7 +3629,7 @@ func (x *Backend_EndpointDiscovery) String() string {
 func (*Backend_EndpointDiscovery) ProtoMessage() {}
 
 func (x *Backend_EndpointDiscovery) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[54]
+	mi := &file_outbound_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3596,6 +3681,7 @@ type Backend_BalanceP2C struct {
 	// Types that are valid to be assigned to Load:
 	//
 	//	*Backend_BalanceP2C_PeakEwma_
+	//	*Backend_BalanceP2C_PenaltyPeakEwma_
 	Load          isBackend_BalanceP2C_Load `protobuf_oneof:"load"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3603,7 +3689,7 @@ type Backend_BalanceP2C struct {
 
 func (x *Backend_BalanceP2C) Reset() {
 	*x = Backend_BalanceP2C{}
-	mi := &file_outbound_proto_msgTypes[55]
+	mi := &file_outbound_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3615,7 +3701,7 @@ func (x *Backend_BalanceP2C) String() string {
 func (*Backend_BalanceP2C) ProtoMessage() {}
 
 func (x *Backend_BalanceP2C) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[55]
+	mi := &file_outbound_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3654,6 +3740,15 @@ func (x *Backend_BalanceP2C) GetPeakEwma() *Backend_BalanceP2C_PeakEwma {
 	return nil
 }
 
+func (x *Backend_BalanceP2C) GetPenaltyPeakEwma() *Backend_BalanceP2C_PenaltyPeakEwma {
+	if x != nil {
+		if x, ok := x.Load.(*Backend_BalanceP2C_PenaltyPeakEwma_); ok {
+			return x.PenaltyPeakEwma
+		}
+	}
+	return nil
+}
+
 type isBackend_BalanceP2C_Load interface {
 	isBackend_BalanceP2C_Load()
 }
@@ -3662,7 +3757,15 @@ type Backend_BalanceP2C_PeakEwma_ struct {
 	PeakEwma *Backend_BalanceP2C_PeakEwma `protobuf:"bytes,2,opt,name=peak_ewma,json=peakEwma,proto3,oneof"`
 }
 
+type Backend_BalanceP2C_PenaltyPeakEwma_ struct {
+	// Number 3 meant `ejection` (an EjectionConfig) in v0.19; v0.20
+	// moved ejection into FailureAccrual and gave 3 to this estimator.
+	PenaltyPeakEwma *Backend_BalanceP2C_PenaltyPeakEwma `protobuf:"bytes,3,opt,name=penalty_peak_ewma,json=penaltyPeakEwma,proto3,oneof"`
+}
+
 func (*Backend_BalanceP2C_PeakEwma_) isBackend_BalanceP2C_Load() {}
+
+func (*Backend_BalanceP2C_PenaltyPeakEwma_) isBackend_BalanceP2C_Load() {}
 
 type Backend_EndpointDiscovery_DestinationGet struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3674,7 +3777,7 @@ type Backend_EndpointDiscovery_DestinationGet struct {
 
 func (x *Backend_EndpointDiscovery_DestinationGet) Reset() {
 	*x = Backend_EndpointDiscovery_DestinationGet{}
-	mi := &file_outbound_proto_msgTypes[56]
+	mi := &file_outbound_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3686,7 +3789,7 @@ func (x *Backend_EndpointDiscovery_DestinationGet) String() string {
 func (*Backend_EndpointDiscovery_DestinationGet) ProtoMessage() {}
 
 func (x *Backend_EndpointDiscovery_DestinationGet) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[56]
+	mi := &file_outbound_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3723,7 +3826,7 @@ type Backend_BalanceP2C_PeakEwma struct {
 
 func (x *Backend_BalanceP2C_PeakEwma) Reset() {
 	*x = Backend_BalanceP2C_PeakEwma{}
-	mi := &file_outbound_proto_msgTypes[57]
+	mi := &file_outbound_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3735,7 +3838,7 @@ func (x *Backend_BalanceP2C_PeakEwma) String() string {
 func (*Backend_BalanceP2C_PeakEwma) ProtoMessage() {}
 
 func (x *Backend_BalanceP2C_PeakEwma) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[57]
+	mi := &file_outbound_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3765,6 +3868,90 @@ func (x *Backend_BalanceP2C_PeakEwma) GetDecay() *durationpb.Duration {
 	return nil
 }
 
+// PenaltyPeakEwma is PeakEwma that also counts a failed or
+// rate-limited response as a slow one: such a response enters the
+// average as the penalty, or as the server's Retry-After hint when that
+// is longer, so power of two choices turns away from the endpoint.
+type Backend_BalanceP2C_PenaltyPeakEwma struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	DefaultRtt *durationpb.Duration   `protobuf:"bytes,1,opt,name=default_rtt,json=defaultRtt,proto3" json:"default_rtt,omitempty"`
+	Decay      *durationpb.Duration   `protobuf:"bytes,2,opt,name=decay,proto3" json:"decay,omitempty"`
+	// The latency a failed response counts as.
+	Penalty *durationpb.Duration `protobuf:"bytes,3,opt,name=penalty,proto3" json:"penalty,omitempty"`
+	// The longest Retry-After hint taken into account; longer hints are
+	// cut to it.
+	MaxRetryAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=max_retry_after,json=maxRetryAfter,proto3" json:"max_retry_after,omitempty"`
+	// The window over which a penalty fades.
+	PenaltyDecay  *durationpb.Duration `protobuf:"bytes,5,opt,name=penalty_decay,json=penaltyDecay,proto3" json:"penalty_decay,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Backend_BalanceP2C_PenaltyPeakEwma) Reset() {
+	*x = Backend_BalanceP2C_PenaltyPeakEwma{}
+	mi := &file_outbound_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Backend_BalanceP2C_PenaltyPeakEwma) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Backend_BalanceP2C_PenaltyPeakEwma) ProtoMessage() {}
+
+func (x *Backend_BalanceP2C_PenaltyPeakEwma) ProtoReflect() protoreflect.Message {
+	mi := &file_outbound_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Backend_BalanceP2C_PenaltyPeakEwma.ProtoReflect.Descriptor instead.
+func (*Backend_BalanceP2C_PenaltyPeakEwma) Descriptor() ([]byte, []int) {
+	return file_outbound_proto_rawDescGZIP(), []int{7, 1, 1}
+}
+
+func (x *Backend_BalanceP2C_PenaltyPeakEwma) GetDefaultRtt() *durationpb.Duration {
+	if x != nil {
+		return x.DefaultRtt
+	}
+	return nil
+}
+
+func (x *Backend_BalanceP2C_PenaltyPeakEwma) GetDecay() *durationpb.Duration {
+	if x != nil {
+		return x.Decay
+	}
+	return nil
+}
+
+func (x *Backend_BalanceP2C_PenaltyPeakEwma) GetPenalty() *durationpb.Duration {
+	if x != nil {
+		return x.Penalty
+	}
+	return nil
+}
+
+func (x *Backend_BalanceP2C_PenaltyPeakEwma) GetMaxRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.MaxRetryAfter
+	}
+	return nil
+}
+
+func (x *Backend_BalanceP2C_PenaltyPeakEwma) GetPenaltyDecay() *durationpb.Duration {
+	if x != nil {
+		return x.PenaltyDecay
+	}
+	return nil
+}
+
 // ConsecutiveFailures ejects an endpoint after a run of failures and
 // probes it again after a backoff.
 type FailureAccrual_ConsecutiveFailures struct {
@@ -3777,7 +3964,7 @@ type FailureAccrual_ConsecutiveFailures struct {
 
 func (x *FailureAccrual_ConsecutiveFailures) Reset() {
 	*x = FailureAccrual_ConsecutiveFailures{}
-	mi := &file_outbound_proto_msgTypes[58]
+	mi := &file_outbound_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3789,7 +3976,7 @@ func (x *FailureAccrual_ConsecutiveFailures) String() string {
 func (*FailureAccrual_ConsecutiveFailures) ProtoMessage() {}
 
 func (x *FailureAccrual_ConsecutiveFailures) ProtoReflect() protoreflect.Message {
-	mi := &file_outbound_proto_msgTypes[58]
+	mi := &file_outbound_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3813,6 +4000,91 @@ func (x *FailureAccrual_ConsecutiveFailures) GetMaxFailures() uint32 {
 }
 
 func (x *FailureAccrual_ConsecutiveFailures) GetBackoff() *ExponentialBackoff {
+	if x != nil {
+		return x.Backoff
+	}
+	return nil
+}
+
+// Unified ejects an endpoint when either of two signals trips: a run of
+// failures, or a success rate below a threshold over a sliding window
+// (where rate-limited responses count as failures too). Zero turns a
+// signal off.
+type FailureAccrual_Unified struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The success rate, 0 to 1, below which the endpoint is ejected.
+	SuccessRateThreshold float64 `protobuf:"fixed64,1,opt,name=success_rate_threshold,json=successRateThreshold,proto3" json:"success_rate_threshold,omitempty"`
+	// The length of the success-rate window.
+	Decay *durationpb.Duration `protobuf:"bytes,2,opt,name=decay,proto3" json:"decay,omitempty"`
+	// Responses the window must hold before the rate can eject.
+	MinRequests uint32 `protobuf:"varint,3,opt,name=min_requests,json=minRequests,proto3" json:"min_requests,omitempty"`
+	// The run of failures that ejects the endpoint.
+	MaxConsecutiveFailures uint32 `protobuf:"varint,4,opt,name=max_consecutive_failures,json=maxConsecutiveFailures,proto3" json:"max_consecutive_failures,omitempty"`
+	// How long an ejection lasts (required).
+	Backoff       *ExponentialBackoff `protobuf:"bytes,5,opt,name=backoff,proto3" json:"backoff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailureAccrual_Unified) Reset() {
+	*x = FailureAccrual_Unified{}
+	mi := &file_outbound_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailureAccrual_Unified) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailureAccrual_Unified) ProtoMessage() {}
+
+func (x *FailureAccrual_Unified) ProtoReflect() protoreflect.Message {
+	mi := &file_outbound_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailureAccrual_Unified.ProtoReflect.Descriptor instead.
+func (*FailureAccrual_Unified) Descriptor() ([]byte, []int) {
+	return file_outbound_proto_rawDescGZIP(), []int{9, 1}
+}
+
+func (x *FailureAccrual_Unified) GetSuccessRateThreshold() float64 {
+	if x != nil {
+		return x.SuccessRateThreshold
+	}
+	return 0
+}
+
+func (x *FailureAccrual_Unified) GetDecay() *durationpb.Duration {
+	if x != nil {
+		return x.Decay
+	}
+	return nil
+}
+
+func (x *FailureAccrual_Unified) GetMinRequests() uint32 {
+	if x != nil {
+		return x.MinRequests
+	}
+	return 0
+}
+
+func (x *FailureAccrual_Unified) GetMaxConsecutiveFailures() uint32 {
+	if x != nil {
+		return x.MaxConsecutiveFailures
+	}
+	return 0
+}
+
+func (x *FailureAccrual_Unified) GetBackoff() *ExponentialBackoff {
 	if x != nil {
 		return x.Backoff
 	}
@@ -4013,7 +4285,7 @@ const file_outbound_proto_rawDesc = "" +
 	"\afilters\x18\x03 \x03(\v2*.io.linkerd.proxy.outbound.TlsRoute.FilterR\afiltersJ\x04\b\x02\x10\x03\x1az\n" +
 	"\x14WeightedRouteBackend\x12J\n" +
 	"\abackend\x18\x01 \x01(\v20.io.linkerd.proxy.outbound.TlsRoute.RouteBackendR\abackend\x12\x16\n" +
-	"\x06weight\x18\x02 \x01(\rR\x06weightJ\x04\b\x04\x10\x05\"\xf3\x05\n" +
+	"\x06weight\x18\x02 \x01(\rR\x06weightJ\x04\b\x04\x10\x05\"\x99\t\n" +
 	"\aBackend\x12;\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1f.io.linkerd.proxy.meta.MetadataR\bmetadata\x12F\n" +
 	"\aforward\x18\x02 \x01(\v2*.io.linkerd.proxy.destination.WeightedAddrH\x00R\aforward\x12K\n" +
@@ -4023,32 +4295,51 @@ const file_outbound_proto_rawDesc = "" +
 	"\x03dst\x18\x01 \x01(\v2C.io.linkerd.proxy.outbound.Backend.EndpointDiscovery.DestinationGetH\x00R\x03dst\x1a$\n" +
 	"\x0eDestinationGet\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04pathB\x06\n" +
-	"\x04kind\x1a\xb8\x02\n" +
+	"\x04kind\x1a\xde\x05\n" +
 	"\n" +
 	"BalanceP2c\x12R\n" +
 	"\tdiscovery\x18\x01 \x01(\v24.io.linkerd.proxy.outbound.Backend.EndpointDiscoveryR\tdiscovery\x12U\n" +
-	"\tpeak_ewma\x18\x02 \x01(\v26.io.linkerd.proxy.outbound.Backend.BalanceP2c.PeakEwmaH\x00R\bpeakEwma\x1aw\n" +
+	"\tpeak_ewma\x18\x02 \x01(\v26.io.linkerd.proxy.outbound.Backend.BalanceP2c.PeakEwmaH\x00R\bpeakEwma\x12k\n" +
+	"\x11penalty_peak_ewma\x18\x03 \x01(\v2=.io.linkerd.proxy.outbound.Backend.BalanceP2c.PenaltyPeakEwmaH\x00R\x0fpenaltyPeakEwma\x1aw\n" +
 	"\bPeakEwma\x12:\n" +
 	"\vdefault_rtt\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"defaultRtt\x12/\n" +
-	"\x05decay\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05decayB\x06\n" +
+	"\x05decay\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05decay\x1a\xb6\x02\n" +
+	"\x0fPenaltyPeakEwma\x12:\n" +
+	"\vdefault_rtt\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"defaultRtt\x12/\n" +
+	"\x05decay\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05decay\x123\n" +
+	"\apenalty\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\apenalty\x12A\n" +
+	"\x0fmax_retry_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\rmaxRetryAfter\x12>\n" +
+	"\rpenalty_decay\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\fpenaltyDecayB\x06\n" +
 	"\x04loadB\x06\n" +
 	"\x04kind\"i\n" +
 	"\x05Queue\x12\x1a\n" +
 	"\bcapacity\x18\x01 \x01(\rR\bcapacity\x12D\n" +
-	"\x10failfast_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0ffailfastTimeout\"\x90\x02\n" +
+	"\x10failfast_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0ffailfastTimeout\"\xbf\x05\n" +
 	"\x0eFailureAccrual\x12r\n" +
-	"\x14consecutive_failures\x18\x01 \x01(\v2=.io.linkerd.proxy.outbound.FailureAccrual.ConsecutiveFailuresH\x00R\x13consecutiveFailures\x1a\x81\x01\n" +
+	"\x14consecutive_failures\x18\x01 \x01(\v2=.io.linkerd.proxy.outbound.FailureAccrual.ConsecutiveFailuresH\x00R\x13consecutiveFailures\x12M\n" +
+	"\aunified\x18\x02 \x01(\v21.io.linkerd.proxy.outbound.FailureAccrual.UnifiedH\x00R\aunified\x12E\n" +
+	"\bejection\x18\x03 \x01(\v2).io.linkerd.proxy.outbound.EjectionConfigR\bejection\x1a\x81\x01\n" +
 	"\x13ConsecutiveFailures\x12!\n" +
 	"\fmax_failures\x18\x01 \x01(\rR\vmaxFailures\x12G\n" +
-	"\abackoff\x18\x02 \x01(\v2-.io.linkerd.proxy.outbound.ExponentialBackoffR\abackoffB\x06\n" +
-	"\x04kind\"\xaf\x01\n" +
+	"\abackoff\x18\x02 \x01(\v2-.io.linkerd.proxy.outbound.ExponentialBackoffR\abackoff\x1a\x96\x02\n" +
+	"\aUnified\x124\n" +
+	"\x16success_rate_threshold\x18\x01 \x01(\x01R\x14successRateThreshold\x12/\n" +
+	"\x05decay\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05decay\x12!\n" +
+	"\fmin_requests\x18\x03 \x01(\rR\vminRequests\x128\n" +
+	"\x18max_consecutive_failures\x18\x04 \x01(\rR\x16maxConsecutiveFailures\x12G\n" +
+	"\abackoff\x18\x05 \x01(\v2-.io.linkerd.proxy.outbound.ExponentialBackoffR\abackoffB\x06\n" +
+	"\x04kind\"@\n" +
+	"\x0eEjectionConfig\x12.\n" +
+	"\x13min_ready_endpoints\x18\x01 \x01(\rR\x11minReadyEndpoints\"\xe8\x01\n" +
 	"\x12ExponentialBackoff\x12:\n" +
 	"\vmin_backoff\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"minBackoff\x12:\n" +
 	"\vmax_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"maxBackoff\x12!\n" +
-	"\fjitter_ratio\x18\x03 \x01(\x02R\vjitterRatio2\xce\x01\n" +
+	"\fjitter_ratio\x18\x03 \x01(\x02R\vjitterRatio\x127\n" +
+	"\x18respect_retry_after_hint\x18\x04 \x01(\bR\x15respectRetryAfterHint2\xce\x01\n" +
 	"\x10OutboundPolicies\x12Z\n" +
 	"\x03Get\x12&.io.linkerd.proxy.outbound.TrafficSpec\x1a).io.linkerd.proxy.outbound.OutboundPolicy\"\x00\x12^\n" +
 	"\x05Watch\x12&.io.linkerd.proxy.outbound.TrafficSpec\x1a).io.linkerd.proxy.outbound.OutboundPolicy\"\x000\x01B7Z5github.com/weftmesh/weft/apis/proxy/outbound;outboundb\x06proto3"
@@ -4065,7 +4356,7 @@ func file_outbound_proto_rawDescGZIP() []byte {
 	return file_outbound_proto_rawDescData
 }
 
-var file_outbound_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_outbound_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_outbound_proto_goTypes = []any{
 	(*TrafficSpec)(nil),                              // 0: io.linkerd.proxy.outbound.TrafficSpec
 	(*OutboundPolicy)(nil),                           // 1: io.linkerd.proxy.outbound.OutboundPolicy
@@ -4077,195 +4368,208 @@ var file_outbound_proto_goTypes = []any{
 	(*Backend)(nil),                                  // 7: io.linkerd.proxy.outbound.Backend
 	(*Queue)(nil),                                    // 8: io.linkerd.proxy.outbound.Queue
 	(*FailureAccrual)(nil),                           // 9: io.linkerd.proxy.outbound.FailureAccrual
-	(*ExponentialBackoff)(nil),                       // 10: io.linkerd.proxy.outbound.ExponentialBackoff
-	(*ProxyProtocol_Detect)(nil),                     // 11: io.linkerd.proxy.outbound.ProxyProtocol.Detect
-	(*ProxyProtocol_Opaque)(nil),                     // 12: io.linkerd.proxy.outbound.ProxyProtocol.Opaque
-	(*ProxyProtocol_Http1)(nil),                      // 13: io.linkerd.proxy.outbound.ProxyProtocol.Http1
-	(*ProxyProtocol_Http2)(nil),                      // 14: io.linkerd.proxy.outbound.ProxyProtocol.Http2
-	(*ProxyProtocol_Grpc)(nil),                       // 15: io.linkerd.proxy.outbound.ProxyProtocol.Grpc
-	(*ProxyProtocol_Tls)(nil),                        // 16: io.linkerd.proxy.outbound.ProxyProtocol.Tls
-	(*HttpRoute_Rule)(nil),                           // 17: io.linkerd.proxy.outbound.HttpRoute.Rule
-	(*HttpRoute_Filter)(nil),                         // 18: io.linkerd.proxy.outbound.HttpRoute.Filter
-	(*HttpRoute_Distribution)(nil),                   // 19: io.linkerd.proxy.outbound.HttpRoute.Distribution
-	(*HttpRoute_Retry)(nil),                          // 20: io.linkerd.proxy.outbound.HttpRoute.Retry
-	(*HttpRoute_RouteBackend)(nil),                   // 21: io.linkerd.proxy.outbound.HttpRoute.RouteBackend
-	(*HttpRoute_WeightedRouteBackend)(nil),           // 22: io.linkerd.proxy.outbound.HttpRoute.WeightedRouteBackend
-	(*HttpRoute_Distribution_Empty)(nil),             // 23: io.linkerd.proxy.outbound.HttpRoute.Distribution.Empty
-	(*HttpRoute_Distribution_FirstAvailable)(nil),    // 24: io.linkerd.proxy.outbound.HttpRoute.Distribution.FirstAvailable
-	(*HttpRoute_Distribution_RandomAvailable)(nil),   // 25: io.linkerd.proxy.outbound.HttpRoute.Distribution.RandomAvailable
-	(*HttpRoute_Retry_Conditions)(nil),               // 26: io.linkerd.proxy.outbound.HttpRoute.Retry.Conditions
-	(*HttpRoute_Retry_Conditions_StatusRange)(nil),   // 27: io.linkerd.proxy.outbound.HttpRoute.Retry.Conditions.StatusRange
-	(*GrpcRoute_Rule)(nil),                           // 28: io.linkerd.proxy.outbound.GrpcRoute.Rule
-	(*GrpcRoute_Filter)(nil),                         // 29: io.linkerd.proxy.outbound.GrpcRoute.Filter
-	(*GrpcRoute_Distribution)(nil),                   // 30: io.linkerd.proxy.outbound.GrpcRoute.Distribution
-	(*GrpcRoute_Retry)(nil),                          // 31: io.linkerd.proxy.outbound.GrpcRoute.Retry
-	(*GrpcRoute_RouteBackend)(nil),                   // 32: io.linkerd.proxy.outbound.GrpcRoute.RouteBackend
-	(*GrpcRoute_WeightedRouteBackend)(nil),           // 33: io.linkerd.proxy.outbound.GrpcRoute.WeightedRouteBackend
-	(*GrpcRoute_Distribution_Empty)(nil),             // 34: io.linkerd.proxy.outbound.GrpcRoute.Distribution.Empty
-	(*GrpcRoute_Distribution_FirstAvailable)(nil),    // 35: io.linkerd.proxy.outbound.GrpcRoute.Distribution.FirstAvailable
-	(*GrpcRoute_Distribution_RandomAvailable)(nil),   // 36: io.linkerd.proxy.outbound.GrpcRoute.Distribution.RandomAvailable
-	(*GrpcRoute_Retry_Conditions)(nil),               // 37: io.linkerd.proxy.outbound.GrpcRoute.Retry.Conditions
-	(*OpaqueRoute_Rule)(nil),                         // 38: io.linkerd.proxy.outbound.OpaqueRoute.Rule
-	(*OpaqueRoute_Filter)(nil),                       // 39: io.linkerd.proxy.outbound.OpaqueRoute.Filter
-	(*OpaqueRoute_Distribution)(nil),                 // 40: io.linkerd.proxy.outbound.OpaqueRoute.Distribution
-	(*OpaqueRoute_RouteBackend)(nil),                 // 41: io.linkerd.proxy.outbound.OpaqueRoute.RouteBackend
-	(*OpaqueRoute_WeightedRouteBackend)(nil),         // 42: io.linkerd.proxy.outbound.OpaqueRoute.WeightedRouteBackend
-	(*OpaqueRoute_Distribution_Empty)(nil),           // 43: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.Empty
-	(*OpaqueRoute_Distribution_FirstAvailable)(nil),  // 44: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.FirstAvailable
-	(*OpaqueRoute_Distribution_RandomAvailable)(nil), // 45: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.RandomAvailable
-	(*TlsRoute_Rule)(nil),                            // 46: io.linkerd.proxy.outbound.TlsRoute.Rule
-	(*TlsRoute_Filter)(nil),                          // 47: io.linkerd.proxy.outbound.TlsRoute.Filter
-	(*TlsRoute_Distribution)(nil),                    // 48: io.linkerd.proxy.outbound.TlsRoute.Distribution
-	(*TlsRoute_RouteBackend)(nil),                    // 49: io.linkerd.proxy.outbound.TlsRoute.RouteBackend
-	(*TlsRoute_WeightedRouteBackend)(nil),            // 50: io.linkerd.proxy.outbound.TlsRoute.WeightedRouteBackend
-	(*TlsRoute_Distribution_Empty)(nil),              // 51: io.linkerd.proxy.outbound.TlsRoute.Distribution.Empty
-	(*TlsRoute_Distribution_FirstAvailable)(nil),     // 52: io.linkerd.proxy.outbound.TlsRoute.Distribution.FirstAvailable
-	(*TlsRoute_Distribution_RandomAvailable)(nil),    // 53: io.linkerd.proxy.outbound.TlsRoute.Distribution.RandomAvailable
-	(*Backend_EndpointDiscovery)(nil),                // 54: io.linkerd.proxy.outbound.Backend.EndpointDiscovery
-	(*Backend_BalanceP2C)(nil),                       // 55: io.linkerd.proxy.outbound.Backend.BalanceP2c
-	(*Backend_EndpointDiscovery_DestinationGet)(nil), // 56: io.linkerd.proxy.outbound.Backend.EndpointDiscovery.DestinationGet
-	(*Backend_BalanceP2C_PeakEwma)(nil),              // 57: io.linkerd.proxy.outbound.Backend.BalanceP2c.PeakEwma
-	(*FailureAccrual_ConsecutiveFailures)(nil),       // 58: io.linkerd.proxy.outbound.FailureAccrual.ConsecutiveFailures
-	(*net.TcpAddress)(nil),                           // 59: io.linkerd.proxy.net.TcpAddress
-	(*meta.Metadata)(nil),                            // 60: io.linkerd.proxy.meta.Metadata
-	(*httproute.HostMatch)(nil),                      // 61: io.linkerd.proxy.http_route.HostMatch
-	(*tlsroute.SniMatch)(nil),                        // 62: io.linkerd.proxy.tls_route.SniMatch
-	(*destination.WeightedAddr)(nil),                 // 63: io.linkerd.proxy.destination.WeightedAddr
-	(*durationpb.Duration)(nil),                      // 64: google.protobuf.Duration
-	(*httproute.HttpRouteMatch)(nil),                 // 65: io.linkerd.proxy.http_route.HttpRouteMatch
-	(*httproute.Timeouts)(nil),                       // 66: io.linkerd.proxy.http_route.Timeouts
-	(*httproute.HttpFailureInjector)(nil),            // 67: io.linkerd.proxy.http_route.HttpFailureInjector
-	(*httproute.RequestHeaderModifier)(nil),          // 68: io.linkerd.proxy.http_route.RequestHeaderModifier
-	(*httproute.RequestRedirect)(nil),                // 69: io.linkerd.proxy.http_route.RequestRedirect
-	(*httproute.ResponseHeaderModifier)(nil),         // 70: io.linkerd.proxy.http_route.ResponseHeaderModifier
-	(*grpcroute.GrpcRouteMatch)(nil),                 // 71: io.linkerd.proxy.grpc_route.GrpcRouteMatch
-	(*grpcroute.GrpcFailureInjector)(nil),            // 72: io.linkerd.proxy.grpc_route.GrpcFailureInjector
-	(*opaqueroute.Invalid)(nil),                      // 73: io.linkerd.proxy.opaque_route.Invalid
-	(*opaqueroute.Forbidden)(nil),                    // 74: io.linkerd.proxy.opaque_route.Forbidden
+	(*EjectionConfig)(nil),                           // 10: io.linkerd.proxy.outbound.EjectionConfig
+	(*ExponentialBackoff)(nil),                       // 11: io.linkerd.proxy.outbound.ExponentialBackoff
+	(*ProxyProtocol_Detect)(nil),                     // 12: io.linkerd.proxy.outbound.ProxyProtocol.Detect
+	(*ProxyProtocol_Opaque)(nil),                     // 13: io.linkerd.proxy.outbound.ProxyProtocol.Opaque
+	(*ProxyProtocol_Http1)(nil),                      // 14: io.linkerd.proxy.outbound.ProxyProtocol.Http1
+	(*ProxyProtocol_Http2)(nil),                      // 15: io.linkerd.proxy.outbound.ProxyProtocol.Http2
+	(*ProxyProtocol_Grpc)(nil),                       // 16: io.linkerd.proxy.outbound.ProxyProtocol.Grpc
+	(*ProxyProtocol_Tls)(nil),                        // 17: io.linkerd.proxy.outbound.ProxyProtocol.Tls
+	(*HttpRoute_Rule)(nil),                           // 18: io.linkerd.proxy.outbound.HttpRoute.Rule
+	(*HttpRoute_Filter)(nil),                         // 19: io.linkerd.proxy.outbound.HttpRoute.Filter
+	(*HttpRoute_Distribution)(nil),                   // 20: io.linkerd.proxy.outbound.HttpRoute.Distribution
+	(*HttpRoute_Retry)(nil),                          // 21: io.linkerd.proxy.outbound.HttpRoute.Retry
+	(*HttpRoute_RouteBackend)(nil),                   // 22: io.linkerd.proxy.outbound.HttpRoute.RouteBackend
+	(*HttpRoute_WeightedRouteBackend)(nil),           // 23: io.linkerd.proxy.outbound.HttpRoute.WeightedRouteBackend
+	(*HttpRoute_Distribution_Empty)(nil),             // 24: io.linkerd.proxy.outbound.HttpRoute.Distribution.Empty
+	(*HttpRoute_Distribution_FirstAvailable)(nil),    // 25: io.linkerd.proxy.outbound.HttpRoute.Distribution.FirstAvailable
+	(*HttpRoute_Distribution_RandomAvailable)(nil),   // 26: io.linkerd.proxy.outbound.HttpRoute.Distribution.RandomAvailable
+	(*HttpRoute_Retry_Conditions)(nil),               // 27: io.linkerd.proxy.outbound.HttpRoute.Retry.Conditions
+	(*HttpRoute_Retry_Conditions_StatusRange)(nil),   // 28: io.linkerd.proxy.outbound.HttpRoute.Retry.Conditions.StatusRange
+	(*GrpcRoute_Rule)(nil),                           // 29: io.linkerd.proxy.outbound.GrpcRoute.Rule
+	(*GrpcRoute_Filter)(nil),                         // 30: io.linkerd.proxy.outbound.GrpcRoute.Filter
+	(*GrpcRoute_Distribution)(nil),                   // 31: io.linkerd.proxy.outbound.GrpcRoute.Distribution
+	(*GrpcRoute_Retry)(nil),                          // 32: io.linkerd.proxy.outbound.GrpcRoute.Retry
+	(*GrpcRoute_RouteBackend)(nil),                   // 33: io.linkerd.proxy.outbound.GrpcRoute.RouteBackend
+	(*GrpcRoute_WeightedRouteBackend)(nil),           // 34: io.linkerd.proxy.outbound.GrpcRoute.WeightedRouteBackend
+	(*GrpcRoute_Distribution_Empty)(nil),             // 35: io.linkerd.proxy.outbound.GrpcRoute.Distribution.Empty
+	(*GrpcRoute_Distribution_FirstAvailable)(nil),    // 36: io.linkerd.proxy.outbound.GrpcRoute.Distribution.FirstAvailable
+	(*GrpcRoute_Distribution_RandomAvailable)(nil),   // 37: io.linkerd.proxy.outbound.GrpcRoute.Distribution.RandomAvailable
+	(*GrpcRoute_Retry_Conditions)(nil),               // 38: io.linkerd.proxy.outbound.GrpcRoute.Retry.Conditions
+	(*OpaqueRoute_Rule)(nil),                         // 39: io.linkerd.proxy.outbound.OpaqueRoute.Rule
+	(*OpaqueRoute_Filter)(nil),                       // 40: io.linkerd.proxy.outbound.OpaqueRoute.Filter
+	(*OpaqueRoute_Distribution)(nil),                 // 41: io.linkerd.proxy.outbound.OpaqueRoute.Distribution
+	(*OpaqueRoute_RouteBackend)(nil),                 // 42: io.linkerd.proxy.outbound.OpaqueRoute.RouteBackend
+	(*OpaqueRoute_WeightedRouteBackend)(nil),         // 43: io.linkerd.proxy.outbound.OpaqueRoute.WeightedRouteBackend
+	(*OpaqueRoute_Distribution_Empty)(nil),           // 44: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.Empty
+	(*OpaqueRoute_Distribution_FirstAvailable)(nil),  // 45: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.FirstAvailable
+	(*OpaqueRoute_Distribution_RandomAvailable)(nil), // 46: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.RandomAvailable
+	(*TlsRoute_Rule)(nil),                            // 47: io.linkerd.proxy.outbound.TlsRoute.Rule
+	(*TlsRoute_Filter)(nil),                          // 48: io.linkerd.proxy.outbound.TlsRoute.Filter
+	(*TlsRoute_Distribution)(nil),                    // 49: io.linkerd.proxy.outbound.TlsRoute.Distribution
+	(*TlsRoute_RouteBackend)(nil),                    // 50: io.linkerd.proxy.outbound.TlsRoute.RouteBackend
+	(*TlsRoute_WeightedRouteBackend)(nil),            // 51: io.linkerd.proxy.outbound.TlsRoute.WeightedRouteBackend
+	(*TlsRoute_Distribution_Empty)(nil),              // 52: io.linkerd.proxy.outbound.TlsRoute.Distribution.Empty
+	(*TlsRoute_Distribution_FirstAvailable)(nil),     // 53: io.linkerd.proxy.outbound.TlsRoute.Distribution.FirstAvailable
+	(*TlsRoute_Distribution_RandomAvailable)(nil),    // 54: io.linkerd.proxy.outbound.TlsRoute.Distribution.RandomAvailable
+	(*Backend_EndpointDiscovery)(nil),                // 55: io.linkerd.proxy.outbound.Backend.EndpointDiscovery
+	(*Backend_BalanceP2C)(nil),                       // 56: io.linkerd.proxy.outbound.Backend.BalanceP2c
+	(*Backend_EndpointDiscovery_DestinationGet)(nil), // 57: io.linkerd.proxy.outbound.Backend.EndpointDiscovery.DestinationGet
+	(*Backend_BalanceP2C_PeakEwma)(nil),              // 58: io.linkerd.proxy.outbound.Backend.BalanceP2c.PeakEwma
+	(*Backend_BalanceP2C_PenaltyPeakEwma)(nil),       // 59: io.linkerd.proxy.outbound.Backend.BalanceP2c.PenaltyPeakEwma
+	(*FailureAccrual_ConsecutiveFailures)(nil),       // 60: io.linkerd.proxy.outbound.FailureAccrual.ConsecutiveFailures
+	(*FailureAccrual_Unified)(nil),                   // 61: io.linkerd.proxy.outbound.FailureAccrual.Unified
+	(*net.TcpAddress)(nil),                           // 62: io.linkerd.proxy.net.TcpAddress
+	(*meta.Metadata)(nil),                            // 63: io.linkerd.proxy.meta.Metadata
+	(*httproute.HostMatch)(nil),                      // 64: io.linkerd.proxy.http_route.HostMatch
+	(*tlsroute.SniMatch)(nil),                        // 65: io.linkerd.proxy.tls_route.SniMatch
+	(*destination.WeightedAddr)(nil),                 // 66: io.linkerd.proxy.destination.WeightedAddr
+	(*durationpb.Duration)(nil),                      // 67: google.protobuf.Duration
+	(*httproute.HttpRouteMatch)(nil),                 // 68: io.linkerd.proxy.http_route.HttpRouteMatch
+	(*httproute.Timeouts)(nil),                       // 69: io.linkerd.proxy.http_route.Timeouts
+	(*httproute.HttpFailureInjector)(nil),            // 70: io.linkerd.proxy.http_route.HttpFailureInjector
+	(*httproute.RequestHeaderModifier)(nil),          // 71: io.linkerd.proxy.http_route.RequestHeaderModifier
+	(*httproute.RequestRedirect)(nil),                // 72: io.linkerd.proxy.http_route.RequestRedirect
+	(*httproute.ResponseHeaderModifier)(nil),         // 73: io.linkerd.proxy.http_route.ResponseHeaderModifier
+	(*grpcroute.GrpcRouteMatch)(nil),                 // 74: io.linkerd.proxy.grpc_route.GrpcRouteMatch
+	(*grpcroute.GrpcFailureInjector)(nil),            // 75: io.linkerd.proxy.grpc_route.GrpcFailureInjector
+	(*opaqueroute.Invalid)(nil),                      // 76: io.linkerd.proxy.opaque_route.Invalid
+	(*opaqueroute.Forbidden)(nil),                    // 77: io.linkerd.proxy.opaque_route.Forbidden
 }
 var file_outbound_proto_depIdxs = []int32{
-	59,  // 0: io.linkerd.proxy.outbound.TrafficSpec.addr:type_name -> io.linkerd.proxy.net.TcpAddress
+	62,  // 0: io.linkerd.proxy.outbound.TrafficSpec.addr:type_name -> io.linkerd.proxy.net.TcpAddress
 	2,   // 1: io.linkerd.proxy.outbound.OutboundPolicy.protocol:type_name -> io.linkerd.proxy.outbound.ProxyProtocol
-	60,  // 2: io.linkerd.proxy.outbound.OutboundPolicy.metadata:type_name -> io.linkerd.proxy.meta.Metadata
-	11,  // 3: io.linkerd.proxy.outbound.ProxyProtocol.detect:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Detect
-	12,  // 4: io.linkerd.proxy.outbound.ProxyProtocol.opaque:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Opaque
-	13,  // 5: io.linkerd.proxy.outbound.ProxyProtocol.http1:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Http1
-	14,  // 6: io.linkerd.proxy.outbound.ProxyProtocol.http2:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Http2
-	15,  // 7: io.linkerd.proxy.outbound.ProxyProtocol.grpc:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Grpc
-	16,  // 8: io.linkerd.proxy.outbound.ProxyProtocol.tls:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Tls
-	60,  // 9: io.linkerd.proxy.outbound.HttpRoute.metadata:type_name -> io.linkerd.proxy.meta.Metadata
-	61,  // 10: io.linkerd.proxy.outbound.HttpRoute.hosts:type_name -> io.linkerd.proxy.http_route.HostMatch
-	17,  // 11: io.linkerd.proxy.outbound.HttpRoute.rules:type_name -> io.linkerd.proxy.outbound.HttpRoute.Rule
-	60,  // 12: io.linkerd.proxy.outbound.GrpcRoute.metadata:type_name -> io.linkerd.proxy.meta.Metadata
-	61,  // 13: io.linkerd.proxy.outbound.GrpcRoute.hosts:type_name -> io.linkerd.proxy.http_route.HostMatch
-	28,  // 14: io.linkerd.proxy.outbound.GrpcRoute.rules:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Rule
-	60,  // 15: io.linkerd.proxy.outbound.OpaqueRoute.metadata:type_name -> io.linkerd.proxy.meta.Metadata
-	38,  // 16: io.linkerd.proxy.outbound.OpaqueRoute.rules:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.Rule
-	60,  // 17: io.linkerd.proxy.outbound.TlsRoute.metadata:type_name -> io.linkerd.proxy.meta.Metadata
-	62,  // 18: io.linkerd.proxy.outbound.TlsRoute.snis:type_name -> io.linkerd.proxy.tls_route.SniMatch
-	46,  // 19: io.linkerd.proxy.outbound.TlsRoute.rules:type_name -> io.linkerd.proxy.outbound.TlsRoute.Rule
-	60,  // 20: io.linkerd.proxy.outbound.Backend.metadata:type_name -> io.linkerd.proxy.meta.Metadata
-	63,  // 21: io.linkerd.proxy.outbound.Backend.forward:type_name -> io.linkerd.proxy.destination.WeightedAddr
-	55,  // 22: io.linkerd.proxy.outbound.Backend.balancer:type_name -> io.linkerd.proxy.outbound.Backend.BalanceP2c
+	63,  // 2: io.linkerd.proxy.outbound.OutboundPolicy.metadata:type_name -> io.linkerd.proxy.meta.Metadata
+	12,  // 3: io.linkerd.proxy.outbound.ProxyProtocol.detect:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Detect
+	13,  // 4: io.linkerd.proxy.outbound.ProxyProtocol.opaque:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Opaque
+	14,  // 5: io.linkerd.proxy.outbound.ProxyProtocol.http1:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Http1
+	15,  // 6: io.linkerd.proxy.outbound.ProxyProtocol.http2:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Http2
+	16,  // 7: io.linkerd.proxy.outbound.ProxyProtocol.grpc:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Grpc
+	17,  // 8: io.linkerd.proxy.outbound.ProxyProtocol.tls:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Tls
+	63,  // 9: io.linkerd.proxy.outbound.HttpRoute.metadata:type_name -> io.linkerd.proxy.meta.Metadata
+	64,  // 10: io.linkerd.proxy.outbound.HttpRoute.hosts:type_name -> io.linkerd.proxy.http_route.HostMatch
+	18,  // 11: io.linkerd.proxy.outbound.HttpRoute.rules:type_name -> io.linkerd.proxy.outbound.HttpRoute.Rule
+	63,  // 12: io.linkerd.proxy.outbound.GrpcRoute.metadata:type_name -> io.linkerd.proxy.meta.Metadata
+	64,  // 13: io.linkerd.proxy.outbound.GrpcRoute.hosts:type_name -> io.linkerd.proxy.http_route.HostMatch
+	29,  // 14: io.linkerd.proxy.outbound.GrpcRoute.rules:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Rule
+	63,  // 15: io.linkerd.proxy.outbound.OpaqueRoute.metadata:type_name -> io.linkerd.proxy.meta.Metadata
+	39,  // 16: io.linkerd.proxy.outbound.OpaqueRoute.rules:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.Rule
+	63,  // 17: io.linkerd.proxy.outbound.TlsRoute.metadata:type_name -> io.linkerd.proxy.meta.Metadata
+	65,  // 18: io.linkerd.proxy.outbound.TlsRoute.snis:type_name -> io.linkerd.proxy.tls_route.SniMatch
+	47,  // 19: io.linkerd.proxy.outbound.TlsRoute.rules:type_name -> io.linkerd.proxy.outbound.TlsRoute.Rule
+	63,  // 20: io.linkerd.proxy.outbound.Backend.metadata:type_name -> io.linkerd.proxy.meta.Metadata
+	66,  // 21: io.linkerd.proxy.outbound.Backend.forward:type_name -> io.linkerd.proxy.destination.WeightedAddr
+	56,  // 22: io.linkerd.proxy.outbound.Backend.balancer:type_name -> io.linkerd.proxy.outbound.Backend.BalanceP2c
 	8,   // 23: io.linkerd.proxy.outbound.Backend.queue:type_name -> io.linkerd.proxy.outbound.Queue
-	64,  // 24: io.linkerd.proxy.outbound.Queue.failfast_timeout:type_name -> google.protobuf.Duration
-	58,  // 25: io.linkerd.proxy.outbound.FailureAccrual.consecutive_failures:type_name -> io.linkerd.proxy.outbound.FailureAccrual.ConsecutiveFailures
-	64,  // 26: io.linkerd.proxy.outbound.ExponentialBackoff.min_backoff:type_name -> google.protobuf.Duration
-	64,  // 27: io.linkerd.proxy.outbound.ExponentialBackoff.max_backoff:type_name -> google.protobuf.Duration
-	64,  // 28: io.linkerd.proxy.outbound.ProxyProtocol.Detect.timeout:type_name -> google.protobuf.Duration
-	12,  // 29: io.linkerd.proxy.outbound.ProxyProtocol.Detect.opaque:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Opaque
-	13,  // 30: io.linkerd.proxy.outbound.ProxyProtocol.Detect.http1:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Http1
-	14,  // 31: io.linkerd.proxy.outbound.ProxyProtocol.Detect.http2:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Http2
-	5,   // 32: io.linkerd.proxy.outbound.ProxyProtocol.Opaque.routes:type_name -> io.linkerd.proxy.outbound.OpaqueRoute
-	3,   // 33: io.linkerd.proxy.outbound.ProxyProtocol.Http1.routes:type_name -> io.linkerd.proxy.outbound.HttpRoute
-	9,   // 34: io.linkerd.proxy.outbound.ProxyProtocol.Http1.failure_accrual:type_name -> io.linkerd.proxy.outbound.FailureAccrual
-	3,   // 35: io.linkerd.proxy.outbound.ProxyProtocol.Http2.routes:type_name -> io.linkerd.proxy.outbound.HttpRoute
-	9,   // 36: io.linkerd.proxy.outbound.ProxyProtocol.Http2.failure_accrual:type_name -> io.linkerd.proxy.outbound.FailureAccrual
-	4,   // 37: io.linkerd.proxy.outbound.ProxyProtocol.Grpc.routes:type_name -> io.linkerd.proxy.outbound.GrpcRoute
-	9,   // 38: io.linkerd.proxy.outbound.ProxyProtocol.Grpc.failure_accrual:type_name -> io.linkerd.proxy.outbound.FailureAccrual
-	6,   // 39: io.linkerd.proxy.outbound.ProxyProtocol.Tls.routes:type_name -> io.linkerd.proxy.outbound.TlsRoute
-	65,  // 40: io.linkerd.proxy.outbound.HttpRoute.Rule.matches:type_name -> io.linkerd.proxy.http_route.HttpRouteMatch
-	18,  // 41: io.linkerd.proxy.outbound.HttpRoute.Rule.filters:type_name -> io.linkerd.proxy.outbound.HttpRoute.Filter
-	19,  // 42: io.linkerd.proxy.outbound.HttpRoute.Rule.backends:type_name -> io.linkerd.proxy.outbound.HttpRoute.Distribution
-	64,  // 43: io.linkerd.proxy.outbound.HttpRoute.Rule.requestTimeout:type_name -> google.protobuf.Duration
-	66,  // 44: io.linkerd.proxy.outbound.HttpRoute.Rule.timeouts:type_name -> io.linkerd.proxy.http_route.Timeouts
-	20,  // 45: io.linkerd.proxy.outbound.HttpRoute.Rule.retry:type_name -> io.linkerd.proxy.outbound.HttpRoute.Retry
-	67,  // 46: io.linkerd.proxy.outbound.HttpRoute.Filter.failure_injector:type_name -> io.linkerd.proxy.http_route.HttpFailureInjector
-	68,  // 47: io.linkerd.proxy.outbound.HttpRoute.Filter.request_header_modifier:type_name -> io.linkerd.proxy.http_route.RequestHeaderModifier
-	69,  // 48: io.linkerd.proxy.outbound.HttpRoute.Filter.redirect:type_name -> io.linkerd.proxy.http_route.RequestRedirect
-	70,  // 49: io.linkerd.proxy.outbound.HttpRoute.Filter.response_header_modifier:type_name -> io.linkerd.proxy.http_route.ResponseHeaderModifier
-	23,  // 50: io.linkerd.proxy.outbound.HttpRoute.Distribution.empty:type_name -> io.linkerd.proxy.outbound.HttpRoute.Distribution.Empty
-	24,  // 51: io.linkerd.proxy.outbound.HttpRoute.Distribution.first_available:type_name -> io.linkerd.proxy.outbound.HttpRoute.Distribution.FirstAvailable
-	25,  // 52: io.linkerd.proxy.outbound.HttpRoute.Distribution.random_available:type_name -> io.linkerd.proxy.outbound.HttpRoute.Distribution.RandomAvailable
-	26,  // 53: io.linkerd.proxy.outbound.HttpRoute.Retry.conditions:type_name -> io.linkerd.proxy.outbound.HttpRoute.Retry.Conditions
-	64,  // 54: io.linkerd.proxy.outbound.HttpRoute.Retry.timeout:type_name -> google.protobuf.Duration
-	10,  // 55: io.linkerd.proxy.outbound.HttpRoute.Retry.backoff:type_name -> io.linkerd.proxy.outbound.ExponentialBackoff
-	7,   // 56: io.linkerd.proxy.outbound.HttpRoute.RouteBackend.backend:type_name -> io.linkerd.proxy.outbound.Backend
-	18,  // 57: io.linkerd.proxy.outbound.HttpRoute.RouteBackend.filters:type_name -> io.linkerd.proxy.outbound.HttpRoute.Filter
-	64,  // 58: io.linkerd.proxy.outbound.HttpRoute.RouteBackend.requestTimeout:type_name -> google.protobuf.Duration
-	21,  // 59: io.linkerd.proxy.outbound.HttpRoute.WeightedRouteBackend.backend:type_name -> io.linkerd.proxy.outbound.HttpRoute.RouteBackend
-	21,  // 60: io.linkerd.proxy.outbound.HttpRoute.Distribution.FirstAvailable.backends:type_name -> io.linkerd.proxy.outbound.HttpRoute.RouteBackend
-	22,  // 61: io.linkerd.proxy.outbound.HttpRoute.Distribution.RandomAvailable.backends:type_name -> io.linkerd.proxy.outbound.HttpRoute.WeightedRouteBackend
-	27,  // 62: io.linkerd.proxy.outbound.HttpRoute.Retry.Conditions.status_ranges:type_name -> io.linkerd.proxy.outbound.HttpRoute.Retry.Conditions.StatusRange
-	71,  // 63: io.linkerd.proxy.outbound.GrpcRoute.Rule.matches:type_name -> io.linkerd.proxy.grpc_route.GrpcRouteMatch
-	29,  // 64: io.linkerd.proxy.outbound.GrpcRoute.Rule.filters:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Filter
-	30,  // 65: io.linkerd.proxy.outbound.GrpcRoute.Rule.backends:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Distribution
-	64,  // 66: io.linkerd.proxy.outbound.GrpcRoute.Rule.requestTimeout:type_name -> google.protobuf.Duration
-	66,  // 67: io.linkerd.proxy.outbound.GrpcRoute.Rule.timeouts:type_name -> io.linkerd.proxy.http_route.Timeouts
-	31,  // 68: io.linkerd.proxy.outbound.GrpcRoute.Rule.retry:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Retry
-	72,  // 69: io.linkerd.proxy.outbound.GrpcRoute.Filter.failure_injector:type_name -> io.linkerd.proxy.grpc_route.GrpcFailureInjector
-	68,  // 70: io.linkerd.proxy.outbound.GrpcRoute.Filter.request_header_modifier:type_name -> io.linkerd.proxy.http_route.RequestHeaderModifier
-	34,  // 71: io.linkerd.proxy.outbound.GrpcRoute.Distribution.empty:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Distribution.Empty
-	35,  // 72: io.linkerd.proxy.outbound.GrpcRoute.Distribution.first_available:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Distribution.FirstAvailable
-	36,  // 73: io.linkerd.proxy.outbound.GrpcRoute.Distribution.random_available:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Distribution.RandomAvailable
-	37,  // 74: io.linkerd.proxy.outbound.GrpcRoute.Retry.conditions:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Retry.Conditions
-	64,  // 75: io.linkerd.proxy.outbound.GrpcRoute.Retry.timeout:type_name -> google.protobuf.Duration
-	10,  // 76: io.linkerd.proxy.outbound.GrpcRoute.Retry.backoff:type_name -> io.linkerd.proxy.outbound.ExponentialBackoff
-	7,   // 77: io.linkerd.proxy.outbound.GrpcRoute.RouteBackend.backend:type_name -> io.linkerd.proxy.outbound.Backend
-	29,  // 78: io.linkerd.proxy.outbound.GrpcRoute.RouteBackend.filters:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Filter
-	64,  // 79: io.linkerd.proxy.outbound.GrpcRoute.RouteBackend.requestTimeout:type_name -> google.protobuf.Duration
-	32,  // 80: io.linkerd.proxy.outbound.GrpcRoute.WeightedRouteBackend.backend:type_name -> io.linkerd.proxy.outbound.GrpcRoute.RouteBackend
-	32,  // 81: io.linkerd.proxy.outbound.GrpcRoute.Distribution.FirstAvailable.backends:type_name -> io.linkerd.proxy.outbound.GrpcRoute.RouteBackend
-	33,  // 82: io.linkerd.proxy.outbound.GrpcRoute.Distribution.RandomAvailable.backends:type_name -> io.linkerd.proxy.outbound.GrpcRoute.WeightedRouteBackend
-	40,  // 83: io.linkerd.proxy.outbound.OpaqueRoute.Rule.backends:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.Distribution
-	39,  // 84: io.linkerd.proxy.outbound.OpaqueRoute.Rule.filters:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.Filter
-	73,  // 85: io.linkerd.proxy.outbound.OpaqueRoute.Filter.invalid:type_name -> io.linkerd.proxy.opaque_route.Invalid
-	74,  // 86: io.linkerd.proxy.outbound.OpaqueRoute.Filter.forbidden:type_name -> io.linkerd.proxy.opaque_route.Forbidden
-	43,  // 87: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.empty:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.Distribution.Empty
-	44,  // 88: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.first_available:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.Distribution.FirstAvailable
-	45,  // 89: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.random_available:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.Distribution.RandomAvailable
-	7,   // 90: io.linkerd.proxy.outbound.OpaqueRoute.RouteBackend.backend:type_name -> io.linkerd.proxy.outbound.Backend
-	39,  // 91: io.linkerd.proxy.outbound.OpaqueRoute.RouteBackend.filters:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.Filter
-	41,  // 92: io.linkerd.proxy.outbound.OpaqueRoute.WeightedRouteBackend.backend:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.RouteBackend
-	41,  // 93: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.FirstAvailable.backends:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.RouteBackend
-	42,  // 94: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.RandomAvailable.backends:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.WeightedRouteBackend
-	48,  // 95: io.linkerd.proxy.outbound.TlsRoute.Rule.backends:type_name -> io.linkerd.proxy.outbound.TlsRoute.Distribution
-	47,  // 96: io.linkerd.proxy.outbound.TlsRoute.Rule.filters:type_name -> io.linkerd.proxy.outbound.TlsRoute.Filter
-	73,  // 97: io.linkerd.proxy.outbound.TlsRoute.Filter.invalid:type_name -> io.linkerd.proxy.opaque_route.Invalid
-	74,  // 98: io.linkerd.proxy.outbound.TlsRoute.Filter.forbidden:type_name -> io.linkerd.proxy.opaque_route.Forbidden
-	51,  // 99: io.linkerd.proxy.outbound.TlsRoute.Distribution.empty:type_name -> io.linkerd.proxy.outbound.TlsRoute.Distribution.Empty
-	52,  // 100: io.linkerd.proxy.outbound.TlsRoute.Distribution.first_available:type_name -> io.linkerd.proxy.outbound.TlsRoute.Distribution.FirstAvailable
-	53,  // 101: io.linkerd.proxy.outbound.TlsRoute.Distribution.random_available:type_name -> io.linkerd.proxy.outbound.TlsRoute.Distribution.RandomAvailable
-	7,   // 102: io.linkerd.proxy.outbound.TlsRoute.RouteBackend.backend:type_name -> io.linkerd.proxy.outbound.Backend
-	47,  // 103: io.linkerd.proxy.outbound.TlsRoute.RouteBackend.filters:type_name -> io.linkerd.proxy.outbound.TlsRoute.Filter
-	49,  // 104: io.linkerd.proxy.outbound.TlsRoute.WeightedRouteBackend.backend:type_name -> io.linkerd.proxy.outbound.TlsRoute.RouteBackend
-	49,  // 105: io.linkerd.proxy.outbound.TlsRoute.Distribution.FirstAvailable.backends:type_name -> io.linkerd.proxy.outbound.TlsRoute.RouteBackend
-	50,  // 106: io.linkerd.proxy.outbound.TlsRoute.Distribution.RandomAvailable.backends:type_name -> io.linkerd.proxy.outbound.TlsRoute.WeightedRouteBackend
-	56,  // 107: io.linkerd.proxy.outbound.Backend.EndpointDiscovery.dst:type_name -> io.linkerd.proxy.outbound.Backend.EndpointDiscovery.DestinationGet
-	54,  // 108: io.linkerd.proxy.outbound.Backend.BalanceP2c.discovery:type_name -> io.linkerd.proxy.outbound.Backend.EndpointDiscovery
-	57,  // 109: io.linkerd.proxy.outbound.Backend.BalanceP2c.peak_ewma:type_name -> io.linkerd.proxy.outbound.Backend.BalanceP2c.PeakEwma
-	64,  // 110: io.linkerd.proxy.outbound.Backend.BalanceP2c.PeakEwma.default_rtt:type_name -> google.protobuf.Duration
-	64,  // 111: io.linkerd.proxy.outbound.Backend.BalanceP2c.PeakEwma.decay:type_name -> google.protobuf.Duration
-	10,  // 112: io.linkerd.proxy.outbound.FailureAccrual.ConsecutiveFailures.backoff:type_name -> io.linkerd.proxy.outbound.ExponentialBackoff
-	0,   // 113: io.linkerd.proxy.outbound.OutboundPolicies.Get:input_type -> io.linkerd.proxy.outbound.TrafficSpec
-	0,   // 114: io.linkerd.proxy.outbound.OutboundPolicies.Watch:input_type -> io.linkerd.proxy.outbound.TrafficSpec
-	1,   // 115: io.linkerd.proxy.outbound.OutboundPolicies.Get:output_type -> io.linkerd.proxy.outbound.OutboundPolicy
-	1,   // 116: io.linkerd.proxy.outbound.OutboundPolicies.Watch:output_type -> io.linkerd.proxy.outbound.OutboundPolicy
-	115, // [115:117] is the sub-list for method output_type
-	113, // [113:115] is the sub-list for method input_type
-	113, // [113:113] is the sub-list for extension type_name
-	113, // [113:113] is the sub-list for extension extendee
-	0,   // [0:113] is the sub-list for field type_name
+	67,  // 24: io.linkerd.proxy.outbound.Queue.failfast_timeout:type_name -> google.protobuf.Duration
+	60,  // 25: io.linkerd.proxy.outbound.FailureAccrual.consecutive_failures:type_name -> io.linkerd.proxy.outbound.FailureAccrual.ConsecutiveFailures
+	61,  // 26: io.linkerd.proxy.outbound.FailureAccrual.unified:type_name -> io.linkerd.proxy.outbound.FailureAccrual.Unified
+	10,  // 27: io.linkerd.proxy.outbound.FailureAccrual.ejection:type_name -> io.linkerd.proxy.outbound.EjectionConfig
+	67,  // 28: io.linkerd.proxy.outbound.ExponentialBackoff.min_backoff:type_name -> google.protobuf.Duration
+	67,  // 29: io.linkerd.proxy.outbound.ExponentialBackoff.max_backoff:type_name -> google.protobuf.Duration
+	67,  // 30: io.linkerd.proxy.outbound.ProxyProtocol.Detect.timeout:type_name -> google.protobuf.Duration
+	13,  // 31: io.linkerd.proxy.outbound.ProxyProtocol.Detect.opaque:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Opaque
+	14,  // 32: io.linkerd.proxy.outbound.ProxyProtocol.Detect.http1:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Http1
+	15,  // 33: io.linkerd.proxy.outbound.ProxyProtocol.Detect.http2:type_name -> io.linkerd.proxy.outbound.ProxyProtocol.Http2
+	5,   // 34: io.linkerd.proxy.outbound.ProxyProtocol.Opaque.routes:type_name -> io.linkerd.proxy.outbound.OpaqueRoute
+	3,   // 35: io.linkerd.proxy.outbound.ProxyProtocol.Http1.routes:type_name -> io.linkerd.proxy.outbound.HttpRoute
+	9,   // 36: io.linkerd.proxy.outbound.ProxyProtocol.Http1.failure_accrual:type_name -> io.linkerd.proxy.outbound.FailureAccrual
+	3,   // 37: io.linkerd.proxy.outbound.ProxyProtocol.Http2.routes:type_name -> io.linkerd.proxy.outbound.HttpRoute
+	9,   // 38: io.linkerd.proxy.outbound.ProxyProtocol.Http2.failure_accrual:type_name -> io.linkerd.proxy.outbound.FailureAccrual
+	4,   // 39: io.linkerd.proxy.outbound.ProxyProtocol.Grpc.routes:type_name -> io.linkerd.proxy.outbound.GrpcRoute
+	9,   // 40: io.linkerd.proxy.outbound.ProxyProtocol.Grpc.failure_accrual:type_name -> io.linkerd.proxy.outbound.FailureAccrual
+	6,   // 41: io.linkerd.proxy.outbound.ProxyProtocol.Tls.routes:type_name -> io.linkerd.proxy.outbound.TlsRoute
+	68,  // 42: io.linkerd.proxy.outbound.HttpRoute.Rule.matches:type_name -> io.linkerd.proxy.http_route.HttpRouteMatch
+	19,  // 43: io.linkerd.proxy.outbound.HttpRoute.Rule.filters:type_name -> io.linkerd.proxy.outbound.HttpRoute.Filter
+	20,  // 44: io.linkerd.proxy.outbound.HttpRoute.Rule.backends:type_name -> io.linkerd.proxy.outbound.HttpRoute.Distribution
+	67,  // 45: io.linkerd.proxy.outbound.HttpRoute.Rule.requestTimeout:type_name -> google.protobuf.Duration
+	69,  // 46: io.linkerd.proxy.outbound.HttpRoute.Rule.timeouts:type_name -> io.linkerd.proxy.http_route.Timeouts
+	21,  // 47: io.linkerd.proxy.outbound.HttpRoute.Rule.retry:type_name -> io.linkerd.proxy.outbound.HttpRoute.Retry
+	70,  // 48: io.linkerd.proxy.outbound.HttpRoute.Filter.failure_injector:type_name -> io.linkerd.proxy.http_route.HttpFailureInjector
+	71,  // 49: io.linkerd.proxy.outbound.HttpRoute.Filter.request_header_modifier:type_name -> io.linkerd.proxy.http_route.RequestHeaderModifier
+	72,  // 50: io.linkerd.proxy.outbound.HttpRoute.Filter.redirect:type_name -> io.linkerd.proxy.http_route.RequestRedirect
+	73,  // 51: io.linkerd.proxy.outbound.HttpRoute.Filter.response_header_modifier:type_name -> io.linkerd.proxy.http_route.ResponseHeaderModifier
+	24,  // 52: io.linkerd.proxy.outbound.HttpRoute.Distribution.empty:type_name -> io.linkerd.proxy.outbound.HttpRoute.Distribution.Empty
+	25,  // 53: io.linkerd.proxy.outbound.HttpRoute.Distribution.first_available:type_name -> io.linkerd.proxy.outbound.HttpRoute.Distribution.FirstAvailable
+	26,  // 54: io.linkerd.proxy.outbound.HttpRoute.Distribution.random_available:type_name -> io.linkerd.proxy.outbound.HttpRoute.Distribution.RandomAvailable
+	27,  // 55: io.linkerd.proxy.outbound.HttpRoute.Retry.conditions:type_name -> io.linkerd.proxy.outbound.HttpRoute.Retry.Conditions
+	67,  // 56: io.linkerd.proxy.outbound.HttpRoute.Retry.timeout:type_name -> google.protobuf.Duration
+	11,  // 57: io.linkerd.proxy.outbound.HttpRoute.Retry.backoff:type_name -> io.linkerd.proxy.outbound.ExponentialBackoff
+	7,   // 58: io.linkerd.proxy.outbound.HttpRoute.RouteBackend.backend:type_name -> io.linkerd.proxy.outbound.Backend
+	19,  // 59: io.linkerd.proxy.outbound.HttpRoute.RouteBackend.filters:type_name -> io.linkerd.proxy.outbound.HttpRoute.Filter
+	67,  // 60: io.linkerd.proxy.outbound.HttpRoute.RouteBackend.requestTimeout:type_name -> google.protobuf.Duration
+	22,  // 61: io.linkerd.proxy.outbound.HttpRoute.WeightedRouteBackend.backend:type_name -> io.linkerd.proxy.outbound.HttpRoute.RouteBackend
+	22,  // 62: io.linkerd.proxy.outbound.HttpRoute.Distribution.FirstAvailable.backends:type_name -> io.linkerd.proxy.outbound.HttpRoute.RouteBackend
+	23,  // 63: io.linkerd.proxy.outbound.HttpRoute.Distribution.RandomAvailable.backends:type_name -> io.linkerd.proxy.outbound.HttpRoute.WeightedRouteBackend
+	28,  // 64: io.linkerd.proxy.outbound.HttpRoute.Retry.Conditions.status_ranges:type_name -> io.linkerd.proxy.outbound.HttpRoute.Retry.Conditions.StatusRange
+	74,  // 65: io.linkerd.proxy.outbound.GrpcRoute.Rule.matches:type_name -> io.linkerd.proxy.grpc_route.GrpcRouteMatch
+	30,  // 66: io.linkerd.proxy.outbound.GrpcRoute.Rule.filters:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Filter
+	31,  // 67: io.linkerd.proxy.outbound.GrpcRoute.Rule.backends:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Distribution
+	67,  // 68: io.linkerd.proxy.outbound.GrpcRoute.Rule.requestTimeout:type_name -> google.protobuf.Duration
+	69,  // 69: io.linkerd.proxy.outbound.GrpcRoute.Rule.timeouts:type_name -> io.linkerd.proxy.http_route.Timeouts
+	32,  // 70: io.linkerd.proxy.outbound.GrpcRoute.Rule.retry:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Retry
+	75,  // 71: io.linkerd.proxy.outbound.GrpcRoute.Filter.failure_injector:type_name -> io.linkerd.proxy.grpc_route.GrpcFailureInjector
+	71,  // 72: io.linkerd.proxy.outbound.GrpcRoute.Filter.request_header_modifier:type_name -> io.linkerd.proxy.http_route.RequestHeaderModifier
+	35,  // 73: io.linkerd.proxy.outbound.GrpcRoute.Distribution.empty:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Distribution.Empty
+	36,  // 74: io.linkerd.proxy.outbound.GrpcRoute.Distribution.first_available:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Distribution.FirstAvailable
+	37,  // 75: io.linkerd.proxy.outbound.GrpcRoute.Distribution.random_available:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Distribution.RandomAvailable
+	38,  // 76: io.linkerd.proxy.outbound.GrpcRoute.Retry.conditions:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Retry.Conditions
+	67,  // 77: io.linkerd.proxy.outbound.GrpcRoute.Retry.timeout:type_name -> google.protobuf.Duration
+	11,  // 78: io.linkerd.proxy.outbound.GrpcRoute.Retry.backoff:type_name -> io.linkerd.proxy.outbound.ExponentialBackoff
+	7,   // 79: io.linkerd.proxy.outbound.GrpcRoute.RouteBackend.backend:type_name -> io.linkerd.proxy.outbound.Backend
+	30,  // 80: io.linkerd.proxy.outbound.GrpcRoute.RouteBackend.filters:type_name -> io.linkerd.proxy.outbound.GrpcRoute.Filter
+	67,  // 81: io.linkerd.proxy.outbound.GrpcRoute.RouteBackend.requestTimeout:type_name -> google.protobuf.Duration
+	33,  // 82: io.linkerd.proxy.outbound.GrpcRoute.WeightedRouteBackend.backend:type_name -> io.linkerd.proxy.outbound.GrpcRoute.RouteBackend
+	33,  // 83: io.linkerd.proxy.outbound.GrpcRoute.Distribution.FirstAvailable.backends:type_name -> io.linkerd.proxy.outbound.GrpcRoute.RouteBackend
+	34,  // 84: io.linkerd.proxy.outbound.GrpcRoute.Distribution.RandomAvailable.backends:type_name -> io.linkerd.proxy.outbound.GrpcRoute.WeightedRouteBackend
+	41,  // 85: io.linkerd.proxy.outbound.OpaqueRoute.Rule.backends:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.Distribution
+	40,  // 86: io.linkerd.proxy.outbound.OpaqueRoute.Rule.filters:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.Filter
+	76,  // 87: io.linkerd.proxy.outbound.OpaqueRoute.Filter.invalid:type_name -> io.linkerd.proxy.opaque_route.Invalid
+	77,  // 88: io.linkerd.proxy.outbound.OpaqueRoute.Filter.forbidden:type_name -> io.linkerd.proxy.opaque_route.Forbidden
+	44,  // 89: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.empty:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.Distribution.Empty
+	45,  // 90: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.first_available:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.Distribution.FirstAvailable
+	46,  // 91: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.random_available:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.Distribution.RandomAvailable
+	7,   // 92: io.linkerd.proxy.outbound.OpaqueRoute.RouteBackend.backend:type_name -> io.linkerd.proxy.outbound.Backend
+	40,  // 93: io.linkerd.proxy.outbound.OpaqueRoute.RouteBackend.filters:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.Filter
+	42,  // 94: io.linkerd.proxy.outbound.OpaqueRoute.WeightedRouteBackend.backend:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.RouteBackend
+	42,  // 95: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.FirstAvailable.backends:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.RouteBackend
+	43,  // 96: io.linkerd.proxy.outbound.OpaqueRoute.Distribution.RandomAvailable.backends:type_name -> io.linkerd.proxy.outbound.OpaqueRoute.WeightedRouteBackend
+	49,  // 97: io.linkerd.proxy.outbound.TlsRoute.Rule.backends:type_name -> io.linkerd.proxy.outbound.TlsRoute.Distribution
+	48,  // 98: io.linkerd.proxy.outbound.TlsRoute.Rule.filters:type_name -> io.linkerd.proxy.outbound.TlsRoute.Filter
+	76,  // 99: io.linkerd.proxy.outbound.TlsRoute.Filter.invalid:type_name -> io.linkerd.proxy.opaque_route.Invalid
+	77,  // 100: io.linkerd.proxy.outbound.TlsRoute.Filter.forbidden:type_name -> io.linkerd.proxy.opaque_route.Forbidden
+	52,  // 101: io.linkerd.proxy.outbound.TlsRoute.Distribution.empty:type_name -> io.linkerd.proxy.outbound.TlsRoute.Distribution.Empty
+	53,  // 102: io.linkerd.proxy.outbound.TlsRoute.Distribution.first_available:type_name -> io.linkerd.proxy.outbound.TlsRoute.Distribution.FirstAvailable
+	54,  // 103: io.linkerd.proxy.outbound.TlsRoute.Distribution.random_available:type_name -> io.linkerd.proxy.outbound.TlsRoute.Distribution.RandomAvailable
+	7,   // 104: io.linkerd.proxy.outbound.TlsRoute.RouteBackend.backend:type_name -> io.linkerd.proxy.outbound.Backend
+	48,  // 105: io.linkerd.proxy.outbound.TlsRoute.RouteBackend.filters:type_name -> io.linkerd.proxy.outbound.TlsRoute.Filter
+	50,  // 106: io.linkerd.proxy.outbound.TlsRoute.WeightedRouteBackend.backend:type_name -> io.linkerd.proxy.outbound.TlsRoute.RouteBackend
+	50,  // 107: io.linkerd.proxy.outbound.TlsRoute.Distribution.FirstAvailable.backends:type_name -> io.linkerd.proxy.outbound.TlsRoute.RouteBackend
+	51,  // 108: io.linkerd.proxy.outbound.TlsRoute.Distribution.RandomAvailable.backends:type_name -> io.linkerd.proxy.outbound.TlsRoute.WeightedRouteBackend
+	57,  // 109: io.linkerd.proxy.outbound.Backend.EndpointDiscovery.dst:type_name -> io.linkerd.proxy.outbound.Backend.EndpointDiscovery.DestinationGet
+	55,  // 110: io.linkerd.proxy.outbound.Backend.BalanceP2c.discovery:type_name -> io.linkerd.proxy.outbound.Backend.EndpointDiscovery
+	58,  // 111: io.linkerd.proxy.outbound.Backend.BalanceP2c.peak_ewma:type_name -> io.linkerd.proxy.outbound.Backend.BalanceP2c.PeakEwma
+	59,  // 112: io.linkerd.proxy.outbound.Backend.BalanceP2c.penalty_peak_ewma:type_name -> io.linkerd.proxy.outbound.Backend.BalanceP2c.PenaltyPeakEwma
+	67,  // 113: io.linkerd.proxy.outbound.Backend.BalanceP2c.PeakEwma.default_rtt:type_name -> google.protobuf.Duration
+	67,  // 114: io.linkerd.proxy.outbound.Backend.BalanceP2c.PeakEwma.decay:type_name -> google.protobuf.Duration
+	67,  // 115: io.linkerd.proxy.outbound.Backend.BalanceP2c.PenaltyPeakEwma.default_rtt:type_name -> google.protobuf.Duration
+	67,  // 116: io.linkerd.proxy.outbound.Backend.BalanceP2c.PenaltyPeakEwma.decay:type_name -> google.protobuf.Duration
+	67,  // 117: io.linkerd.proxy.outbound.Backend.BalanceP2c.PenaltyPeakEwma.penalty:type_name -> google.protobuf.Duration
+	67,  // 118: io.linkerd.proxy.outbound.Backend.BalanceP2c.PenaltyPeakEwma.max_retry_after:type_name -> google.protobuf.Duration
+	67,  // 119: io.linkerd.proxy.outbound.Backend.BalanceP2c.PenaltyPeakEwma.penalty_decay:type_name -> google.protobuf.Duration
+	11,  // 120: io.linkerd.proxy.outbound.FailureAccrual.ConsecutiveFailures.backoff:type_name -> io.linkerd.proxy.outbound.ExponentialBackoff
+	67,  // 121: io.linkerd.proxy.outbound.FailureAccrual.Unified.decay:type_name -> google.protobuf.Duration
+	11,  // 122: io.linkerd.proxy.outbound.FailureAccrual.Unified.backoff:type_name -> io.linkerd.proxy.outbound.ExponentialBackoff
+	0,   // 123: io.linkerd.proxy.outbound.OutboundPolicies.Get:input_type -> io.linkerd.proxy.outbound.TrafficSpec
+	0,   // 124: io.linkerd.proxy.outbound.OutboundPolicies.Watch:input_type -> io.linkerd.proxy.outbound.TrafficSpec
+	1,   // 125: io.linkerd.proxy.outbound.OutboundPolicies.Get:output_type -> io.linkerd.proxy.outbound.OutboundPolicy
+	1,   // 126: io.linkerd.proxy.outbound.OutboundPolicies.Watch:output_type -> io.linkerd.proxy.outbound.OutboundPolicy
+	125, // [125:127] is the sub-list for method output_type
+	123, // [123:125] is the sub-list for method input_type
+	123, // [123:123] is the sub-list for extension type_name
+	123, // [123:123] is the sub-list for extension extendee
+	0,   // [0:123] is the sub-list for field type_name
 }
 
 func init() { file_outbound_proto_init() }
@@ -4291,50 +4595,52 @@ func file_outbound_proto_init() {
 	}
 	file_outbound_proto_msgTypes[9].OneofWrappers = []any{
 		(*FailureAccrual_ConsecutiveFailures_)(nil),
+		(*FailureAccrual_Unified_)(nil),
 	}
-	file_outbound_proto_msgTypes[18].OneofWrappers = []any{
+	file_outbound_proto_msgTypes[19].OneofWrappers = []any{
 		(*HttpRoute_Filter_FailureInjector)(nil),
 		(*HttpRoute_Filter_RequestHeaderModifier)(nil),
 		(*HttpRoute_Filter_Redirect)(nil),
 		(*HttpRoute_Filter_ResponseHeaderModifier)(nil),
 	}
-	file_outbound_proto_msgTypes[19].OneofWrappers = []any{
+	file_outbound_proto_msgTypes[20].OneofWrappers = []any{
 		(*HttpRoute_Distribution_Empty_)(nil),
 		(*HttpRoute_Distribution_FirstAvailable_)(nil),
 		(*HttpRoute_Distribution_RandomAvailable_)(nil),
 	}
-	file_outbound_proto_msgTypes[29].OneofWrappers = []any{
+	file_outbound_proto_msgTypes[30].OneofWrappers = []any{
 		(*GrpcRoute_Filter_FailureInjector)(nil),
 		(*GrpcRoute_Filter_RequestHeaderModifier)(nil),
 	}
-	file_outbound_proto_msgTypes[30].OneofWrappers = []any{
+	file_outbound_proto_msgTypes[31].OneofWrappers = []any{
 		(*GrpcRoute_Distribution_Empty_)(nil),
 		(*GrpcRoute_Distribution_FirstAvailable_)(nil),
 		(*GrpcRoute_Distribution_RandomAvailable_)(nil),
 	}
-	file_outbound_proto_msgTypes[39].OneofWrappers = []any{
+	file_outbound_proto_msgTypes[40].OneofWrappers = []any{
 		(*OpaqueRoute_Filter_Invalid)(nil),
 		(*OpaqueRoute_Filter_Forbidden)(nil),
 	}
-	file_outbound_proto_msgTypes[40].OneofWrappers = []any{
+	file_outbound_proto_msgTypes[41].OneofWrappers = []any{
 		(*OpaqueRoute_Distribution_Empty_)(nil),
 		(*OpaqueRoute_Distribution_FirstAvailable_)(nil),
 		(*OpaqueRoute_Distribution_RandomAvailable_)(nil),
 	}
-	file_outbound_proto_msgTypes[47].OneofWrappers = []any{
+	file_outbound_proto_msgTypes[48].OneofWrappers = []any{
 		(*TlsRoute_Filter_Invalid)(nil),
 		(*TlsRoute_Filter_Forbidden)(nil),
 	}
-	file_outbound_proto_msgTypes[48].OneofWrappers = []any{
+	file_outbound_proto_msgTypes[49].OneofWrappers = []any{
 		(*TlsRoute_Distribution_Empty_)(nil),
 		(*TlsRoute_Distribution_FirstAvailable_)(nil),
 		(*TlsRoute_Distribution_RandomAvailable_)(nil),
 	}
-	file_outbound_proto_msgTypes[54].OneofWrappers = []any{
+	file_outbound_proto_msgTypes[55].OneofWrappers = []any{
 		(*Backend_EndpointDiscovery_Dst)(nil),
 	}
-	file_outbound_proto_msgTypes[55].OneofWrappers = []any{
+	file_outbound_proto_msgTypes[56].OneofWrappers = []any{
 		(*Backend_BalanceP2C_PeakEwma_)(nil),
+		(*Backend_BalanceP2C_PenaltyPeakEwma_)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4342,7 +4648,7 @@ func file_outbound_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_outbound_proto_rawDesc), len(file_outbound_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   59,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,8 +1,8 @@
 // Package core is the frame shared by every Weft command line: the Command
 // type, which becomes a node of a cobra command tree, dispatch under a
-// signal-cancelled context, flag helpers and exit statuses. It imports
-// nothing heavy (cobra and pflag only), so a binary links only the
-// commands it lists.
+// signal-cancelled context, flag helpers, -o output and exit statuses. It
+// imports nothing heavy (cobra, pflag and sigs.k8s.io/yaml), so a binary
+// links only the commands it lists.
 package core
 
 import (

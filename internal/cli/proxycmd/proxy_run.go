@@ -1,18 +1,22 @@
 package proxycmd
 
 import (
-	"github.com/weftmesh/weft/internal/cli/core"
-
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
+	"sync"
 
+	"github.com/spf13/pflag"
+
+	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/mesh/dataplane"
+	"github.com/weftmesh/weft/mesh/dataplane/memlimit"
 	"github.com/weftmesh/weft/mesh/dataplane/static"
 )
 
@@ -85,11 +89,15 @@ func setupProxy(fs *core.FlagSet, lookup func(string) (string, bool), sources Pr
 			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
 			return core.ExitUsage
 		}
-		log, err := proxyLogger(cfg, stdio.Stderr)
+		// The logger and the access log share stderr; one lock keeps their
+		// lines whole.
+		errw := &lockedWriter{w: stdio.Stderr}
+		log, err := proxyLogger(cfg, errw)
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
 			return core.ExitUsage
 		}
+		applyMemoryLimit(log, lookup)
 
 		var in ProxyInputs
 		switch {
@@ -114,7 +122,19 @@ func setupProxy(fs *core.FlagSet, lookup func(string) (string, bool), sources Pr
 		if in.Cleanup != nil {
 			defer in.Cleanup()
 		}
-		opts := []dataplane.Option{dataplane.WithLogger(log)}
+		if cfg.CPURatioLimit > 0 {
+			// config.linkerd.io/proxy-cpu-ratio-limit: fewer worker threads
+			// than Go would take from the container's CPU limit alone.
+			n := dataplane.WorkerLimit(runtime.NumCPU(), runtime.GOMAXPROCS(0), cfg.CPURatioLimit)
+			runtime.GOMAXPROCS(n)
+			log.Info("worker threads capped by the CPU ratio limit", "gomaxprocs", n, "ratio", cfg.CPURatioLimit)
+		}
+		opts := []dataplane.Option{dataplane.WithLogger(log), dataplane.WithAccessLog(errw)}
+		if cfg.Pod != "" {
+			// In a pod, loopback is the pod's own: its processes reach the
+			// application whatever the policy, as with Linkerd's proxy.
+			opts = append(opts, dataplane.WithLoopbackAllowed())
+		}
 		if in.OutboundPolicies != nil {
 			opts = append(opts, dataplane.WithOutboundPolicies(in.OutboundPolicies))
 		}
@@ -139,6 +159,22 @@ func setupProxy(fs *core.FlagSet, lookup func(string) (string, bool), sources Pr
 	}
 }
 
+// applyMemoryLimit gives the Go runtime a soft memory limit of 90% of the
+// container's (read once from the cgroup files), unless GOMEMLIMIT is set.
+// A cgroup file it cannot read is reported and the proxy runs without a
+// limit, as it would without a container limit.
+func applyMemoryLimit(log *slog.Logger, lookup func(string) (string, bool)) {
+	r, err := memlimit.Apply("/", memlimit.DefaultFraction, lookup, debug.SetMemoryLimit)
+	switch {
+	case err != nil:
+		log.Warn("no Go memory limit derived from the container's", "err", err)
+	case r.Limit > 0:
+		log.Info("Go memory limit set from the container's", "limit_bytes", r.Limit, "container_bytes", r.Container, "file", r.Source)
+	case r.Source != "":
+		log.Debug("Go memory limit from GOMEMLIMIT")
+	}
+}
+
 func proxyLogger(cfg dataplane.Config, w io.Writer) (*slog.Logger, error) {
 	level, err := dataplane.ParseLogLevel(cfg.LogLevel)
 	if err != nil {
@@ -158,4 +194,16 @@ func Commands() []core.Command {
 		ProxyAwaitCommand(),
 		core.VersionCommand(),
 	}
+}
+
+// lockedWriter serializes writes to one stream shared by several writers.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

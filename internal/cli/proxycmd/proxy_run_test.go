@@ -135,15 +135,16 @@ policies:
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	run := func(args ...string) chan int {
+	run := func(args ...string) (chan int, *testutil.SyncBuffer) {
 		done := make(chan int, 1)
 		var errb testutil.SyncBuffer
 		go func() { done <- runProxy(ctx, args, core.IO{Stdout: io.Discard, Stderr: &errb}, noEnv, nil) }()
-		return done
+		return done, &errb
 	}
-	doneS := run("--static", filepath.Join(dir, "server.yaml"), "--inbound-addr", fmt.Sprintf("127.0.0.1:%d", inbound),
-		"--outbound-addr", "off", "--admin-addr", fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), "--shutdown-grace-period", "1s")
-	doneC := run("--static", filepath.Join(dir, "client.yaml"), "--inbound-addr", "off", "--outbound-addr", "off",
+	doneS, serverErr := run("--static", filepath.Join(dir, "server.yaml"), "--inbound-addr", fmt.Sprintf("127.0.0.1:%d", inbound),
+		"--outbound-addr", "off", "--admin-addr", fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), "--shutdown-grace-period", "1s",
+		"--access-log", "apache")
+	doneC, _ := run("--static", filepath.Join(dir, "client.yaml"), "--inbound-addr", "off", "--outbound-addr", "off",
 		"--admin-addr", fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), "--shutdown-grace-period", "1s",
 		"--outbound-mappings", fmt.Sprintf("127.0.0.1:%d=app.local:%d", mapped, appPort))
 
@@ -160,6 +161,10 @@ policies:
 		return resp.StatusCode == http.StatusOK
 	}, "a request crosses the pair")
 	assert.Equal(t, "HTTP/1.1 from "+client, body)
+	// The server proxy's access log, on stderr as Linkerd's proxy writes it.
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		return strings.Contains(serverErr.String(), " "+client+` - [`) && strings.Contains(serverErr.String(), `] "GET / HTTP/1.1" 200`+"\n")
+	}, "an access-log line names the client and the request")
 	cancel()
 	for _, d := range []chan int{doneS, doneC} {
 		select {

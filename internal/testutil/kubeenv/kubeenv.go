@@ -232,7 +232,7 @@ func waitReady(ctx context.Context, p *process, ready func(context.Context) erro
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last check: %v)", p.failure("not ready: "+ctx.Err().Error()), last)
+			return fmt.Errorf("%w (last check: %v): %w", p.failure("not ready: "+ctx.Err().Error()), last, ctx.Err())
 		case <-p.done:
 		case <-tick.C:
 		}
@@ -341,6 +341,22 @@ func (e *Env) PIDs() (etcd, apiserver int) {
 		apiserver = e.apiserver.pid()
 	}
 	return etcd, apiserver
+}
+
+// Err reports the programs that have ended since Start, nil while both
+// run; before Stop, that is a crash. A suite can check it to fail early with the
+// end of the program's log instead of a string of refused connections.
+func (e *Env) Err() error {
+	var errs []error
+	for _, p := range []*process{e.etcd, e.apiserver} {
+		if p == nil {
+			continue
+		}
+		if ended, _ := p.exited(); ended {
+			errs = append(errs, p.failure("ended"))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Stop ends kube-apiserver and then etcd (SIGTERM, SIGKILL after the grace

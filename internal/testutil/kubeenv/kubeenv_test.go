@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/internal/testutil/kubeenv"
 )
 
@@ -116,6 +117,21 @@ func TestStartServesAnAdminConfigAndStopRemovesEverything(t *testing.T) {
 	assert.NoError(t, env.Stop(), "Stop is idempotent")
 }
 
+func TestOptionsReachTheAPIServersCommandLine(t *testing.T) {
+	bins, state := fakeBinaries(t, "ok")
+	const issuer = "https://issuer.weft.test"
+	env, err := kubeenv.Start(startCtx(t), bins, kubeenv.WithServiceAccountIssuer(issuer), kubeenv.WithAPIServerArgs("--v=4", "--service-cluster-ip-range=10.200.0.0/24"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Stop() })
+	assert.Equal(t, issuer, env.ServiceAccountIssuer())
+	args, err := os.ReadFile(filepath.Join(state, "apiserver-args"))
+	require.NoError(t, err)
+	assert.Contains(t, string(args), "--service-account-issuer="+issuer+"\n")
+	assert.Contains(t, string(args), "--api-audiences="+issuer+"\n")
+	// Extra flags come last, so a repeated single-valued flag overrides.
+	assert.True(t, strings.HasSuffix(string(args), "--v=4\n--service-cluster-ip-range=10.200.0.0/24\n"), string(args))
+}
+
 func TestStartReportsAnEtcdThatExitsWithTheEndOfItsLogAndLeavesNothingBehind(t *testing.T) {
 	bins, _ := fakeBinaries(t, "etcd-exits")
 	_, err := kubeenv.Start(startCtx(t), bins)
@@ -125,14 +141,42 @@ func TestStartReportsAnEtcdThatExitsWithTheEndOfItsLogAndLeavesNothingBehind(t *
 	assertNoTempDirs(t)
 }
 
+// TestStartGivesUpOnAnAPIServerThatNeverGetsReady ends the start by an
+// event, not a clock: once the fake API server has answered "not ready"
+// twice (so Start has read the first answer: it asks again only after
+// that), the test cancels Start's context. Start then gives up, quotes the
+// last answer and leaves nothing behind, however slowly a busy machine ran
+// the processes up to that point.
 func TestStartGivesUpOnAnAPIServerThatNeverGetsReady(t *testing.T) {
-	bins, _ := fakeBinaries(t, "apiserver-never-ready")
-	began := time.Now()
-	_, err := kubeenv.Start(startCtx(t), bins, kubeenv.WithStartTimeout(time.Second), kubeenv.WithStopGrace(time.Second))
+	bins, state := fakeBinaries(t, "apiserver-never-ready")
+	ctx, cancel := context.WithCancel(startCtx(t))
+	defer cancel()
+	answers := filepath.Join(state, "readyz-answers")
+	go func() {
+		defer cancel()
+		testutil.Poll(ctx, func() bool {
+			b, _ := os.ReadFile(answers)
+			return strings.Count(string(b), "\n") >= 2
+		})
+	}()
+	_, err := kubeenv.Start(ctx, bins, kubeenv.WithStartTimeout(time.Minute), kubeenv.WithStopGrace(time.Second))
 	require.Error(t, err)
-	assert.Less(t, time.Since(began), 15*time.Second)
+	b, _ := os.ReadFile(answers)
+	require.GreaterOrEqual(t, strings.Count(string(b), "\n"), 2, "Start gave up before the API server answered twice: %v", err)
 	assert.Contains(t, err.Error(), "kube-apiserver not ready")
 	assert.Contains(t, err.Error(), "etcd check failed", "the last readiness answer is in the error")
+	assertNoTempDirs(t)
+}
+
+// WithStartTimeout alone bounds the start: whichever program it is waiting
+// for when the time is up (on a busy machine, maybe still etcd), Start says
+// so and cleans up.
+func TestStartTimeoutBoundsTheWaitForReadiness(t *testing.T) {
+	bins, _ := fakeBinaries(t, "apiserver-never-ready")
+	_, err := kubeenv.Start(startCtx(t), bins, kubeenv.WithStartTimeout(time.Second), kubeenv.WithStopGrace(time.Second))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not ready")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assertNoTempDirs(t)
 }
 
@@ -161,12 +205,10 @@ func TestStopReportsAProcessThatDiedDuringTheTests(t *testing.T) {
 	require.NoError(t, err)
 	etcdPID, _ := env.PIDs()
 	require.NoError(t, syscall.Kill(etcdPID, syscall.SIGKILL))
-	// Wait until the process is reaped, so Stop finds it gone.
-	deadline := time.Now().Add(5 * time.Second)
-	for syscall.Kill(etcdPID, 0) == nil && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond)
+	// Stop must find the process already ended: wait until the Env has
+	// seen it end (reaped, its exit recorded), not for a while.
+	testutil.Eventually(t, 0, func() bool { return env.Err() != nil }, "the Env noticing that etcd ended")
+	assert.ErrorContains(t, env.Err(), "etcd")
 	err = env.Stop()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "etcd")
@@ -332,6 +374,10 @@ func runFake(args []string) int {
 			return
 		}
 		if mode == "apiserver-never-ready" {
+			if f, err := os.OpenFile(filepath.Join(state, "readyz-answers"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+				_, _ = f.WriteString("not ready\n")
+				_ = f.Close()
+			}
 			http.Error(w, "[-]etcd check failed\nreadyz check failed", http.StatusInternalServerError)
 			return
 		}

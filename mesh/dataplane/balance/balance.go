@@ -18,45 +18,6 @@ var (
 	ErrUnavailable = errors.New("balance: no endpoint available")
 )
 
-// Accrual configures consecutive-failure accrual.
-type Accrual struct {
-	// MaxFailures is the run of failures that ejects an endpoint
-	// (default 7).
-	MaxFailures int
-	// MinBackoff is the first ejection (default 1s); MaxBackoff the
-	// longest (default one minute).
-	MinBackoff, MaxBackoff time.Duration
-	// Jitter is the share of a backoff added at random, 0..1 (default 0.5
-	// when the whole Accrual is zero).
-	Jitter float64
-}
-
-// DefaultAccrual is what Linkerd applies when consecutive-failure accrual
-// is asked for without parameters.
-func DefaultAccrual() Accrual {
-	return Accrual{MaxFailures: 7, MinBackoff: time.Second, MaxBackoff: time.Minute, Jitter: 0.5}
-}
-
-func (a Accrual) withDefaults() Accrual {
-	d := DefaultAccrual()
-	if a.MaxFailures <= 0 {
-		a.MaxFailures = d.MaxFailures
-	}
-	if a.MinBackoff <= 0 {
-		a.MinBackoff = d.MinBackoff
-	}
-	if a.MaxBackoff < a.MinBackoff {
-		a.MaxBackoff = max(d.MaxBackoff, a.MinBackoff)
-	}
-	if a.Jitter < 0 {
-		a.Jitter = 0
-	}
-	if a.Jitter > 1 {
-		a.Jitter = 1
-	}
-	return a
-}
-
 // Options tune a Balancer. Zero fields take the defaults.
 type Options struct {
 	// DefaultRTT is the cost assumed for an endpoint before its first
@@ -66,6 +27,9 @@ type Options struct {
 	Decay time.Duration
 	// Accrual enables failure accrual; nil disables it.
 	Accrual *Accrual
+	// Penalty turns peak EWMA into its penalised form: a failed or
+	// rate-limited response counts as a slow one; nil disables it.
+	Penalty *Penalty
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// IntN returns a random int in [0, n) (default math/rand/v2.IntN).
@@ -86,6 +50,7 @@ type Balancer[T any] struct {
 	defaultRTT float64
 	decay      float64
 	accrual    *Accrual
+	penalty    *Penalty
 	now        func() time.Time
 	intn       func(int) int
 
@@ -110,6 +75,10 @@ func New[T any](o Options) *Balancer[T] {
 	if o.Accrual != nil {
 		a := o.Accrual.withDefaults()
 		b.accrual = &a
+	}
+	if o.Penalty != nil {
+		p := o.Penalty.withDefaults()
+		b.penalty = &p
 	}
 	if o.Now != nil {
 		b.now = o.Now
@@ -145,6 +114,11 @@ type endpoint[T any] struct {
 	until    int64 // unix ns: end of the ejection
 	step     int   // ejections in a row
 	probing  bool
+	window   *window // success rate, for a unified breaker
+
+	// ejectedUntil mirrors until while the endpoint is ejected (0
+	// otherwise), readable without e.mu for the ejection floor.
+	ejectedUntil atomic.Int64
 }
 
 // Update replaces the endpoint set.
@@ -322,6 +296,7 @@ func (b *Balancer[T]) available(e *endpoint[T], now int64) bool {
 			return false
 		}
 		e.state, e.probing = probation, false
+		e.ejectedUntil.Store(0)
 		return true
 	case probation:
 		return !e.probing
@@ -341,8 +316,14 @@ func (b *Balancer[T]) decayed(e *endpoint[T], now int64) float64 {
 
 // Done records the outcome of the request: its latency (from Pick to now)
 // feeds the estimate, and ok feeds failure accrual. Calls after the first
-// are ignored.
-func (h *Handle[T]) Done(ok bool) {
+// are ignored. It is DoneWith(Outcome{Failure: !ok}).
+func (h *Handle[T]) Done(ok bool) { h.DoneWith(Outcome{Failure: !ok}) }
+
+// DoneWith records the outcome of the request: its latency (from Pick to
+// now, or a penalty for a failed response under Options.Penalty) feeds the
+// estimate, and the outcome feeds failure accrual. Calls after the first
+// (of Done or DoneWith) are ignored.
+func (h *Handle[T]) DoneWith(o Outcome) {
 	if !h.done.CompareAndSwap(false, true) {
 		return
 	}
@@ -355,6 +336,12 @@ func (h *Handle[T]) Done(ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.pending--
+	if pen, ok := b.penaltyFor(o); ok {
+		// A failed response enters the estimate as the penalty, never
+		// below the current estimate: a failing endpoint must not look
+		// faster than one that answers.
+		rtt = max(pen, b.decayed(e, now))
+	}
 	// Peak EWMA: a slower sample replaces the estimate; a faster one pulls
 	// it down in proportion to the time since the last sample.
 	if el := now - e.stamp; el > 0 || rtt > e.cost {
@@ -366,44 +353,8 @@ func (h *Handle[T]) Done(ok bool) {
 		}
 		e.stamp = now
 	}
-	if b.accrual == nil {
-		return
-	}
-	a := b.accrual
-	switch {
-	case h.probe:
-		e.probing = false
-		if ok {
-			e.state, e.failures, e.step = healthy, 0, 0
-		} else {
-			b.eject(e, now)
-		}
-	case e.state != healthy:
-		// A request that started before the ejection: it neither
-		// restores nor extends it.
-	case ok:
-		e.failures = 0
-	default:
-		e.failures++
-		if e.failures >= a.MaxFailures {
-			b.eject(e, now)
-		}
-	}
-}
-
-// eject takes e out for its next backoff; e.mu is held.
-func (b *Balancer[T]) eject(e *endpoint[T], now int64) {
-	a := b.accrual
-	d := float64(a.MinBackoff) * math.Pow(2, float64(e.step))
-	if d > float64(a.MaxBackoff) || math.IsInf(d, 1) {
-		d = float64(a.MaxBackoff)
-	}
-	if a.Jitter > 0 {
-		d += d * a.Jitter * float64(b.intn(1000)) / 1000
-	}
-	e.state, e.until, e.failures, e.probing = ejected, now+int64(d), 0, false
-	if e.step < 32 {
-		e.step++
+	if b.accrual != nil {
+		b.accrue(e, h.probe, o, now)
 	}
 }
 

@@ -12,6 +12,9 @@
 //	h, err := b.Pick()            // ErrNoEndpoints, ErrUnavailable
 //	resp, err := send(h.Value())
 //	h.Done(err == nil && resp.StatusCode < 500)
+//	// or, telling the breaker and the penalised estimator more:
+//	// h.DoneWith(balance.Outcome{Failure: failed, Hint: balance.Classify(resp.StatusCode, grpcStatus),
+//	//	RetryAfter: d, HasRetryAfter: ok})
 //
 // # Load
 //
@@ -23,13 +26,31 @@
 // and no estimate yet gets a large penalty. Pick draws two different
 // endpoints at random and takes the one with the lower load.
 //
+// With Options.Penalty the estimate is penalised peak EWMA (Linkerd's
+// PenaltyPeakEwma): a response that DoneWith reports with a Hint (Classify:
+// 429, 503, other 5xx, or their gRPC equivalents) counts as a request that
+// took the penalty (default 5s), or, for 429 and 503, the server's
+// Retry-After when that is longer (cut to MaxRetryAfter), and never less
+// than the current estimate. Power of two choices then turns away from an
+// endpoint that fails or sheds load until the penalty decays.
+//
 // # Failure accrual
 //
-// With Options.Accrual set, an endpoint that fails MaxFailures times in a
-// row is ejected for a backoff that starts at MinBackoff and doubles up to
-// MaxBackoff, plus up to Jitter of itself at random. When the backoff is
-// over the endpoint is on probation: exactly one request (the probe) may
-// go to it; success restores it and resets the backoff, failure ejects it
-// again for the next, longer backoff. While every endpoint is ejected,
-// Pick fails at once with ErrUnavailable (the caller answers 503 fast).
+// With Options.Accrual set, an endpoint is ejected when its breaker trips,
+// for a backoff that starts at MinBackoff and doubles up to MaxBackoff,
+// plus up to Jitter of itself at random. The consecutive breaker trips
+// after MaxFailures failures in a row. The unified breaker (Accrual.Unified,
+// Linkerd's) trips on that run (MaxFailures zero turns it off) or when the
+// success rate over a sliding Window falls below SuccessRate once the
+// window holds MinRequests responses; rate-limited responses (429, gRPC
+// RESOURCE_EXHAUSTED) count against the rate but not the run. When the
+// backoff is over the endpoint is on probation: exactly one request (the
+// probe) may go to it; success restores it, resets the backoff and empties
+// its window (a rate-limited answer is no success for the unified
+// breaker); failure ejects it again for the next, longer backoff. With
+// RespectRetryAfter, a Retry-After hint on the response that trips the
+// breaker is the length of the ejection, kept between MinBackoff and
+// MaxBackoff. MinReady keeps that many endpoints in the balancer whatever
+// their breakers say. While every endpoint is ejected, Pick fails at once
+// with ErrUnavailable (the caller answers 503 fast).
 package balance

@@ -9,7 +9,8 @@
 //
 // The rules live in Weft's own chains so that they can be found and removed:
 //
-//	PREROUTING -> WEFT_INIT_PREROUTING: ignored inbound ports RETURN, then
+//	PREROUTING -> WEFT_INIT_PREROUTING: ignored inbound ports RETURN,
+//	              connections from skipped subnets RETURN, then
 //	              WEFT_INIT_REDIRECT (REDIRECT to the inbound port, 4143)
 //	OUTPUT     -> WEFT_INIT_OUTPUT: the proxy's UID RETURN, loopback RETURN,
 //	              ignored outbound ports RETURN, then REDIRECT to the
@@ -17,12 +18,17 @@
 //
 // Apply is idempotent: it creates the chains if they are missing, replaces
 // their content, and adds each jump from the built-in chains only once.
+//
+// Beside the rules, weft-init sets the conntrack close-wait timeout
+// ([SetCloseWaitTimeout]) and, as `weft-init validate` in CNI mode, checks
+// that outbound traffic really reaches the proxy's port ([Validate]).
 package iptables
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -98,6 +104,46 @@ type Config struct {
 	// InboundPortsToIgnore and OutboundPortsToIgnore are never redirected.
 	InboundPortsToIgnore  []PortRange
 	OutboundPortsToIgnore []PortRange
+	// SkipSubnets are source networks whose inbound connections are never
+	// redirected (config.linkerd.io/skip-subnets, as Linkerd applies it:
+	// for example a Docker bridge inside the pod). Each family's rules take
+	// the subnets of that family.
+	SkipSubnets []netip.Prefix
+	// IPv6 says the rules are for ip6tables; it selects the SkipSubnets
+	// that apply.
+	IPv6 bool
+}
+
+// ParseSubnets parses a comma-separated list of CIDRs ("10.0.0.0/8,
+// fd00::/8"). Empty items are ignored; host bits must be zero.
+func ParseSubnets(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(item)
+		if err != nil {
+			return nil, fmt.Errorf("iptables: subnet %q is not a CIDR", item)
+		}
+		if p.Masked() != p {
+			return nil, fmt.Errorf("iptables: subnet %q has host bits set (did you mean %s?)", item, p.Masked())
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// subnets returns the skipped subnets of the rules' family.
+func (c Config) subnets() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range c.SkipSubnets {
+		if p.Addr().Is4() != c.IPv6 {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // DefaultConfig returns the standard ports and proxy UID.
@@ -147,6 +193,9 @@ func Rules(cfg Config) ([]Rule, error) {
 	add(ChainRedirect, "-p", "tcp", "-j", "REDIRECT", "--to-ports", strconv.Itoa(int(cfg.InboundPort)))
 	for _, group := range multiport(cfg.InboundPortsToIgnore) {
 		add(ChainPrerouting, "-p", "tcp", "-m", "multiport", "--dports", group, "-j", "RETURN")
+	}
+	for _, p := range cfg.subnets() {
+		add(ChainPrerouting, "-s", p.String(), "-j", "RETURN")
 	}
 	add(ChainPrerouting, "-j", ChainRedirect)
 

@@ -11,4 +11,13 @@
 //	b := retry.NewBudget(retry.BudgetOptions{Ratio: 0.2, MinPerSecond: 10, TTL: 10 * time.Second})
 //	b.Deposit()              // once per original request
 //	if b.Withdraw() { retry } // once per retry
+//
+// Backoff is the wait before each retry, jittered exponential; with
+// RespectRetryAfter (ExponentialBackoff.respect_retry_after_hint in the
+// outbound policy) the server's own hint replaces it, kept within the
+// backoff's bounds. RetryAfter reads that hint from a 429 or 503 response
+// (delay-seconds or an HTTP-date) and GRPCPushback from a gRPC response.
+//
+//	d, ok := retry.RetryAfter(resp.StatusCode, resp.Header, now)
+//	wait := retry.Backoff{Min: min, Max: max, RespectRetryAfter: true}.Delay(n, d, ok, nil)
 package retry

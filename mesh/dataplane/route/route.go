@@ -80,6 +80,9 @@ type Backend struct {
 	Forward *Endpoint
 	// DefaultRTT and Decay tune peak EWMA (zero: defaults).
 	DefaultRTT, Decay time.Duration
+	// Penalty, when set, makes the estimate penalised peak EWMA
+	// (BalanceP2c.penalty_peak_ewma).
+	Penalty *balance.Penalty
 	// Filters applied for this backend only.
 	RequestHeaders *HeaderModifier
 	Fail           *Fault
@@ -209,6 +212,10 @@ type Retry struct {
 	// Backoff between attempts.
 	MinBackoff, MaxBackoff time.Duration
 	Jitter                 float64
+	// RespectRetryAfter makes the response's Retry-After (or gRPC
+	// pushback) hint the wait before the retry, within the backoff's
+	// bounds (ExponentialBackoff.respect_retry_after_hint).
+	RespectRetryAfter bool
 	// NonIdempotent allows retrying methods such as POST: set when the
 	// configuration explicitly covers them (see the package doc).
 	NonIdempotent bool
@@ -395,18 +402,33 @@ func (r *Router) compilePolicy(pol *outbound.OutboundPolicy) error {
 }
 
 func accrualOf(fa *outbound.FailureAccrual) *balance.Accrual {
-	cf := fa.GetConsecutiveFailures()
-	if cf == nil {
+	var a balance.Accrual
+	var b *outbound.ExponentialBackoff
+	switch {
+	case fa.GetConsecutiveFailures() != nil:
+		cf := fa.GetConsecutiveFailures()
+		a.MaxFailures = int(cf.GetMaxFailures())
+		b = cf.GetBackoff()
+	case fa.GetUnified() != nil:
+		u := fa.GetUnified()
+		a.Unified = true
+		a.MaxFailures = int(u.GetMaxConsecutiveFailures())
+		a.SuccessRate = u.GetSuccessRateThreshold()
+		a.Window = u.GetDecay().AsDuration()
+		a.MinRequests = int(u.GetMinRequests())
+		b = u.GetBackoff()
+	default:
 		return nil
 	}
-	a := balance.Accrual{MaxFailures: int(cf.GetMaxFailures())}
-	if b := cf.GetBackoff(); b != nil {
+	if b != nil {
 		a.MinBackoff = b.GetMinBackoff().AsDuration()
 		a.MaxBackoff = b.GetMaxBackoff().AsDuration()
 		a.Jitter = float64(b.GetJitterRatio())
+		a.RespectRetryAfter = b.GetRespectRetryAfterHint()
 	} else {
 		a.Jitter = balance.DefaultAccrual().Jitter
 	}
+	a.MinReady = int(fa.GetEjection().GetMinReadyEndpoints())
 	return &a
 }
 
@@ -520,13 +542,14 @@ func compileHTTPRule(prr *outbound.HttpRoute_Rule, name, target string) (httpRul
 	rt.Timeouts = timeoutsOf(prr.GetTimeouts(), prr.GetRequestTimeout().AsDuration())
 	if pr := prr.GetRetry(); pr != nil {
 		rt.Retry = &Retry{
-			MaxRetries:      pr.GetMaxRetries(),
-			MaxRequestBytes: int64(pr.GetMaxRequestBytes()),
-			Timeout:         pr.GetTimeout().AsDuration(),
-			MinBackoff:      pr.GetBackoff().GetMinBackoff().AsDuration(),
-			MaxBackoff:      pr.GetBackoff().GetMaxBackoff().AsDuration(),
-			Jitter:          float64(pr.GetBackoff().GetJitterRatio()),
-			NonIdempotent:   allMethods,
+			MaxRetries:        pr.GetMaxRetries(),
+			MaxRequestBytes:   int64(pr.GetMaxRequestBytes()),
+			Timeout:           pr.GetTimeout().AsDuration(),
+			MinBackoff:        pr.GetBackoff().GetMinBackoff().AsDuration(),
+			MaxBackoff:        pr.GetBackoff().GetMaxBackoff().AsDuration(),
+			Jitter:            float64(pr.GetBackoff().GetJitterRatio()),
+			RespectRetryAfter: pr.GetBackoff().GetRespectRetryAfterHint(),
+			NonIdempotent:     allMethods,
 		}
 		for _, sr := range pr.GetConditions().GetStatusRanges() {
 			lo, hi := int(sr.GetStart()), int(sr.GetEnd())
@@ -853,6 +876,11 @@ func backendOf(pb *outbound.Backend, weight uint32) (Backend, error) {
 			b.DefaultRTT = pe.GetDefaultRtt().AsDuration()
 			b.Decay = pe.GetDecay().AsDuration()
 		}
+		if pe := k.Balancer.GetPenaltyPeakEwma(); pe != nil {
+			b.DefaultRTT = pe.GetDefaultRtt().AsDuration()
+			b.Decay = pe.GetDecay().AsDuration()
+			b.Penalty = &balance.Penalty{Penalty: pe.GetPenalty().AsDuration(), MaxRetryAfter: pe.GetMaxRetryAfter().AsDuration()}
+		}
 		b.Name = metaName(pb.GetMetadata(), path)
 	case *outbound.Backend_Forward:
 		ep, err := endpointOf(k.Forward)
@@ -950,6 +978,8 @@ func compileGRPCRule(prr *outbound.GrpcRoute_Rule, name, target string) (grpcRul
 			MaxBackoff:      pr.GetBackoff().GetMaxBackoff().AsDuration(),
 			Jitter:          float64(pr.GetBackoff().GetJitterRatio()),
 			GRPCCodes:       map[uint32]bool{},
+			// A trailers-only answer may carry grpc-retry-pushback-ms.
+			RespectRetryAfter: pr.GetBackoff().GetRespectRetryAfterHint(),
 			// gRPC calls are all POSTs; a GRPCRoute retry policy is the
 			// operator's statement that its methods may be repeated.
 			NonIdempotent: true,

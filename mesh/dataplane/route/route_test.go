@@ -282,3 +282,47 @@ func ExampleCompile() {
 	fmt.Println(rt.Name, rt.Backends[0].Authority)
 	// Output: default web.shop.svc.cluster.local:80
 }
+
+func TestV0_20BalancerAccrualAndRetryAfterFieldsAreRead(t *testing.T) {
+	backoff := &outbound.ExponentialBackoff{MinBackoff: durationpb.New(time.Second), MaxBackoff: durationpb.New(time.Minute), JitterRatio: 0.25, RespectRetryAfterHint: true}
+	be := balancer("web.shop.svc.cluster.local:80")
+	be.GetBalancer().Load = &outbound.Backend_BalanceP2C_PenaltyPeakEwma_{PenaltyPeakEwma: &outbound.Backend_BalanceP2C_PenaltyPeakEwma{
+		DefaultRtt: durationpb.New(30 * time.Millisecond), Decay: durationpb.New(10 * time.Second),
+		Penalty: durationpb.New(5 * time.Second), MaxRetryAfter: durationpb.New(5 * time.Minute), PenaltyDecay: durationpb.New(10 * time.Second),
+	}}
+	retry := &outbound.HttpRoute_Retry{MaxRetries: 1, Backoff: &outbound.ExponentialBackoff{
+		MinBackoff: durationpb.New(25 * time.Millisecond), MaxBackoff: durationpb.New(5 * time.Second), RespectRetryAfterHint: true}}
+	pol := httpPolicy(&outbound.HttpRoute{Metadata: md("r"), Rules: []*outbound.HttpRoute_Rule{{
+		Matches: []*httproute.HttpRouteMatch{prefix("/")}, Retry: retry,
+		Backends: &outbound.HttpRoute_Distribution{Kind: &outbound.HttpRoute_Distribution_FirstAvailable_{FirstAvailable: &outbound.HttpRoute_Distribution_FirstAvailable{
+			Backends: []*outbound.HttpRoute_RouteBackend{{Backend: be}}}}},
+	}}})
+	pol.GetProtocol().GetDetect().Http1.FailureAccrual = &outbound.FailureAccrual{
+		Kind: &outbound.FailureAccrual_Unified_{Unified: &outbound.FailureAccrual_Unified{
+			SuccessRateThreshold: 0.8, Decay: durationpb.New(10 * time.Second), MinRequests: 5, MaxConsecutiveFailures: 7, Backoff: backoff}},
+		Ejection: &outbound.EjectionConfig{MinReadyEndpoints: 2},
+	}
+	r, err := route.Compile(pol, nil, target)
+	require.NoError(t, err)
+	require.NotNil(t, r.Accrual)
+	a := *r.Accrual
+	assert.True(t, a.Unified)
+	assert.Equal(t, 7, a.MaxFailures)
+	assert.Equal(t, 0.8, a.SuccessRate)
+	assert.Equal(t, 10*time.Second, a.Window)
+	assert.Equal(t, 5, a.MinRequests)
+	assert.Equal(t, time.Second, a.MinBackoff)
+	assert.Equal(t, time.Minute, a.MaxBackoff)
+	assert.Equal(t, 0.25, a.Jitter)
+	assert.True(t, a.RespectRetryAfter)
+	assert.Equal(t, 2, a.MinReady)
+
+	rt := r.Select(req("GET", "/x"))
+	require.Len(t, rt.Backends, 1)
+	require.NotNil(t, rt.Backends[0].Penalty, "penalty_peak_ewma selects the penalised estimator")
+	assert.Equal(t, 5*time.Second, rt.Backends[0].Penalty.Penalty)
+	assert.Equal(t, 5*time.Minute, rt.Backends[0].Penalty.MaxRetryAfter)
+	assert.Equal(t, 30*time.Millisecond, rt.Backends[0].DefaultRTT)
+	require.NotNil(t, rt.Retry)
+	assert.True(t, rt.Retry.RespectRetryAfter)
+}

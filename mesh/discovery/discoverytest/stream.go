@@ -110,9 +110,6 @@ func Get(t testing.TB, conn grpc.ClientConnInterface, path, token string) *Endpo
 	return s
 }
 
-// Close ends the stream.
-func (s *EndpointStream) Close() { s.cancel() }
-
 // Next returns the next message, applied to the state, failing the test
 // if none comes within Timeout or the stream fails.
 func (s *EndpointStream) Next(t testing.TB) *pb.Update {

@@ -2,6 +2,7 @@ package kubernetes_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	spv1alpha2 "github.com/weftmesh/weft/apis/serviceprofile/v1alpha2"
+	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/discovery"
 	"github.com/weftmesh/weft/mesh/discovery/discoverytest"
 	"github.com/weftmesh/weft/mesh/discovery/kubernetes"
@@ -120,14 +122,14 @@ func (h *harness) Apply(t testing.TB, objs ...runtime.Object) {
 			t.Fatalf("harness: cannot apply %T", o)
 		}
 		require.NoError(t, err, "apply %s %s/%s", kind, m.GetNamespace(), m.GetName())
-		require.Eventually(t, func() bool {
+		testutil.Eventually(t, 0, func() bool {
 			got, ok := h.idx.Object(kind, m.GetNamespace(), m.GetName())
 			if !ok {
 				return false
 			}
 			gm, _ := got.(metav1.Object)
 			return gm.GetAnnotations()[revAnnotation] == rev
-		}, 10*time.Second, 5*time.Millisecond, "index holds %s %s/%s rev %s", kind, m.GetNamespace(), m.GetName(), rev)
+		}, fmt.Sprintf("index holds %s %s/%s rev %s", kind, m.GetNamespace(), m.GetName(), rev))
 	}
 }
 
@@ -154,10 +156,10 @@ func (h *harness) Delete(t testing.TB, objs ...runtime.Object) {
 			t.Fatalf("harness: cannot delete %T", o)
 		}
 		require.NoError(t, err, "delete %s %s/%s", kind, m.GetNamespace(), m.GetName())
-		require.Eventually(t, func() bool {
+		testutil.Eventually(t, 0, func() bool {
 			_, ok := h.idx.Object(kind, m.GetNamespace(), m.GetName())
 			return !ok
-		}, 10*time.Second, 5*time.Millisecond, "index drops %s %s/%s", kind, m.GetNamespace(), m.GetName())
+		}, fmt.Sprintf("index drops %s %s/%s", kind, m.GetNamespace(), m.GetName()))
 	}
 }
 
@@ -219,4 +221,30 @@ func TestPodsAreTrimmedToWhatDiscoveryReads(t *testing.T) {
 	assert.Empty(t, gp.Spec.Containers[0].Env, "only the proxy's inbound address is kept")
 	assert.Equal(t, "0.0.0.0:4143", gp.Spec.Containers[1].Env[0].Value)
 	assert.Equal(t, "web", gp.Spec.ServiceAccountName)
+}
+
+func TestUpdatedSignalsAfterAChangeReachesTheIndex(t *testing.T) {
+	idx, err := discovery.NewIndex()
+	require.NoError(t, err)
+	defer idx.Close()
+	client := fake.NewClientset()
+	src, err := kubernetes.New(testutil.Context(t, 0), idx, client, nil, kubernetes.WithResync(time.Hour))
+	require.NoError(t, err)
+	defer src.Close()
+	svc := discoverytest.Service("shop", "web", "10.96.0.10")
+	ctx := testutil.Context(t, 0)
+	_, err = client.CoreV1().Services("shop").Create(ctx, svc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// Signals coalesce and the initial sync may still have one pending:
+	// wait for a signal after which the Service is in the index.
+	for {
+		select {
+		case <-src.Updated():
+			if _, ok := idx.Object("Service", "shop", "web"); ok {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("no update signal with the new Service in the index")
+		}
+	}
 }

@@ -87,21 +87,21 @@ func TestGRPCClientBalancesOverDiscoveredEndpointsAndFollowsChanges(t *testing.T
 	hc := healthpb.NewHealthClient(conn)
 	ctx := testutil.Context(t, 0)
 
-	require.Eventually(t, func() bool {
+	testutil.Eventually(t, 0, func() bool {
 		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
 		require.NoError(t, err)
 		return b1.calls.Load() > 0 && b2.calls.Load() > 0
-	}, 10*time.Second, time.Millisecond, "calls reach both backends")
+	}, "calls reach both backends")
 
 	require.NoError(t, idx.Replace(apiObjects(b2)))
-	require.Eventually(t, func() bool {
+	testutil.Eventually(t, 0, func() bool {
 		before := b1.calls.Load()
 		for range 10 {
 			_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
 			require.NoError(t, err)
 		}
 		return b1.calls.Load() == before
-	}, 10*time.Second, 10*time.Millisecond, "calls stop reaching the removed backend")
+	}, "calls stop reaching the removed backend")
 }
 
 func TestMalformedAuthorityFailsCallsWithTheReason(t *testing.T) {
@@ -158,7 +158,7 @@ func TestAddressesCarryTheEndpointsDiscoveryData(t *testing.T) {
 	r, err := b.Build(target, rec, grpcresolver.BuildOptions{})
 	require.NoError(t, err)
 	defer r.Close()
-	require.Eventually(t, func() bool { _, ok := rec.last(); return ok }, 10*time.Second, 5*time.Millisecond)
+	testutil.Eventually(t, 0, func() bool { _, ok := rec.last(); return ok }, "the condition")
 	st, _ := rec.last()
 	require.Len(t, st.Addresses, 1)
 	assert.Equal(t, "10.0.0.1:8080", st.Addresses[0].Addr)

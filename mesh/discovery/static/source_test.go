@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/discovery"
 	"github.com/weftmesh/weft/mesh/discovery/discoverytest"
 	"github.com/weftmesh/weft/mesh/discovery/static"
@@ -85,14 +86,14 @@ func (h *harness) Apply(t testing.TB, objs ...runtime.Object) {
 		data, err := yaml.Marshal(o)
 		require.NoError(t, err)
 		writeAtomic(t, filepath.Join(h.dir, name), data)
-		require.Eventually(t, func() bool {
+		testutil.Eventually(t, 0, func() bool {
 			got, ok := h.idx.Object(kind, m.GetNamespace(), m.GetName())
 			if !ok {
 				return false
 			}
 			gm, _ := meta.Accessor(got)
 			return gm.GetAnnotations()[revAnnotation] == rev
-		}, 10*time.Second, 5*time.Millisecond, "index holds %s rev %s (last reload error: %v)", name, rev, h.src.Err())
+		}, fmt.Sprintf("index holds %s rev %s (last reload error: %v)", name, rev, h.src.Err()))
 	}
 }
 
@@ -102,10 +103,10 @@ func (h *harness) Delete(t testing.TB, objs ...runtime.Object) {
 	for _, o := range objs {
 		name, kind, m := fileName(o)
 		require.NoError(t, os.Remove(filepath.Join(h.dir, name)))
-		require.Eventually(t, func() bool {
+		testutil.Eventually(t, 0, func() bool {
 			_, ok := h.idx.Object(kind, m.GetNamespace(), m.GetName())
 			return !ok
-		}, 10*time.Second, 5*time.Millisecond, "index drops %s", name)
+		}, fmt.Sprintf("index drops %s", name))
 	}
 }
 
@@ -181,7 +182,7 @@ func TestBadFileKeepsLastGoodStateAndReportsTheError(t *testing.T) {
 
 	// A typo in a field name: strict decoding refuses the whole file.
 	writeAtomic(t, file, []byte(strings.Replace(webManifests, "addressType: IPv4", "adressType: IPv4", 1)))
-	require.Eventually(t, func() bool { return src.Err() != nil }, 10*time.Second, 5*time.Millisecond)
+	testutil.Eventually(t, 0, func() bool { return src.Err() != nil }, "the condition")
 	assert.Contains(t, src.Err().Error(), "web.yaml")
 	assert.Contains(t, src.Err().Error(), "adressType")
 	s.Quiet(t, 200*time.Millisecond)
@@ -229,7 +230,7 @@ spec:
 	_, err := static.Load(dir)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "sp.yaml")
-	assert.Contains(t, err.Error(), `spec.routes[0] ("books"): condition.pathRegex`)
+	assert.Contains(t, err.Error(), "spec.routes[0].condition.pathRegex")
 }
 
 func TestObjectsWithoutNamespaceGoToDefaultAndOtherKindsAreSkipped(t *testing.T) {
@@ -267,10 +268,10 @@ func TestSingleFilePathIsWatchedThroughRenames(t *testing.T) {
 	require.NoError(t, err)
 	defer src.Close()
 	writeAtomic(t, file, []byte(strings.Replace(webManifests, "10.0.0.1", "10.0.0.7", 1)))
-	require.Eventually(t, func() bool {
+	testutil.Eventually(t, 0, func() bool {
 		o, ok := idx.Object("EndpointSlice", "shop", "web-a")
 		return ok && o.(*discoveryv1.EndpointSlice).Endpoints[0].Addresses[0] == "10.0.0.7"
-	}, 10*time.Second, 5*time.Millisecond, "the rewritten file is reloaded")
+	}, "the rewritten file is reloaded")
 	assert.Equal(t, uint64(2), src.Revision())
 	assert.NoError(t, src.Err(), "files beside the watched one are not read")
 }
@@ -285,9 +286,11 @@ func TestNewSubdirectoryIsWatched(t *testing.T) {
 	defer src.Close()
 	sub := filepath.Join(dir, "team-a")
 	require.NoError(t, os.Mkdir(sub, 0o755))
-	time.Sleep(50 * time.Millisecond) // let the watcher add the new directory
+	// The source adds the new directory to its watch before it reloads for
+	// it; the reload (revision 2) is the event that says the watch is there.
+	testutil.Eventually(t, 0, func() bool { return src.Revision() >= 2 }, "the reload after the new directory")
 	writeAtomic(t, filepath.Join(sub, "web.yaml"), []byte(webManifests))
-	require.Eventually(t, func() bool { return idx.Stats().Objects["Service"] == 1 }, 10*time.Second, 5*time.Millisecond)
+	testutil.Eventually(t, 0, func() bool { return idx.Stats().Objects["Service"] == 1 }, "the condition")
 }
 
 func TestNewRefusesMissingPathsAndNoPaths(t *testing.T) {

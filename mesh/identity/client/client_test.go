@@ -73,6 +73,14 @@ func TestClientSurvivesTheCABeingDownUntilExpiry(t *testing.T) {
 	first, err := c.Certificate()
 	require.NoError(t, err)
 	expiry := first.Leaf.NotAfter
+	// The first certificate was announced on Updated; take that
+	// notification now, so the wait below sees the renewal after the CA
+	// is back and not this one.
+	select {
+	case <-c.Updated():
+	default:
+		t.Fatal("the first certificate was not announced on Updated")
+	}
 
 	ca.down.Store(true)
 	clock.Advance(clock.NextWaiter(t).d) // reach 70%: the first renewal fails

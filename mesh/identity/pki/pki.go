@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weftmesh/weft/mesh/identity/local"
+	"github.com/weftmesh/weft/mesh/identity/certpem"
 )
 
 // Defaults.
@@ -149,27 +149,26 @@ func sign(tmpl *x509.Certificate, parent *KeyPair) (*KeyPair, error) {
 }
 
 // ParseKeyPair parses a CA certificate PEM (first certificate) and its
-// private key PEM, and checks that they belong together.
+// private key PEM with certpem.ParseKeyPair, which checks that they belong
+// together.
 func ParseKeyPair(certPEM, keyPEM []byte) (*KeyPair, error) {
-	cert, _, key, err := local.ParseKeyPair(certPEM, keyPEM)
+	cert, _, key, err := certpem.ParseKeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("pki: %w", err)
-	}
-	pub, err := x509.MarshalPKIXPublicKey(key.Public())
-	if err != nil {
-		return nil, fmt.Errorf("pki: %w", err)
-	}
-	if !bytes.Equal(pub, cert.RawSubjectPublicKeyInfo) {
-		return nil, fmt.Errorf("pki: the key does not match the certificate %q", cert.Subject)
 	}
 	return &KeyPair{Cert: cert, Key: key, CertPEM: certPEM, KeyPEM: keyPEM}, nil
 }
 
-// ParseCertificates parses every CERTIFICATE block of a PEM file.
-func ParseCertificates(data []byte) ([]*x509.Certificate, error) {
+// FindCertificates collects the certificates of a PEM file and skips every
+// other block (a private key kept in the same file, parameters) and the
+// text around them, which is what inspecting a file someone hands over
+// needs. A CERTIFICATE block that does not parse is an error, and so is a
+// file without any. To read a file that must hold only certificates (a
+// trust bundle), use certpem.ParseCertificates.
+func FindCertificates(data []byte) ([]*x509.Certificate, error) {
 	var out []*x509.Certificate
 	rest := data
-	for i := 0; ; i++ {
+	for i := 1; ; i++ {
 		var b *pem.Block
 		b, rest = pem.Decode(rest)
 		if b == nil {

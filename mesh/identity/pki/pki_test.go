@@ -39,7 +39,7 @@ func TestAnchorAndIssuerFormAWorkingHierarchy(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, back.Cert.Equal(issuer.Cert))
 	_, err = pki.ParseKeyPair(issuer.CertPEM, anchor.KeyPEM)
-	assert.ErrorContains(t, err, "does not match")
+	assert.ErrorContains(t, err, "does not belong")
 
 	zlinttest.Check(t, anchor.Cert)
 	zlinttest.Check(t, issuer.Cert)
@@ -94,4 +94,19 @@ func TestInspectChecksChainsAndWarnsBeforeExpiry(t *testing.T) {
 	reports = pki.Inspect([]pki.Entry{{Source: "issuer", Cert: soon.Cert}}, []*x509.Certificate{anchor.Cert}, now.Add(11*24*time.Hour))
 	assert.False(t, reports[0].OK())
 	assert.Contains(t, reports[0].Warnings[0], "EXPIRED")
+}
+
+func TestFindCertificatesSkipsOtherBlocksButNotBrokenCertificates(t *testing.T) {
+	anchor, err := pki.NewAnchor(pki.Options{})
+	require.NoError(t, err)
+	combined := append(append([]byte("key and certificate in one file\n"), anchor.KeyPEM...), anchor.CertPEM...)
+	certs, err := pki.FindCertificates(combined)
+	require.NoError(t, err)
+	require.Len(t, certs, 1)
+	assert.True(t, certs[0].Equal(anchor.Cert))
+
+	_, err = pki.FindCertificates(anchor.KeyPEM)
+	assert.ErrorContains(t, err, "no PEM certificate found")
+	_, err = pki.FindCertificates(append(append([]byte(nil), anchor.KeyPEM...), []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")...))
+	assert.ErrorContains(t, err, "PEM block 2")
 }

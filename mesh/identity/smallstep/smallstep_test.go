@@ -165,3 +165,33 @@ func TestIssuesThroughAnX5CProvisioner(t *testing.T) {
 	_, err = bad.Issue(ctx, identity.IssueRequest{CSR: csr, Name: name, NotBefore: now, NotAfter: now.Add(time.Hour)})
 	assert.ErrorIs(t, err, identity.ErrUnavailable)
 }
+
+// The one-time token's validity follows WithClock and WithTokenLifetime,
+// and step-ca holds the mesh to it: a token that expired before it was
+// sent is refused.
+func TestStepCARefusesAOneTimeTokenThatHasExpired(t *testing.T) {
+	ctx := testutil.Context(t, 0)
+	a := startAuthority(t)
+	past := time.Now().Add(-time.Hour).Truncate(time.Second)
+	is, err := smallstep.New(ctx, smallstep.Config{URL: a.URL, Roots: a.Roots, Provisioner: a.Provisioner, Key: a.Key},
+		smallstep.WithClock(func() time.Time { return past }), smallstep.WithTokenLifetime(time.Minute))
+	require.NoError(t, err)
+	name, err := identity.DefaultDomain().Name("shop", "web")
+	require.NoError(t, err)
+
+	tok, err := is.Token(name)
+	require.NoError(t, err)
+	parsed, err := jose.ParseSigned(tok)
+	require.NoError(t, err)
+	var claims jose.Claims
+	require.NoError(t, parsed.UnsafeClaimsWithoutVerification(&claims))
+	assert.Equal(t, past, claims.NotBefore.Time())
+	assert.Equal(t, past.Add(time.Minute), claims.Expiry.Time())
+
+	csr, err := identity.ParseCSR(testutil.CSR(t, testutil.GenerateKey(t, testutil.ECDSAP256), name.String()))
+	require.NoError(t, err)
+	now := time.Now()
+	_, err = is.Issue(ctx, identity.IssueRequest{CSR: csr, Name: name, NotBefore: now, NotAfter: now.Add(time.Hour)})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, identity.ErrUnavailable)
+}

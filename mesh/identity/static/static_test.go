@@ -2,7 +2,9 @@ package static_test
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,7 +64,8 @@ func TestTokensFollowTheFile(t *testing.T) {
 	ctx := testutil.Context(t, 0)
 	path := filepath.Join(t.TempDir(), "tokens.yaml")
 	testutil.WriteFile(t, path, []byte(file))
-	tokens, err := static.New(ctx, path, static.WithPollInterval(50*time.Millisecond))
+	logs := &testutil.SyncBuffer{}
+	tokens, err := static.New(ctx, path, static.WithPollInterval(50*time.Millisecond), static.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tokens.Close() })
 
@@ -84,9 +87,10 @@ func TestTokensFollowTheFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "api", sa.Name)
 
-	// A broken file keeps the last good set.
+	// A broken file keeps the last good set: once the failed reload is
+	// logged, the old token still works.
 	testutil.WriteFile(t, path, []byte("tokens: ["))
-	time.Sleep(300 * time.Millisecond)
+	testutil.Eventually(t, 0, func() bool { return strings.Contains(logs.String(), "token file reload failed") }, "the broken file's reload to fail")
 	_, err = tokens.Authenticate(ctx, []byte("api-token-0123456789"))
 	assert.NoError(t, err)
 	require.NoError(t, tokens.Close())

@@ -18,9 +18,28 @@
 // Both handlers accept only AdmissionReview admission.k8s.io/v1 sent with
 // POST and Content-Type application/json. They answer with plain HTTP
 // errors when the request itself is wrong: 405 (method), 415 (content
-// type), 413 (body over 10 MB, [MaxBodyBytes]) and 400 (malformed JSON,
-// another apiVersion or kind, a missing request or an empty request.uid).
-// An HTTP error makes the API server apply the webhook's failurePolicy.
+// type), 413 (body over the limit: [MaxBodyBytes], 4 MiB, for the
+// injector, [MaxValidateBodyBytes], 1 MiB, for the validator;
+// WithMaxBodyBytes changes it) and 400 (malformed JSON, another
+// apiVersion or kind, a missing request or an empty request.uid). An HTTP
+// error makes the API server apply the webhook's failurePolicy.
+//
+// # Limits
+//
+// A [Limiter] caps the reviews in flight (DefaultMaxInFlight, 8, unless
+// WithLimiter shares another one): beyond it a review is answered 429 Too
+// Many Requests with "Retry-After: 1" at once, before its body is read
+// (over HTTP/1 the connection is then closed, so that Go's server does not
+// wait for the unread body). The API server retries within the webhook's
+// timeout, then applies the failurePolicy. A body over the limit is
+// refused from its Content-Length without reading it, or after the limit
+// when it is chunked.
+//
+// A review is read into one buffer of its exact size, and its object is
+// decoded while the review is parsed, keeping no copy of the object's
+// JSON; once parsed only the decoded object remains. A pod review holds
+// about 1.2 times its size while it waits on the namespace lookup and
+// about 3 times at its peak (docs/benchmarks.md).
 //
 // The injector answers 500 when it cannot read the pod's namespace, so the
 // failurePolicy decides (Ignore: the pod starts without a proxy; Fail: it
@@ -34,12 +53,16 @@
 // prints.
 //
 // The validator decodes the object strictly (apis/manifest): an unknown
-// field or a value of the wrong type is a rejection naming the field. It
-// then runs [Validate], which checks what a CRD schema cannot: exclusive
-// fields, supported reference kinds, regular expressions, CIDRs and their
-// exceptions, identities, durations, status ranges. Rejections (code 422)
-// list every invalid field in the message and as status causes. Deletions
-// and kinds it does not know are allowed.
+// field, a value of the wrong type or one its CRD schema forbids is a
+// rejection naming the field. It then runs [Validate], which judges what a
+// schema cannot with the controllers' own translation:
+// discovery.TranslateServiceProfile for ServiceProfiles and policy.Validate
+// for the policy kinds and routes. So the webhook refuses exactly what the
+// destination and policy controllers would ignore, with their messages,
+// and accepts what they use (a network written with host bits set, such as
+// 10.0.0.1/8, means 10.0.0.0/8 to both). Rejections (code 422) list every
+// invalid field in the message and as status causes. Deletions and kinds it
+// does not know are allowed.
 //
 // A panic below a handler is turned into a 500 and logged; the process
 // keeps serving.
@@ -47,7 +70,9 @@
 // # Metrics
 //
 // [WithMetrics] takes a go-kit counter and histogram (seconds); both are
-// labelled "outcome": injected, skipped, allowed, denied, bad_request or
-// error. Suggested names: weft_injector_requests_total and
-// weft_injector_request_duration_seconds. The defaults discard.
+// labelled "outcome": injected, skipped, allowed, denied, bad_request,
+// too_large, overloaded or error. Suggested names:
+// weft_injector_requests_total and weft_injector_request_duration_seconds.
+// The defaults discard. [Limiter.InFlight] and [Limiter.Refused] can back
+// a gauge and a counter.
 package webhook

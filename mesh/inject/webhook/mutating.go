@@ -22,6 +22,8 @@ func typesUID(s string) types.UID { return types.UID(s) }
 //   - 405, 415, 413 (body over the limit) and 400 (malformed JSON, wrong
 //     apiVersion or kind, missing request or request.uid) as plain HTTP
 //     errors;
+//   - 429 with Retry-After when its Limiter is full, before reading the
+//     body;
 //   - 500 when the namespace cannot be read, so the webhook's
 //     failurePolicy decides;
 //   - otherwise an AdmissionReview: non-Pod kinds, operations other than
@@ -47,11 +49,7 @@ func NewInjector(values inject.Values, namespaces inject.NamespaceLookup, opts .
 	if values.IdentityTrustAnchorsPEM == "" {
 		return nil, errors.New("webhook: values.identityTrustAnchorsPEM is empty")
 	}
-	o := defaultOptions()
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return &Injector{values: values, namespaces: namespaces, opts: o}, nil
+	return &Injector{values: values, namespaces: namespaces, opts: newOptions(MaxBodyBytes, opts)}, nil
 }
 
 // ServeHTTP handles one AdmissionReview.
@@ -65,17 +63,17 @@ func (h *Injector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	defer guard(w, h.opts.logger, record)
 
-	review, herr := readReview(r, h.opts.maxBody)
+	req, release, herr := readRequest[podObject](w, r, h.opts, record)
 	if herr != nil {
-		record("bad_request")
 		h.opts.logger.Debug("webhook: refused request", "status", herr.status, "error", herr.msg)
 		writeHTTPError(w, herr)
 		return
 	}
-	resp, o, herr := h.admit(r, review.Request)
+	defer release()
+	resp, o, herr := h.admit(r, req)
 	record(o)
 	if herr != nil {
-		h.opts.logger.Warn("webhook: cannot admit pod", "uid", review.Request.UID, "error", herr.msg)
+		h.opts.logger.Warn("webhook: cannot admit pod", "uid", req.UID, "error", herr.msg)
 		writeHTTPError(w, herr)
 		return
 	}
@@ -86,17 +84,21 @@ func (h *Injector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // admit decides on one request; it returns the response and the outcome
 // label, or an HTTP error.
-func (h *Injector) admit(r *http.Request, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, string, *httpError) {
+func (h *Injector) admit(r *http.Request, req *request[podObject]) (*admissionv1.AdmissionResponse, string, *httpError) {
 	uid := string(req.UID)
 	allow := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	isPod := req.Kind.Group == "" && req.Kind.Version == "v1" && req.Kind.Kind == "Pod"
 	if !isPod || req.Operation != admissionv1.Create || req.SubResource != "" {
 		return allow, "allowed", nil
 	}
-	var pod corev1.Pod
-	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		return deny(uid, http.StatusBadRequest, metav1.StatusReasonBadRequest, "webhook: request.object is not a Pod: "+err.Error()), "bad_request", nil
+	if req.Object.err != nil || req.Object.pod == nil {
+		why := "it is missing"
+		if req.Object.err != nil {
+			why = req.Object.err.Error()
+		}
+		return deny(uid, http.StatusBadRequest, metav1.StatusReasonBadRequest, "webhook: request.object is not a Pod: "+why), "bad_request", nil
 	}
+	pod := req.Object.pod
 	nsName := req.Namespace
 	if nsName == "" {
 		nsName = pod.Namespace
@@ -112,11 +114,11 @@ func (h *Injector) admit(r *http.Request, req *admissionv1.AdmissionRequest) (*a
 		case errors.Is(err, inject.ErrNamespaceNotFound):
 			ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsName}}
 		case err != nil:
-			return nil, "error", &httpError{http.StatusInternalServerError, fmt.Sprintf("webhook: reading namespace %q: %v", nsName, err)}
+			return nil, "error", &httpError{status: http.StatusInternalServerError, msg: fmt.Sprintf("webhook: reading namespace %q: %v", nsName, err)}
 		}
 	}
 
-	patch, report, err := inject.Render(&pod, ns, h.values)
+	patch, report, err := inject.Render(pod, ns, h.values)
 	if err != nil {
 		h.opts.logger.Info("webhook: pod denied", "namespace", nsName, "pod", report.Name, "error", err)
 		return deny(uid, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, err.Error()), "denied", nil
@@ -131,7 +133,7 @@ func (h *Injector) admit(r *http.Request, req *admissionv1.AdmissionRequest) (*a
 	}
 	body, err := json.Marshal(patch)
 	if err != nil {
-		return nil, "error", &httpError{http.StatusInternalServerError, "webhook: encoding patch: " + err.Error()}
+		return nil, "error", &httpError{status: http.StatusInternalServerError, msg: "webhook: encoding patch: " + err.Error()}
 	}
 	pt := admissionv1.PatchTypeJSONPatch
 	resp.PatchType = &pt

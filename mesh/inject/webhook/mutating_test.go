@@ -96,7 +96,7 @@ func TestInjectorAnswersMalformedRequestsWithHTTPErrors(t *testing.T) {
 	_ = raw
 }
 
-func TestInjectorRefusesBodiesOverTenMegabytes(t *testing.T) {
+func TestInjectorRefusesBodiesOverTheLimit(t *testing.T) {
 	_, url, client := newInjector(t, inject.NewStaticNamespaces())
 	// A real review whose pod carries an 11 MB annotation.
 	pod := appPod("shop", map[string]string{"big": strings.Repeat("x", 11<<20)})
@@ -300,6 +300,10 @@ spec:
 	require.NoError(t, yaml.UnmarshalStrict([]byte(strings.Split(manifest, "---\n")[1]), &orig))
 	pod := &corev1.Pod{ObjectMeta: orig.Spec.Template.ObjectMeta, Spec: orig.Spec.Template.Spec}
 	pod.Namespace = "shop"
+	// As the Deployment controller makes it: owned by the ReplicaSet
+	// "web-<pod-template-hash>", which names the Deployment.
+	pod.Labels["pod-template-hash"] = "5c6d7f8b9"
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-5c6d7f8b9", UID: "u1", Controller: ptrTo(true)}}
 	var ns corev1.Namespace
 	require.NoError(t, yaml.UnmarshalStrict([]byte(strings.Split(manifest, "---\n")[0]), &ns))
 	h, err := webhook.NewInjector(values, inject.NewStaticNamespaces(&ns))
@@ -310,8 +314,12 @@ spec:
 	webhookPod := applyResponse(t, pod, decodeResponse(t, body))
 
 	assert.True(t, hasContainer(webhookPod, vocab.ProxyContainerName))
+	delete(webhookPod.Labels, "pod-template-hash")
 	assert.Equal(t, cliPod.Labels, webhookPod.Labels)
+	assert.Equal(t, "web", webhookPod.Labels[vocab.LabelProxyDeployment], "both name the Deployment")
 	assert.Equal(t, cliPod.Annotations, webhookPod.Annotations)
 	assert.Equal(t, cliPod.Spec, webhookPod.Spec)
 	assert.Equal(t, "250Mi", cliPod.Annotations[vocab.AnnotationProxyMemoryLimit], "namespace value inherited")
 }
+
+func ptrTo[T any](v T) *T { return &v }

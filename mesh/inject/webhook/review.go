@@ -7,19 +7,37 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-kit/kit/metrics"
 	"github.com/go-kit/kit/metrics/discard"
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/weftmesh/weft/apis/manifest"
 )
 
-// MaxBodyBytes is the default limit on an AdmissionReview body (10 MB, as
-// in Linkerd); larger requests get 413.
-const MaxBodyBytes = 10 << 20
+// Default limits of the handlers; docs/limits.md gives the reasoning.
+const (
+	// MaxBodyBytes is the injector's default limit on an AdmissionReview
+	// body (4 MiB); larger requests get 413. The API server refuses write
+	// requests over 3 MiB, so a pod it asks about is at most that much
+	// JSON, re-encoded with its defaults and wrapped in an envelope of a
+	// few KiB; 4 MiB leaves a MiB of room for both.
+	MaxBodyBytes = 4 << 20
+	// MaxValidateBodyBytes is the validator's default body limit (1 MiB).
+	// The Linkerd and Gateway API objects it validates are a few KiB in
+	// practice, while checking one holds up to about 15 times its size
+	// (docs/benchmarks.md); 1 MiB keeps a review under about 15 MiB. An
+	// UPDATE review carries the object twice (object and oldObject).
+	MaxValidateBodyBytes = 1 << 20
+	// DefaultMaxInFlight is how many reviews a Limiter admits at once.
+	DefaultMaxInFlight = 8
+)
 
 // ErrBadReview is wrapped by [DecodeReview] for every malformed
 // AdmissionReview.
@@ -27,29 +45,124 @@ var ErrBadReview = errors.New("webhook: bad AdmissionReview")
 
 // DecodeReview parses an AdmissionReview v1 request. It refuses other API
 // versions and kinds, a missing request and an empty request.uid. Fields it
-// does not know are ignored, so newer API servers keep working.
+// does not know are ignored, so newer API servers keep working. The
+// handlers decode with the same rules without keeping a copy of the
+// object (see decodeRequest).
 func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 	var review admissionv1.AdmissionReview
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&review); err != nil {
-		return nil, fmt.Errorf("%w: malformed JSON: %v", ErrBadReview, err)
+	if err := json.Unmarshal(body, &review); err != nil {
+		return nil, malformed(err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrBadReview)
+	var uid types.UID
+	if review.Request != nil {
+		uid = review.Request.UID
 	}
-	if review.APIVersion != admissionv1.SchemeGroupVersion.String() {
-		return nil, fmt.Errorf("%w: apiVersion %q is not supported (want %s)", ErrBadReview, review.APIVersion, admissionv1.SchemeGroupVersion)
-	}
-	if review.Kind != "AdmissionReview" {
-		return nil, fmt.Errorf("%w: kind %q is not AdmissionReview", ErrBadReview, review.Kind)
-	}
-	if review.Request == nil {
-		return nil, fmt.Errorf("%w: request is missing", ErrBadReview)
-	}
-	if review.Request.UID == "" {
-		return nil, fmt.Errorf("%w: request.uid is empty", ErrBadReview)
+	if err := checkEnvelope(review.APIVersion, review.Kind, review.Request != nil, uid); err != nil {
+		return nil, err
 	}
 	return &review, nil
+}
+
+func malformed(err error) error {
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) && strings.Contains(syn.Error(), "after top-level value") {
+		return fmt.Errorf("%w: trailing data after the JSON object", ErrBadReview)
+	}
+	return fmt.Errorf("%w: malformed JSON: %v", ErrBadReview, err)
+}
+
+// checkEnvelope checks what every AdmissionReview must carry.
+func checkEnvelope(apiVersion, kind string, hasRequest bool, uid types.UID) error {
+	switch {
+	case apiVersion != admissionv1.SchemeGroupVersion.String():
+		return fmt.Errorf("%w: apiVersion %q is not supported (want %s)", ErrBadReview, apiVersion, admissionv1.SchemeGroupVersion)
+	case kind != "AdmissionReview":
+		return fmt.Errorf("%w: kind %q is not AdmissionReview", ErrBadReview, kind)
+	case !hasRequest:
+		return fmt.Errorf("%w: request is missing", ErrBadReview)
+	case uid == "":
+		return fmt.Errorf("%w: request.uid is empty", ErrBadReview)
+	}
+	return nil
+}
+
+// request is the part of an AdmissionRequest the handlers use. Its object
+// is decoded while the review is parsed (O is podObject or
+// manifestObject), so that no copy of the object's JSON is kept: a review
+// holds its body and the decoded object while it is parsed, and only the
+// decoded object after that.
+type request[O any] struct {
+	UID         types.UID               `json:"uid"`
+	Kind        metav1.GroupVersionKind `json:"kind"`
+	SubResource string                  `json:"subResource,omitempty"`
+	Name        string                  `json:"name,omitempty"`
+	Namespace   string                  `json:"namespace,omitempty"`
+	Operation   admissionv1.Operation   `json:"operation"`
+	DryRun      *bool                   `json:"dryRun,omitempty"`
+	Object      O                       `json:"object"`
+}
+
+func isNull(data []byte) bool { return bytes.Equal(bytes.TrimSpace(data), []byte("null")) }
+
+// podObject is request.object decoded as a Pod. A failure to decode it
+// does not fail the review (the handler still needs the uid to answer);
+// it is kept in err.
+type podObject struct {
+	pod *corev1.Pod
+	err error
+}
+
+// UnmarshalJSON decodes data at once and keeps only the result, as the
+// json.Unmarshaler contract asks.
+func (o *podObject) UnmarshalJSON(data []byte) error {
+	*o = podObject{}
+	if isNull(data) {
+		return nil
+	}
+	var pod corev1.Pod
+	if o.err = json.Unmarshal(data, &pod); o.err == nil {
+		o.pod = &pod
+	}
+	return nil
+}
+
+// manifestObject is request.object decoded strictly by apis/manifest.
+type manifestObject struct {
+	present bool
+	objects []manifest.Object
+	err     error
+}
+
+// UnmarshalJSON decodes data at once and keeps only the result.
+func (o *manifestObject) UnmarshalJSON(data []byte) error {
+	*o = manifestObject{}
+	if isNull(data) {
+		return nil
+	}
+	o.present = true
+	o.objects, o.err = manifest.Decode("request.object", data)
+	return nil
+}
+
+// decodeRequest parses an AdmissionReview body like DecodeReview, decoding
+// request.object into T while it parses.
+func decodeRequest[T any](body []byte) (*request[T], error) {
+	var review struct {
+		APIVersion string      `json:"apiVersion"`
+		Kind       string      `json:"kind"`
+		Request    *request[T] `json:"request"`
+	}
+	if err := json.Unmarshal(body, &review); err != nil {
+		return nil, malformed(err)
+	}
+	var uid types.UID
+	if review.Request != nil {
+		uid = review.Request.UID
+	}
+	if err := checkEnvelope(review.APIVersion, review.Kind, review.Request != nil, uid); err != nil {
+		return nil, err
+	}
+	return review.Request, nil
 }
 
 // Option tunes a webhook handler.
@@ -61,16 +174,28 @@ type options struct {
 	duration metrics.Histogram
 	now      func() time.Time
 	maxBody  int64
+	limiter  *Limiter
 }
 
-func defaultOptions() options {
-	return options{
+// newOptions applies opts over the defaults; maxBody is the handler's
+// default body limit.
+func newOptions(maxBody int64, opts []Option) options {
+	o := options{
 		logger:   slog.New(slog.DiscardHandler),
 		requests: discard.NewCounter(),
 		duration: discard.NewHistogram(),
 		now:      time.Now,
-		maxBody:  MaxBodyBytes,
+		maxBody:  maxBody,
 	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.limiter == nil {
+		o.limiter, _ = NewLimiter(DefaultMaxInFlight)
+	}
+	return o
 }
 
 // WithLogger sets the logger (default: discard).
@@ -84,7 +209,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithMetrics sets the request counter and the latency histogram (in
 // seconds). Both get the label "outcome" (injected, skipped, allowed,
-// denied, bad_request, error). Defaults discard.
+// denied, bad_request, too_large, overloaded, error). Defaults discard.
 func WithMetrics(requests metrics.Counter, duration metrics.Histogram) Option {
 	return func(o *options) {
 		if requests != nil {
@@ -105,48 +230,14 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-// WithMaxBodyBytes changes the body limit (default [MaxBodyBytes]).
+// WithMaxBodyBytes changes the body limit (default [MaxBodyBytes] for the
+// injector, [MaxValidateBodyBytes] for the validator).
 func WithMaxBodyBytes(n int64) Option {
 	return func(o *options) {
 		if n > 0 {
 			o.maxBody = n
 		}
 	}
-}
-
-// httpError is a failure answered with an HTTP status instead of an
-// AdmissionReview.
-type httpError struct {
-	status int
-	msg    string
-}
-
-// readReview checks method, content type and size, and decodes the review.
-func readReview(r *http.Request, maxBody int64) (*admissionv1.AdmissionReview, *httpError) {
-	if r.Method != http.MethodPost {
-		return nil, &httpError{http.StatusMethodNotAllowed, "webhook: only POST is accepted"}
-	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != "application/json" {
-			return nil, &httpError{http.StatusUnsupportedMediaType, fmt.Sprintf("webhook: content type %q is not application/json", ct)}
-		}
-	}
-	if r.ContentLength > maxBody {
-		return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("webhook: body of %d bytes exceeds the limit of %d", r.ContentLength, maxBody)}
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return nil, &httpError{http.StatusBadRequest, "webhook: reading body: " + err.Error()}
-	}
-	if int64(len(body)) > maxBody {
-		return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("webhook: body exceeds the limit of %d bytes", maxBody)}
-	}
-	review, err := DecodeReview(body)
-	if err != nil {
-		return nil, &httpError{http.StatusBadRequest, err.Error()}
-	}
-	return review, nil
 }
 
 // writeResponse answers with an AdmissionReview v1 carrying resp.
@@ -165,6 +256,15 @@ func writeResponse(w http.ResponseWriter, resp *admissionv1.AdmissionResponse) e
 }
 
 func writeHTTPError(w http.ResponseWriter, e *httpError) {
+	if e.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	if e.closeHTTP1 {
+		// Over HTTP/1, Go's server reads what is left of an unread body
+		// before it answers, unless the connection is to be closed: a
+		// refused review must not wait for a body it will not use.
+		w.Header().Set("Connection", "close")
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(e.status)
@@ -186,6 +286,6 @@ func guard(w http.ResponseWriter, logger *slog.Logger, record func(string)) {
 	if v := recover(); v != nil {
 		logger.Error("webhook: handler panicked", "panic", fmt.Sprint(v))
 		record("error")
-		writeHTTPError(w, &httpError{http.StatusInternalServerError, "webhook: internal error"})
+		writeHTTPError(w, &httpError{status: http.StatusInternalServerError, msg: "webhook: internal error"})
 	}
 }

@@ -18,18 +18,16 @@ import (
 // decodes the object strictly (an unknown or mistyped field is a rejection
 // naming the field) and then runs [Validate]. Rejections list every invalid
 // field, in the message and as status causes. Deletions and kinds it does
-// not know are allowed. HTTP-level failures are answered as by [Injector].
+// not know are allowed. HTTP-level failures are answered as by [Injector]
+// (413 over [MaxValidateBodyBytes] by default, 429 when its Limiter is
+// full).
 type Validator struct {
 	opts options
 }
 
 // NewValidator builds the validating webhook.
 func NewValidator(opts ...Option) (*Validator, error) {
-	o := defaultOptions()
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return &Validator{opts: o}, nil
+	return &Validator{opts: newOptions(MaxValidateBodyBytes, opts)}, nil
 }
 
 // ServeHTTP handles one AdmissionReview.
@@ -43,25 +41,28 @@ func (v *Validator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	defer guard(w, v.opts.logger, record)
 
-	review, herr := readReview(r, v.opts.maxBody)
+	req, release, herr := readRequest[manifestObject](w, r, v.opts, record)
 	if herr != nil {
-		record("bad_request")
 		writeHTTPError(w, herr)
 		return
 	}
-	resp, o := v.admit(review.Request)
+	defer release()
+	resp, o := v.admit(req)
 	record(o)
 	if err := writeResponse(w, resp); err != nil {
 		v.opts.logger.Warn("webhook: writing response", "error", err)
 	}
 }
 
-func (v *Validator) admit(req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, string) {
+func (v *Validator) admit(req *request[manifestObject]) (*admissionv1.AdmissionResponse, string) {
 	allow := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	if req.Operation == admissionv1.Delete || req.Operation == admissionv1.Connect || req.SubResource != "" || !validated(req.Kind) {
 		return allow, "allowed"
 	}
-	objects, err := manifest.Decode("request.object", req.Object.Raw)
+	objects, err := req.Object.objects, req.Object.err
+	if !req.Object.present {
+		err = errors.New("request.object is missing")
+	}
 	if err != nil {
 		var causes []metav1.StatusCause
 		var msgs []string

@@ -182,7 +182,7 @@ func TestCertificatesCloseToExpiryWarnAndBadOnesFail(t *testing.T) {
 		_, err := c.kube.CoreV1().ConfigMaps("weft").Update(bg, cm, metav1.UpdateOptions{})
 		require.NoError(t, err)
 		r := c.run(t, check.Scope{})
-		assert.Equal(t, "weft/weft-identity-trust-roots ca-bundle.crt: trailing data that is not PEM", result(t, r, check.CategoryIdentity, "trust anchors are valid").Message)
+		assert.Equal(t, "weft/weft-identity-trust-roots ca-bundle.crt: certpem: no PEM certificate found", result(t, r, check.CategoryIdentity, "trust anchors are valid").Message)
 		assert.Contains(t, result(t, r, check.CategoryIdentity, "issuer certificate is valid and chains to the trust anchors").Message, "cannot be checked against the trust anchors")
 	})
 }

@@ -1,7 +1,6 @@
 package check
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"fmt"
@@ -11,7 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/weftmesh/weft/mesh/identity/local"
+	"github.com/weftmesh/weft/mesh/identity/certpem"
+	idkube "github.com/weftmesh/weft/mesh/identity/kubernetes"
 	"github.com/weftmesh/weft/mesh/install"
 )
 
@@ -37,7 +37,7 @@ func (r *run) identity(ctx context.Context) {
 		r.fail(CategoryIdentity, anchorsName, r.apiError("get ConfigMap", err), "check that you may read ConfigMaps in "+r.ns)
 	default:
 		pemText := cm.Data[install.TrustRootsKey]
-		anchors, err = install.ParseCertificates([]byte(pemText))
+		anchors, err = certpem.ParseCertificates([]byte(pemText))
 		if err != nil {
 			r.fail(CategoryIdentity, anchorsName, fmt.Sprintf("%s/%s %s: %v", r.ns, install.ConfigMapTrustRoots, install.TrustRootsKey, err), installHint)
 			anchors = nil
@@ -80,20 +80,17 @@ func (r *run) identity(ctx context.Context) {
 		r.fail(CategoryIdentity, issuerName, r.apiError("get Secret", err), "check that you may read Secrets in "+r.ns)
 		return
 	}
-	certPEM, keyPEM, err := local.SecretKeyPair(s)
+	certPEM, keyPEM, err := idkube.SecretKeyPair(s)
 	if err != nil {
 		r.fail(CategoryIdentity, issuerName, fmt.Sprintf("Secret %s/%s: %v", r.ns, install.SecretIssuer, err), installHint)
 		return
 	}
-	issuer, chain, key, err := local.ParseKeyPair(certPEM, keyPEM)
+	issuer, chain, _, err := certpem.ParseKeyPair(certPEM, keyPEM)
 	if err != nil {
 		r.fail(CategoryIdentity, issuerName, fmt.Sprintf("Secret %s/%s: %v", r.ns, install.SecretIssuer, err), issuerHint)
 		return
 	}
 	var problems []string
-	if der, err := x509.MarshalPKIXPublicKey(key.Public()); err != nil || !bytes.Equal(der, issuer.RawSubjectPublicKeyInfo) {
-		problems = append(problems, "the private key does not belong to the certificate")
-	}
 	if !issuer.IsCA {
 		problems = append(problems, "the certificate is not a CA")
 	}

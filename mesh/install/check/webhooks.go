@@ -1,7 +1,6 @@
 package check
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"fmt"
@@ -14,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/weftmesh/weft/mesh/identity/local"
+	"github.com/weftmesh/weft/mesh/identity/certpem"
 	"github.com/weftmesh/weft/mesh/install"
 )
 
@@ -185,15 +184,12 @@ func (r *run) servingCert(ctx context.Context) *x509.Certificate {
 		r.fail(CategoryWebhooks, name, r.apiError("get Secret", err), "check that you may read Secrets in "+r.ns)
 		return nil
 	}
-	leaf, _, key, err := local.ParseKeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	leaf, _, _, err := certpem.ParseKeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
 	if err != nil {
 		r.fail(CategoryWebhooks, name, fmt.Sprintf("Secret %s/%s: %v", r.ns, install.SecretInjectorTLS, err), "render the install again to make a new serving certificate")
 		return nil
 	}
 	var problems []string
-	if der, err := x509.MarshalPKIXPublicKey(key.Public()); err != nil || !bytes.Equal(der, leaf.RawSubjectPublicKeyInfo) {
-		problems = append(problems, "the private key does not belong to the certificate")
-	}
 	if err := validAt(leaf, r.now); err != nil {
 		problems = append(problems, err.Error())
 	}

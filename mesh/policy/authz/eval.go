@@ -21,6 +21,14 @@ type Conn struct {
 	// Identity is the client's verified mesh identity, empty when it
 	// presented none. It counts only when TLS is true.
 	Identity string
+	// Loopback is true when the client is one of the workload's own
+	// processes, connecting over the loopback interface (127.0.0.0/8 or
+	// ::1 inside the workload's network namespace). Such a client is
+	// always allowed, whatever the policy, as Linkerd's proxy lets it
+	// through. The caller decides: the proxy sets it only where loopback
+	// belongs to the workload alone (a pod), never from anything the
+	// client sends.
+	Loopback bool
 }
 
 // Request is the part of an HTTP request that policy reads.
@@ -98,9 +106,12 @@ const (
 	ReasonAmbiguousRequest
 	// ReasonNoPolicy: there was no policy to evaluate (nil server).
 	ReasonNoPolicy
+	// ReasonLoopback: the client is the workload itself, over loopback
+	// (Conn.Loopback); it is allowed whatever the policy.
+	ReasonLoopback
 )
 
-var reasonNames = [...]string{"none", "authorized", "audited", "unauthorized", "no-route", "invalid-path", "ambiguous-request", "no-policy"}
+var reasonNames = [...]string{"none", "authorized", "audited", "unauthorized", "no-route", "invalid-path", "ambiguous-request", "no-policy", "loopback"}
 
 // String returns a short, stable class name such as "unauthorized".
 func (r Reason) String() string {
@@ -191,6 +202,9 @@ func (t *tracer) printf(format string, args ...any) {
 }
 
 func evaluate(s *Server, c Conn, req *Request, t *tracer) Result {
+	if c.Loopback {
+		return loopback(s, c, req, t)
+	}
 	if s == nil {
 		if t != nil {
 			t.printf("no policy for the port")
@@ -272,6 +286,28 @@ func evaluate(s *Server, c Conn, req *Request, t *tracer) Result {
 		t.printf("no authorization applies to this server or route, so every client is denied")
 	}
 	res.Reason = ReasonUnauthorized
+	return res
+}
+
+// loopback allows a client that is the workload itself. The path is
+// still normalized when it can be, so that the proxy forwards the same
+// form it would for anyone else.
+func loopback(s *Server, c Conn, req *Request, t *tracer) Result {
+	res := Result{Decision: Allow, Reason: ReasonLoopback, Server: s}
+	if req != nil && s != nil && s.Protocol.IsHTTP() {
+		if raw, _, err := pathnorm.SplitTarget(req.Path); err == nil {
+			if path, err := pathnorm.Normalize(raw); err == nil {
+				res.Path = path
+			}
+		}
+	}
+	if t != nil {
+		if s != nil {
+			t.printf("server: %s (protocol %s)", s.Meta, s.Protocol)
+		}
+		t.printf("client: %s", describeConn(c))
+		t.printf("the client is on loopback (%s): the workload's own processes are always allowed, whatever the policy, as Linkerd's proxy allows them", c.IP)
+	}
 	return res
 }
 
@@ -393,16 +429,4 @@ func suffixMatch(id, suffix string) bool {
 		return id != ""
 	}
 	return len(id) > len(suffix)+1 && id[len(id)-len(suffix)-1] == '.' && strings.HasSuffix(id, suffix)
-}
-
-// IdentityMatches reports whether the identity pattern (an exact name,
-// "*", or "*.suffix") matches id.
-func IdentityMatches(pattern, id string) bool {
-	if pattern == "*" {
-		return id != ""
-	}
-	if strings.HasPrefix(pattern, "*.") {
-		return suffixMatch(id, pattern[2:])
-	}
-	return pattern == id
 }

@@ -198,3 +198,21 @@ func TestCloseStopsTheInformers(t *testing.T) {
 	require.NoError(t, src.Close())
 	require.NoError(t, src.Close())
 }
+
+func TestWithNamespaceReadsOnlyThatNamespacesObjects(t *testing.T) {
+	h := newHarness()
+	other := sourcetest.Server()
+	other.Namespace = "elsewhere"
+	otherNS := sourcetest.Namespace(nil)
+	otherNS.Name = "elsewhere"
+	h.Set(t, append(sourcetest.Base(), otherNS, other)...)
+
+	src, err := kubernetes.New(testutil.Context(t, 0), h.client, h.dyn, kubernetes.WithNamespace(sourcetest.NS), kubernetes.WithSyncTimeout(5*time.Second))
+	require.NoError(t, err)
+	defer src.Close()
+	require.Len(t, src.Objects().Servers, 1)
+	assert.Equal(t, sourcetest.NS, src.Objects().Servers[0].Namespace)
+	for _, w := range src.Objects().Workloads {
+		assert.Equal(t, sourcetest.NS, w.Namespace)
+	}
+}

@@ -71,6 +71,10 @@ func Identity(id string) policy.Client { return policy.Client{Identity: id} }
 // Unauthenticated is a client without mesh identity.
 func Unauthenticated() policy.Client { return policy.Client{Unauthenticated: true} }
 
+// TLSWithoutIdentity is a client that speaks mesh TLS but presents no
+// identity (what ServerAuthorization's unauthenticatedTLS admits).
+func TLSWithoutIdentity() policy.Client { return policy.Client{TLS: true} }
+
 // At sets the client's address.
 func At(c policy.Client, ip string) policy.Client {
 	c.IP = netip.MustParseAddr(ip).Unmap()
@@ -86,7 +90,7 @@ type Target struct {
 // To names a workload ("deployment/web", "pod/web-0") in a namespace and
 // a port (number or container port name, as a string).
 func To(namespace, workload, port string) Target {
-	ref, err := policy.ParseWorkloadRef(workload, namespace)
+	ref, err := policy.ParseKindName(workload, namespace)
 	t := Target{req: policy.Request{Workload: ref}, err: err}
 	if n, err := strconv.Atoi(port); err == nil {
 		t.req.Port = intstr.FromInt32(int32(n))
@@ -132,6 +136,8 @@ func describe(r policy.Request) string {
 		who = "serviceaccount " + c.Namespace + "/" + c.ServiceAccount
 	case c.Identity != "":
 		who = "identity " + c.Identity
+	case c.TLS:
+		who = "a mesh TLS client without identity"
 	default:
 		who = "an unauthenticated client"
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/weftmesh/weft/mesh/policy"
 	"github.com/weftmesh/weft/mesh/policy/policytest"
 )
 
@@ -19,7 +20,21 @@ func TestAssertionsPassOnTheSeedExample(t *testing.T) {
 	policytest.AssertAllowed(t, ix, web.From(policytest.Identity("api-gateway.my-app.serviceaccount.identity.weft.cluster.local")))
 	policytest.AssertDenied(t, ix, web.From(policytest.ServiceAccount("my-app", "reports")).POST("/items", "content-type", "application/json"))
 	policytest.AssertDenied(t, ix, web.From(policytest.At(policytest.Unauthenticated(), "10.42.0.9")))
+	policytest.AssertDenied(t, ix, web.From(policytest.TLSWithoutIdentity()))
+	policytest.AssertAllowed(t, ix, web.From(policytest.At(policytest.Unauthenticated(), "127.0.0.1")), "loopback is the workload itself")
 	policytest.AssertNoWarnings(t, ix)
+}
+
+func TestAssertAuditedPassesOnlyWhenAnAuditPolicyAloneLetsTheRequestThrough(t *testing.T) {
+	ix := policytest.Load(t, seed, policy.WithDefaultPolicy("audit"))
+	admin := policytest.To("my-app", "deployment/web", "admin")
+	policytest.AssertAudited(t, ix, admin.From(policytest.Unauthenticated()).GET("/metrics"))
+
+	rec := &recorder{TB: t}
+	web := policytest.To("my-app", "deployment/web", "http")
+	assert.False(t, policytest.AssertAudited(rec, ix, web.From(policytest.ServiceAccount("my-app", "api-gateway")).GET("/items")),
+		"an authorized request is allowed, not audited")
+	assert.Contains(t, strings.Join(rec.msgs, "\n"), "expected audit, got allow")
 }
 
 func TestRunCasesRunsEachCaseAsASubtest(t *testing.T) {

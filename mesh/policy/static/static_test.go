@@ -84,6 +84,17 @@ spec:
   port: %s
 `
 
+// writeAtomic replaces path in one step (a new file renamed over it), as
+// tools that manage configuration files do. os.WriteFile truncates first,
+// and a reload that lands between the truncation and the write reads an
+// empty, valid manifest set.
+func writeAtomic(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	require.NoError(t, os.WriteFile(tmp, []byte(content), 0o600))
+	require.NoError(t, os.Rename(tmp, path))
+}
+
 func TestABadFileKeepsTheLastGoodObjectsAndReportsTheError(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	dir := t.TempDir()
@@ -97,18 +108,39 @@ func TestABadFileKeepsTheLastGoodObjectsAndReportsTheError(t *testing.T) {
 	require.Len(t, src.Objects().Servers, 1)
 
 	bad := strings.Replace(fmt.Sprintf(server, "http"), "podSelector", "podSelectr", 1)
-	require.NoError(t, os.WriteFile(path, []byte(bad), 0o600))
+	writeAtomic(t, path, bad)
 	testutil.Eventually(t, 5*time.Second, func() bool { return src.Err() != nil }, "the reload error")
 	assert.ErrorContains(t, src.Err(), "server.yaml")
 	assert.ErrorContains(t, src.Err(), "podSelectr")
 	require.Len(t, src.Objects().Servers, 1, "the last good objects stay")
 	assert.Equal(t, "http", src.Objects().Servers[0].Spec.Port.StrVal)
 
-	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(server, "8080")), 0o600))
+	writeAtomic(t, path, fmt.Sprintf(server, "8080"))
 	testutil.Eventually(t, 5*time.Second, func() bool { return src.Err() == nil }, "a good reload")
 	require.Len(t, src.Objects().Servers, 1)
 	assert.Equal(t, int32(8080), src.Objects().Servers[0].Spec.Port.IntVal)
 	assert.Equal(t, 2, src.Loads())
+}
+
+func TestWithoutNotifyPollingAloneSeesAChange(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "server.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(server, "http")), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src, err := static.New(ctx, []string{dir}, static.WithoutNotify(), static.WithPollInterval(20*time.Millisecond), static.WithDebounce(5*time.Millisecond))
+	require.NoError(t, err)
+	defer src.Close()
+
+	writeAtomic(t, path, fmt.Sprintf(server, "8080"))
+	select {
+	case <-src.Updated():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reload without notifications")
+	}
+	require.Len(t, src.Objects().Servers, 1)
+	assert.Equal(t, int32(8080), src.Objects().Servers[0].Spec.Port.IntVal)
 }
 
 func TestNewFailsOnABadFirstLoad(t *testing.T) {

@@ -6,7 +6,9 @@ package local
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net/netip"
 	"path/filepath"
 	"strconv"
@@ -35,16 +37,27 @@ func Targets(st *meshlocal.State) []viz.Target {
 			Namespace: p.Namespace, Pod: p.Name,
 			WorkloadKind: WorkloadKind, Workload: p.Workload,
 			ServiceAccount: p.ServiceAccount, Identity: p.Identity,
-			IP: p.IP, Admin: p.Admin.String(),
+			IP: p.IP, Admin: p.Admin.String(), Tap: p.Tap.String(),
 		})
 	}
 	return out
 }
 
 // Source returns a source reading the mesh's proxies on their admin
-// addresses (loopback).
-func Source(st *meshlocal.State) *viz.Static {
-	return &viz.Static{List: Targets(st)}
+// addresses (loopback) and tapping them on their tap addresses over mutual
+// TLS with the mesh's tapper certificate (State.Tap), each proxy's
+// identity verified. The caller closes it to close the tap connections.
+func Source(st *meshlocal.State) *viz.TLSTap {
+	return tapSource(&viz.Static{List: Targets(st)}, st.Tap)
+}
+
+func tapSource(src viz.Source, t *meshlocal.Tap) *viz.TLSTap {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13}
+	if t != nil {
+		cfg.Certificates = []tls.Certificate{t.Certificate}
+		cfg.RootCAs = t.Roots
+	}
+	return &viz.TLSTap{Source: src, Config: cfg}
 }
 
 // Explainer explains denials with the local mesh's policy: the objects
@@ -133,13 +146,19 @@ func FromDir(dir string) ([]viz.Target, error) {
 		}
 		for _, c := range pod.Spec.Containers {
 			for _, e := range c.Env {
-				if e.Name == vocab.EnvAdminAddr {
+				switch e.Name {
+				case vocab.EnvAdminAddr:
 					t.Admin = e.Value
+				case vocab.EnvTapAddr:
+					t.Tap = e.Value
 				}
 			}
 		}
 		if t.Admin == "" || !t.IP.IsLoopback() {
 			return nil, fmt.Errorf("viz/local: pod %s/%s in %s has no loopback admin address", pod.Namespace, pod.Name, dir)
+		}
+		if t.Tap != "" && !loopback(t.Tap) {
+			return nil, fmt.Errorf("viz/local: pod %s/%s in %s has a tap address off loopback (%q)", pod.Namespace, pod.Name, dir, t.Tap)
 		}
 		out = append(out, t)
 	}
@@ -162,8 +181,37 @@ func NewDirExplainer(dir, defaultPolicy string, extra ...string) *Explainer {
 	}}
 }
 
-// DirSource is the source of the local mesh in dir, whose pods are ts
-// (from FromDir).
-func DirSource(dir string, ts []viz.Target) viz.Source {
-	return &viz.Static{List: ts}
+// loopback reports whether addr is a loopback IP:port.
+func loopback(addr string) bool {
+	ap, err := netip.ParseAddrPort(addr)
+	return err == nil && ap.Addr().IsLoopback()
 }
+
+// DirSource is the source of the local mesh in dir, whose pods are ts
+// (from FromDir): their admin addresses for metrics, and their tap
+// addresses over mutual TLS with the tapper credentials the mesh wrote in
+// dir (meshlocal.LoadTap). When those cannot be read it still reads
+// metrics, and each tap fails naming why. Close closes its tap
+// connections.
+func DirSource(dir string, ts []viz.Target) interface {
+	viz.TapSource
+	io.Closer
+} {
+	t, err := meshlocal.LoadTap(dir)
+	if err != nil {
+		return noTap{Static: &viz.Static{List: ts}, err: err}
+	}
+	return tapSource(&viz.Static{List: ts}, t)
+}
+
+// noTap reads metrics and refuses to tap, saying why.
+type noTap struct {
+	*viz.Static
+	err error
+}
+
+func (n noTap) Tap(context.Context, viz.Target, viz.TapRequest) (viz.EventStream, error) {
+	return nil, fmt.Errorf("viz/local: cannot tap: %w", n.err)
+}
+
+func (noTap) Close() error { return nil }

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -27,6 +28,7 @@ type Watcher struct {
 	paths    []string
 	interval time.Duration
 	last     [32]byte
+	checks   atomic.Uint64
 }
 
 // New records the current contents of paths. Create the Watcher before
@@ -59,6 +61,11 @@ func (w *Watcher) fingerprint() [32]byte {
 	return out
 }
 
+// Checks counts the times Run has compared the files with what it saw
+// last (after onChange, when it was called): the event a test waits for to
+// know that a change was, or was not, noticed.
+func (w *Watcher) Checks() uint64 { return w.checks.Load() }
+
 // Run calls onChange each time the files' contents change, until ctx is
 // cancelled. It returns nil on cancellation. When fsnotify cannot be used,
 // it falls back to polling alone.
@@ -84,6 +91,7 @@ func (w *Watcher) Run(ctx context.Context, onChange func()) error {
 			w.last = fp
 			onChange()
 		}
+		w.checks.Add(1)
 	}
 	for {
 		select {

@@ -26,6 +26,7 @@ import (
 	"github.com/weftmesh/weft/apis/policy/v1beta1"
 	"github.com/weftmesh/weft/apis/policy/v1beta3"
 	"github.com/weftmesh/weft/apis/proxy/inbound"
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/policy"
 	"github.com/weftmesh/weft/mesh/policy/authz"
@@ -262,11 +263,11 @@ func Run(t *testing.T, newHarness Factory) {
 	})
 
 	t.Run("NamespaceDefaultPolicyAnnotationApplies", func(t *testing.T) {
-		objs := []runtime.Object{Namespace(map[string]string{policy.AnnotationDefaultInboundPolicy: "deny"}), WebPod()}
+		objs := []runtime.Object{Namespace(map[string]string{vocab.AnnotationDefaultInboundPolicy: "deny"}), WebPod()}
 		h := newHarness(t, objs...)
 		x := running(t, h.Source())
 		eventuallyDecides(t, x, GatewayID, nil, authz.Deny, "deny by namespace default")
-		h.Set(t, Namespace(map[string]string{policy.AnnotationDefaultInboundPolicy: "all-authenticated"}), WebPod())
+		h.Set(t, Namespace(map[string]string{vocab.AnnotationDefaultInboundPolicy: "all-authenticated"}), WebPod())
 		eventuallyDecides(t, x, GatewayID, nil, authz.Allow, "all-authenticated admits meshed clients")
 		assert.Equal(t, authz.Deny, decide(x, "", nil))
 	})
@@ -288,6 +289,8 @@ func Run(t *testing.T, newHarness Factory) {
 		assert.Equal(t, authz.Allow, res.Decision)
 		assert.Equal(t, "/admin", res.Path)
 	})
+
+	runLinkerdParity(t, newHarness)
 
 	t.Run("InboundWatchPortStreamsTheSnapshotThenChanges", func(t *testing.T) {
 		h := newHarness(t, with(Base(), AuthorizationPolicy())...)

@@ -1,0 +1,131 @@
+package depstest_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftmesh/weft/internal/depstest"
+)
+
+const module = "github.com/weftmesh/weft"
+
+func weft(p string) string { return module + "/" + p }
+
+// Modules no package of the data plane or of a core may link.
+var (
+	clientGo = []string{"k8s.io/client-go/..."}
+	caSDKs   = []string{"github.com/smallstep/...", "go.step.sm/..."}
+	cloud    = []string{"cloud.google.com/...", "google.golang.org/api/...", "github.com/aws/...", "github.com/Azure/...", "github.com/googleapis/..."}
+)
+
+func join(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// rules is the dependency policy of the module. Each row names a set of
+// packages and what they must never link. Keep it in step with the rule
+// each arrow follows in docs/architecture.md.
+var rules = []depstest.Rule{
+	{
+		Packages: []string{weft("mesh/dataplane/..."), weft("cmd/weft-proxy"), weft("cmd/weft-init"), weft("internal/cli/proxycmd")},
+		Deny:     join(clientGo, caSDKs, cloud, []string{weft("mesh/inject/..."), weft("mesh/install/...")}),
+		Why:      "the proxy links no Kubernetes client, no CA backend, no cloud SDK and not the injector",
+	},
+	{
+		Packages: []string{
+			weft("mesh/policy/authz"), weft("mesh/policy/pathnorm"),
+			weft("mesh/identity"), weft("mesh/identity/pki"), weft("mesh/identity/localca"),
+			weft("mesh/identity/client"), weft("mesh/identity/static"),
+		},
+		Deny: []string{"k8s.io/..."},
+		Why:  "the authorization and identity cores link nothing of k8s.io",
+	},
+	{
+		Packages: []string{
+			weft("mesh/policy"), weft("mesh/policy/static"), weft("mesh/policy/policytest"),
+			weft("mesh/discovery"), weft("mesh/discovery/static"), weft("mesh/discovery/client"), weft("mesh/discovery/resolver"),
+			weft("mesh/local/..."), weft("cmd/weft-policy"), weft("internal/cli/policycmd"),
+		},
+		Deny: join(clientGo, caSDKs, cloud, []string{weft("mesh/inject/..."), weft("mesh/install/...")}),
+		Why:  "the policy and discovery cores, their static backends and the local mesh link no Kubernetes client, no CA backend and not the injector",
+	},
+	{
+		Packages: []string{weft("apis/...")},
+		Deny:     []string{weft("mesh/..."), weft("internal/..."), weft("cmd/...")},
+		Why:      "apis/ imports nothing from mesh/",
+	},
+	{
+		Packages: []string{weft("apis/vocab"), weft("mesh/identity/certpem")},
+		Deny:     []string{depstest.All},
+		Allow:    []string{depstest.Std},
+		Why:      "shared vocabulary and the PEM reader import only the standard library",
+	},
+}
+
+func TestPackagesLinkOnlyWhatTheirRulesAllow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the module's import graph with go list")
+	}
+	g, err := depstest.Load("../..", module, "./...")
+	require.NoError(t, err)
+	for i := range rules {
+		r := &rules[i]
+		for _, p := range r.Packages {
+			require.NotEmpty(t, g.Bound(&depstest.Rule{Packages: []string{p}}), "rule %d (%s): %s matches no package: misspelt, or the package moved", i, r.Why, p)
+		}
+		for _, v := range g.Check(r) {
+			t.Error(v.String())
+		}
+	}
+}
+
+// The checker itself, on a graph small enough to read.
+func TestCheckNamesTheShortestChainToADeniedPackage(t *testing.T) {
+	g := &depstest.Graph{
+		Imports: map[string][]string{
+			"m/proxy":                     {"m/core", "fmt"},
+			"m/core":                      {"m/vocab", "m/kube"},
+			"m/kube":                      {"k8s.io/client-go/kubernetes", "k8s.io/api/core/v1"},
+			"m/vocab":                     nil,
+			"m/clean":                     {"fmt"},
+			"fmt":                         nil,
+			"k8s.io/api/core/v1":          nil,
+			"k8s.io/client-go/kubernetes": {"k8s.io/api/core/v1"},
+		},
+		Local: []string{"m/clean", "m/core", "m/kube", "m/proxy", "m/vocab"},
+	}
+	r := depstest.Rule{Packages: []string{"m/proxy", "m/clean"}, Deny: []string{"k8s.io/client-go/..."}, Why: "no client"}
+	v := g.Check(&r)
+	require.Len(t, v, 1, "m/clean is clean")
+	assert.Equal(t, []string{"m/proxy", "m/core", "m/kube", "k8s.io/client-go/kubernetes"}, v[0].Chain)
+	assert.Equal(t, 1, v[0].Denied)
+	msg := v[0].String()
+	assert.True(t, strings.HasPrefix(msg, "m/proxy must not link k8s.io/client-go/kubernetes (no client):"), msg)
+	assert.Contains(t, msg, "-> m/kube\n")
+
+	all := depstest.Rule{Packages: []string{"m/..."}, Except: []string{"m/kube", "m/core", "m/proxy"}, Deny: []string{depstest.All}, Allow: []string{depstest.Std}, Why: "std only"}
+	assert.Empty(t, g.Check(&all), "m/vocab and m/clean import only the standard library")
+	k8s := depstest.Rule{Packages: []string{"m/core"}, Deny: []string{"k8s.io/..."}, Allow: []string{"k8s.io/api/..."}, Why: "no k8s but api"}
+	v = g.Check(&k8s)
+	require.Len(t, v, 1)
+	assert.Equal(t, "k8s.io/client-go/kubernetes", v[0].Chain[len(v[0].Chain)-1])
+	assert.Equal(t, []string{"m/clean", "m/core", "m/kube", "m/proxy", "m/vocab"}, g.Bound(&depstest.Rule{Packages: []string{"m/..."}}))
+}
+
+func TestMatchReadsPatternsAsGoDoes(t *testing.T) {
+	assert.True(t, depstest.Match("k8s.io/client-go/...", "k8s.io/client-go"))
+	assert.True(t, depstest.Match("k8s.io/client-go/...", "k8s.io/client-go/kubernetes"))
+	assert.False(t, depstest.Match("k8s.io/client-go/...", "k8s.io/client-gopher"))
+	assert.False(t, depstest.Match("m/a", "m/a/b"))
+	assert.True(t, depstest.Match(depstest.Std, "net/http"))
+	assert.True(t, depstest.Match(depstest.Std, "vendor/golang.org/x/net/http2/hpack"))
+	assert.False(t, depstest.Match(depstest.Std, "golang.org/x/net/http2"))
+	assert.True(t, depstest.Match(depstest.All, "anything/at/all"))
+}

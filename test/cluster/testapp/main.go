@@ -1,0 +1,337 @@
+// Command testapp is the application the cluster suite meshes: one small
+// program that is, by its flags, a backend (HTTP and a TCP echo), a
+// frontend (HTTP that calls an upstream) and a caller the test drives.
+//
+//	testapp --name backend  [--http :8080] [--tcp :9090]
+//	testapp --name frontend --upstream http://backend:8080
+//	testapp --name client   (every instance also serves the control port)
+//
+// Every instance serves, on --control (:8081), the endpoints the test uses
+// to make calls from inside the pod (through its proxy):
+//
+//	GET /call?url=U&n=N&interval=D&marker=M   N sequential GETs, counted
+//	GET /load/start?url=U&interval=D&marker=M a background loop (one at a time, at most 10 minutes)
+//	GET /load/stop                            stops it and returns its counts
+//	GET /tcp?addr=A&payload=P                 one TCP exchange with an echo server
+//
+// Requests carry the marker in a header and in the path, and backends echo
+// it in their bodies, so a packet capture can look for it.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	maxCalls    = 100000
+	maxLoad     = 10 * time.Minute
+	callTimeout = 5 * time.Second
+	keepErrors  = 10
+)
+
+func main() {
+	name := flag.String("name", "testapp", "name answered in every response")
+	httpAddr := flag.String("http", ":8080", "HTTP service address (empty: none)")
+	tcpAddr := flag.String("tcp", ":9090", "TCP echo address (empty: none)")
+	control := flag.String("control", ":8081", "control address (empty: none)")
+	upstream := flag.String("upstream", "", "URL each HTTP request is passed on to")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a := &app{name: *name, upstream: *upstream, client: &http.Client{Timeout: callTimeout}}
+	var servers []*http.Server
+	if *httpAddr != "" {
+		servers = append(servers, &http.Server{Addr: *httpAddr, Handler: http.HandlerFunc(a.serve), ReadHeaderTimeout: 10 * time.Second})
+	}
+	if *control != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/call", a.call)
+		mux.HandleFunc("/load/start", a.loadStart)
+		mux.HandleFunc("/load/stop", a.loadStop)
+		mux.HandleFunc("/tcp", a.tcp)
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+		servers = append(servers, &http.Server{Addr: *control, Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+	}
+	errc := make(chan error, len(servers)+1)
+	for _, s := range servers {
+		go func() { errc <- s.ListenAndServe() }()
+	}
+	if *tcpAddr != "" {
+		ln, err := net.Listen("tcp", *tcpAddr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		go a.echo(ln)
+	}
+	log.Printf("testapp %s: http %s, tcp %s, control %s, upstream %q", *name, *httpAddr, *tcpAddr, *control, *upstream)
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		log.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		_ = s.Shutdown(sctx)
+	}
+}
+
+type app struct {
+	name, upstream string
+	client         *http.Client
+
+	mu   sync.Mutex
+	load *loadRun
+}
+
+// serve answers "<name> <marker>", or "<name> <marker> -> <upstream's
+// answer>" with an upstream.
+func (a *app) serve(w http.ResponseWriter, r *http.Request) {
+	marker := r.Header.Get("X-Marker")
+	if a.upstream == "" {
+		fmt.Fprintf(w, "%s %s\n", a.name, marker)
+		return
+	}
+	code, body, err := get(r.Context(), a.client, a.upstream+r.URL.RequestURI(), marker)
+	if err != nil {
+		http.Error(w, a.name+": upstream: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	w.WriteHeader(code)
+	fmt.Fprintf(w, "%s %s -> %s", a.name, marker, body)
+}
+
+func get(ctx context.Context, c *http.Client, u, marker string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("X-Marker", marker)
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, string(b), err
+}
+
+// echo answers each line of a TCP connection with "<name> <line>".
+func (a *app) echo(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(time.Minute))
+			sc := bufio.NewScanner(c)
+			for sc.Scan() {
+				if _, err := fmt.Fprintf(c, "%s %s\n", a.name, sc.Text()); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// Counts are the outcome of a series of calls.
+type Counts struct {
+	OK     int            `json:"ok"`
+	Failed int            `json:"failed"`
+	Codes  map[string]int `json:"codes"`
+	Errors []string       `json:"errors,omitempty"`
+	Last   string         `json:"last,omitempty"`
+}
+
+func (c *Counts) add(code int, body string, err error) {
+	if c.Codes == nil {
+		c.Codes = map[string]int{}
+	}
+	switch {
+	case err != nil:
+		c.Failed++
+		c.Codes["error"]++
+		if len(c.Errors) < keepErrors {
+			c.Errors = append(c.Errors, err.Error())
+		}
+	case code != http.StatusOK:
+		c.Failed++
+		c.Codes[strconv.Itoa(code)]++
+		if len(c.Errors) < keepErrors {
+			c.Errors = append(c.Errors, fmt.Sprintf("%d: %s", code, strings.TrimSpace(body)))
+		}
+	default:
+		c.OK++
+		c.Codes["200"]++
+	}
+	c.Last = strings.TrimSpace(body)
+}
+
+type callArgs struct {
+	url, marker string
+	n           int
+	interval    time.Duration
+}
+
+func parseCall(q url.Values) (callArgs, error) {
+	a := callArgs{url: q.Get("url"), marker: q.Get("marker"), n: 1}
+	if u, err := url.Parse(a.url); err != nil || (u.Scheme != "http") || u.Host == "" {
+		return a, fmt.Errorf("url %q: want http://host[:port]/path", a.url)
+	}
+	if s := q.Get("n"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxCalls {
+			return a, fmt.Errorf("n %q: want 1..%d", s, maxCalls)
+		}
+		a.n = n
+	}
+	if s := q.Get("interval"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 || d > time.Minute {
+			return a, fmt.Errorf("interval %q: want a duration up to 1m", s)
+		}
+		a.interval = d
+	}
+	return a, nil
+}
+
+func (a *app) call(w http.ResponseWriter, r *http.Request) {
+	args, err := parseCall(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var c Counts
+	for i := 0; i < args.n && r.Context().Err() == nil; i++ {
+		if i > 0 && args.interval > 0 {
+			time.Sleep(args.interval)
+		}
+		code, body, err := get(r.Context(), a.client, args.url, args.marker)
+		c.add(code, body, err)
+	}
+	writeJSON(w, c)
+}
+
+type loadRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	counts Counts
+}
+
+func (a *app) loadStart(w http.ResponseWriter, r *http.Request) {
+	args, err := parseCall(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.load != nil {
+		http.Error(w, "a load is running; stop it first", http.StatusConflict)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), maxLoad)
+	run := &loadRun{cancel: cancel, done: make(chan struct{})}
+	a.load = run
+	go func() {
+		defer close(run.done)
+		for ctx.Err() == nil {
+			code, body, err := get(ctx, a.client, args.url, args.marker)
+			if ctx.Err() != nil {
+				return // the stop, not the callee, ended this call
+			}
+			a.mu.Lock()
+			run.counts.add(code, body, err)
+			a.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(args.interval):
+			}
+		}
+	}()
+	io.WriteString(w, "started\n")
+}
+
+func (a *app) loadStop(w http.ResponseWriter, _ *http.Request) {
+	a.mu.Lock()
+	run := a.load
+	a.load = nil
+	a.mu.Unlock()
+	if run == nil {
+		http.Error(w, "no load is running", http.StatusConflict)
+		return
+	}
+	run.cancel()
+	<-run.done
+	writeJSON(w, run.counts)
+}
+
+// TCPResult is the outcome of /tcp.
+type TCPResult struct {
+	Reply string `json:"reply,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+func (a *app) tcp(w http.ResponseWriter, r *http.Request) {
+	addr, payload := r.URL.Query().Get("addr"), r.URL.Query().Get("payload")
+	if _, _, err := net.SplitHostPort(addr); err != nil || strings.ContainsAny(payload, "\r\n") {
+		http.Error(w, "want addr=host:port and a one-line payload", http.StatusBadRequest)
+		return
+	}
+	var res TCPResult
+	reply, err := exchange(r.Context(), addr, payload)
+	if err != nil {
+		res.Error = err.Error()
+	} else {
+		res.Reply = reply
+	}
+	writeJSON(w, res)
+}
+
+func exchange(ctx context.Context, addr, payload string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	dl, _ := ctx.Deadline()
+	_ = c.SetDeadline(dl)
+	if _, err := fmt.Fprintf(c, "%s\n", payload); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return "", errors.New("connection closed without a reply")
+		}
+		return "", err
+	}
+	return strings.TrimSpace(line), nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
