@@ -15,6 +15,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -246,20 +247,93 @@ type Image struct {
 }
 
 // WriteArchive writes images as one docker-archive tarball (what `docker
-// save` writes), the form `ctr images import` and `docker load` read.
+// save` writes), the form `ctr images import` and `docker load` read. The
+// archive is byte-for-byte reproducible: images in the order given (one
+// entry per reference), each config then its layers (a layer shared with an
+// earlier image is written once), manifest.json last, every entry with the
+// zero time. go-containerregistry's tarball.MultiRefWrite walks a map, so
+// its entry order changes from run to run.
 func WriteArchive(w io.Writer, images []Image) error {
-	refs := map[name.Reference]v1.Image{}
+	if len(images) == 0 {
+		return errors.New("oci: no image to write")
+	}
+	type entry struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	tw := tar.NewWriter(w)
+	put := func(name string, data []byte) error {
+		h := &tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	seen := map[string]bool{}
+	manifest := make([]entry, 0, len(images))
 	for _, im := range images {
 		tag, err := name.NewTag(im.Ref, name.StrictValidation)
 		if err != nil {
 			return fmt.Errorf("oci: image %q: %w", im.Ref, err)
 		}
-		refs[tag] = im.Image
+		cfgName, err := im.Image.ConfigName()
+		if err != nil {
+			return fmt.Errorf("oci: image %q: config digest: %w", im.Ref, err)
+		}
+		cfg, err := im.Image.RawConfigFile()
+		if err != nil {
+			return fmt.Errorf("oci: image %q: config: %w", im.Ref, err)
+		}
+		e := entry{Config: cfgName.String(), RepoTags: []string{tag.String()}}
+		if !seen[e.Config] {
+			seen[e.Config] = true
+			if err := put(e.Config, cfg); err != nil {
+				return fmt.Errorf("oci: write archive: %w", err)
+			}
+		}
+		layers, err := im.Image.Layers()
+		if err != nil {
+			return fmt.Errorf("oci: image %q: layers: %w", im.Ref, err)
+		}
+		for _, l := range layers {
+			d, err := l.Digest()
+			if err != nil {
+				return fmt.Errorf("oci: image %q: layer digest: %w", im.Ref, err)
+			}
+			file := d.Hex + ".tar.gz"
+			if mt, err := l.MediaType(); err == nil && strings.Contains(string(mt), "zstd") {
+				file = d.Hex + ".tar.zst"
+			}
+			e.Layers = append(e.Layers, file)
+			if seen[file] {
+				continue
+			}
+			seen[file] = true
+			rc, err := l.Compressed()
+			if err != nil {
+				return fmt.Errorf("oci: image %q: layer %s: %w", im.Ref, d, err)
+			}
+			data, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				return fmt.Errorf("oci: image %q: layer %s: %w", im.Ref, d, err)
+			}
+			if err := put(file, data); err != nil {
+				return fmt.Errorf("oci: write archive: %w", err)
+			}
+		}
+		manifest = append(manifest, e)
 	}
-	if len(refs) == 0 {
-		return errors.New("oci: no image to write")
+	m, err := json.Marshal(manifest)
+	if err != nil {
+		return fmt.Errorf("oci: manifest.json: %w", err)
 	}
-	if err := tarball.MultiRefWrite(refs, w); err != nil {
+	if err := put("manifest.json", m); err != nil {
+		return fmt.Errorf("oci: write archive: %w", err)
+	}
+	if err := tw.Close(); err != nil {
 		return fmt.Errorf("oci: write archive: %w", err)
 	}
 	return nil
