@@ -3,7 +3,12 @@ GO ?= go
 GOTEST_TIMEOUT ?= 40m
 FUZZTIME ?= 5s
 
-.PHONY: all build test unit fuzz-smoke test-stress test-kube kube-binaries vet fmt-check generate check-generated demo \
+# The version stamped into the binaries (weft version): the nearest v* tag,
+# "dev" without one. `make binaries VERSION=v0.1.0` for a release.
+VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/weftmesh/weft/internal/cli/core.Version=$(VERSION)
+
+.PHONY: all build binaries docs-cli check-docs-cli test unit fuzz-smoke test-stress test-kube kube-binaries vet fmt-check generate check-generated demo \
 	cluster-binaries cluster-up cluster-images cluster-down test-cluster
 .PHONY: docs-graph docs-graph-check
 
@@ -11,6 +16,18 @@ all: build
 
 build:
 	$(GO) build ./...
+
+# The five binaries, version-stamped, into bin/.
+binaries:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/weft ./cmd/weft-controller ./cmd/weft-proxy ./cmd/weft-init ./cmd/weft-policy
+
+# Regenerate the CLI reference (docs/cli/) from the command trees.
+docs-cli:
+	$(GO) run ./hack/gen-cli-docs docs/cli
+
+# Fails when docs/cli/ is stale (the same check runs as a test in ./hack/gen-cli-docs).
+check-docs-cli: docs-cli
+	@if [ -n "$$(git status --porcelain -- docs/cli)" ]; then echo "docs/cli is stale; run 'make docs-cli' and commit:"; git status --porcelain -- docs/cli; exit 1; fi
 
 # The test command: every package under the race detector, each fuzz target
 # for a few seconds, then the integration suite against a real kube-apiserver

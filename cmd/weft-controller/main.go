@@ -10,12 +10,5 @@ import (
 )
 
 func main() {
-	cmds := []cli.Command{
-		cli.DestinationControllerCommand(),
-		cli.IdentityControllerCommand(),
-		cli.InjectorControllerCommand(),
-		cli.PolicyControllerCommand(),
-		cli.VersionCommand(),
-	}
-	os.Exit(cli.Main("weft-controller", cmds, os.Args[1:], cli.StdIO()))
+	os.Exit(cli.Main("weft-controller", cli.ControllerCommands(), os.Args[1:], cli.StdIO()))
 }

@@ -4,18 +4,12 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/internal/cli/proxycmd"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := proxycmd.InitCommand().Run(ctx, os.Args[1:], core.StdIO())
-	stop()
-	os.Exit(code)
+	os.Exit(core.MainCommand(proxycmd.InitCommand(), os.Args[1:], core.StdIO()))
 }

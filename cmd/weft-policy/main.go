@@ -7,7 +7,7 @@
 //	go get -tool github.com/weftmesh/weft/cmd/weft-policy@latest
 //	go tool weft-policy test --manifests deploy/ --cases policy-cases.yaml
 //
-// The commands live in internal/cli/policycmd; this file only lists them.
+// The commands live in internal/cli/policycmd; this file only runs them.
 package main
 
 import (
@@ -18,11 +18,5 @@ import (
 )
 
 func main() {
-	cmds := []core.Command{
-		policycmd.TestCommand(),
-		policycmd.ExplainCommand(),
-		policycmd.AuthzCommand(),
-		core.VersionCommand(),
-	}
-	os.Exit(core.Main("weft-policy", cmds, os.Args[1:], core.StdIO()))
+	os.Exit(core.Main("weft-policy", policycmd.Commands(), os.Args[1:], core.StdIO()))
 }

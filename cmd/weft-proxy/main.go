@@ -12,10 +12,5 @@ import (
 )
 
 func main() {
-	cmds := []core.Command{
-		proxycmd.ProxyRunCommand(proxycmd.ControlPlaneSources),
-		proxycmd.ProxyAwaitCommand(),
-		core.VersionCommand(),
-	}
-	os.Exit(core.Main("weft-proxy", cmds, os.Args[1:], core.StdIO()))
+	os.Exit(core.Main("weft-proxy", proxycmd.Commands(), os.Args[1:], core.StdIO()))
 }

@@ -1,5 +1,5 @@
-// Command weft is Weft's command-line tool. Each subcommand lives in
-// internal/cli; this file only lists them.
+// Command weft is Weft's command-line tool. Its command tree is
+// cli.WeftRoot (internal/cli); this file only runs it.
 package main
 
 import (
@@ -9,20 +9,5 @@ import (
 )
 
 func main() {
-	cmds := []cli.Command{
-		cli.CertsCommand(),
-		cli.CheckCommand(),
-		cli.DemoCommand(),
-		cli.DevCommand(),
-		cli.DiagnosticsCommand(),
-		cli.InjectCommand(),
-		cli.UninjectCommand(),
-		cli.InstallCommand(),
-		cli.PolicyCommand(),
-		cli.UninstallCommand(),
-		cli.AuthzCommand(),
-		cli.VizCommand(),
-		cli.VersionCommand(),
-	}
-	os.Exit(cli.Main("weft", cmds, os.Args[1:], cli.StdIO()))
+	os.Exit(cli.WeftMain(os.Args[1:], cli.StdIO()))
 }

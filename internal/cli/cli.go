@@ -9,13 +9,13 @@ package cli
 
 import (
 	"context"
-	"flag"
+	"io"
 
 	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/internal/cli/policycmd"
 )
 
-// Command is one subcommand; see core.Command.
+// Command is one node of the command tree; see core.Command.
 type Command = core.Command
 
 // IO is what a command reads and writes; see core.IO.
@@ -44,17 +44,24 @@ func Dispatch(ctx context.Context, prog string, cmds []Command, args []string, s
 	return core.Dispatch(ctx, prog, cmds, args, stdio)
 }
 
-// NewFlagSet returns a flag set that reports errors instead of exiting.
-func NewFlagSet(name string, stdio IO) *flag.FlagSet { return core.NewFlagSet(name, stdio) }
+// FlagSet is what a command declares its flags on; see core.FlagSet.
+type FlagSet = core.FlagSet
 
-// Parse parses args into fs; see core.Parse.
-func Parse(fs *flag.FlagSet, args []string) (int, bool) { return core.Parse(fs, args) }
-
-// VersionCommand prints the binary's version.
+// VersionCommand prints the binary's version (weft-controller's; weft's is
+// WeftVersionCommand).
 func VersionCommand() Command { return core.VersionCommand() }
+
+// Action is a command's body; see core.Action.
+type Action = core.Action
 
 // PolicyCommand is `weft policy` (test, explain); see policycmd.
 func PolicyCommand() Command { return policycmd.PolicyCommand() }
 
 // AuthzCommand is `weft authz`; see policycmd.
 func AuthzCommand() Command { return policycmd.AuthzCommand() }
+
+// checkOutput accepts an -o/--output value among allowed; see core.CheckOutput.
+func checkOutput(output string, allowed ...string) error { return core.CheckOutput(output, allowed...) }
+
+// writeObject prints v as JSON or YAML; see core.WriteObject.
+func writeObject(w io.Writer, format string, v any) error { return core.WriteObject(w, format, v) }

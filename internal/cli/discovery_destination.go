@@ -29,7 +29,7 @@ func DestinationControllerCommand() Command {
 	return Command{
 		Name:    "destination",
 		Summary: "run the destination service (endpoint and profile discovery)",
-		Run:     runDestinationController,
+		Setup:   setupDestinationController,
 	}
 }
 
@@ -46,8 +46,7 @@ type destinationFlags struct {
 	logLevel          string
 }
 
-func runDestinationController(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft-controller destination", stdio)
+func setupDestinationController(fs *FlagSet) Action {
 	var f destinationFlags
 	fs.StringVar(&f.addr, "addr", ":8086", "HOST:PORT to serve gRPC on")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "HOST:PORT to serve /metrics, /live and /ready on (off when empty)")
@@ -60,61 +59,60 @@ func runDestinationController(ctx context.Context, args []string, stdio IO) int 
 	core.RegisterDefaultOpaquePorts(fs, &f.opaquePorts)
 	f.server.register(fs)
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	if st, ok := Parse(fs, args); !ok {
-		return st
-	}
-	fail := func(status int, err error) int {
-		fmt.Fprintf(stdio.Stderr, "weft-controller destination: %v\n", err)
-		return status
-	}
-	if fs.NArg() != 0 {
-		return fail(ExitUsage, errors.New("no positional arguments are taken"))
-	}
-	switch f.source {
-	case "static":
-		if len(f.manifests) == 0 {
-			return fail(ExitUsage, errors.New("--source static needs --manifests FILE_OR_DIR"))
+	return func(ctx context.Context, args []string, stdio IO) int {
+		fail := func(status int, err error) int {
+			fmt.Fprintf(stdio.Stderr, "weft-controller destination: %v\n", err)
+			return status
 		}
-	case "kubernetes":
-		if len(f.manifests) != 0 {
-			return fail(ExitUsage, errors.New("--manifests is for --source static"))
+		if len(args) != 0 {
+			return fail(ExitUsage, errors.New("no positional arguments are taken"))
 		}
-	default:
-		return fail(ExitUsage, fmt.Errorf("--source %q: want kubernetes or static", f.source))
+		switch f.source {
+		case "static":
+			if len(f.manifests) == 0 {
+				return fail(ExitUsage, errors.New("--source static needs --manifests FILE_OR_DIR"))
+			}
+		case "kubernetes":
+			if len(f.manifests) != 0 {
+				return fail(ExitUsage, errors.New("--manifests is for --source static"))
+			}
+		default:
+			return fail(ExitUsage, fmt.Errorf("--source %q: want kubernetes or static", f.source))
+		}
+		if _, err := f.server.limits(); err != nil {
+			return fail(ExitUsage, err)
+		}
+		opaque, err := core.ParseDefaultOpaquePorts(f.opaquePorts)
+		if err != nil {
+			return fail(ExitUsage, err)
+		}
+		logger, err := destinationLogger(stdio.Stderr, f.logLevel)
+		if err != nil {
+			return fail(ExitUsage, err)
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		metrics, err := discovery.NewPrometheusMetrics(reg)
+		if err != nil {
+			return fail(ExitFailure, err)
+		}
+		idx, err := discovery.NewIndex(
+			discovery.WithClusterDomain(f.clusterDomain),
+			discovery.WithTrustDomain(f.trustDomain),
+			discovery.WithControlPlaneNamespace(f.cpNamespace),
+			discovery.WithDefaultOpaquePorts(opaque),
+			discovery.WithLogger(logger),
+			discovery.WithMetrics(metrics))
+		if err != nil {
+			return fail(ExitUsage, err)
+		}
+		defer idx.Close()
+		if err := serveDestination(ctx, f, idx, reg, metrics, logger); err != nil {
+			logger.Error("destination service failed", "error", err)
+			return fail(ExitFailure, err)
+		}
+		return ExitOK
 	}
-	if _, err := f.server.limits(); err != nil {
-		return fail(ExitUsage, err)
-	}
-	opaque, err := core.ParseDefaultOpaquePorts(f.opaquePorts)
-	if err != nil {
-		return fail(ExitUsage, err)
-	}
-	logger, err := destinationLogger(stdio.Stderr, f.logLevel)
-	if err != nil {
-		return fail(ExitUsage, err)
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := discovery.NewPrometheusMetrics(reg)
-	if err != nil {
-		return fail(ExitFailure, err)
-	}
-	idx, err := discovery.NewIndex(
-		discovery.WithClusterDomain(f.clusterDomain),
-		discovery.WithTrustDomain(f.trustDomain),
-		discovery.WithControlPlaneNamespace(f.cpNamespace),
-		discovery.WithDefaultOpaquePorts(opaque),
-		discovery.WithLogger(logger),
-		discovery.WithMetrics(metrics))
-	if err != nil {
-		return fail(ExitUsage, err)
-	}
-	defer idx.Close()
-	if err := serveDestination(ctx, f, idx, reg, metrics, logger); err != nil {
-		logger.Error("destination service failed", "error", err)
-		return fail(ExitFailure, err)
-	}
-	return ExitOK
 }
 
 func destinationLogger(w io.Writer, level string) (*slog.Logger, error) {

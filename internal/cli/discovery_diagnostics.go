@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,9 +28,7 @@ func DiagnosticsCommand(subcommands ...Command) Command {
 	return Command{
 		Name:    "diagnostics",
 		Summary: "ask the control plane what it tells proxies",
-		Run: func(ctx context.Context, args []string, stdio IO) int {
-			return Dispatch(ctx, "weft diagnostics", subcommands, args, stdio)
-		},
+		Sub:     subcommands,
 	}
 }
 
@@ -42,13 +41,13 @@ func DiagnosticsEndpointsCommand() Command {
 	return Command{
 		Name:    "endpoints",
 		Summary: "show the endpoints a Destination server gives for an authority",
-		Run:     runDiagnosticsEndpoints,
+		Args:    "AUTHORITY --destination HOST:PORT [flags]",
+		Long:    diagnosticsEndpointsUsage,
+		Setup:   setupDiagnosticsEndpoints,
 	}
 }
 
-const diagnosticsEndpointsUsage = `Usage: weft diagnostics endpoints AUTHORITY --destination HOST:PORT [flags]
-
-AUTHORITY is what a proxy asks for: <svc>.<ns>.svc.<cluster-domain>:<port>,
+const diagnosticsEndpointsUsage = `AUTHORITY is what a proxy asks for: <svc>.<ns>.svc.<cluster-domain>:<port>,
 <pod-ip>:<port> or <cluster-ip>:<port>.
 
 Without --watch the first answer is printed and the command exits: status 0
@@ -56,105 +55,138 @@ when the destination exists, 1 when it does not or no answer came within
 --timeout, 2 for a malformed authority or bad flags. With --watch the table
 is printed again after every change until interrupted, or until --timeout
 when it is set.
-
-Flags:
 `
 
-func runDiagnosticsEndpoints(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft diagnostics endpoints", stdio)
-	fs.Usage = func() {
-		fmt.Fprint(stdio.Stderr, diagnosticsEndpointsUsage)
-		fs.PrintDefaults()
-	}
+func setupDiagnosticsEndpoints(fs *FlagSet) Action {
 	dest := fs.String("destination", "localhost:8086", "HOST:PORT of the Destination server (plaintext gRPC)")
 	token := fs.String("context-token", "", `context token to send, such as {"ns":"shop"}`)
 	watch := fs.Bool("watch", false, "keep printing the table after every change")
 	timeout := fs.Duration("timeout", 0, "give up after this long (default: 10s without --watch, never with it)")
-	// Accept the authority before or after the flags.
-	var positional []string
-	for len(args) > 0 {
-		if st, ok := Parse(fs, args); !ok {
-			return st
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if len(positional) != 1 {
-		fmt.Fprintln(stdio.Stderr, "weft diagnostics endpoints: want exactly one AUTHORITY")
-		fs.Usage()
-		return ExitUsage
-	}
-	authority := positional[0]
-	if _, err := discovery.ParseContextToken(*token); err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: --context-token: %v\n", err)
-		return ExitUsage
-	}
-	if *timeout < 0 {
-		fmt.Fprintln(stdio.Stderr, "weft diagnostics endpoints: --timeout must not be negative")
-		return ExitUsage
-	}
-	if *timeout == 0 && !*watch {
-		*timeout = 10 * time.Second
-	}
-	if *timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
-		defer cancel()
-	}
-
-	conn, err := grpc.NewClient(*dest, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: --destination %s: %v\n", *dest, err)
-		return ExitUsage
-	}
-	defer conn.Close()
-	c, err := client.New(ctx, conn, client.WithContextToken(*token), client.WithBackoff(100*time.Millisecond, time.Second))
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: %v\n", err)
-		return ExitUsage
-	}
-	defer c.Close()
-	w, err := c.Watch(ctx, authority)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: %v\n", err)
-		return ExitUsage
-	}
-	defer w.Close()
-	if err := w.Wait(ctx); err != nil {
-		if status.Code(unwrapStatus(err)) == codes.InvalidArgument {
-			fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: %s: %s\n", authority, status.Convert(unwrapStatus(err)).Message())
+	output := fs.StringP("output", "o", "table", "output format: table, json or yaml (with --watch, one object per change: JSON lines or YAML documents)")
+	return func(ctx context.Context, args []string, stdio IO) int {
+		positional := args
+		if len(positional) != 1 {
+			fmt.Fprintln(stdio.Stderr, "weft diagnostics endpoints: want exactly one AUTHORITY (see 'weft diagnostics endpoints --help')")
 			return ExitUsage
 		}
-		fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: no answer from %s: %v\n", *dest, err)
-		return ExitFailure
-	}
-	set, _ := w.Endpoints()
-	if !*watch {
-		printEndpoints(stdio.Stdout, authority, set, time.Time{})
-		if !set.Exists {
+		authority := positional[0]
+		if err := checkOutput(*output, "table", "json", "yaml"); err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: %v\n", err)
+			return ExitUsage
+		}
+		show := func(set discovery.EndpointSet, at time.Time) {
+			switch *output {
+			case "table":
+				printEndpoints(stdio.Stdout, authority, set, at)
+			case "json":
+				_ = json.NewEncoder(stdio.Stdout).Encode(toEndpointsObject(authority, set, at))
+			default:
+				if *watch {
+					fmt.Fprintln(stdio.Stdout, "---")
+				}
+				_ = writeObject(stdio.Stdout, "yaml", toEndpointsObject(authority, set, at))
+			}
+		}
+		if _, err := discovery.ParseContextToken(*token); err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: --context-token: %v\n", err)
+			return ExitUsage
+		}
+		if *timeout < 0 {
+			fmt.Fprintln(stdio.Stderr, "weft diagnostics endpoints: --timeout must not be negative")
+			return ExitUsage
+		}
+		if *timeout == 0 && !*watch {
+			*timeout = 10 * time.Second
+		}
+		if *timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, *timeout)
+			defer cancel()
+		}
+
+		conn, err := grpc.NewClient(*dest, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: --destination %s: %v\n", *dest, err)
+			return ExitUsage
+		}
+		defer conn.Close()
+		c, err := client.New(ctx, conn, client.WithContextToken(*token), client.WithBackoff(100*time.Millisecond, time.Second))
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: %v\n", err)
+			return ExitUsage
+		}
+		defer c.Close()
+		w, err := c.Watch(ctx, authority)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: %v\n", err)
+			return ExitUsage
+		}
+		defer w.Close()
+		if err := w.Wait(ctx); err != nil {
+			if status.Code(unwrapStatus(err)) == codes.InvalidArgument {
+				fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: %s: %s\n", authority, status.Convert(unwrapStatus(err)).Message())
+				return ExitUsage
+			}
+			fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: no answer from %s: %v\n", *dest, err)
 			return ExitFailure
 		}
-		return ExitOK
-	}
-	var last discovery.EndpointSet
-	printed := false
-	for {
-		if set, _ := w.Endpoints(); !printed || !set.Equal(last) {
-			printEndpoints(stdio.Stdout, authority, set, time.Now())
-			last, printed = set, true
-		}
-		select {
-		case <-ctx.Done():
+		set, _ := w.Endpoints()
+		if !*watch {
+			show(set, time.Time{})
+			if !set.Exists {
+				return ExitFailure
+			}
 			return ExitOK
-		case <-w.Updated():
-			if err := w.Err(); err != nil {
-				fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: %v\n", err)
+		}
+		var last discovery.EndpointSet
+		printed := false
+		for {
+			if set, _ := w.Endpoints(); !printed || !set.Equal(last) {
+				show(set, time.Now())
+				last, printed = set, true
+			}
+			select {
+			case <-ctx.Done():
+				return ExitOK
+			case <-w.Updated():
+				if err := w.Err(); err != nil {
+					fmt.Fprintf(stdio.Stderr, "weft diagnostics endpoints: %v\n", err)
+				}
 			}
 		}
 	}
+}
+
+// endpointsObject is `weft diagnostics endpoints -o json|yaml`.
+type endpointsObject struct {
+	Authority string           `json:"authority"`
+	At        *time.Time       `json:"at,omitempty"`
+	Exists    bool             `json:"exists"`
+	Endpoints []endpointObject `json:"endpoints"`
+}
+
+type endpointObject struct {
+	Addr                string            `json:"addr"`
+	Weight              uint32            `json:"weight"`
+	Identity            string            `json:"identity,omitempty"`
+	Hint                string            `json:"hint"`
+	OpaqueTransportPort uint32            `json:"opaqueTransportPort,omitempty"`
+	Zone                string            `json:"zone,omitempty"`
+	AuthorityOverride   string            `json:"authorityOverride,omitempty"`
+	Labels              map[string]string `json:"labels,omitempty"`
+}
+
+func toEndpointsObject(authority string, set discovery.EndpointSet, at time.Time) endpointsObject {
+	o := endpointsObject{Authority: authority, Exists: set.Exists, Endpoints: []endpointObject{}}
+	if !at.IsZero() {
+		at = at.UTC()
+		o.At = &at
+	}
+	for _, e := range set.Endpoints {
+		o.Endpoints = append(o.Endpoints, endpointObject{Addr: e.Addr.String(), Weight: e.Weight, Identity: e.Identity, Hint: fmt.Sprint(e.Hint),
+			OpaqueTransportPort: e.OpaqueTransportPort, Zone: e.Zone, AuthorityOverride: e.AuthorityOverride, Labels: e.MetricLabels})
+	}
+	return o
 }
 
 func unwrapStatus(err error) error {

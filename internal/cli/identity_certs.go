@@ -21,108 +21,79 @@ func CertsCommand() Command {
 	return Command{
 		Name:    "certs",
 		Summary: "create and inspect the mesh's trust anchor and issuer certificates",
-		Run:     runCerts,
+		Sub: []Command{
+			{Name: "create-anchor", Args: "--out DIR [flags]", Summary: "write DIR/ca.crt and DIR/ca.key (a self-signed root)", Setup: setupCertsCreateAnchor},
+			{Name: "create-issuer", Args: "--anchor DIR --out DIR [flags]", Summary: "write DIR/crt.pem and DIR/key.pem (an issuer signed by the anchor)", Setup: setupCertsCreateIssuer},
+			{Name: "inspect", Args: "[--trust-anchors FILE] FILE...", Summary: "show subject, SANs, validity and chain of each certificate", Setup: setupCertsInspect},
+		},
 	}
 }
 
-const certsUsage = `Usage: weft certs SUBCOMMAND [flags]
-
-Subcommands:
-  create-anchor --out DIR               write DIR/ca.crt and DIR/ca.key (a self-signed root)
-  create-issuer --anchor DIR --out DIR  write DIR/crt.pem and DIR/key.pem (an issuer signed by the anchor)
-  inspect [--trust-anchors FILE] FILE...  show subject, SANs, validity and chain of each certificate
-`
-
-func runCerts(ctx context.Context, args []string, stdio IO) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdio.Stderr, certsUsage)
-		if len(args) == 0 {
-			return ExitUsage
-		}
-		return ExitOK
-	}
-	switch args[0] {
-	case "create-anchor":
-		return certsCreateAnchor(ctx, args[1:], stdio)
-	case "create-issuer":
-		return certsCreateIssuer(ctx, args[1:], stdio)
-	case "inspect":
-		return certsInspect(ctx, args[1:], stdio)
-	default:
-		fmt.Fprintf(stdio.Stderr, "weft certs: unknown subcommand %q\n\n%s", args[0], certsUsage)
-		return ExitUsage
-	}
-}
-
-func certsCreateAnchor(_ context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft certs create-anchor", stdio)
+func setupCertsCreateAnchor(fs *FlagSet) Action {
 	out := fs.String("out", "", "directory to write ca.crt and ca.key into (required)")
 	cn := fs.String("common-name", pki.DefaultAnchorName, "subject common name")
 	lifetime := fs.Duration("lifetime", pki.DefaultLifetime, "validity period")
 	force := fs.Bool("force", false, "overwrite existing files")
-	if st, ok := Parse(fs, args); !ok {
-		return st
+	return func(_ context.Context, args []string, stdio IO) int {
+		if *out == "" || len(args) != 0 {
+			fmt.Fprintln(stdio.Stderr, "weft certs create-anchor: --out DIR is required and no arguments are taken")
+			return ExitUsage
+		}
+		kp, err := pki.NewAnchor(pki.Options{CommonName: *cn, Lifetime: *lifetime})
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft certs create-anchor: %v\n", err)
+			return ExitUsage
+		}
+		crt, key := filepath.Join(*out, "ca.crt"), filepath.Join(*out, "ca.key")
+		if err := writePair(crt, kp.CertPEM, key, kp.KeyPEM, *force); err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft certs create-anchor: %v\n", err)
+			return ExitFailure
+		}
+		fmt.Fprintf(stdio.Stdout, "wrote %s and %s (%s, valid until %s)\n", crt, key, kp.Cert.Subject, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
+		return ExitOK
 	}
-	if *out == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stdio.Stderr, "weft certs create-anchor: --out DIR is required and no arguments are taken")
-		return ExitUsage
-	}
-	kp, err := pki.NewAnchor(pki.Options{CommonName: *cn, Lifetime: *lifetime})
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft certs create-anchor: %v\n", err)
-		return ExitUsage
-	}
-	crt, key := filepath.Join(*out, "ca.crt"), filepath.Join(*out, "ca.key")
-	if err := writePair(crt, kp.CertPEM, key, kp.KeyPEM, *force); err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft certs create-anchor: %v\n", err)
-		return ExitFailure
-	}
-	fmt.Fprintf(stdio.Stdout, "wrote %s and %s (%s, valid until %s)\n", crt, key, kp.Cert.Subject, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
-	return ExitOK
 }
 
-func certsCreateIssuer(_ context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft certs create-issuer", stdio)
+func setupCertsCreateIssuer(fs *FlagSet) Action {
 	anchorDir := fs.String("anchor", "", "directory holding the anchor's ca.crt and ca.key (required)")
 	out := fs.String("out", "", "directory to write crt.pem and key.pem into (required)")
 	cn := fs.String("common-name", pki.DefaultIssuerName, "subject common name")
 	lifetime := fs.Duration("lifetime", pki.DefaultLifetime, "validity period (capped at the anchor's expiry)")
 	force := fs.Bool("force", false, "overwrite existing files")
-	if st, ok := Parse(fs, args); !ok {
-		return st
+	return func(_ context.Context, args []string, stdio IO) int {
+		if *anchorDir == "" || *out == "" || len(args) != 0 {
+			fmt.Fprintln(stdio.Stderr, "weft certs create-issuer: --anchor DIR and --out DIR are required and no arguments are taken")
+			return ExitUsage
+		}
+		crtPath, keyPath := filepath.Join(*anchorDir, "ca.crt"), filepath.Join(*anchorDir, "ca.key")
+		crtPEM, err := os.ReadFile(crtPath)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft certs create-issuer: anchor: %v\n", err)
+			return ExitFailure
+		}
+		keyPEM, err := os.ReadFile(keyPath)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft certs create-issuer: anchor: %v\n", err)
+			return ExitFailure
+		}
+		anchor, err := pki.ParseKeyPair(crtPEM, keyPEM)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft certs create-issuer: anchor %s, %s: %v\n", crtPath, keyPath, err)
+			return ExitFailure
+		}
+		kp, err := pki.NewIssuer(anchor, pki.Options{CommonName: *cn, Lifetime: *lifetime})
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft certs create-issuer: %v\n", err)
+			return ExitFailure
+		}
+		crt, key := filepath.Join(*out, "crt.pem"), filepath.Join(*out, "key.pem")
+		if err := writePair(crt, kp.CertPEM, key, kp.KeyPEM, *force); err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft certs create-issuer: %v\n", err)
+			return ExitFailure
+		}
+		fmt.Fprintf(stdio.Stdout, "wrote %s and %s (%s, signed by %s, valid until %s)\n", crt, key, kp.Cert.Subject, anchor.Cert.Subject, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
+		return ExitOK
 	}
-	if *anchorDir == "" || *out == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stdio.Stderr, "weft certs create-issuer: --anchor DIR and --out DIR are required and no arguments are taken")
-		return ExitUsage
-	}
-	crtPath, keyPath := filepath.Join(*anchorDir, "ca.crt"), filepath.Join(*anchorDir, "ca.key")
-	crtPEM, err := os.ReadFile(crtPath)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft certs create-issuer: anchor: %v\n", err)
-		return ExitFailure
-	}
-	keyPEM, err := os.ReadFile(keyPath)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft certs create-issuer: anchor: %v\n", err)
-		return ExitFailure
-	}
-	anchor, err := pki.ParseKeyPair(crtPEM, keyPEM)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft certs create-issuer: anchor %s, %s: %v\n", crtPath, keyPath, err)
-		return ExitFailure
-	}
-	kp, err := pki.NewIssuer(anchor, pki.Options{CommonName: *cn, Lifetime: *lifetime})
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft certs create-issuer: %v\n", err)
-		return ExitFailure
-	}
-	crt, key := filepath.Join(*out, "crt.pem"), filepath.Join(*out, "key.pem")
-	if err := writePair(crt, kp.CertPEM, key, kp.KeyPEM, *force); err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft certs create-issuer: %v\n", err)
-		return ExitFailure
-	}
-	fmt.Fprintf(stdio.Stdout, "wrote %s and %s (%s, signed by %s, valid until %s)\n", crt, key, kp.Cert.Subject, anchor.Cert.Subject, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
-	return ExitOK
 }
 
 // writePair writes a certificate (0644) and its key (0600), refusing to
@@ -145,55 +116,53 @@ func writePair(crtPath string, crt []byte, keyPath string, key []byte, force boo
 	return os.WriteFile(crtPath, crt, 0o644)
 }
 
-func certsInspect(_ context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft certs inspect", stdio)
+func setupCertsInspect(fs *FlagSet) Action {
 	anchorsFile := fs.String("trust-anchors", "", "PEM bundle of trust anchors to check chains against (default: self-signed certificates among the files)")
-	if st, ok := Parse(fs, args); !ok {
-		return st
-	}
-	if fs.NArg() == 0 {
-		fmt.Fprintln(stdio.Stderr, "weft certs inspect: give at least one certificate file")
-		return ExitUsage
-	}
-	var anchors []*x509.Certificate
-	if *anchorsFile != "" {
-		data, err := os.ReadFile(*anchorsFile)
-		if err == nil {
-			anchors, err = certpem.ParseCertificates(data)
+	return func(_ context.Context, args []string, stdio IO) int {
+		if len(args) == 0 {
+			fmt.Fprintln(stdio.Stderr, "weft certs inspect: give at least one certificate file")
+			return ExitUsage
 		}
-		if err != nil {
-			fmt.Fprintf(stdio.Stderr, "weft certs inspect: trust anchors %s: %v\n", *anchorsFile, err)
-			return ExitFailure
-		}
-	}
-	var entries []pki.Entry
-	for _, f := range fs.Args() {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			fmt.Fprintf(stdio.Stderr, "weft certs inspect: %v\n", err)
-			return ExitFailure
-		}
-		certs, err := pki.FindCertificates(data)
-		if err != nil {
-			fmt.Fprintf(stdio.Stderr, "weft certs inspect: %s: %v\n", f, err)
-			return ExitFailure
-		}
-		for i, c := range certs {
-			src := f
-			if len(certs) > 1 {
-				src = fmt.Sprintf("%s[%d]", f, i)
+		var anchors []*x509.Certificate
+		if *anchorsFile != "" {
+			data, err := os.ReadFile(*anchorsFile)
+			if err == nil {
+				anchors, err = certpem.ParseCertificates(data)
 			}
-			entries = append(entries, pki.Entry{Source: src, Cert: c})
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft certs inspect: trust anchors %s: %v\n", *anchorsFile, err)
+				return ExitFailure
+			}
 		}
-	}
-	status := ExitOK
-	for _, r := range pki.Inspect(entries, anchors, time.Now()) {
-		printReport(stdio.Stdout, r)
-		if !r.OK() {
-			status = ExitFailure
+		var entries []pki.Entry
+		for _, f := range args {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft certs inspect: %v\n", err)
+				return ExitFailure
+			}
+			certs, err := pki.FindCertificates(data)
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft certs inspect: %s: %v\n", f, err)
+				return ExitFailure
+			}
+			for i, c := range certs {
+				src := f
+				if len(certs) > 1 {
+					src = fmt.Sprintf("%s[%d]", f, i)
+				}
+				entries = append(entries, pki.Entry{Source: src, Cert: c})
+			}
 		}
+		status := ExitOK
+		for _, r := range pki.Inspect(entries, anchors, time.Now()) {
+			printReport(stdio.Stdout, r)
+			if !r.OK() {
+				status = ExitFailure
+			}
+		}
+		return status
 	}
-	return status
 }
 
 func printReport(w io.Writer, r pki.Report) {

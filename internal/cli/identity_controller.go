@@ -36,7 +36,7 @@ func IdentityControllerCommand() Command {
 	return Command{
 		Name:    "identity",
 		Summary: "run the identity service (workload certificate authority)",
-		Run:     runIdentityController,
+		Setup:   setupIdentityController,
 	}
 }
 
@@ -61,8 +61,7 @@ type identityFlags struct {
 	ratePerSecond              float64
 }
 
-func runIdentityController(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft-controller identity", stdio)
+func setupIdentityController(fs *FlagSet) Action {
 	var f identityFlags
 	fs.StringVar(&f.addr, "addr", ":8080", "HOST:PORT to serve gRPC on")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "HOST:PORT to serve /metrics, /live and /ready on (off when empty)")
@@ -91,24 +90,23 @@ func runIdentityController(ctx context.Context, args []string, stdio IO) int {
 	fs.IntVar(&f.rateBurst, "certify-burst", identity.DefaultRateLimit.Burst, "certificates one identity may get at once (with --certify-rate 0: no limit)")
 	fs.Float64Var(&f.ratePerSecond, "certify-rate", identity.DefaultRateLimit.PerSecond, "certificates per second one identity may get after the burst; 0 turns the limit off")
 	f.server.register(fs)
-	if st, ok := Parse(fs, args); !ok {
-		return st
+	return func(ctx context.Context, args []string, stdio IO) int {
+		if err := f.validate(len(args)); err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller identity: %v\n", err)
+			return ExitUsage
+		}
+		logger, err := newLogger(stdio.Stderr, f.logLevel)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller identity: %v\n", err)
+			return ExitUsage
+		}
+		if err := serveIdentity(ctx, f, logger); err != nil {
+			logger.Error("identity service failed", "error", err)
+			fmt.Fprintf(stdio.Stderr, "weft-controller identity: %v\n", err)
+			return ExitFailure
+		}
+		return ExitOK
 	}
-	if err := f.validate(fs.NArg()); err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller identity: %v\n", err)
-		return ExitUsage
-	}
-	logger, err := newLogger(stdio.Stderr, f.logLevel)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller identity: %v\n", err)
-		return ExitUsage
-	}
-	if err := serveIdentity(ctx, f, logger); err != nil {
-		logger.Error("identity service failed", "error", err)
-		fmt.Fprintf(stdio.Stderr, "weft-controller identity: %v\n", err)
-		return ExitFailure
-	}
-	return ExitOK
 }
 
 func (f identityFlags) validate(nargs int) error {

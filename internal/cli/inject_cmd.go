@@ -17,55 +17,65 @@ import (
 // `linkerd inject`'s per-setting flags, which become config.linkerd.io
 // annotations on the pod templates.
 func InjectCommand() Command {
-	return Command{Name: "inject", Summary: "add the Weft proxy to Kubernetes workloads in YAML or JSON", Run: runInject}
+	return Command{Name: "inject", Summary: "add the Weft proxy to Kubernetes workloads in YAML or JSON", Args: "[flags] FILE|DIR|- ...", Long: injectLong, Setup: setupInject}
 }
 
 // UninjectCommand is `weft uninject`: it removes Weft's and Linkerd's
 // sidecars from the given manifests.
 func UninjectCommand() Command {
-	return Command{Name: "uninject", Summary: "remove the Weft (or Linkerd) proxy from Kubernetes workloads in YAML or JSON", Run: runUninject}
+	return Command{
+		Name: "uninject", Summary: "remove the Weft (or Linkerd) proxy from Kubernetes workloads in YAML or JSON", Args: "[flags] FILE|DIR|- ...",
+		Long:  "Removes Weft's and Linkerd's proxies, init containers, validators and debug\nsidecars, their volumes and the linkerd.io/* metadata from the workloads read.",
+		Setup: setupUninject,
+	}
 }
 
-const injectUsage = `Usage: weft inject [flags] FILE|DIR|- ...
-
-Adds linkerd.io/inject: enabled to the pod templates of the workloads read
+const injectLong = `Adds linkerd.io/inject: enabled to the pod templates of the workloads read
 (files, directories, or - for stdin), so the webhook injects the proxy when
 their pods are created; with --manual, adds the proxy itself. Namespaces in
 the input are annotated too. The per-setting flags (--proxy-cpu-request,
 --skip-inbound-ports, ...) are linkerd inject's: they become
 config.linkerd.io annotations on every injected pod template. A workload
 that Linkerd injected loses Linkerd's sidecar; a pod with another mesh's
-sidecar is an error. Flags go before the files.
+sidecar is an error.`
 
-Flags:
-`
-
-func runInject(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft inject", stdio)
+func setupInject(fs *FlagSet) Action {
 	manual := fs.Bool("manual", false, "add the whole proxy to pod templates instead of the linkerd.io/inject annotation")
-	output := fs.String("o", "yaml", "output format: yaml or json (one JSON object per line)")
-	fs.StringVar(output, "output", "yaml", "same as -o")
+	output := fs.StringP("output", "o", "yaml", "output format: yaml or json (one JSON object per line)")
 	valuesFile := fs.String("values", "", "Values file (YAML or JSON) overriding the defaults, as `weft install` writes it")
 	linkerdValues := fs.String("linkerd-values", "", "values file of Linkerd's linkerd-control-plane Helm chart; its proxy and proxyInit keys are mapped (each key not understood is named)")
 	trustAnchors := fs.String("trust-anchors", "", "PEM file of trust anchors handed to the proxies (--manual)")
-	cpNamespace := fs.String("linkerd-namespace", "", "control-plane namespace (--manual; default "+inject.DefaultValues().ControlPlaneNamespace+")")
-	fs.StringVar(cpNamespace, "L", "", "short for --linkerd-namespace")
+	cpNamespace := fs.StringP("linkerd-namespace", "L", "", "control-plane namespace (--manual; default "+inject.DefaultValues().ControlPlaneNamespace+")")
 	verbose := fs.Bool("verbose", false, "report every resolved setting and its source, not only those set by annotations")
 	jsonReport := fs.Bool("report-json", false, "write the per-resource report to stderr as JSON lines")
 	_ = fs.Bool("ignore-cluster", false, "accepted for Linkerd compatibility: weft inject never reads the cluster's configuration")
 	pf := addProxyFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprint(stdio.Stderr, injectUsage)
-		fs.PrintDefaults()
+	return func(ctx context.Context, args []string, stdio IO) int {
+		return runInject(ctx, args, stdio, injectFlags{*manual, *output, *valuesFile, *linkerdValues, *trustAnchors, *cpNamespace, *verbose, *jsonReport, pf})
 	}
-	if code, ok := Parse(fs, args); !ok {
-		return code
-	}
+}
+
+// injectFlags are weft inject's parsed flags.
+type injectFlags struct {
+	manual        bool
+	output        string
+	valuesFile    string
+	linkerdValues string
+	trustAnchors  string
+	cpNamespace   string
+	verbose       bool
+	jsonReport    bool
+	pf            *proxyFlags
+}
+
+func runInject(ctx context.Context, args []string, stdio IO, f injectFlags) int {
+	manual, output, valuesFile, linkerdValues := &f.manual, &f.output, &f.valuesFile, &f.linkerdValues
+	trustAnchors, cpNamespace, verbose, jsonReport, pf := &f.trustAnchors, &f.cpNamespace, &f.verbose, &f.jsonReport, f.pf
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stdio.Stderr, "weft inject: "+format+"\n", a...)
 		return ExitUsage
 	}
-	if fs.NArg() == 0 {
+	if len(args) == 0 {
 		return fail("name at least one file, directory or - for stdin")
 	}
 	values := inject.DefaultValues()
@@ -129,31 +139,23 @@ func runInject(ctx context.Context, args []string, stdio IO) int {
 	if *jsonReport {
 		opts = append(opts, inject.WithJSONReport())
 	}
-	return transformFiles(ctx, "weft inject", fs.Args(), values, opts, stdio)
+	return transformFiles(ctx, "weft inject", args, values, opts, stdio)
 }
 
-func runUninject(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft uninject", stdio)
-	output := fs.String("o", "yaml", "output format: yaml or json (one JSON object per line)")
-	fs.StringVar(output, "output", "yaml", "same as -o")
+func setupUninject(fs *FlagSet) Action {
+	output := fs.StringP("output", "o", "yaml", "output format: yaml or json (one JSON object per line)")
 	jsonReport := fs.Bool("report-json", false, "write the per-resource report to stderr as JSON lines")
-	fs.Usage = func() {
-		fmt.Fprintln(stdio.Stderr, "Usage: weft uninject [-o yaml|json] FILE|DIR|- ...")
-		fmt.Fprintln(stdio.Stderr, "\nRemoves Weft's and Linkerd's proxies, init containers, validators and debug\nsidecars, their volumes and the linkerd.io/* metadata from the workloads read.\n\nFlags:")
-		fs.PrintDefaults()
+	return func(ctx context.Context, args []string, stdio IO) int {
+		if len(args) == 0 {
+			fmt.Fprintln(stdio.Stderr, "weft uninject: name at least one file, directory or - for stdin")
+			return ExitUsage
+		}
+		opts := []inject.TransformOption{inject.WithOutput(inject.Format(*output)), inject.WithUninject()}
+		if *jsonReport {
+			opts = append(opts, inject.WithJSONReport())
+		}
+		return transformFiles(ctx, "weft uninject", args, inject.DefaultValues(), opts, stdio)
 	}
-	if code, ok := Parse(fs, args); !ok {
-		return code
-	}
-	if fs.NArg() == 0 {
-		fmt.Fprintln(stdio.Stderr, "weft uninject: name at least one file, directory or - for stdin")
-		return ExitUsage
-	}
-	opts := []inject.TransformOption{inject.WithOutput(inject.Format(*output)), inject.WithUninject()}
-	if *jsonReport {
-		opts = append(opts, inject.WithJSONReport())
-	}
-	return transformFiles(ctx, "weft uninject", fs.Args(), inject.DefaultValues(), opts, stdio)
 }
 
 // transformFiles runs a transformer over the named inputs.

@@ -24,7 +24,7 @@ import (
 // injection webhook (/inject) and the validating webhook (/validate) served
 // over HTTPS, as the API server requires.
 func InjectorControllerCommand() Command {
-	return Command{Name: "injector", Summary: "run the admission webhooks (proxy injection, resource validation)", Run: runInjectorController}
+	return Command{Name: "injector", Summary: "run the admission webhooks (proxy injection, resource validation)", Setup: setupInjectorController}
 }
 
 // Connection caps of the webhook server: the API server (a few replicas,
@@ -66,8 +66,7 @@ func serveWebhooks(ctx context.Context, lis net.Listener, conns *grpclimit.Conne
 	return nil
 }
 
-func runInjectorController(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft-controller injector", stdio)
+func setupInjectorController(fs *FlagSet) Action {
 	addr := fs.String("addr", ":8443", "HOST:PORT to serve HTTPS on")
 	tlsCert := fs.String("tls-cert", "", "serving certificate (PEM; required)")
 	tlsKey := fs.String("tls-key", "", "serving key (PEM; required)")
@@ -80,100 +79,99 @@ func runInjectorController(ctx context.Context, args []string, stdio IO) int {
 	maxInFlight := fs.Int("max-in-flight", webhook.DefaultMaxInFlight, "AdmissionReviews handled at once (both webhooks); more get 429 with Retry-After")
 	maxConns := fs.Int("max-connections", defaultWebhookMaxConnections, "connections held open at once by all clients; more are closed as soon as accepted")
 	maxConnsPerPeer := fs.Int("max-connections-per-peer", defaultWebhookMaxConnectionsPerPeer, "connections held open at once by one client IP address")
-	if code, ok := Parse(fs, args); !ok {
-		return code
-	}
-	if *injectMax < 1 || *validateMax < 1 {
-		fmt.Fprintf(stdio.Stderr, "weft-controller injector: --inject-max-body-bytes %d / --validate-max-body-bytes %d: want positive sizes\n", *injectMax, *validateMax)
-		return ExitUsage
-	}
-	if *maxConns < 1 || *maxConnsPerPeer < 1 || *maxConnsPerPeer > *maxConns {
-		fmt.Fprintf(stdio.Stderr, "weft-controller injector: --max-connections %d / --max-connections-per-peer %d: want positive numbers, the second at most the first\n", *maxConns, *maxConnsPerPeer)
-		return ExitUsage
-	}
-	limiter, err := webhook.NewLimiter(*maxInFlight)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller injector: --max-in-flight %d: %v\n", *maxInFlight, err)
-		return ExitUsage
-	}
-	logger, err := newLogger(stdio.Stderr, *logLevel)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
-		return ExitUsage
-	}
-	if *tlsCert == "" || *tlsKey == "" {
-		fmt.Fprintln(stdio.Stderr, "weft-controller injector: --tls-cert and --tls-key are required (the API server calls webhooks over HTTPS)")
-		return ExitUsage
-	}
-	values := inject.DefaultValues()
-	if *valuesFile != "" {
-		data, err := os.ReadFile(*valuesFile)
-		if err == nil {
-			values, err = inject.ParseValues(data)
-		}
-		if err != nil {
-			fmt.Fprintf(stdio.Stderr, "weft-controller injector: --values %s: %v\n", *valuesFile, err)
+	return func(ctx context.Context, args []string, stdio IO) int {
+		if *injectMax < 1 || *validateMax < 1 {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: --inject-max-body-bytes %d / --validate-max-body-bytes %d: want positive sizes\n", *injectMax, *validateMax)
 			return ExitUsage
 		}
-	}
-	if *trustAnchors != "" {
-		pem, err := os.ReadFile(*trustAnchors)
-		if err != nil {
-			fmt.Fprintf(stdio.Stderr, "weft-controller injector: --trust-anchors: %v\n", err)
+		if *maxConns < 1 || *maxConnsPerPeer < 1 || *maxConnsPerPeer > *maxConns {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: --max-connections %d / --max-connections-per-peer %d: want positive numbers, the second at most the first\n", *maxConns, *maxConnsPerPeer)
 			return ExitUsage
 		}
-		values.IdentityTrustAnchorsPEM = string(pem)
-	}
-	cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller injector: serving certificate: %v\n", err)
-		return ExitUsage
-	}
+		limiter, err := webhook.NewLimiter(*maxInFlight)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: --max-in-flight %d: %v\n", *maxInFlight, err)
+			return ExitUsage
+		}
+		logger, err := newLogger(stdio.Stderr, *logLevel)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
+			return ExitUsage
+		}
+		if *tlsCert == "" || *tlsKey == "" {
+			fmt.Fprintln(stdio.Stderr, "weft-controller injector: --tls-cert and --tls-key are required (the API server calls webhooks over HTTPS)")
+			return ExitUsage
+		}
+		values := inject.DefaultValues()
+		if *valuesFile != "" {
+			data, err := os.ReadFile(*valuesFile)
+			if err == nil {
+				values, err = inject.ParseValues(data)
+			}
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft-controller injector: --values %s: %v\n", *valuesFile, err)
+				return ExitUsage
+			}
+		}
+		if *trustAnchors != "" {
+			pem, err := os.ReadFile(*trustAnchors)
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft-controller injector: --trust-anchors: %v\n", err)
+				return ExitUsage
+			}
+			values.IdentityTrustAnchorsPEM = string(pem)
+		}
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: serving certificate: %v\n", err)
+			return ExitUsage
+		}
 
-	restCfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller injector: kubeconfig: %v\n", err)
-		return ExitUsage
-	}
-	client, err := k8s.NewForConfig(restCfg)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller injector: kubernetes client: %v\n", err)
-		return ExitUsage
-	}
-	namespaces, err := injectk8s.NewNamespaces(ctx, client)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
-		return ExitFailure
-	}
-	defer namespaces.Close()
+		restCfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: kubeconfig: %v\n", err)
+			return ExitUsage
+		}
+		client, err := k8s.NewForConfig(restCfg)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: kubernetes client: %v\n", err)
+			return ExitUsage
+		}
+		namespaces, err := injectk8s.NewNamespaces(ctx, client)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
+			return ExitFailure
+		}
+		defer namespaces.Close()
 
-	injector, err := webhook.NewInjector(values, namespaces, webhook.WithLogger(logger),
-		webhook.WithMaxBodyBytes(*injectMax), webhook.WithLimiter(limiter))
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
-		return ExitUsage
-	}
-	validator, err := webhook.NewValidator(webhook.WithLogger(logger),
-		webhook.WithMaxBodyBytes(*validateMax), webhook.WithLimiter(limiter))
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
-		return ExitUsage
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/inject", injector)
-	mux.Handle("/validate", validator)
-	mux.HandleFunc("/live", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+		injector, err := webhook.NewInjector(values, namespaces, webhook.WithLogger(logger),
+			webhook.WithMaxBodyBytes(*injectMax), webhook.WithLimiter(limiter))
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
+			return ExitUsage
+		}
+		validator, err := webhook.NewValidator(webhook.WithLogger(logger),
+			webhook.WithMaxBodyBytes(*validateMax), webhook.WithLimiter(limiter))
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
+			return ExitUsage
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/inject", injector)
+		mux.Handle("/validate", validator)
+		mux.HandleFunc("/live", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+		mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 
-	lis, err := net.Listen("tcp", *addr)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
-		return ExitFailure
+		lis, err := net.Listen("tcp", *addr)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
+			return ExitFailure
+		}
+		logger.Info("injector serving", "addr", lis.Addr().String())
+		if err := serveWebhooks(ctx, lis, grpclimit.NewConnections(*maxConns, *maxConnsPerPeer), mux, cert, logger); err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
+			return ExitFailure
+		}
+		return ExitOK
 	}
-	logger.Info("injector serving", "addr", lis.Addr().String())
-	if err := serveWebhooks(ctx, lis, grpclimit.NewConnections(*maxConns, *maxConnsPerPeer), mux, cert, logger); err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
-		return ExitFailure
-	}
-	return ExitOK
 }

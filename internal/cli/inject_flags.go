@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/spf13/pflag"
 
 	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/inject"
@@ -75,7 +76,7 @@ func proxyFlagTable() []proxyFlag {
 
 // proxyFlags holds the registered flags until they are read.
 type proxyFlags struct {
-	fs       *flag.FlagSet
+	fs       *FlagSet
 	table    []proxyFlag
 	strs     map[string]*string
 	bools    map[string]*bool
@@ -86,7 +87,7 @@ type proxyFlags struct {
 }
 
 // addProxyFlags registers linkerd inject's per-setting flags on fs.
-func addProxyFlags(fs *flag.FlagSet) *proxyFlags {
+func addProxyFlags(fs *FlagSet) *proxyFlags {
 	pf := &proxyFlags{fs: fs, table: proxyFlagTable(), strs: map[string]*string{}, bools: map[string]*bool{}, lists: map[string]*StringList{}}
 	for _, f := range pf.table {
 		switch f.kind {
@@ -97,10 +98,13 @@ func addProxyFlags(fs *flag.FlagSet) *proxyFlags {
 			fs.Var(l, f.name, f.usage+" (repeatable, comma-separated)")
 			pf.lists[f.name] = l
 		default:
-			pf.strs[f.name] = fs.String(f.name, "", f.usage)
+			short := ""
+			if f.name == "proxy-version" {
+				short = "v" // linkerd inject's -v
+			}
+			pf.strs[f.name] = fs.StringP(f.name, short, "", f.usage)
 		}
 	}
-	fs.StringVar(pf.strs["proxy-version"], "v", "", "short for --proxy-version")
 	pf.registry = fs.String("registry", "", "registry to pull the proxy, init and debug images from (replaces the registry part of their names)")
 	pf.ingress = fs.Bool("ingress", false, "inject the proxy in ingress mode (linkerd.io/inject: ingress)")
 	pf.noID = fs.Bool("disable-identity", false, "not supported: identity is always on")
@@ -116,10 +120,7 @@ var (
 // Deprecation notes go to warn.
 func (pf *proxyFlags) annotations(values inject.Values, warn io.Writer) (map[string]string, error) {
 	set := map[string]bool{}
-	pf.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["v"] {
-		set["proxy-version"] = true
-	}
+	pf.fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
 	out := map[string]string{}
 	var errs []error
 	if set["disable-identity"] && *pf.noID {

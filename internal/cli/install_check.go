@@ -18,90 +18,82 @@ import (
 // (--pre) or an installed control plane (and, with --proxy, its meshed
 // pods), printing one line per check and exiting 1 when any failed.
 func CheckCommand() Command {
-	return Command{Name: "check", Summary: "check a cluster before an install (--pre) or an installed control plane and its proxies", Run: runCheck}
+	return Command{Name: "check", Summary: "check a cluster before an install (--pre) or an installed control plane and its proxies", Long: checkUsage, Setup: setupCheck}
 }
 
-const checkUsage = `Usage: weft check [--pre] [--proxy] [-o text|json] [--kubeconfig FILE] [--namespace weft]
-
-Runs checks against the cluster of the current kubeconfig context. Each
+const checkUsage = `Runs checks against the cluster of the current kubeconfig context. Each
 prints a line with its result and, when it warns or fails, a hint. The exit
 status is 1 when any check failed (warnings do not fail), 2 on bad flags.
-
-Flags:
 `
 
-func runCheck(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft check", stdio)
+func setupCheck(fs *FlagSet) Action {
 	pre := fs.Bool("pre", false, "check that the cluster is ready for an install instead of checking an installed control plane")
 	proxy := fs.Bool("proxy", false, "also check the meshed pods: proxies ready, current proxy image, current trust roots")
-	output := fs.String("o", "text", "output format: text or json")
-	fs.StringVar(output, "output", "text", "same as -o")
+	output := fs.StringP("output", "o", "text", "output format: text, json or yaml")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context (default: the current one)")
 	namespace := fs.String("namespace", vocab.DefaultControlPlaneNamespace, "control-plane namespace")
 	timeout := fs.Duration("timeout", time.Minute, "give up on the checks after this long")
 	verbose := fs.Bool("verbose", false, "log API errors in full on stderr")
-	fs.Usage = func() {
-		fmt.Fprint(stdio.Stderr, checkUsage)
-		fs.PrintDefaults()
-	}
-	if code, ok := Parse(fs, args); !ok {
-		return code
-	}
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stdio.Stderr, "weft check: "+format+"\n", a...)
-		return ExitUsage
-	}
-	switch {
-	case fs.NArg() != 0:
-		return usage("unexpected argument %q", fs.Arg(0))
-	case *output != "text" && *output != "json":
-		return usage("-o %q: want text or json", *output)
-	case *pre && *proxy:
-		return usage("--pre and --proxy do not go together (there are no proxies before an install)")
-	case *timeout <= 0:
-		return usage("--timeout %s: want a positive duration", *timeout)
-	}
+	return func(ctx context.Context, args []string, stdio IO) int {
+		usage := func(format string, a ...any) int {
+			fmt.Fprintf(stdio.Stderr, "weft check: "+format+"\n", a...)
+			return ExitUsage
+		}
+		switch {
+		case len(args) != 0:
+			return usage("unexpected argument %q", args[0])
+		case checkOutput(*output, "text", "json", "yaml") != nil:
+			return usage("%v", checkOutput(*output, "text", "json", "yaml"))
+		case *pre && *proxy:
+			return usage("--pre and --proxy do not go together (there are no proxies before an install)")
+		case *timeout <= 0:
+			return usage("--timeout %s: want a positive duration", *timeout)
+		}
 
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if *kubeconfig != "" {
-		rules.ExplicitPath = *kubeconfig
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		if *kubeconfig != "" {
+			rules.ExplicitPath = *kubeconfig
+		}
+		restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext}).ClientConfig()
+		if err != nil {
+			return usage("kubeconfig: %v", err)
+		}
+		restCfg.Timeout = *timeout
+		kube, err := kubernetes.NewForConfig(restCfg)
+		if err != nil {
+			return usage("kubernetes client: %v", err)
+		}
+		ext, err := apiextclient.NewForConfig(restCfg)
+		if err != nil {
+			return usage("apiextensions client: %v", err)
+		}
+		logger := slog.New(slog.DiscardHandler)
+		if *verbose {
+			logger = slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+		checker, err := check.New(kube, ext, check.WithNamespace(*namespace), check.WithLogger(logger))
+		if err != nil {
+			return usage("%v", err)
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		report := checker.Check(ctx, check.Scope{Pre: *pre, Proxy: *proxy})
+		switch *output {
+		case "json":
+			err = report.WriteJSON(stdio.Stdout)
+		case "yaml":
+			err = report.WriteYAML(stdio.Stdout)
+		default:
+			err = report.WriteText(stdio.Stdout)
+		}
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft check: %v\n", err)
+			return ExitFailure
+		}
+		if !report.Success {
+			return ExitFailure
+		}
+		return ExitOK
 	}
-	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext}).ClientConfig()
-	if err != nil {
-		return usage("kubeconfig: %v", err)
-	}
-	restCfg.Timeout = *timeout
-	kube, err := kubernetes.NewForConfig(restCfg)
-	if err != nil {
-		return usage("kubernetes client: %v", err)
-	}
-	ext, err := apiextclient.NewForConfig(restCfg)
-	if err != nil {
-		return usage("apiextensions client: %v", err)
-	}
-	logger := slog.New(slog.DiscardHandler)
-	if *verbose {
-		logger = slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	checker, err := check.New(kube, ext, check.WithNamespace(*namespace), check.WithLogger(logger))
-	if err != nil {
-		return usage("%v", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	report := checker.Check(ctx, check.Scope{Pre: *pre, Proxy: *proxy})
-	if *output == "json" {
-		err = report.WriteJSON(stdio.Stdout)
-	} else {
-		err = report.WriteText(stdio.Stdout)
-	}
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft check: %v\n", err)
-		return ExitFailure
-	}
-	if !report.Success {
-		return ExitFailure
-	}
-	return ExitOK
 }

@@ -269,7 +269,7 @@ func TestCheckRefusesBadFlagsAndReportsAnUnreachableCluster(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-o", "yaml"}, `-o "yaml": want text or json`},
+		{[]string{"-o", "xml"}, `-o "xml": want text, json, yaml`},
 		{[]string{"--pre", "--proxy"}, "--pre and --proxy do not go together"},
 		{[]string{"now"}, `unexpected argument "now"`},
 		{[]string{"--kubeconfig", "/nonexistent/kubeconfig"}, "kubeconfig:"},

@@ -1,20 +1,19 @@
 package cli
 
 import (
-	"github.com/weftmesh/weft/internal/cli/core"
-
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/weftmesh/weft/apis/vocab"
+	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/install"
 )
@@ -22,18 +21,14 @@ import (
 // InstallCommand is `weft install`: it prints the Kubernetes manifests of
 // the control plane (or, with --crds, only the CRDs) for kubectl apply.
 func InstallCommand() Command {
-	return Command{Name: "install", Summary: "print the Kubernetes manifests of the control plane (CRDs, RBAC, Deployments, webhooks)", Run: runInstall}
+	return Command{Name: "install", Summary: "print the Kubernetes manifests of the control plane (CRDs, RBAC, Deployments, webhooks)", Args: "[flags] > weft.yaml", Long: installUsage, Setup: setupInstall}
 }
 
-const installUsage = `Usage: weft install [flags] > weft.yaml
-
-Prints every object the control plane needs, sorted by kind and name, for
+const installUsage = `Prints every object the control plane needs, sorted by kind and name, for
 kubectl apply. Without certificate flags it generates a trust anchor, an
 identity issuer and a webhook certificate, so each run prints different
 certificates; give them (--identity-* and --webhook-cert-dir, or keep the
 generated ones with --certs-out DIR) and two runs print identical bytes.
-
-Flags:
 `
 
 type installFlags struct {
@@ -42,13 +37,14 @@ type installFlags struct {
 	webhookDir, controllerImage, certsOut            string
 	controllerPull                                   string
 	lifetime                                         time.Duration
+	output                                           string
 	crdsOnly, ha, prometheusOperator                 bool
 }
 
-func runInstall(_ context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft install", stdio)
+func setupInstall(fs *FlagSet) Action {
 	var f installFlags
 	fs.StringVar(&f.valuesFile, "values", "", "Values file (YAML or JSON; defaults for what it leaves out)")
+	fs.StringVarP(&f.output, "output", "o", "yaml", "output format: yaml (a stream of documents) or json (one v1 List)")
 	fs.StringVar(&f.linkerdValues, "linkerd-values", "", "values file of Linkerd's linkerd-control-plane Helm chart: its proxy, proxyInit, identity and cluster keys are mapped (each key not understood is named); --values and flags apply on top")
 	fs.BoolVar(&f.crdsOnly, "crds", false, "print only the CustomResourceDefinitions (apply them first)")
 	fs.BoolVar(&f.prometheusOperator, "prometheus-operator", false, "add a PodMonitor (monitoring.coreos.com/v1) that scrapes every meshed proxy's metrics, for a Prometheus the Prometheus Operator runs")
@@ -61,147 +57,148 @@ func runInstall(_ context.Context, args []string, stdio IO) int {
 	fs.StringVar(&f.controllerImage, "controller-image", "", "weft-controller image (default "+install.DefaultControllerImage+":<values version>)")
 	fs.StringVar(&f.controllerPull, "controller-image-pull-policy", string(corev1.PullIfNotPresent), "imagePullPolicy of the control-plane containers: Always, IfNotPresent or Never")
 	fs.StringVar(&f.certsOut, "certs-out", "", "write the certificates this run generates into DIR (ca.crt, ca.key, issuer/, webhook/) to pass back next time")
-	fs.Usage = func() {
-		fmt.Fprint(stdio.Stderr, installUsage)
-		fs.PrintDefaults()
-	}
-	if code, ok := Parse(fs, args); !ok {
-		return code
-	}
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stdio.Stderr, "weft install: "+format+"\n", a...)
-		return ExitUsage
-	}
-	if fs.NArg() != 0 {
-		return usage("unexpected argument %q (the manifests go to stdout)", fs.Arg(0))
-	}
-	if f.crdsOnly {
-		set := []string{}
-		fs.Visit(func(fl *flag.Flag) {
-			if fl.Name != "crds" {
-				set = append(set, "--"+fl.Name)
+	return func(_ context.Context, args []string, stdio IO) int {
+		usage := func(format string, a ...any) int {
+			fmt.Fprintf(stdio.Stderr, "weft install: "+format+"\n", a...)
+			return ExitUsage
+		}
+		if len(args) != 0 {
+			return usage("unexpected argument %q (the manifests go to stdout)", args[0])
+		}
+		if err := checkOutput(f.output, "yaml", "json"); err != nil {
+			return usage("%v", err)
+		}
+		if f.crdsOnly {
+			set := []string{}
+			fs.Visit(func(fl *pflag.Flag) {
+				if fl.Name != "crds" && fl.Name != "output" {
+					set = append(set, "--"+fl.Name)
+				}
+			})
+			if len(set) > 0 {
+				return usage("--crds prints only the CRDs and takes no other flag (got %v)", set)
 			}
-		})
-		if len(set) > 0 {
-			return usage("--crds prints only the CRDs and takes no other flag (got %v)", set)
+			m, err := install.CRDs()
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+				return ExitFailure
+			}
+			return writeManifest(m, f.output, stdio)
 		}
-		m, err := install.CRDs()
-		if err != nil {
-			fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
-			return ExitFailure
-		}
-		return writeManifest(m, stdio)
-	}
 
-	explicit := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
-	base := inject.DefaultValues()
-	var lv *install.LinkerdValues
-	if f.linkerdValues != "" {
-		var err error
-		if lv, err = readLinkerdValues("weft install", f.linkerdValues, base, stdio.Stderr); err != nil {
-			return usage("%v", err)
+		explicit := map[string]bool{}
+		fs.Visit(func(fl *pflag.Flag) { explicit[fl.Name] = true })
+		base := inject.DefaultValues()
+		var lv *install.LinkerdValues
+		if f.linkerdValues != "" {
+			var err error
+			if lv, err = readLinkerdValues("weft install", f.linkerdValues, base, stdio.Stderr); err != nil {
+				return usage("%v", err)
+			}
+			base = lv.Values
+			if lv.IssuanceLifetime > 0 && !explicit["identity-issuance-lifetime"] {
+				f.lifetime = lv.IssuanceLifetime
+			}
+			if lv.IssuerScheme != "" && !explicit["identity-issuer-scheme"] {
+				f.issuerScheme = lv.IssuerScheme
+			}
 		}
-		base = lv.Values
-		if lv.IssuanceLifetime > 0 && !explicit["identity-issuance-lifetime"] {
-			f.lifetime = lv.IssuanceLifetime
-		}
-		if lv.IssuerScheme != "" && !explicit["identity-issuer-scheme"] {
-			f.issuerScheme = lv.IssuerScheme
-		}
-	}
-	values, err := installValues(f.valuesFile, base)
-	if err != nil {
-		return usage("%v", err)
-	}
-	now := time.Now()
-	var gen generated
-	certs := install.Certificates{}
-	switch {
-	case lv != nil && len(lv.IssuerCertPEM) > 0 && len(lv.IssuerKeyPEM) > 0 && f.issuerDir == "" && f.anchorsFile == "":
-		// The Linkerd values carry the issuer (identity.issuer.tls) and
-		// the anchors (identityTrustAnchorsPEM).
-		if values.IdentityTrustAnchorsPEM == "" {
-			return usage("--linkerd-values: identity.issuer.tls is set but identityTrustAnchorsPEM is empty")
-		}
-		certs.Identity = install.Identity{TrustAnchorsPEM: []byte(values.IdentityTrustAnchorsPEM), IssuerCertPEM: lv.IssuerCertPEM, IssuerKeyPEM: lv.IssuerKeyPEM}
-	case f.anchorsFile != "" && f.issuerDir != "":
-		if certs.Identity, err = install.LoadIdentity(f.anchorsFile, f.issuerDir); err != nil {
-			return usage("%v", err)
-		}
-	case f.issuerDir != "" && values.IdentityTrustAnchorsPEM != "":
-		certPEM, keyPEM, err := install.LoadIssuer(f.issuerDir)
+		values, err := installValues(f.valuesFile, base)
 		if err != nil {
 			return usage("%v", err)
 		}
-		certs.Identity = install.Identity{TrustAnchorsPEM: []byte(values.IdentityTrustAnchorsPEM), IssuerCertPEM: certPEM, IssuerKeyPEM: keyPEM}
-	case f.issuerDir != "":
-		return usage("--identity-issuer-dir needs --identity-trust-anchors-file (or identityTrustAnchorsPEM in the values)")
-	case f.anchorsFile != "":
-		return usage("--identity-trust-anchors-file needs --identity-issuer-dir: an issuer cannot be generated under an anchor whose private key is not given")
-	case values.IdentityTrustAnchorsPEM != "":
-		return usage("the values carry identityTrustAnchorsPEM but no --identity-issuer-dir was given: an issuer cannot be generated under an anchor whose private key is not given")
-	default:
-		if certs.Identity, gen.anchorKey, err = install.GenerateIdentity(now); err != nil {
-			fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
-			return ExitFailure
+		now := time.Now()
+		var gen generated
+		certs := install.Certificates{}
+		switch {
+		case lv != nil && len(lv.IssuerCertPEM) > 0 && len(lv.IssuerKeyPEM) > 0 && f.issuerDir == "" && f.anchorsFile == "":
+			// The Linkerd values carry the issuer (identity.issuer.tls) and
+			// the anchors (identityTrustAnchorsPEM).
+			if values.IdentityTrustAnchorsPEM == "" {
+				return usage("--linkerd-values: identity.issuer.tls is set but identityTrustAnchorsPEM is empty")
+			}
+			certs.Identity = install.Identity{TrustAnchorsPEM: []byte(values.IdentityTrustAnchorsPEM), IssuerCertPEM: lv.IssuerCertPEM, IssuerKeyPEM: lv.IssuerKeyPEM}
+		case f.anchorsFile != "" && f.issuerDir != "":
+			if certs.Identity, err = install.LoadIdentity(f.anchorsFile, f.issuerDir); err != nil {
+				return usage("%v", err)
+			}
+		case f.issuerDir != "" && values.IdentityTrustAnchorsPEM != "":
+			certPEM, keyPEM, err := install.LoadIssuer(f.issuerDir)
+			if err != nil {
+				return usage("%v", err)
+			}
+			certs.Identity = install.Identity{TrustAnchorsPEM: []byte(values.IdentityTrustAnchorsPEM), IssuerCertPEM: certPEM, IssuerKeyPEM: keyPEM}
+		case f.issuerDir != "":
+			return usage("--identity-issuer-dir needs --identity-trust-anchors-file (or identityTrustAnchorsPEM in the values)")
+		case f.anchorsFile != "":
+			return usage("--identity-trust-anchors-file needs --identity-issuer-dir: an issuer cannot be generated under an anchor whose private key is not given")
+		case values.IdentityTrustAnchorsPEM != "":
+			return usage("the values carry identityTrustAnchorsPEM but no --identity-issuer-dir was given: an issuer cannot be generated under an anchor whose private key is not given")
+		default:
+			if certs.Identity, gen.anchorKey, err = install.GenerateIdentity(now); err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+				return ExitFailure
+			}
+			gen.identity = true
 		}
-		gen.identity = true
-	}
-	if f.webhookDir != "" {
-		if certs.Webhook, err = install.LoadWebhook(f.webhookDir); err != nil {
-			return usage("%v", err)
+		if f.webhookDir != "" {
+			if certs.Webhook, err = install.LoadWebhook(f.webhookDir); err != nil {
+				return usage("%v", err)
+			}
+		} else {
+			if certs.Webhook, err = install.GenerateWebhook(values.ControlPlaneNamespace, values.ClusterDomain, now); err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+				return ExitFailure
+			}
+			gen.webhook = true
 		}
-	} else {
-		if certs.Webhook, err = install.GenerateWebhook(values.ControlPlaneNamespace, values.ClusterDomain, now); err != nil {
-			fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
-			return ExitFailure
-		}
-		gen.webhook = true
-	}
 
-	opts := []install.Option{install.WithIssuanceLifetime(f.lifetime), install.WithIssuerScheme(f.issuerScheme)}
-	if lv != nil && lv.ClockSkewAllowance > 0 {
-		opts = append(opts, install.WithClockSkewAllowance(lv.ClockSkewAllowance))
-	}
-	if f.ha {
-		opts = append(opts, install.WithHA())
-	}
-	opts = append(opts, install.WithControllerImagePullPolicy(corev1.PullPolicy(f.controllerPull)))
-	if f.prometheusOperator {
-		opts = append(opts, install.WithPrometheusOperator())
-	}
-	if f.controllerImage != "" {
-		opts = append(opts, install.WithControllerImage(f.controllerImage))
-	}
-	m, err := install.Render(values, certs, opts...)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
-		return ExitUsage
-	}
-	if f.certsOut != "" {
-		if !gen.identity && !gen.webhook {
-			return usage("--certs-out: this run generated no certificates (all were given)")
+		opts := []install.Option{install.WithIssuanceLifetime(f.lifetime), install.WithIssuerScheme(f.issuerScheme)}
+		if lv != nil && lv.ClockSkewAllowance > 0 {
+			opts = append(opts, install.WithClockSkewAllowance(lv.ClockSkewAllowance))
 		}
-		if err := gen.write(f.certsOut, certs); err != nil {
-			fmt.Fprintf(stdio.Stderr, "weft install: --certs-out: %v\n", err)
-			return ExitFailure
+		if f.ha {
+			opts = append(opts, install.WithHA())
 		}
+		opts = append(opts, install.WithControllerImagePullPolicy(corev1.PullPolicy(f.controllerPull)))
+		if f.prometheusOperator {
+			opts = append(opts, install.WithPrometheusOperator())
+		}
+		if f.controllerImage != "" {
+			opts = append(opts, install.WithControllerImage(f.controllerImage))
+		}
+		m, err := install.Render(values, certs, opts...)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+			return ExitUsage
+		}
+		if f.certsOut != "" {
+			if !gen.identity && !gen.webhook {
+				return usage("--certs-out: this run generated no certificates (all were given)")
+			}
+			if err := gen.write(f.certsOut, certs); err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft install: --certs-out: %v\n", err)
+				return ExitFailure
+			}
+		}
+		if gen.identity {
+			fmt.Fprint(stdio.Stderr, generatedIdentityWarning(f.certsOut))
+		}
+		if gen.webhook {
+			fmt.Fprintln(stdio.Stderr, "weft install: generated a new webhook CA and serving certificate (pass --webhook-cert-dir to reuse one and print identical output)")
+		}
+		for _, w := range m.Warnings {
+			fmt.Fprintf(stdio.Stderr, "weft install: warning: %s\n", w)
+		}
+		return writeManifest(m, f.output, stdio)
 	}
-	if gen.identity {
-		fmt.Fprint(stdio.Stderr, generatedIdentityWarning(f.certsOut))
-	}
-	if gen.webhook {
-		fmt.Fprintln(stdio.Stderr, "weft install: generated a new webhook CA and serving certificate (pass --webhook-cert-dir to reuse one and print identical output)")
-	}
-	for _, w := range m.Warnings {
-		fmt.Fprintf(stdio.Stderr, "weft install: warning: %s\n", w)
-	}
-	return writeManifest(m, stdio)
 }
 
-func writeManifest(m *install.Manifest, stdio IO) int {
+func writeManifest(m *install.Manifest, output string, stdio IO) int {
 	data, err := m.YAML()
+	if output == "json" {
+		data, err = m.JSON()
+	}
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
 		return ExitFailure
@@ -214,8 +211,8 @@ func writeManifest(m *install.Manifest, stdio IO) int {
 }
 
 // installValues reads the Values file over the defaults. A release build
-// (core.Version set at link time) tags images with its own version unless the
-// file names one.
+// (core.Version set at link time, other than "dev") tags images with its own
+// version unless the file names one.
 func installValues(path string, base inject.Values) (inject.Values, error) {
 	values := base
 	var data []byte
@@ -228,7 +225,7 @@ func installValues(path string, base inject.Values) (inject.Values, error) {
 			return inject.Values{}, fmt.Errorf("--values %s: %w", path, err)
 		}
 	}
-	if core.Version != "" {
+	if core.Version != "" && core.Version != "dev" {
 		var keys map[string]any
 		if err := yaml.Unmarshal(data, &keys); err == nil {
 			if _, set := keys["version"]; !set {

@@ -24,24 +24,19 @@ import (
 // exactly the objects `weft install` creates (with or without --ha), found
 // by kind and name from the same Values.
 func UninstallCommand() Command {
-	return Command{Name: "uninstall", Summary: "delete every object weft install creates (control plane, webhooks, RBAC, CRDs)", Run: runUninstall}
+	return Command{Name: "uninstall", Summary: "delete every object weft install creates (control plane, webhooks, RBAC, CRDs)", Args: "[flags]", Long: uninstallUsage, Setup: setupUninstall}
 }
 
-const uninstallUsage = `Usage: weft uninstall [--values FILE] [--keep-crds] [--wait] [--dry-run]
-
-Deletes from the cluster of the current kubeconfig context every object that
+const uninstallUsage = `Deletes from the cluster of the current kubeconfig context every object that
 weft install renders for these Values (the control-plane namespace comes
 from them): the webhook configurations first, so that no pod creation waits
 on a deleted injector, then the control plane, its namespace and RBAC, and
 last the CRDs, which deletes every Server, policy and ServiceProfile stored
 in the cluster (--keep-crds keeps them). Objects already gone are reported
 and skipped.
-
-Flags:
 `
 
-func runUninstall(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft uninstall", stdio)
+func setupUninstall(fs *FlagSet) Action {
 	valuesFile := fs.String("values", "", "Values file of the install (its controlPlaneNamespace)")
 	keepCRDs := fs.Bool("keep-crds", false, "keep the CRDs and the policies and ServiceProfiles stored under them")
 	wait := fs.Bool("wait", false, "wait until every object is gone (the namespace takes longest)")
@@ -49,112 +44,107 @@ func runUninstall(ctx context.Context, args []string, stdio IO) int {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context (default: the current one)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
-	fs.Usage = func() {
-		fmt.Fprint(stdio.Stderr, uninstallUsage)
-		fs.PrintDefaults()
-	}
-	if code, ok := Parse(fs, args); !ok {
-		return code
-	}
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stdio.Stderr, "weft uninstall: "+format+"\n", a...)
-		return ExitUsage
-	}
-	if fs.NArg() != 0 {
-		return usage("unexpected argument %q", fs.Arg(0))
-	}
-	if *timeout <= 0 {
-		return usage("--timeout %s: want a positive duration", *timeout)
-	}
-	values := inject.DefaultValues()
-	if *valuesFile != "" {
-		data, err := os.ReadFile(*valuesFile)
-		if err != nil {
-			return usage("%v", err)
+	return func(ctx context.Context, args []string, stdio IO) int {
+		usage := func(format string, a ...any) int {
+			fmt.Fprintf(stdio.Stderr, "weft uninstall: "+format+"\n", a...)
+			return ExitUsage
 		}
-		if values, err = inject.ParseValues(data); err != nil {
-			return usage("%s: %v", *valuesFile, err)
+		if len(args) != 0 {
+			return usage("unexpected argument %q", args[0])
 		}
-	}
-	objs, err := installedObjects(values, *keepCRDs)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft uninstall: %v\n", err)
-		return ExitFailure
-	}
-
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if *kubeconfig != "" {
-		rules.ExplicitPath = *kubeconfig
-	}
-	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext}).ClientConfig()
-	if err != nil {
-		return usage("kubeconfig: %v", err)
-	}
-	restCfg.Timeout = *timeout
-	dyn, err := dynamic.NewForConfig(restCfg)
-	if err != nil {
-		return usage("kubernetes client: %v", err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(restCfg)
-	if err != nil {
-		return usage("kubernetes client: %v", err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-
-	var failed bool
-	var deleted []dynamic.ResourceInterface
-	var names []string
-	for _, o := range objs {
-		gvk := o.GetObjectKind().GroupVersionKind()
-		what := fmt.Sprintf("%s %s", gvk.Kind, o.GetName())
-		if o.GetNamespace() != "" {
-			what = fmt.Sprintf("%s %s/%s", gvk.Kind, o.GetNamespace(), o.GetName())
+		if *timeout <= 0 {
+			return usage("--timeout %s: want a positive duration", *timeout)
 		}
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if meta.IsNoMatchError(err) {
-			fmt.Fprintf(stdio.Stdout, "absent  %s (kind not served)\n", what)
-			continue
-		}
-		if err != nil {
-			fmt.Fprintf(stdio.Stderr, "weft uninstall: %s: %v\n", what, err)
-			failed = true
-			continue
-		}
-		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
-		}
-		if *dryRun {
-			fmt.Fprintf(stdio.Stdout, "would delete %s\n", what)
-			continue
-		}
-		err = ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationBackground)})
-		switch {
-		case apierrors.IsNotFound(err):
-			fmt.Fprintf(stdio.Stdout, "absent  %s\n", what)
-		case err != nil:
-			fmt.Fprintf(stdio.Stderr, "weft uninstall: delete %s: %v\n", what, err)
-			failed = true
-		default:
-			fmt.Fprintf(stdio.Stdout, "deleted %s\n", what)
-			deleted = append(deleted, ri)
-			names = append(names, o.GetName())
-		}
-	}
-	if *wait && !failed {
-		for i, ri := range deleted {
-			if err := waitGone(ctx, ri, names[i]); err != nil {
-				fmt.Fprintf(stdio.Stderr, "weft uninstall: %s still there: %v\n", names[i], err)
-				failed = true
+		values := inject.DefaultValues()
+		if *valuesFile != "" {
+			data, err := os.ReadFile(*valuesFile)
+			if err != nil {
+				return usage("%v", err)
+			}
+			if values, err = inject.ParseValues(data); err != nil {
+				return usage("%s: %v", *valuesFile, err)
 			}
 		}
+		objs, err := installedObjects(values, *keepCRDs)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft uninstall: %v\n", err)
+			return ExitFailure
+		}
+
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		if *kubeconfig != "" {
+			rules.ExplicitPath = *kubeconfig
+		}
+		restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext}).ClientConfig()
+		if err != nil {
+			return usage("kubeconfig: %v", err)
+		}
+		restCfg.Timeout = *timeout
+		dyn, err := dynamic.NewForConfig(restCfg)
+		if err != nil {
+			return usage("kubernetes client: %v", err)
+		}
+		disc, err := discovery.NewDiscoveryClientForConfig(restCfg)
+		if err != nil {
+			return usage("kubernetes client: %v", err)
+		}
+		mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+
+		var failed bool
+		var deleted []dynamic.ResourceInterface
+		var names []string
+		for _, o := range objs {
+			gvk := o.GetObjectKind().GroupVersionKind()
+			what := fmt.Sprintf("%s %s", gvk.Kind, o.GetName())
+			if o.GetNamespace() != "" {
+				what = fmt.Sprintf("%s %s/%s", gvk.Kind, o.GetNamespace(), o.GetName())
+			}
+			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if meta.IsNoMatchError(err) {
+				fmt.Fprintf(stdio.Stdout, "absent  %s (kind not served)\n", what)
+				continue
+			}
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft uninstall: %s: %v\n", what, err)
+				failed = true
+				continue
+			}
+			var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+			if m.Scope.Name() == meta.RESTScopeNameNamespace {
+				ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
+			}
+			if *dryRun {
+				fmt.Fprintf(stdio.Stdout, "would delete %s\n", what)
+				continue
+			}
+			err = ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationBackground)})
+			switch {
+			case apierrors.IsNotFound(err):
+				fmt.Fprintf(stdio.Stdout, "absent  %s\n", what)
+			case err != nil:
+				fmt.Fprintf(stdio.Stderr, "weft uninstall: delete %s: %v\n", what, err)
+				failed = true
+			default:
+				fmt.Fprintf(stdio.Stdout, "deleted %s\n", what)
+				deleted = append(deleted, ri)
+				names = append(names, o.GetName())
+			}
+		}
+		if *wait && !failed {
+			for i, ri := range deleted {
+				if err := waitGone(ctx, ri, names[i]); err != nil {
+					fmt.Fprintf(stdio.Stderr, "weft uninstall: %s still there: %v\n", names[i], err)
+					failed = true
+				}
+			}
+		}
+		if failed {
+			return ExitFailure
+		}
+		return ExitOK
 	}
-	if failed {
-		return ExitFailure
-	}
-	return ExitOK
 }
 
 // installedObjects lists what `weft install` creates for values, with and

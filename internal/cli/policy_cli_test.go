@@ -158,7 +158,7 @@ spec:
 		{"missing manifests", []string{"--cases", policyCase}, []string{"--manifests"}},
 		{"bad default policy", []string{"--manifests", policyBase, "--cases", policyCase, "--default-policy", "open"}, []string{"open"}},
 		{"bad cluster network", []string{"--manifests", policyBase, "--cases", policyCase, "--cluster-networks", "10.0.0.0/40"}, []string{"10.0.0.0/40"}},
-		{"bad output", []string{"--manifests", policyBase, "--cases", policyCase, "-o", "yaml"}, []string{"-o"}},
+		{"bad output", []string{"--manifests", policyBase, "--cases", policyCase, "-o", "xml"}, []string{"-o"}},
 		{"missing file", []string{"--manifests", filepath.Join(dir, "nope"), "--cases", policyCase}, []string{"nope"}},
 	}
 	for _, c := range cases {

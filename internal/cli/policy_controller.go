@@ -29,7 +29,7 @@ func PolicyControllerCommand() Command {
 	return Command{
 		Name:    "policy",
 		Summary: "run the policy controller (inbound and outbound policy APIs)",
-		Run:     runPolicyController,
+		Setup:   setupPolicyController,
 	}
 }
 
@@ -50,8 +50,7 @@ type policyControllerFlags struct {
 	server                   serverLimitFlags
 }
 
-func runPolicyController(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft-controller policy", stdio)
+func setupPolicyController(fs *FlagSet) Action {
 	var f policyControllerFlags
 	fs.StringVar(&f.addr, "addr", ":8090", "HOST:PORT to serve gRPC on")
 	fs.StringVar(&f.source, "source", "kubernetes", "where objects come from: kubernetes or static")
@@ -69,64 +68,63 @@ func runPolicyController(ctx context.Context, args []string, stdio IO) int {
 	core.RegisterDefaultOpaquePorts(fs, &f.opaquePorts)
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.server.register(fs)
-	if st, ok := Parse(fs, args); !ok {
-		return st
-	}
-	fail := func(err error) int {
-		fmt.Fprintf(stdio.Stderr, "weft-controller policy: %v\n", err)
-		return ExitUsage
-	}
-	if fs.NArg() != 0 {
-		return fail(errors.New("no positional arguments are taken"))
-	}
-	limits, err := f.server.limits()
-	if err != nil {
-		return fail(err)
-	}
-	switch f.source {
-	case "static":
-		if len(f.manifests) == 0 {
-			return fail(errors.New("--source static needs --manifests PATH"))
+	return func(ctx context.Context, args []string, stdio IO) int {
+		fail := func(err error) int {
+			fmt.Fprintf(stdio.Stderr, "weft-controller policy: %v\n", err)
+			return ExitUsage
 		}
-	case "kubernetes":
-		if len(f.manifests) > 0 {
-			return fail(errors.New("--manifests goes with --source static"))
+		if len(args) != 0 {
+			return fail(errors.New("no positional arguments are taken"))
 		}
-	default:
-		return fail(fmt.Errorf("--source %q: want kubernetes or static", f.source))
+		limits, err := f.server.limits()
+		if err != nil {
+			return fail(err)
+		}
+		switch f.source {
+		case "static":
+			if len(f.manifests) == 0 {
+				return fail(errors.New("--source static needs --manifests PATH"))
+			}
+		case "kubernetes":
+			if len(f.manifests) > 0 {
+				return fail(errors.New("--manifests goes with --source static"))
+			}
+		default:
+			return fail(fmt.Errorf("--source %q: want kubernetes or static", f.source))
+		}
+		if f.gatewayAPI != "auto" && f.gatewayAPI != "true" && f.gatewayAPI != "false" {
+			return fail(fmt.Errorf("--gateway-api %q: want auto, true or false", f.gatewayAPI))
+		}
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+			return fail(fmt.Errorf("--log-level %q: %v", f.logLevel, err))
+		}
+		opaque, err := core.ParseDefaultOpaquePorts(f.opaquePorts)
+		if err != nil {
+			return fail(err)
+		}
+		logger := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: level}))
+		opts := []policy.Option{
+			policy.WithDefaultOpaquePorts(opaque),
+			policy.WithDefaultPolicy(f.defaultPolicy), policy.WithTrustDomain(f.trustDomain),
+			policy.WithControlPlaneNamespace(f.cpNamespace), policy.WithClusterDomain(f.clusterDomain),
+			policy.WithDetectTimeout(f.detectTimeout), policy.WithLogger(logger),
+		}
+		if len(f.clusterNetworks) > 0 {
+			opts = append(opts, policy.WithClusterNetworks(f.clusterNetworks...))
+		}
+		if f.probeSet {
+			opts = append(opts, policy.WithProbeNetworks(f.probeNetworks...))
+		}
+		if _, err := policy.NewConfig(opts...); err != nil {
+			return fail(err)
+		}
+		if err := servePolicy(ctx, f, limits, opts, logger); err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller policy: %v\n", err)
+			return ExitFailure
+		}
+		return ExitOK
 	}
-	if f.gatewayAPI != "auto" && f.gatewayAPI != "true" && f.gatewayAPI != "false" {
-		return fail(fmt.Errorf("--gateway-api %q: want auto, true or false", f.gatewayAPI))
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return fail(fmt.Errorf("--log-level %q: %v", f.logLevel, err))
-	}
-	opaque, err := core.ParseDefaultOpaquePorts(f.opaquePorts)
-	if err != nil {
-		return fail(err)
-	}
-	logger := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: level}))
-	opts := []policy.Option{
-		policy.WithDefaultOpaquePorts(opaque),
-		policy.WithDefaultPolicy(f.defaultPolicy), policy.WithTrustDomain(f.trustDomain),
-		policy.WithControlPlaneNamespace(f.cpNamespace), policy.WithClusterDomain(f.clusterDomain),
-		policy.WithDetectTimeout(f.detectTimeout), policy.WithLogger(logger),
-	}
-	if len(f.clusterNetworks) > 0 {
-		opts = append(opts, policy.WithClusterNetworks(f.clusterNetworks...))
-	}
-	if f.probeSet {
-		opts = append(opts, policy.WithProbeNetworks(f.probeNetworks...))
-	}
-	if _, err := policy.NewConfig(opts...); err != nil {
-		return fail(err)
-	}
-	if err := servePolicy(ctx, f, limits, opts, logger); err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-controller policy: %v\n", err)
-		return ExitFailure
-	}
-	return ExitOK
 }
 
 func policySource(ctx context.Context, f policyControllerFlags, logger *slog.Logger) (policy.Source, func() error, error) {

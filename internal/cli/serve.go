@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,7 +31,7 @@ type serverLimitFlags struct {
 }
 
 // register adds the flags to fs, with grpclimit's defaults.
-func (f *serverLimitFlags) register(fs *flag.FlagSet) {
+func (f *serverLimitFlags) register(fs *FlagSet) {
 	f.l = grpclimit.Defaults()
 	f.maxStreams = uint(f.l.MaxStreamsPerConnection)
 	fs.DurationVar(&f.l.ConnectionTimeout, "connection-timeout", f.l.ConnectionTimeout, "close a connection that has not finished its handshake (TLS, HTTP/2 preface) within this")

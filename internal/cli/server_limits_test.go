@@ -82,13 +82,15 @@ func grpcConn(t *testing.T, addr string) *grpc.ClientConn {
 func TestEveryControllerTakesTheSameServerLimitFlags(t *testing.T) {
 	usage := map[string]map[string]string{}
 	for _, cmd := range []cli.Command{cli.IdentityControllerCommand(), cli.DestinationControllerCommand(), cli.PolicyControllerCommand()} {
-		st, _, help := runCommand(t, cmd, "", "-h")
+		st, help, _ := runCommand(t, cmd, "", "-h")
 		require.Equal(t, cli.ExitOK, st)
 		usage[cmd.Name] = map[string]string{}
 		for _, name := range limitFlags {
-			m := regexp.MustCompile(`(?m)^  -` + regexp.QuoteMeta(name) + ` .*\n(?:    \t.*\n)+`).FindString(help)
+			// "      --name type   usage (default x)", padded to the
+			// longest flag of the command: the padding is left out.
+			m := regexp.MustCompile(`(?m)^\s+--` + regexp.QuoteMeta(name) + ` (\S+)\s+(.*)$`).FindStringSubmatch(help)
 			require.NotEmpty(t, m, "%s has no --%s flag:\n%s", cmd.Name, name, help)
-			usage[cmd.Name][name] = m
+			usage[cmd.Name][name] = m[1] + " " + m[2]
 		}
 	}
 	assert.Equal(t, usage["identity"], usage["destination"])
@@ -344,11 +346,11 @@ func TestInjectorControllerRefusesLimitFlagsOutOfRange(t *testing.T) {
 		assert.Equal(t, cli.ExitUsage, st, "%v: %s", args, errOut)
 		assert.Contains(t, errOut, args[0])
 	}
-	st, _, help := runCommand(t, cli.InjectorControllerCommand(), "", "-h")
+	st, help, _ := runCommand(t, cli.InjectorControllerCommand(), "", "-h")
 	require.Equal(t, cli.ExitOK, st)
-	assert.Regexp(t, `-inject-max-body-bytes int\n.*\(default 4194304\)`, help)
-	assert.Regexp(t, `-validate-max-body-bytes int\n.*\(default 1048576\)`, help)
-	assert.Regexp(t, `-max-in-flight int\n.*\(default 8\)`, help)
-	assert.Regexp(t, `-max-connections int\n.*\(default 500\)`, help)
-	assert.Regexp(t, `-max-connections-per-peer int\n.*\(default 50\)`, help)
+	assert.Regexp(t, `--inject-max-body-bytes int .*\(default 4194304\)\n`, help)
+	assert.Regexp(t, `--validate-max-body-bytes int .*\(default 1048576\)\n`, help)
+	assert.Regexp(t, `--max-in-flight int .*\(default 8\)\n`, help)
+	assert.Regexp(t, `--max-connections int .*\(default 500\)\n`, help)
+	assert.Regexp(t, `--max-connections-per-peer int .*\(default 50\)\n`, help)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -22,44 +21,31 @@ func VizCommand() Command {
 	return Command{
 		Name:    "viz",
 		Summary: "observe the mesh: stat, top, tap, edges, routes, authz, dashboard (no Prometheus needed)",
-		Run:     runViz,
+		Long: "Data come from the proxies' own /metrics and tap: in a cluster through the\n" +
+			"Kubernetes API server, in a local mesh (weft demo, weft dev) directly with --local DIR.\n" +
+			"--prometheus URL queries a Prometheus server instead.",
+		Sub: vizSubcommands(),
 	}
 }
 
-var vizSubcommands = []struct {
-	name, summary string
-	run           func(context.Context, []string, IO) int
-}{
-	{"stat", "golden metrics per namespace, workload, pod, authority or route", runVizStat},
-	{"edges", "who calls whom, with the identities both proxies verified", runVizEdges},
-	{"routes", "golden metrics per route a workload serves (or calls, with --to)", runVizRoutes},
-	{"authz", "allowed and denied traffic per authorization, with the denied clients", runVizAuthz},
-	{"tap", "the live request stream of a workload's proxies", runVizTap},
-	{"top", "the hottest paths now, from tap", runVizTop},
-	{"dashboard", "serve the live web dashboard", runVizDashboard},
-}
-
-func runViz(ctx context.Context, args []string, stdio IO) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdio.Stderr, "Usage: weft viz COMMAND [flags]\n\nCommands:\n")
-		for _, c := range vizSubcommands {
-			fmt.Fprintf(stdio.Stderr, "  %-10s %s\n", c.name, c.summary)
-		}
-		fmt.Fprint(stdio.Stderr, "\nData come from the proxies' own /metrics and tap: in a cluster through the\n"+
-			"Kubernetes API server, in a local mesh (weft demo, weft dev) directly with --local DIR.\n"+
-			"--prometheus URL queries a Prometheus server instead.\n")
-		if len(args) == 0 {
-			return ExitUsage
-		}
-		return ExitOK
+func vizSubcommands() []Command {
+	return []Command{
+		{Name: "stat", Args: "[flags] TYPE[/NAME]", Summary: "golden metrics per namespace, workload, pod, authority or route", Setup: setupVizStat,
+			Long: "TYPE: namespace (ns), deployment (deploy), statefulset (sts), daemonset (ds), job,\n" +
+				"workload, pod (po), authority (au) or route (rt). Figures are what the resource served\n" +
+				"(its proxies' inbound side)."},
+		{Name: "edges", Args: "[flags] [TYPE]", Summary: "who calls whom, with the identities both proxies verified", Setup: setupVizEdges,
+			Long: "Lists who called whom, with the client identity the server's proxy verified and the\n" +
+				"server identity the client's proxy verified, and the calls policy denied."},
+		{Name: "routes", Args: "[flags] TYPE/NAME", Summary: "golden metrics per route a workload serves (or calls, with --to)", Setup: setupVizRoutes},
+		{Name: "authz", Args: "[flags] TYPE/NAME", Summary: "allowed and denied traffic per authorization, with the denied clients", Setup: setupVizAuthz},
+		{Name: "tap", Args: "[flags] TYPE[/NAME]", Summary: "the live request stream of a workload's proxies", Setup: setupVizTap,
+			Long: "Streams the requests the selected pods' proxies see, as they happen."},
+		{Name: "top", Args: "[flags] TYPE[/NAME]", Summary: "the hottest paths now, from tap", Setup: setupVizTop,
+			Long: "Shows the hottest paths of the selected pods' traffic now, from tap: redrawn every\n" +
+				"second on a terminal, printed once at the end otherwise (--duration or Ctrl-C)."},
+		{Name: "dashboard", Summary: "serve the live web dashboard", Setup: setupVizDashboard},
 	}
-	for _, c := range vizSubcommands {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdio)
-		}
-	}
-	fmt.Fprintf(stdio.Stderr, "weft viz: unknown command %q (run 'weft viz help')\n", args[0])
-	return ExitUsage
 }
 
 // vizFlags are the flags every viz command shares: where the data come
@@ -74,16 +60,14 @@ type vizFlags struct {
 	output     string
 }
 
-func (f *vizFlags) register(fs *flag.FlagSet, outputs string) {
+func (f *vizFlags) register(fs *FlagSet, outputs string) {
 	fs.StringVar(&f.local, "local", "", "read the local mesh (weft demo, weft dev) whose directory is DIR, directly on loopback")
 	fs.StringVar(&f.prometheus, "prometheus", "", "query the Prometheus server at URL instead of the proxies")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&f.kubeCtx, "context", "", "kubeconfig context")
-	fs.StringVar(&f.namespace, "namespace", "default", "namespace of the resource")
-	fs.StringVar(&f.namespace, "n", "default", "namespace (short for --namespace)")
-	fs.BoolVar(&f.all, "all-namespaces", false, "every namespace")
-	fs.BoolVar(&f.all, "A", false, "every namespace (short for --all-namespaces)")
-	fs.StringVar(&f.output, "o", "table", "output format: "+outputs)
+	fs.StringVarP(&f.namespace, "namespace", "n", "default", "namespace of the resource")
+	fs.BoolVarP(&f.all, "all-namespaces", "A", false, "every namespace")
+	fs.StringVarP(&f.output, "output", "o", "table", "output format: "+outputs)
 }
 
 func (f *vizFlags) validate(outputs ...string) error {
@@ -128,31 +112,14 @@ func (f *vizFlags) source() (viz.Source, error) {
 	return kubeVizSource(f)
 }
 
-// parseFlagsAnywhere parses args into fs, letting flags follow positional
-// arguments (weft viz stat deploy -n demo).
-func parseFlagsAnywhere(fs *flag.FlagSet, args []string) ([]string, int, bool) {
-	var positional []string
-	for {
-		if st, ok := Parse(fs, args); !ok {
-			return nil, st, false
-		}
-		if fs.NArg() == 0 {
-			return positional, 0, true
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
 // windowFlags choose the span a view covers.
 type windowFlags struct {
 	window     time.Duration
 	sinceStart bool
 }
 
-func (w *windowFlags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&w.window, "window", 10*time.Second, "span to measure: the proxies are read at its start and end (Ctrl-C ends it early); with --prometheus, the range of the queries")
-	fs.DurationVar(&w.window, "t", 10*time.Second, "span to measure (short for --window)")
+func (w *windowFlags) register(fs *FlagSet) {
+	fs.DurationVarP(&w.window, "window", "t", 10*time.Second, "span to measure: the proxies are read at its start and end (Ctrl-C ends it early); with --prometheus, the range of the queries")
 	fs.BoolVar(&w.sinceStart, "since-start", false, "count everything since the proxies started instead (no rates)")
 }
 
@@ -182,10 +149,9 @@ func collect(ctx context.Context, f *vizFlags, wf *windowFlags, stdio IO) (viz.W
 	})
 }
 
-func writeJSON(w io.Writer, v any) {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+// writeViz prints a view's object as JSON or YAML (-o json|yaml).
+func writeViz(w io.Writer, format string, v any) {
+	_ = writeObject(w, format, v)
 }
 
 // num returns v, or nil when it is NaN (JSON has no NaN).

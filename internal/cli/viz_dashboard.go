@@ -87,50 +87,48 @@ func localDashboard(ctx context.Context, src viz.Source, ex *vizlocal.Explainer)
 		dashboard.WithExplainHint(func(d viz.DeniedPair) string { return d.ExplainCommand(manifests) }))
 }
 
-func runVizDashboard(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft viz dashboard", stdio)
+func setupVizDashboard(fs *FlagSet) Action {
 	var f vizFlags
 	f.register(fs, "table")
 	addr := fs.String("addr", "127.0.0.1:50750", "address to serve the dashboard on (loopback by default: it has no authentication)")
 	interval := fs.Duration("interval", 2*time.Second, "how often the proxies are read")
 	window := fs.Duration("window", 10*time.Second, "span the figures cover")
 	hosts := fs.String("allowed-hosts", "", "comma-separated host names the page may be reached by, besides IP addresses and localhost")
-	if st, ok := Parse(fs, args); !ok {
-		return st
+	return func(ctx context.Context, args []string, stdio IO) int {
+		if len(args) != 0 {
+			return vizFail(stdio, "dashboard", fmt.Errorf("unexpected argument %q", args[0]), ExitUsage)
+		}
+		if f.prometheus != "" {
+			return vizFail(stdio, "dashboard", errors.New("the dashboard reads the proxies directly; --prometheus is not supported"), ExitUsage)
+		}
+		src, err := f.source()
+		if err != nil {
+			return vizFail(stdio, "dashboard", err, ExitFailure)
+		}
+		closeWhenDone(ctx, src)
+		opts := []dashboard.Option{dashboard.WithInterval(*interval), dashboard.WithWindow(*window)}
+		if *hosts != "" {
+			opts = append(opts, dashboard.WithAllowedHosts(strings.Split(*hosts, ",")...))
+		}
+		if f.local != "" {
+			ex := vizlocal.NewDirExplainer(f.local, "")
+			manifests := localManifests(f.local)
+			opts = append(opts, dashboard.WithExplainer(ex),
+				dashboard.WithExplainHint(func(d viz.DeniedPair) string { return d.ExplainCommand(manifests) }))
+		}
+		d, err := dashboard.New(src, opts...)
+		if err != nil {
+			return vizFail(stdio, "dashboard", err, ExitUsage)
+		}
+		l, err := listenDashboard(*addr)
+		if err != nil {
+			return vizFail(stdio, "dashboard", err, ExitFailure)
+		}
+		url, done := serveDashboard(ctx, l, d)
+		fmt.Fprintf(stdio.Stdout, "weft viz dashboard: serving %s (Ctrl-C to stop)\n", url)
+		if err := <-done; err != nil {
+			return vizFail(stdio, "dashboard", err, ExitFailure)
+		}
+		return ExitOK
 	}
-	if fs.NArg() != 0 {
-		return vizFail(stdio, "dashboard", fmt.Errorf("unexpected argument %q", fs.Arg(0)), ExitUsage)
-	}
-	if f.prometheus != "" {
-		return vizFail(stdio, "dashboard", errors.New("the dashboard reads the proxies directly; --prometheus is not supported"), ExitUsage)
-	}
-	src, err := f.source()
-	if err != nil {
-		return vizFail(stdio, "dashboard", err, ExitFailure)
-	}
-	closeWhenDone(ctx, src)
-	opts := []dashboard.Option{dashboard.WithInterval(*interval), dashboard.WithWindow(*window)}
-	if *hosts != "" {
-		opts = append(opts, dashboard.WithAllowedHosts(strings.Split(*hosts, ",")...))
-	}
-	if f.local != "" {
-		ex := vizlocal.NewDirExplainer(f.local, "")
-		manifests := localManifests(f.local)
-		opts = append(opts, dashboard.WithExplainer(ex),
-			dashboard.WithExplainHint(func(d viz.DeniedPair) string { return d.ExplainCommand(manifests) }))
-	}
-	d, err := dashboard.New(src, opts...)
-	if err != nil {
-		return vizFail(stdio, "dashboard", err, ExitUsage)
-	}
-	l, err := listenDashboard(*addr)
-	if err != nil {
-		return vizFail(stdio, "dashboard", err, ExitFailure)
-	}
-	url, done := serveDashboard(ctx, l, d)
-	fmt.Fprintf(stdio.Stdout, "weft viz dashboard: serving %s (Ctrl-C to stop)\n", url)
-	if err := <-done; err != nil {
-		return vizFail(stdio, "dashboard", err, ExitFailure)
-	}
-	return ExitOK
 }

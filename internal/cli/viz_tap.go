@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"sync"
@@ -23,7 +22,7 @@ type tapFlags struct {
 	maxEvents                   int
 }
 
-func (f *tapFlags) register(fs *flag.FlagSet, outputs string) {
+func (f *tapFlags) register(fs *FlagSet, outputs string) {
 	f.vizFlags.register(fs, outputs)
 	fs.StringVar(&f.to, "to", "", "only requests to this workload or pod")
 	fs.StringVar(&f.method, "method", "", "only requests with this HTTP method")
@@ -112,11 +111,8 @@ func orAll(ns string) string {
 	return "namespace " + ns
 }
 
-func tapResource(cmd string, fs *flag.FlagSet, f *tapFlags, args []string, stdio IO, outputs ...string) (viz.Resource, int, bool) {
-	pos, st, ok := parseFlagsAnywhere(fs, args)
-	if !ok {
-		return viz.Resource{}, st, false
-	}
+func tapResource(cmd string, f *tapFlags, args []string, stdio IO, outputs ...string) (viz.Resource, int, bool) {
+	pos := args
 	if len(pos) != 1 {
 		return viz.Resource{}, vizFail(stdio, cmd, fmt.Errorf("want one resource, such as deploy/web (got %d arguments)", len(pos)), ExitUsage), false
 	}
@@ -139,124 +135,118 @@ func tapResource(cmd string, fs *flag.FlagSet, f *tapFlags, args []string, stdio
 	return r, 0, true
 }
 
-func runVizTap(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft viz tap", stdio)
+func setupVizTap(fs *FlagSet) Action {
 	var f tapFlags
 	f.register(fs, "table or json (one JSON object per event)")
-	fs.Usage = func() {
-		fmt.Fprint(stdio.Stderr, "Usage: weft viz tap [flags] TYPE[/NAME]\n\nStreams the requests the selected pods' proxies see, as they happen.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	r, st, ok := tapResource("tap", fs, &f, args, stdio, "table", "json")
-	if !ok {
-		return st
-	}
-	if f.duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, f.duration)
-		defer cancel()
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	events, dropped, err := openTaps(ctx, &f, r, stdio)
-	if err != nil {
-		return vizFail(stdio, "tap", err, ExitFailure)
-	}
-	n := 0
-	for e := range events {
-		if f.output == "json" {
-			writeJSONLine(stdio, e)
-		} else {
-			fmt.Fprintln(stdio.Stdout, e.Line())
+	return func(ctx context.Context, args []string, stdio IO) int {
+		r, st, ok := tapResource("tap", &f, args, stdio, "table", "json")
+		if !ok {
+			return st
 		}
-		n++
-		if f.maxEvents > 0 && n >= f.maxEvents {
-			cancel()
-			break
+		if f.duration > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, f.duration)
+			defer cancel()
 		}
-	}
-	if d := dropped.Load(); d > 0 {
-		fmt.Fprintf(stdio.Stderr, "warning: %d events dropped (output too slow)\n", d)
-	}
-	return ExitOK
-}
-
-func runVizTop(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft viz top", stdio)
-	var f tapFlags
-	f.register(fs, "table or json")
-	fs.Usage = func() {
-		fmt.Fprint(stdio.Stderr, "Usage: weft viz top [flags] TYPE[/NAME]\n\nShows the hottest paths of the selected pods' traffic now, from tap: redrawn every\nsecond on a terminal, printed once at the end otherwise (--duration or Ctrl-C).\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	r, st, ok := tapResource("top", fs, &f, args, stdio, "table", "json")
-	if !ok {
-		return st
-	}
-	if f.duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, f.duration)
+		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	events, dropped, err := openTaps(ctx, &f, r, stdio)
-	if err != nil {
-		return vizFail(stdio, "top", err, ExitFailure)
-	}
-	top := viz.NewTop()
-	tty := f.output == "table" && isTerminal(stdio.Stdout)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	n := 0
-loop:
-	for {
-		select {
-		case e, ok := <-events:
-			if !ok {
-				break loop
+		events, dropped, err := openTaps(ctx, &f, r, stdio)
+		if err != nil {
+			return vizFail(stdio, "tap", err, ExitFailure)
+		}
+		n := 0
+		for e := range events {
+			if f.output == "json" {
+				writeJSONLine(stdio, e)
+			} else {
+				fmt.Fprintln(stdio.Stdout, e.Line())
 			}
-			top.Add(e)
 			n++
 			if f.maxEvents > 0 && n >= f.maxEvents {
 				cancel()
-				break loop
-			}
-		case <-tick.C:
-			if tty {
-				fmt.Fprint(stdio.Stdout, "\x1b[H\x1b[2J"+renderTop(top.Rows()))
+				break
 			}
 		}
-	}
-	rows := top.Rows()
-	if f.output == "json" {
-		type rowJSON struct {
-			Source      string  `json:"source"`
-			Destination string  `json:"destination"`
-			Method      string  `json:"method"`
-			Path        string  `json:"path"`
-			Count       int     `json:"count"`
-			Successes   int     `json:"successes"`
-			SuccessRate float64 `json:"successRate"`
-			BestMs      float64 `json:"bestMs"`
-			WorstMs     float64 `json:"worstMs"`
-			LastMs      float64 `json:"lastMs"`
+		if d := dropped.Load(); d > 0 {
+			fmt.Fprintf(stdio.Stderr, "warning: %d events dropped (output too slow)\n", d)
 		}
-		out := struct {
-			Rows    []rowJSON `json:"rows"`
-			Dropped int64     `json:"dropped"`
-		}{Rows: []rowJSON{}, Dropped: dropped.Load() + int64(top.Dropped)}
-		for _, r := range rows {
-			out.Rows = append(out.Rows, rowJSON{r.Source, r.Destination, r.Method, r.Path, r.Count, r.Successes, r.SuccessRate(), msf(r.Best), msf(r.Worst), msf(r.Last)})
-		}
-		writeJSON(stdio.Stdout, out)
 		return ExitOK
 	}
-	if tty {
-		fmt.Fprint(stdio.Stdout, "\x1b[H\x1b[2J")
+}
+
+func setupVizTop(fs *FlagSet) Action {
+	var f tapFlags
+	f.register(fs, "table, json or yaml")
+	return func(ctx context.Context, args []string, stdio IO) int {
+		r, st, ok := tapResource("top", &f, args, stdio, "table", "json", "yaml")
+		if !ok {
+			return st
+		}
+		if f.duration > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, f.duration)
+			defer cancel()
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		events, dropped, err := openTaps(ctx, &f, r, stdio)
+		if err != nil {
+			return vizFail(stdio, "top", err, ExitFailure)
+		}
+		top := viz.NewTop()
+		tty := f.output == "table" && isTerminal(stdio.Stdout)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		n := 0
+	loop:
+		for {
+			select {
+			case e, ok := <-events:
+				if !ok {
+					break loop
+				}
+				top.Add(e)
+				n++
+				if f.maxEvents > 0 && n >= f.maxEvents {
+					cancel()
+					break loop
+				}
+			case <-tick.C:
+				if tty {
+					fmt.Fprint(stdio.Stdout, "\x1b[H\x1b[2J"+renderTop(top.Rows()))
+				}
+			}
+		}
+		rows := top.Rows()
+		if f.output == "json" || f.output == "yaml" {
+			type rowJSON struct {
+				Source      string  `json:"source"`
+				Destination string  `json:"destination"`
+				Method      string  `json:"method"`
+				Path        string  `json:"path"`
+				Count       int     `json:"count"`
+				Successes   int     `json:"successes"`
+				SuccessRate float64 `json:"successRate"`
+				BestMs      float64 `json:"bestMs"`
+				WorstMs     float64 `json:"worstMs"`
+				LastMs      float64 `json:"lastMs"`
+			}
+			out := struct {
+				Rows    []rowJSON `json:"rows"`
+				Dropped int64     `json:"dropped"`
+			}{Rows: []rowJSON{}, Dropped: dropped.Load() + int64(top.Dropped)}
+			for _, r := range rows {
+				out.Rows = append(out.Rows, rowJSON{r.Source, r.Destination, r.Method, r.Path, r.Count, r.Successes, r.SuccessRate(), msf(r.Best), msf(r.Worst), msf(r.Last)})
+			}
+			writeViz(stdio.Stdout, f.output, out)
+			return ExitOK
+		}
+		if tty {
+			fmt.Fprint(stdio.Stdout, "\x1b[H\x1b[2J")
+		}
+		fmt.Fprint(stdio.Stdout, renderTop(rows))
+		return ExitOK
 	}
-	fmt.Fprint(stdio.Stdout, renderTop(rows))
-	return ExitOK
 }
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

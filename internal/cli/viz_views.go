@@ -38,189 +38,172 @@ func windowNote(w viz.Window) string {
 	return "over " + w.Duration.Round(100*time.Millisecond).String()
 }
 
-func runVizStat(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft viz stat", stdio)
+func setupVizStat(fs *FlagSet) Action {
 	var f vizFlags
 	var wf windowFlags
-	f.register(fs, "table, wide or json")
+	f.register(fs, "table, wide, json or yaml")
 	wf.register(fs)
-	fs.Usage = func() {
-		fmt.Fprint(stdio.Stderr, "Usage: weft viz stat [flags] TYPE[/NAME]\n\n"+
-			"TYPE: namespace (ns), deployment (deploy), statefulset (sts), daemonset (ds), job,\n"+
-			"workload, pod (po), authority (au) or route (rt). Figures are what the resource served\n"+
-			"(its proxies' inbound side).\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	pos, st, ok := parseFlagsAnywhere(fs, args)
-	if !ok {
-		return st
-	}
-	if len(pos) != 1 {
-		return vizFail(stdio, "stat", fmt.Errorf("want one resource, such as deploy or deploy/web (got %d arguments)", len(pos)), ExitUsage)
-	}
-	if err := f.validate("table", "wide", "json"); err != nil {
-		return vizFail(stdio, "stat", err, ExitUsage)
-	}
-	if err := wf.validate(); err != nil {
-		return vizFail(stdio, "stat", err, ExitUsage)
-	}
-	r, err := viz.ParseResource(pos[0], f.ns())
-	if err != nil {
-		return vizFail(stdio, "stat", err, ExitUsage)
-	}
-	if r.Kind != viz.KindNamespace && f.all {
-		r.Namespace = ""
-	}
-	w, err := collect(ctx, &f, &wf, stdio)
-	if err != nil {
-		return vizFail(stdio, "stat", err, ExitFailure)
-	}
-	reportUnreachable(w, stdio)
-	rows := viz.Stat(w, r)
-	if f.output == "json" {
-		type rowJSON struct {
-			Kind           string  `json:"kind"`
-			Namespace      string  `json:"namespace"`
-			Name           string  `json:"name"`
-			Authority      string  `json:"authority,omitempty"`
-			Meshed         int     `json:"meshedPods"`
-			Pods           int     `json:"pods"`
-			TCPConnections float64 `json:"tcpConnections"`
-			goldenJSON
+	return func(ctx context.Context, args []string, stdio IO) int {
+		pos := args
+		if len(pos) != 1 {
+			return vizFail(stdio, "stat", fmt.Errorf("want one resource, such as deploy or deploy/web (got %d arguments)", len(pos)), ExitUsage)
 		}
-		out := struct {
-			WindowSeconds float64   `json:"windowSeconds"`
-			Rows          []rowJSON `json:"rows"`
-		}{WindowSeconds: w.Duration.Seconds(), Rows: []rowJSON{}}
-		for _, row := range rows {
-			kind := string(row.Kind)
-			if row.WorkloadKind != "" {
-				kind = row.WorkloadKind
+		if err := f.validate("table", "wide", "json", "yaml"); err != nil {
+			return vizFail(stdio, "stat", err, ExitUsage)
+		}
+		if err := wf.validate(); err != nil {
+			return vizFail(stdio, "stat", err, ExitUsage)
+		}
+		r, err := viz.ParseResource(pos[0], f.ns())
+		if err != nil {
+			return vizFail(stdio, "stat", err, ExitUsage)
+		}
+		if r.Kind != viz.KindNamespace && f.all {
+			r.Namespace = ""
+		}
+		w, err := collect(ctx, &f, &wf, stdio)
+		if err != nil {
+			return vizFail(stdio, "stat", err, ExitFailure)
+		}
+		reportUnreachable(w, stdio)
+		rows := viz.Stat(w, r)
+		if f.output == "json" || f.output == "yaml" {
+			type rowJSON struct {
+				Kind           string  `json:"kind"`
+				Namespace      string  `json:"namespace"`
+				Name           string  `json:"name"`
+				Authority      string  `json:"authority,omitempty"`
+				Meshed         int     `json:"meshedPods"`
+				Pods           int     `json:"pods"`
+				TCPConnections float64 `json:"tcpConnections"`
+				goldenJSON
 			}
-			out.Rows = append(out.Rows, rowJSON{kind, row.Namespace, row.Name, row.Authority, row.Meshed, row.Pods, row.TCPConnections, toGoldenJSON(row.Golden, w.Duration)})
+			out := struct {
+				WindowSeconds float64   `json:"windowSeconds"`
+				Rows          []rowJSON `json:"rows"`
+			}{WindowSeconds: w.Duration.Seconds(), Rows: []rowJSON{}}
+			for _, row := range rows {
+				kind := string(row.Kind)
+				if row.WorkloadKind != "" {
+					kind = row.WorkloadKind
+				}
+				out.Rows = append(out.Rows, rowJSON{kind, row.Namespace, row.Name, row.Authority, row.Meshed, row.Pods, row.TCPConnections, toGoldenJSON(row.Golden, w.Duration)})
+			}
+			writeViz(stdio.Stdout, f.output, out)
+			return ExitOK
 		}
-		writeJSON(stdio.Stdout, out)
-		return ExitOK
-	}
-	if len(rows) == 0 {
-		fmt.Fprintf(stdio.Stderr, "No traffic found for %s %s.\n", r, windowNote(w))
-		return ExitOK
-	}
-	tw := tabwriter.NewWriter(stdio.Stdout, 2, 4, 3, ' ', 0)
-	head := "NAME\tMESHED\tSUCCESS\tRPS\tLATENCY_P50\tLATENCY_P95\tLATENCY_P99\tTCP_CONN\tMTLS"
-	if f.all || r.Kind == viz.KindNamespace {
-		head = "NAMESPACE\t" + head
-	}
-	if r.Kind == viz.KindRoute {
-		head += "\tAUTHORITY"
-	}
-	if f.output == "wide" {
-		head += "\tREQUESTS\tFAILURES"
-	}
-	fmt.Fprintln(tw, head)
-	for _, row := range rows {
-		line := ""
+		if len(rows) == 0 {
+			fmt.Fprintf(stdio.Stderr, "No traffic found for %s %s.\n", r, windowNote(w))
+			return ExitOK
+		}
+		tw := tabwriter.NewWriter(stdio.Stdout, 2, 4, 3, ' ', 0)
+		head := "NAME\tMESHED\tSUCCESS\tRPS\tLATENCY_P50\tLATENCY_P95\tLATENCY_P99\tTCP_CONN\tMTLS"
 		if f.all || r.Kind == viz.KindNamespace {
-			line = row.Namespace + "\t"
+			head = "NAMESPACE\t" + head
 		}
-		meshed := "-"
-		if row.Pods > 0 {
-			meshed = fmt.Sprintf("%d/%d", row.Meshed, row.Pods)
-		}
-		line += fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s", row.Name, meshed, pctOrDash(row.SuccessRate()), rpsOrDash(row.RPS(w.Duration)),
-			msOrDash(row.P(0.5)), msOrDash(row.P(0.95)), msOrDash(row.P(0.99)), row.TCPConnections, pctOrDash(row.MTLSShare()))
 		if r.Kind == viz.KindRoute {
-			line += "\t" + row.Authority
+			head += "\tAUTHORITY"
 		}
 		if f.output == "wide" {
-			line += fmt.Sprintf("\t%.0f\t%.0f", row.Requests(), row.Failures)
+			head += "\tREQUESTS\tFAILURES"
 		}
-		fmt.Fprintln(tw, line)
+		fmt.Fprintln(tw, head)
+		for _, row := range rows {
+			line := ""
+			if f.all || r.Kind == viz.KindNamespace {
+				line = row.Namespace + "\t"
+			}
+			meshed := "-"
+			if row.Pods > 0 {
+				meshed = fmt.Sprintf("%d/%d", row.Meshed, row.Pods)
+			}
+			line += fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s", row.Name, meshed, pctOrDash(row.SuccessRate()), rpsOrDash(row.RPS(w.Duration)),
+				msOrDash(row.P(0.5)), msOrDash(row.P(0.95)), msOrDash(row.P(0.99)), row.TCPConnections, pctOrDash(row.MTLSShare()))
+			if r.Kind == viz.KindRoute {
+				line += "\t" + row.Authority
+			}
+			if f.output == "wide" {
+				line += fmt.Sprintf("\t%.0f\t%.0f", row.Requests(), row.Failures)
+			}
+			fmt.Fprintln(tw, line)
+		}
+		tw.Flush()
+		return ExitOK
 	}
-	tw.Flush()
-	return ExitOK
 }
 
-func runVizEdges(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft viz edges", stdio)
+func setupVizEdges(fs *FlagSet) Action {
 	var f vizFlags
 	var wf windowFlags
-	f.register(fs, "table, wide or json")
+	f.register(fs, "table, wide, json or yaml")
 	wf.register(fs)
-	fs.Usage = func() {
-		fmt.Fprint(stdio.Stderr, "Usage: weft viz edges [flags] [TYPE]\n\n"+
-			"Lists who called whom, with the client identity the server's proxy verified and the\n"+
-			"server identity the client's proxy verified, and the calls policy denied.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	pos, st, ok := parseFlagsAnywhere(fs, args)
-	if !ok {
-		return st
-	}
-	if len(pos) > 1 {
-		return vizFail(stdio, "edges", fmt.Errorf("want at most one resource type, got %d arguments", len(pos)), ExitUsage)
-	}
-	if err := f.validate("table", "wide", "json"); err != nil {
-		return vizFail(stdio, "edges", err, ExitUsage)
-	}
-	if err := wf.validate(); err != nil {
-		return vizFail(stdio, "edges", err, ExitUsage)
-	}
-	w, err := collect(ctx, &f, &wf, stdio)
-	if err != nil {
-		return vizFail(stdio, "edges", err, ExitFailure)
-	}
-	reportUnreachable(w, stdio)
-	ns := f.ns()
-	var edges []viz.Edge
-	for _, e := range viz.Edges(w) {
-		if ns == "" || e.Src.Namespace == ns || e.Dst.Namespace == ns {
-			edges = append(edges, e)
+	return func(ctx context.Context, args []string, stdio IO) int {
+		pos := args
+		if len(pos) > 1 {
+			return vizFail(stdio, "edges", fmt.Errorf("want at most one resource type, got %d arguments", len(pos)), ExitUsage)
 		}
-	}
-	if f.output == "json" {
-		type edgeJSON struct {
-			Src         viz.Workload `json:"src"`
-			Dst         viz.Workload `json:"dst"`
-			ClientID    string       `json:"clientId"`
-			ServerID    string       `json:"serverId"`
-			Secured     bool         `json:"secured"`
-			Denied      float64      `json:"denied"`
-			Connections float64      `json:"connections"`
-			goldenJSON
+		if err := f.validate("table", "wide", "json", "yaml"); err != nil {
+			return vizFail(stdio, "edges", err, ExitUsage)
 		}
-		out := struct {
-			WindowSeconds float64    `json:"windowSeconds"`
-			Edges         []edgeJSON `json:"edges"`
-		}{WindowSeconds: w.Duration.Seconds(), Edges: []edgeJSON{}}
+		if err := wf.validate(); err != nil {
+			return vizFail(stdio, "edges", err, ExitUsage)
+		}
+		w, err := collect(ctx, &f, &wf, stdio)
+		if err != nil {
+			return vizFail(stdio, "edges", err, ExitFailure)
+		}
+		reportUnreachable(w, stdio)
+		ns := f.ns()
+		var edges []viz.Edge
+		for _, e := range viz.Edges(w) {
+			if ns == "" || e.Src.Namespace == ns || e.Dst.Namespace == ns {
+				edges = append(edges, e)
+			}
+		}
+		if f.output == "json" || f.output == "yaml" {
+			type edgeJSON struct {
+				Src         viz.Workload `json:"src"`
+				Dst         viz.Workload `json:"dst"`
+				ClientID    string       `json:"clientId"`
+				ServerID    string       `json:"serverId"`
+				Secured     bool         `json:"secured"`
+				Denied      float64      `json:"denied"`
+				Connections float64      `json:"connections"`
+				goldenJSON
+			}
+			out := struct {
+				WindowSeconds float64    `json:"windowSeconds"`
+				Edges         []edgeJSON `json:"edges"`
+			}{WindowSeconds: w.Duration.Seconds(), Edges: []edgeJSON{}}
+			for _, e := range edges {
+				out.Edges = append(out.Edges, edgeJSON{e.Src, e.Dst, e.ClientID, e.ServerID, e.Secured(), e.Denied, e.Connections, toGoldenJSON(e.Golden(), w.Duration)})
+			}
+			writeViz(stdio.Stdout, f.output, out)
+			return ExitOK
+		}
+		if len(edges) == 0 {
+			fmt.Fprintf(stdio.Stderr, "No edges found %s.\n", windowNote(w))
+			return ExitOK
+		}
+		tw := tabwriter.NewWriter(stdio.Stdout, 2, 4, 3, ' ', 0)
+		head := "SRC\tDST\tSRC_NS\tDST_NS\tCLIENT_ID\tSERVER_ID\tSECURED\tRPS\tSUCCESS\tDENIED"
+		fmt.Fprintln(tw, head)
 		for _, e := range edges {
-			out.Edges = append(out.Edges, edgeJSON{e.Src, e.Dst, e.ClientID, e.ServerID, e.Secured(), e.Denied, e.Connections, toGoldenJSON(e.Golden(), w.Duration)})
+			sec := "-"
+			if e.Secured() {
+				sec = "√"
+			}
+			cid, sid := viz.ShortIdentity(e.ClientID), viz.ShortIdentity(e.ServerID)
+			if f.output == "wide" {
+				cid, sid = e.ClientID, e.ServerID
+			}
+			g := e.Golden()
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\n", e.Src.Name, e.Dst.Name, e.Src.Namespace, e.Dst.Namespace,
+				orDash(cid), orDash(sid), sec, rpsOrDash(g.RPS(w.Duration)), pctOrDash(g.SuccessRate()), e.Denied)
 		}
-		writeJSON(stdio.Stdout, out)
+		tw.Flush()
 		return ExitOK
 	}
-	if len(edges) == 0 {
-		fmt.Fprintf(stdio.Stderr, "No edges found %s.\n", windowNote(w))
-		return ExitOK
-	}
-	tw := tabwriter.NewWriter(stdio.Stdout, 2, 4, 3, ' ', 0)
-	head := "SRC\tDST\tSRC_NS\tDST_NS\tCLIENT_ID\tSERVER_ID\tSECURED\tRPS\tSUCCESS\tDENIED"
-	fmt.Fprintln(tw, head)
-	for _, e := range edges {
-		sec := "-"
-		if e.Secured() {
-			sec = "√"
-		}
-		cid, sid := viz.ShortIdentity(e.ClientID), viz.ShortIdentity(e.ServerID)
-		if f.output == "wide" {
-			cid, sid = e.ClientID, e.ServerID
-		}
-		g := e.Golden()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\n", e.Src.Name, e.Dst.Name, e.Src.Namespace, e.Dst.Namespace,
-			orDash(cid), orDash(sid), sec, rpsOrDash(g.RPS(w.Duration)), pctOrDash(g.SuccessRate()), e.Denied)
-	}
-	tw.Flush()
-	return ExitOK
 }
 
 func orDash(s string) string {
@@ -230,163 +213,159 @@ func orDash(s string) string {
 	return s
 }
 
-func runVizRoutes(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft viz routes", stdio)
+func setupVizRoutes(fs *FlagSet) Action {
 	var f vizFlags
 	var wf windowFlags
-	f.register(fs, "table or json")
+	f.register(fs, "table, json or yaml")
 	wf.register(fs)
 	to := fs.String("to", "", "show the routes the resource calls on authorities starting with this (outbound) instead of those it serves")
-	pos, st, ok := parseFlagsAnywhere(fs, args)
-	if !ok {
-		return st
-	}
-	if len(pos) != 1 {
-		return vizFail(stdio, "routes", fmt.Errorf("want one resource, such as deploy/web (got %d arguments)", len(pos)), ExitUsage)
-	}
-	if err := f.validate("table", "json"); err != nil {
-		return vizFail(stdio, "routes", err, ExitUsage)
-	}
-	if err := wf.validate(); err != nil {
-		return vizFail(stdio, "routes", err, ExitUsage)
-	}
-	r, err := viz.ParseResource(pos[0], f.ns())
-	if err != nil {
-		return vizFail(stdio, "routes", err, ExitUsage)
-	}
-	w, err := collect(ctx, &f, &wf, stdio)
-	if err != nil {
-		return vizFail(stdio, "routes", err, ExitFailure)
-	}
-	reportUnreachable(w, stdio)
-	rows := viz.Routes(w, r, *to)
-	if f.output == "json" {
-		type rowJSON struct {
-			Direction string `json:"direction"`
-			Authority string `json:"authority"`
-			Route     string `json:"route"`
-			goldenJSON
+	return func(ctx context.Context, args []string, stdio IO) int {
+		pos := args
+		if len(pos) != 1 {
+			return vizFail(stdio, "routes", fmt.Errorf("want one resource, such as deploy/web (got %d arguments)", len(pos)), ExitUsage)
 		}
-		out := struct {
-			WindowSeconds float64   `json:"windowSeconds"`
-			Routes        []rowJSON `json:"routes"`
-		}{WindowSeconds: w.Duration.Seconds(), Routes: []rowJSON{}}
+		if err := f.validate("table", "json", "yaml"); err != nil {
+			return vizFail(stdio, "routes", err, ExitUsage)
+		}
+		if err := wf.validate(); err != nil {
+			return vizFail(stdio, "routes", err, ExitUsage)
+		}
+		r, err := viz.ParseResource(pos[0], f.ns())
+		if err != nil {
+			return vizFail(stdio, "routes", err, ExitUsage)
+		}
+		w, err := collect(ctx, &f, &wf, stdio)
+		if err != nil {
+			return vizFail(stdio, "routes", err, ExitFailure)
+		}
+		reportUnreachable(w, stdio)
+		rows := viz.Routes(w, r, *to)
+		if f.output == "json" || f.output == "yaml" {
+			type rowJSON struct {
+				Direction string `json:"direction"`
+				Authority string `json:"authority"`
+				Route     string `json:"route"`
+				goldenJSON
+			}
+			out := struct {
+				WindowSeconds float64   `json:"windowSeconds"`
+				Routes        []rowJSON `json:"routes"`
+			}{WindowSeconds: w.Duration.Seconds(), Routes: []rowJSON{}}
+			for _, row := range rows {
+				out.Routes = append(out.Routes, rowJSON{row.Direction, row.Authority, row.Route, toGoldenJSON(row.Golden, w.Duration)})
+			}
+			writeViz(stdio.Stdout, f.output, out)
+			return ExitOK
+		}
+		if len(rows) == 0 {
+			fmt.Fprintf(stdio.Stderr, "No route traffic found for %s %s.\n", r, windowNote(w))
+			return ExitOK
+		}
+		tw := tabwriter.NewWriter(stdio.Stdout, 2, 4, 3, ' ', 0)
+		fmt.Fprintln(tw, "ROUTE\tAUTHORITY\tSUCCESS\tRPS\tLATENCY_P50\tLATENCY_P95\tLATENCY_P99")
 		for _, row := range rows {
-			out.Routes = append(out.Routes, rowJSON{row.Direction, row.Authority, row.Route, toGoldenJSON(row.Golden, w.Duration)})
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Route, row.Authority, pctOrDash(row.SuccessRate()), rpsOrDash(row.RPS(w.Duration)),
+				msOrDash(row.P(0.5)), msOrDash(row.P(0.95)), msOrDash(row.P(0.99)))
 		}
-		writeJSON(stdio.Stdout, out)
+		tw.Flush()
 		return ExitOK
 	}
-	if len(rows) == 0 {
-		fmt.Fprintf(stdio.Stderr, "No route traffic found for %s %s.\n", r, windowNote(w))
-		return ExitOK
-	}
-	tw := tabwriter.NewWriter(stdio.Stdout, 2, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "ROUTE\tAUTHORITY\tSUCCESS\tRPS\tLATENCY_P50\tLATENCY_P95\tLATENCY_P99")
-	for _, row := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Route, row.Authority, pctOrDash(row.SuccessRate()), rpsOrDash(row.RPS(w.Duration)),
-			msOrDash(row.P(0.5)), msOrDash(row.P(0.95)), msOrDash(row.P(0.99)))
-	}
-	tw.Flush()
-	return ExitOK
 }
 
-func runVizAuthz(ctx context.Context, args []string, stdio IO) int {
-	fs := NewFlagSet("weft viz authz", stdio)
+func setupVizAuthz(fs *FlagSet) Action {
 	var f vizFlags
 	var wf windowFlags
-	f.register(fs, "table or json")
+	f.register(fs, "table, json or yaml")
 	wf.register(fs)
 	manifests := fs.String("manifests", "", "manifests to name in the 'weft policy explain' hint of a denied pair (default: the local mesh's, or PATH)")
-	pos, st, ok := parseFlagsAnywhere(fs, args)
-	if !ok {
-		return st
-	}
-	if len(pos) != 1 {
-		return vizFail(stdio, "authz", fmt.Errorf("want one resource, such as deploy/web (got %d arguments)", len(pos)), ExitUsage)
-	}
-	if err := f.validate("table", "json"); err != nil {
-		return vizFail(stdio, "authz", err, ExitUsage)
-	}
-	if err := wf.validate(); err != nil {
-		return vizFail(stdio, "authz", err, ExitUsage)
-	}
-	r, err := viz.ParseResource(pos[0], f.ns())
-	if err != nil {
-		return vizFail(stdio, "authz", err, ExitUsage)
-	}
-	w, err := collect(ctx, &f, &wf, stdio)
-	if err != nil {
-		return vizFail(stdio, "authz", err, ExitFailure)
-	}
-	reportUnreachable(w, stdio)
-	rows := viz.Authz(w, r)
-	hintPath := *manifests
-	if hintPath == "" && f.local != "" {
-		hintPath = localManifests(f.local)
-	}
-	if f.output == "json" {
-		type denialJSON struct {
-			From         string       `json:"from"`
-			FromWorkload viz.Workload `json:"fromWorkload"`
-			Namespace    string       `json:"namespace"`
-			Pod          string       `json:"pod"`
-			Port         string       `json:"port"`
-			Count        float64      `json:"count"`
-			Explain      string       `json:"explain"`
+	return func(ctx context.Context, args []string, stdio IO) int {
+		pos := args
+		if len(pos) != 1 {
+			return vizFail(stdio, "authz", fmt.Errorf("want one resource, such as deploy/web (got %d arguments)", len(pos)), ExitUsage)
 		}
-		type rowJSON struct {
-			Namespace     string            `json:"namespace"`
-			Server        string            `json:"server"`
-			Route         string            `json:"route"`
-			Authorization string            `json:"authorization"`
-			Port          string            `json:"port"`
-			Allowed       float64           `json:"allowed"`
-			Denied        float64           `json:"denied"`
-			AllowedRPS    *float64          `json:"allowedRps"`
-			DeniedRPS     *float64          `json:"deniedRps"`
-			Clients       []viz.ClientCount `json:"clients"`
-			Denials       []denialJSON      `json:"denials"`
+		if err := f.validate("table", "json", "yaml"); err != nil {
+			return vizFail(stdio, "authz", err, ExitUsage)
 		}
-		out := struct {
-			WindowSeconds float64   `json:"windowSeconds"`
-			Rows          []rowJSON `json:"rows"`
-		}{WindowSeconds: w.Duration.Seconds(), Rows: []rowJSON{}}
-		for _, row := range rows {
-			rj := rowJSON{row.Namespace, row.Server, row.Route, row.Authorization, row.Port, row.Allowed, row.Denied,
-				num(rate(row.Allowed, w.Duration)), num(rate(row.Denied, w.Duration)), row.Clients, []denialJSON{}}
-			for _, d := range row.Denials {
-				rj.Denials = append(rj.Denials, denialJSON{d.From, d.FromWorkload, d.ToNamespace, d.ToPod, d.Port, d.Count, d.ExplainCommand(hintPath)})
+		if err := wf.validate(); err != nil {
+			return vizFail(stdio, "authz", err, ExitUsage)
+		}
+		r, err := viz.ParseResource(pos[0], f.ns())
+		if err != nil {
+			return vizFail(stdio, "authz", err, ExitUsage)
+		}
+		w, err := collect(ctx, &f, &wf, stdio)
+		if err != nil {
+			return vizFail(stdio, "authz", err, ExitFailure)
+		}
+		reportUnreachable(w, stdio)
+		rows := viz.Authz(w, r)
+		hintPath := *manifests
+		if hintPath == "" && f.local != "" {
+			hintPath = localManifests(f.local)
+		}
+		if f.output == "json" || f.output == "yaml" {
+			type denialJSON struct {
+				From         string       `json:"from"`
+				FromWorkload viz.Workload `json:"fromWorkload"`
+				Namespace    string       `json:"namespace"`
+				Pod          string       `json:"pod"`
+				Port         string       `json:"port"`
+				Count        float64      `json:"count"`
+				Explain      string       `json:"explain"`
 			}
-			out.Rows = append(out.Rows, rj)
+			type rowJSON struct {
+				Namespace     string            `json:"namespace"`
+				Server        string            `json:"server"`
+				Route         string            `json:"route"`
+				Authorization string            `json:"authorization"`
+				Port          string            `json:"port"`
+				Allowed       float64           `json:"allowed"`
+				Denied        float64           `json:"denied"`
+				AllowedRPS    *float64          `json:"allowedRps"`
+				DeniedRPS     *float64          `json:"deniedRps"`
+				Clients       []viz.ClientCount `json:"clients"`
+				Denials       []denialJSON      `json:"denials"`
+			}
+			out := struct {
+				WindowSeconds float64   `json:"windowSeconds"`
+				Rows          []rowJSON `json:"rows"`
+			}{WindowSeconds: w.Duration.Seconds(), Rows: []rowJSON{}}
+			for _, row := range rows {
+				rj := rowJSON{row.Namespace, row.Server, row.Route, row.Authorization, row.Port, row.Allowed, row.Denied,
+					num(rate(row.Allowed, w.Duration)), num(rate(row.Denied, w.Duration)), row.Clients, []denialJSON{}}
+				for _, d := range row.Denials {
+					rj.Denials = append(rj.Denials, denialJSON{d.From, d.FromWorkload, d.ToNamespace, d.ToPod, d.Port, d.Count, d.ExplainCommand(hintPath)})
+				}
+				out.Rows = append(out.Rows, rj)
+			}
+			writeViz(stdio.Stdout, f.output, out)
+			return ExitOK
 		}
-		writeJSON(stdio.Stdout, out)
+		if len(rows) == 0 {
+			fmt.Fprintf(stdio.Stderr, "No authorization decisions found for %s %s.\n", r, windowNote(w))
+			return ExitOK
+		}
+		tw := tabwriter.NewWriter(stdio.Stdout, 2, 4, 3, ' ', 0)
+		fmt.Fprintln(tw, "SERVER\tROUTE\tAUTHORIZATION\tPORT\tALLOWED\tDENIED\tALLOWED_RPS\tDENIED_RPS\tCLIENTS")
+		var denials []viz.DeniedPair
+		for _, row := range rows {
+			var ids []string
+			for _, c := range row.Clients {
+				ids = append(ids, orDash(viz.ShortIdentity(c.Identity)))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\n", orDash(row.Server), orDash(row.Route), orUnauthorized(row.Authorization), row.Port,
+				row.Allowed, row.Denied, rpsOrDash(rate(row.Allowed, w.Duration)), rpsOrDash(rate(row.Denied, w.Duration)), strings.Join(ids, ","))
+			denials = append(denials, row.Denials...)
+		}
+		tw.Flush()
+		if len(denials) > 0 {
+			fmt.Fprintln(stdio.Stdout, "\nDenied; to see why:")
+			for _, d := range denials {
+				fmt.Fprintf(stdio.Stdout, "  %s\n", d.ExplainCommand(hintPath))
+			}
+		}
 		return ExitOK
 	}
-	if len(rows) == 0 {
-		fmt.Fprintf(stdio.Stderr, "No authorization decisions found for %s %s.\n", r, windowNote(w))
-		return ExitOK
-	}
-	tw := tabwriter.NewWriter(stdio.Stdout, 2, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tROUTE\tAUTHORIZATION\tPORT\tALLOWED\tDENIED\tALLOWED_RPS\tDENIED_RPS\tCLIENTS")
-	var denials []viz.DeniedPair
-	for _, row := range rows {
-		var ids []string
-		for _, c := range row.Clients {
-			ids = append(ids, orDash(viz.ShortIdentity(c.Identity)))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\n", orDash(row.Server), orDash(row.Route), orUnauthorized(row.Authorization), row.Port,
-			row.Allowed, row.Denied, rpsOrDash(rate(row.Allowed, w.Duration)), rpsOrDash(rate(row.Denied, w.Duration)), strings.Join(ids, ","))
-		denials = append(denials, row.Denials...)
-	}
-	tw.Flush()
-	if len(denials) > 0 {
-		fmt.Fprintln(stdio.Stdout, "\nDenied; to see why:")
-		for _, d := range denials {
-			fmt.Fprintf(stdio.Stdout, "  %s\n", d.ExplainCommand(hintPath))
-		}
-	}
-	return ExitOK
 }
 
 func orUnauthorized(s string) string {

@@ -227,7 +227,38 @@ func (m *Manifest) YAML() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// JSON serializes the objects as one v1 List (kubectl apply -f takes it),
+// indented, with the same fields as YAML.
+func (m *Manifest) JSON() ([]byte, error) {
+	items := make([]any, 0, len(m.Objects))
+	for _, o := range m.Objects {
+		tree, err := objectTree(o)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, tree)
+	}
+	out, err := json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "List", "items": items}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	return append(out, '\n'), nil
+}
+
 func objectYAML(o Object) ([]byte, error) {
+	tree, err := objectTree(o)
+	if err != nil {
+		return nil, err
+	}
+	out, err := yaml.Marshal(tree)
+	if err != nil {
+		return nil, fmt.Errorf("install: %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+	}
+	return out, nil
+}
+
+// objectTree is o as generic JSON, without the fields the API server sets.
+func objectTree(o Object) (map[string]any, error) {
 	js, err := json.Marshal(o)
 	if err != nil {
 		return nil, fmt.Errorf("install: %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
@@ -240,11 +271,7 @@ func objectYAML(o Object) ([]byte, error) {
 	}
 	delete(tree, "status")
 	prune(tree)
-	out, err := yaml.Marshal(tree)
-	if err != nil {
-		return nil, fmt.Errorf("install: %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
-	}
-	return out, nil
+	return tree, nil
 }
 
 // prune removes the null creationTimestamp that metav1.ObjectMeta always

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"flag"
 	"fmt"
 
 	"github.com/weftmesh/weft/mesh/ports"
@@ -10,7 +9,7 @@ import (
 // RegisterDefaultOpaquePorts registers --default-opaque-ports, the one
 // flag the destination and policy controllers (and the offline policy
 // commands) read the default opaque ports from.
-func RegisterDefaultOpaquePorts(fs *flag.FlagSet, dst *string) {
+func RegisterDefaultOpaquePorts(fs *FlagSet, dst *string) {
 	fs.StringVar(dst, "default-opaque-ports", ports.DefaultOpaque().String(),
 		"ports that are opaque unless annotations say otherwise (numbers and ranges); a pod gets those its containers declare, a Service all of them")
 }
@@ -28,7 +27,7 @@ func ParseDefaultOpaquePorts(s string) (ports.Set, error) {
 // weft-controller policy and the offline policy commands; set records
 // that the flag was given (an empty value turns the probe authorization
 // off).
-func RegisterProbeNetworks(fs *flag.FlagSet, dst *StringList, set *bool) {
+func RegisterProbeNetworks(fs *FlagSet, dst *StringList, set *bool) {
 	fs.Func("probe-networks", "comma-separated networks kubelet probes come from (default 0.0.0.0/0,::/0; an empty value turns the probe authorization off)", func(v string) error {
 		*set = true
 		return dst.Set(v)

@@ -3,32 +3,30 @@ package core
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 )
 
-// Version is set at link time (-ldflags "-X github.com/weftmesh/weft/internal/cli/core.Version=v0.1.0");
-// otherwise the module version from the build info is used.
+// Version is set at link time (the Makefile passes
+// -ldflags "-X github.com/weftmesh/weft/internal/cli/core.Version=$(VERSION)");
+// empty in a plain `go build`, when BuildVersion reports "dev".
 var Version = ""
 
-// BuildVersion reports the version of the running binary.
+// BuildVersion reports the version of the running binary: the one stamped
+// at link time, or "dev".
 func BuildVersion() string {
 	if Version != "" {
 		return Version
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
+	return "dev"
 }
 
 // VersionCommand prints the binary's version.
 func VersionCommand() Command {
 	return Command{
 		Name:    "version",
-		Summary: "print the version",
-		Run: func(_ context.Context, _ []string, stdio IO) int {
+		Summary: "print the version stamped into this binary at build time",
+		Setup: NoFlags(func(_ context.Context, _ []string, stdio IO) int {
 			fmt.Fprintln(stdio.Stdout, BuildVersion())
 			return ExitOK
-		},
+		}),
 	}
 }

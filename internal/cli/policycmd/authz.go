@@ -2,12 +2,10 @@ package policycmd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
-	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/mesh/policy"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
@@ -15,11 +13,12 @@ import (
 // AuthzCommand is `weft authz --manifests PATH WORKLOAD`: it lists the
 // servers, routes and authorizations that apply to each port of a
 // workload, read from manifests.
-func AuthzCommand() core.Command {
-	return core.Command{
+func AuthzCommand() Command {
+	return Command{
 		Name:    "authz",
 		Summary: "list the authorization policies that apply to a workload",
-		Run:     runAuthz,
+		Args:    "--manifests PATH [flags] KIND/NAME",
+		Setup:   setupAuthz,
 	}
 }
 
@@ -35,95 +34,82 @@ type authzRow struct {
 	Audit         bool     `json:"audit,omitempty"`
 }
 
-func runAuthz(_ context.Context, args []string, stdio core.IO) int {
-	fs := core.NewFlagSet("weft authz", stdio)
+func setupAuthz(fs *FlagSet) Action {
 	var f policyFlags
 	f.register(fs)
-	ns := fs.String("namespace", "default", "namespace of the workload")
-	fs.StringVar(ns, "n", "default", "namespace of the workload (short for --namespace)")
-	// Flags may follow the workload argument.
-	var positional []string
-	for {
-		if st, ok := core.Parse(fs, args); !ok {
-			return st
+	ns := fs.StringP("namespace", "n", "default", "namespace of the workload")
+	return func(_ context.Context, args []string, stdio IO) int {
+		positional := args
+		fail := func(err error) int {
+			fmt.Fprintf(stdio.Stderr, "weft authz: %v\n", err)
+			return ExitUsage
 		}
-		if fs.NArg() == 0 {
-			break
+		if len(positional) != 1 {
+			return fail(fmt.Errorf("want exactly one workload (KIND/NAME, such as deployment/web), got %d", len(positional)))
 		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	fail := func(err error) int {
-		fmt.Fprintf(stdio.Stderr, "weft authz: %v\n", err)
-		return core.ExitUsage
-	}
-	if len(positional) != 1 {
-		return fail(fmt.Errorf("want exactly one workload (KIND/NAME, such as deployment/web), got %d", len(positional)))
-	}
-	if err := f.validate(); err != nil {
-		return fail(err)
-	}
-	ref, err := policy.ParseKindName(positional[0], *ns)
-	if err != nil {
-		return fail(err)
-	}
-	ix, err := loadPolicyIndex(&f)
-	if err != nil {
-		return fail(err)
-	}
-	info, err := ix.Describe(ref)
-	if err != nil {
-		return fail(err)
-	}
-	var rows []authzRow
-	for _, p := range info.Ports {
-		rows = append(rows, portRows(p)...)
-	}
-	if f.output == "json" {
-		out := struct {
-			Workload      string     `json:"workload"`
-			Namespace     string     `json:"namespace"`
-			Meshed        string     `json:"meshed"`
-			DefaultPolicy string     `json:"defaultPolicy"`
-			Rows          []authzRow `json:"authorizations"`
-			Warnings      []string   `json:"warnings"`
-		}{ref.Kind + "/" + ref.Name, ref.Namespace, meshedString(info.Meshed), info.DefaultPolicy.String(), rows, warnings(ix)}
-		if out.Rows == nil {
-			out.Rows = []authzRow{}
+		if err := f.validate(); err != nil {
+			return fail(err)
 		}
-		if out.Warnings == nil {
-			out.Warnings = []string{}
+		ref, err := policy.ParseKindName(positional[0], *ns)
+		if err != nil {
+			return fail(err)
 		}
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(out)
-		return core.ExitOK
+		ix, err := loadPolicyIndex(&f)
+		if err != nil {
+			return fail(err)
+		}
+		info, err := ix.Describe(ref)
+		if err != nil {
+			return fail(err)
+		}
+		var rows []authzRow
+		for _, p := range info.Ports {
+			rows = append(rows, portRows(p)...)
+		}
+		if f.output == "json" || f.output == "yaml" {
+			out := struct {
+				Workload      string     `json:"workload"`
+				Namespace     string     `json:"namespace"`
+				Meshed        string     `json:"meshed"`
+				DefaultPolicy string     `json:"defaultPolicy"`
+				Rows          []authzRow `json:"authorizations"`
+				Warnings      []string   `json:"warnings"`
+			}{ref.Kind + "/" + ref.Name, ref.Namespace, meshedString(info.Meshed), info.DefaultPolicy.String(), rows, warnings(ix)}
+			if out.Rows == nil {
+				out.Rows = []authzRow{}
+			}
+			if out.Warnings == nil {
+				out.Warnings = []string{}
+			}
+			_ = writeObject(stdio.Stdout, f.output, out)
+			return ExitOK
+		}
+		for _, w := range warnings(ix) {
+			fmt.Fprintln(stdio.Stderr, w)
+		}
+		w := info.Workload
+		fmt.Fprintf(stdio.Stdout, "%s %s/%s (service account %s): %s (%s)\n", w.Kind, w.Namespace, w.Name, w.ServiceAccount, meshedString(info.Meshed), info.MeshedWhy)
+		fmt.Fprintf(stdio.Stdout, "default policy for other ports: %s (from %s)\n\n", info.DefaultPolicy, info.DefaultFrom)
+		tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "PORT\tSERVER\tPROTOCOL\tROUTE\tAUTHORIZATION\tCLIENTS\tNETWORKS")
+		for _, r := range rows {
+			port := fmt.Sprint(r.Port)
+			if r.PortName != "" {
+				port += "/" + r.PortName
+			}
+			route := r.Route
+			if route == "" {
+				route = "-"
+			}
+			auth := r.Authorization
+			if r.Audit {
+				auth += " (audit)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", port, r.Server, r.Protocol, route, auth, r.Clients, strings.Join(r.Networks, ", "))
+		}
+		_ = tw.Flush()
+		return ExitOK
 	}
-	for _, w := range warnings(ix) {
-		fmt.Fprintln(stdio.Stderr, w)
-	}
-	w := info.Workload
-	fmt.Fprintf(stdio.Stdout, "%s %s/%s (service account %s): %s (%s)\n", w.Kind, w.Namespace, w.Name, w.ServiceAccount, meshedString(info.Meshed), info.MeshedWhy)
-	fmt.Fprintf(stdio.Stdout, "default policy for other ports: %s (from %s)\n\n", info.DefaultPolicy, info.DefaultFrom)
-	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PORT\tSERVER\tPROTOCOL\tROUTE\tAUTHORIZATION\tCLIENTS\tNETWORKS")
-	for _, r := range rows {
-		port := fmt.Sprint(r.Port)
-		if r.PortName != "" {
-			port += "/" + r.PortName
-		}
-		route := r.Route
-		if route == "" {
-			route = "-"
-		}
-		auth := r.Authorization
-		if r.Audit {
-			auth += " (audit)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", port, r.Server, r.Protocol, route, auth, r.Clients, strings.Join(r.Networks, ", "))
-	}
-	_ = tw.Flush()
-	return core.ExitOK
 }
 
 func meshedString(m policy.Meshed) string {

@@ -2,8 +2,8 @@ package policycmd
 
 import (
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/weftmesh/weft/apis/manifest"
@@ -25,13 +25,13 @@ type policyFlags struct {
 	probeSet        bool
 }
 
-func (f *policyFlags) register(fs *flag.FlagSet) {
+func (f *policyFlags) register(fs *FlagSet) {
 	fs.Var(&f.manifests, "manifests", "file or directory of Kubernetes manifests (repeatable; directories are read recursively for .yaml/.yml)")
 	fs.StringVar(&f.defaultPolicy, "default-policy", "all-unauthenticated", "cluster default inbound policy: all-unauthenticated, all-authenticated, cluster-authenticated, cluster-unauthenticated, deny or audit")
 	fs.Var(&f.clusterNetworks, "cluster-networks", "comma-separated cluster networks (default "+strings.Join(policy.DefaultClusterNetworks, ",")+")")
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
-	fs.StringVar(&f.output, "o", "text", "output format: text or json")
+	fs.StringVarP(&f.output, "output", "o", "text", "output format: text, json or yaml")
 	core.RegisterDefaultOpaquePorts(fs, &f.opaquePorts)
 	core.RegisterProbeNetworks(fs, &f.probeNetworks, &f.probeSet)
 }
@@ -58,8 +58,8 @@ func (f *policyFlags) validate() error {
 	if len(f.manifests) == 0 {
 		return errors.New("--manifests PATH is required")
 	}
-	if f.output != "text" && f.output != "json" {
-		return fmt.Errorf("-o %q: want text or json", f.output)
+	if err := checkOutput(f.output, "text", "json", "yaml"); err != nil {
+		return err
 	}
 	return nil
 }
@@ -100,3 +100,28 @@ func warnings(ix *policy.Index) []string {
 	}
 	return out
 }
+
+// Names of core this package uses unqualified.
+type (
+	// FlagSet is what a command declares its flags on.
+	FlagSet = core.FlagSet
+	// Action is a command's body.
+	Action = core.Action
+	// IO is what a command reads and writes.
+	IO = core.IO
+	// Command is one node of a command tree.
+	Command = core.Command
+	// StringList is a repeatable, comma-splitting flag.
+	StringList = core.StringList
+)
+
+// Exit statuses, as core's.
+const (
+	ExitOK      = core.ExitOK
+	ExitFailure = core.ExitFailure
+	ExitUsage   = core.ExitUsage
+)
+
+func checkOutput(output string, allowed ...string) error { return core.CheckOutput(output, allowed...) }
+
+func writeObject(w io.Writer, format string, v any) error { return core.WriteObject(w, format, v) }

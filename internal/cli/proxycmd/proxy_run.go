@@ -1,22 +1,20 @@
 package proxycmd
 
 import (
-	"runtime"
-	"sync"
-
-	"github.com/weftmesh/weft/internal/cli/core"
-
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strings"
-	"text/tabwriter"
+	"sync"
 
+	"github.com/spf13/pflag"
+
+	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/mesh/dataplane"
 	"github.com/weftmesh/weft/mesh/dataplane/memlimit"
 	"github.com/weftmesh/weft/mesh/dataplane/static"
@@ -51,10 +49,19 @@ func ProxyRunCommand(sources ProxySources) core.Command {
 	return core.Command{
 		Name:    "run",
 		Summary: "run the Weft proxy (settings from WEFT_PROXY_* variables or flags)",
-		Run: func(ctx context.Context, args []string, stdio core.IO) int {
-			return runProxy(ctx, args, stdio, os.LookupEnv, sources)
+		Long:    "Every setting is an environment variable and a flag; a flag wins.",
+		Setup: func(fs *core.FlagSet) core.Action {
+			return setupProxy(fs, os.LookupEnv, sources)
 		},
 	}
+}
+
+// runProxy runs `weft-proxy run` with args, reading the environment
+// through lookup.
+func runProxy(ctx context.Context, args []string, stdio core.IO, lookup func(string) (string, bool), sources ProxySources) int {
+	c := ProxyRunCommand(sources)
+	c.Setup = func(fs *core.FlagSet) core.Action { return setupProxy(fs, lookup, sources) }
+	return c.Run(ctx, args, stdio)
 }
 
 // flagName turns WEFT_PROXY_INBOUND_ADDR into inbound-addr.
@@ -62,107 +69,94 @@ func flagName(env string) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(env, "WEFT_PROXY_")), "_", "-")
 }
 
-func runProxy(ctx context.Context, args []string, stdio core.IO, lookup func(string) (string, bool), sources ProxySources) int {
-	fs := core.NewFlagSet("weft-proxy run", stdio)
+func setupProxy(fs *core.FlagSet, lookup func(string) (string, bool), sources ProxySources) core.Action {
 	settings := dataplane.Settings()
 	values := map[string]*string{}
 	for _, s := range settings {
 		values[s.Env] = fs.String(flagName(s.Env), "", fmt.Sprintf("%s (env %s, default %q)", s.Help, s.Env, s.Default))
 	}
 	staticFile := fs.String("static", "", "read identity, destinations and policies from this file instead of the control plane (development and tests)")
-	fs.Usage = func() {
-		w := stdio.Stderr
-		fmt.Fprintf(w, "Usage: weft-proxy run [flags]\n\nEvery setting is an environment variable and a flag; a flag wins.\n\n")
-		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "FLAG\tVARIABLE\tDEFAULT\tMEANING")
-		for _, s := range settings {
-			fmt.Fprintf(tw, "--%s\t%s\t%s\t%s\n", flagName(s.Env), s.Env, s.Default, s.Help)
-		}
-		fmt.Fprintf(tw, "--static\t\t\t%s\n", "read identity, destinations and policies from a file (development and tests)")
-		tw.Flush()
-	}
-	if code, ok := core.Parse(fs, args); !ok {
-		return code
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	cfg, err := dataplane.FromEnv(func(k string) (string, bool) {
-		if set[flagName(k)] {
-			return *values[k], true
-		}
-		return lookup(k)
-	})
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
-		return core.ExitUsage
-	}
-	// The logger and the access log share stderr; one lock keeps their
-	// lines whole.
-	errw := &lockedWriter{w: stdio.Stderr}
-	log, err := proxyLogger(cfg, errw)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
-		return core.ExitUsage
-	}
-	applyMemoryLimit(log, lookup)
-
-	var in ProxyInputs
-	switch {
-	case *staticFile != "":
-		src, err := static.Load(*staticFile)
+	return func(ctx context.Context, args []string, stdio core.IO) int {
+		set := map[string]bool{}
+		fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
+		cfg, err := dataplane.FromEnv(func(k string) (string, bool) {
+			if set[flagName(k)] {
+				return *values[k], true
+			}
+			return lookup(k)
+		})
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
 			return core.ExitUsage
 		}
-		in = ProxyInputs{Identity: src.Identity, Resolver: src.Resolver, Policies: src.Policies,
-			OutboundPolicies: src.OutboundPolicies, Profiles: src.Profiles}
-	case sources != nil:
-		in, err = sources(ctx, cfg, log)
+		// The logger and the access log share stderr; one lock keeps their
+		// lines whole.
+		errw := &lockedWriter{w: stdio.Stderr}
+		log, err := proxyLogger(cfg, errw)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
+			return core.ExitUsage
+		}
+		applyMemoryLimit(log, lookup)
+
+		var in ProxyInputs
+		switch {
+		case *staticFile != "":
+			src, err := static.Load(*staticFile)
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
+				return core.ExitUsage
+			}
+			in = ProxyInputs{Identity: src.Identity, Resolver: src.Resolver, Policies: src.Policies,
+				OutboundPolicies: src.OutboundPolicies, Profiles: src.Profiles}
+		case sources != nil:
+			in, err = sources(ctx, cfg, log)
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
+				return core.ExitFailure
+			}
+		default:
+			fmt.Fprintln(stdio.Stderr, "weft-proxy: no control-plane clients are wired into this binary; use --static FILE")
+			return core.ExitUsage
+		}
+		if in.Cleanup != nil {
+			defer in.Cleanup()
+		}
+		if cfg.CPURatioLimit > 0 {
+			// config.linkerd.io/proxy-cpu-ratio-limit: fewer worker threads
+			// than Go would take from the container's CPU limit alone.
+			n := dataplane.WorkerLimit(runtime.NumCPU(), runtime.GOMAXPROCS(0), cfg.CPURatioLimit)
+			runtime.GOMAXPROCS(n)
+			log.Info("worker threads capped by the CPU ratio limit", "gomaxprocs", n, "ratio", cfg.CPURatioLimit)
+		}
+		opts := []dataplane.Option{dataplane.WithLogger(log), dataplane.WithAccessLog(errw)}
+		if cfg.Pod != "" {
+			// In a pod, loopback is the pod's own: its processes reach the
+			// application whatever the policy, as with Linkerd's proxy.
+			opts = append(opts, dataplane.WithLoopbackAllowed())
+		}
+		if in.OutboundPolicies != nil {
+			opts = append(opts, dataplane.WithOutboundPolicies(in.OutboundPolicies))
+		}
+		if in.Profiles != nil {
+			opts = append(opts, dataplane.WithProfiles(in.Profiles))
+		}
+		p, err := dataplane.New(ctx, cfg, in.Identity, in.Resolver, in.Policies, opts...)
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
 			return core.ExitFailure
 		}
-	default:
-		fmt.Fprintln(stdio.Stderr, "weft-proxy: no control-plane clients are wired into this binary; use --static FILE")
-		return core.ExitUsage
+		ls, err := dataplane.Listen(ctx, cfg)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
+			return core.ExitFailure
+		}
+		if err := p.Run(ctx, ls); err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
+			return core.ExitFailure
+		}
+		return core.ExitOK
 	}
-	if in.Cleanup != nil {
-		defer in.Cleanup()
-	}
-	if cfg.CPURatioLimit > 0 {
-		// config.linkerd.io/proxy-cpu-ratio-limit: fewer worker threads
-		// than Go would take from the container's CPU limit alone.
-		n := dataplane.WorkerLimit(runtime.NumCPU(), runtime.GOMAXPROCS(0), cfg.CPURatioLimit)
-		runtime.GOMAXPROCS(n)
-		log.Info("worker threads capped by the CPU ratio limit", "gomaxprocs", n, "ratio", cfg.CPURatioLimit)
-	}
-	opts := []dataplane.Option{dataplane.WithLogger(log), dataplane.WithAccessLog(errw)}
-	if cfg.Pod != "" {
-		// In a pod, loopback is the pod's own: its processes reach the
-		// application whatever the policy, as with Linkerd's proxy.
-		opts = append(opts, dataplane.WithLoopbackAllowed())
-	}
-	if in.OutboundPolicies != nil {
-		opts = append(opts, dataplane.WithOutboundPolicies(in.OutboundPolicies))
-	}
-	if in.Profiles != nil {
-		opts = append(opts, dataplane.WithProfiles(in.Profiles))
-	}
-	p, err := dataplane.New(ctx, cfg, in.Identity, in.Resolver, in.Policies, opts...)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
-		return core.ExitFailure
-	}
-	ls, err := dataplane.Listen(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
-		return core.ExitFailure
-	}
-	if err := p.Run(ctx, ls); err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
-		return core.ExitFailure
-	}
-	return core.ExitOK
 }
 
 // applyMemoryLimit gives the Go runtime a soft memory limit of 90% of the
@@ -191,6 +185,15 @@ func proxyLogger(cfg dataplane.Config, w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// Commands lists weft-proxy's commands.
+func Commands() []core.Command {
+	return []core.Command{
+		ProxyRunCommand(ControlPlaneSources),
+		ProxyAwaitCommand(),
+		core.VersionCommand(),
+	}
 }
 
 // lockedWriter serializes writes to one stream shared by several writers.

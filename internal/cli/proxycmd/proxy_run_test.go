@@ -26,11 +26,12 @@ func TestProxyRunHelpListsEverySetting(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := ProxyRunCommand(nil).Run(context.Background(), []string{"--help"}, core.IO{Stdout: &out, Stderr: &errb})
 	assert.Equal(t, core.ExitOK, code)
+	// Help goes to stdout, as in every cobra command tree.
 	for _, s := range dataplane.Settings() {
-		assert.Contains(t, errb.String(), s.Env)
-		assert.Contains(t, errb.String(), "--"+flagName(s.Env)+" ")
+		assert.Contains(t, out.String(), s.Env)
+		assert.Contains(t, out.String(), "--"+flagName(s.Env)+" ")
 	}
-	assert.Contains(t, errb.String(), "--static")
+	assert.Contains(t, out.String(), "--static")
 }
 
 func TestProxyRunRejectsBadSettingsNamingThem(t *testing.T) {

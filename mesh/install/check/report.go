@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"sigs.k8s.io/yaml"
 )
 
 // Status is the outcome of one check.
@@ -110,4 +112,17 @@ func (r Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// WriteYAML writes the report as YAML, with the field names of WriteJSON.
+func (r Report) WriteYAML(w io.Writer) error {
+	if r.Results == nil {
+		r.Results = []Result{}
+	}
+	b, err := yaml.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
 }
