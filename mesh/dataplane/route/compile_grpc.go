@@ -1,0 +1,122 @@
+package route
+
+import (
+	"errors"
+
+	"github.com/weftmesh/weft/apis/proxy/outbound"
+)
+
+func compileGRPCRule(prr *outbound.GrpcRoute_Rule, name, target string) (grpcRule, error) {
+	var rule grpcRule
+	for _, pm := range prr.GetMatches() {
+		m := grpcMatch{service: pm.GetRpc().GetService(), method: pm.GetRpc().GetMethod()}
+		var err error
+		if m.headers, err = headerMatches(pm.GetHeaders()); err != nil {
+			return rule, err
+		}
+		rule.matches = append(rule.matches, m)
+	}
+	rt := &Route{Name: name}
+	for _, f := range prr.GetFilters() {
+		switch k := f.GetKind().(type) {
+		case *outbound.GrpcRoute_Filter_RequestHeaderModifier:
+			m, err := headerModifier(k.RequestHeaderModifier.GetAdd(), k.RequestHeaderModifier.GetSet(), k.RequestHeaderModifier.GetRemove())
+			if err != nil {
+				return rule, err
+			}
+			rt.RequestHeaders = m
+		case *outbound.GrpcRoute_Filter_FailureInjector:
+			fi := k.FailureInjector
+			if fi.GetRatio() != nil && fi.GetRatio().GetDenominator() == 0 {
+				return rule, errors.New("failure injector ratio with a zero denominator")
+			}
+			rt.Fail = &Fault{GRPC: true, GRPCCode: fi.GetCode(), Message: fi.GetMessage(), Numerator: fi.GetRatio().GetNumerator(), Denominator: fi.GetRatio().GetDenominator()}
+		default:
+			return rule, errors.New("unknown filter")
+		}
+	}
+	var err error
+	rt.Backends, rt.FirstAvailable, err = grpcBackends(prr.GetBackends(), target)
+	if err != nil {
+		return rule, err
+	}
+	rt.Timeouts = timeoutsOf(prr.GetTimeouts(), prr.GetRequestTimeout().AsDuration())
+	if pr := prr.GetRetry(); pr != nil {
+		rt.Retry = &Retry{
+			MaxRetries:      pr.GetMaxRetries(),
+			MaxRequestBytes: int64(pr.GetMaxRequestBytes()),
+			Timeout:         pr.GetTimeout().AsDuration(),
+			MinBackoff:      pr.GetBackoff().GetMinBackoff().AsDuration(),
+			MaxBackoff:      pr.GetBackoff().GetMaxBackoff().AsDuration(),
+			Jitter:          float64(pr.GetBackoff().GetJitterRatio()),
+			GRPCCodes:       map[uint32]bool{},
+			// A trailers-only answer may carry grpc-retry-pushback-ms.
+			RespectRetryAfter: pr.GetBackoff().GetRespectRetryAfterHint(),
+			// gRPC calls are all POSTs; a GRPCRoute retry policy is the
+			// operator's statement that its methods may be repeated.
+			NonIdempotent: true,
+		}
+		c := pr.GetConditions()
+		for code, on := range map[uint32]bool{1: c.GetCancelled(), 4: c.GetDeadineExceeded(), 8: c.GetResourceExhausted(), 13: c.GetInternal(), 14: c.GetUnavailable()} {
+			if on {
+				rt.Retry.GRPCCodes[code] = true
+			}
+		}
+		normalizeRetry(rt.Retry)
+	}
+	rule.route = rt
+	return rule, nil
+}
+
+func grpcBackends(d *outbound.GrpcRoute_Distribution, target string) ([]Backend, bool, error) {
+	if d == nil {
+		return []Backend{{Name: target, Weight: 1, Authority: target}}, false, nil
+	}
+	one := func(rb *outbound.GrpcRoute_RouteBackend, w uint32) (Backend, error) {
+		b, err := backendOf(rb.GetBackend(), w)
+		if err != nil {
+			return b, err
+		}
+		for _, f := range rb.GetFilters() {
+			switch k := f.GetKind().(type) {
+			case *outbound.GrpcRoute_Filter_RequestHeaderModifier:
+				m, err := headerModifier(k.RequestHeaderModifier.GetAdd(), k.RequestHeaderModifier.GetSet(), k.RequestHeaderModifier.GetRemove())
+				if err != nil {
+					return b, err
+				}
+				b.RequestHeaders = m
+			case *outbound.GrpcRoute_Filter_FailureInjector:
+				fi := k.FailureInjector
+				b.Fail = &Fault{GRPC: true, GRPCCode: fi.GetCode(), Message: fi.GetMessage(), Numerator: fi.GetRatio().GetNumerator(), Denominator: fi.GetRatio().GetDenominator()}
+			default:
+				return b, errors.New("unknown backend filter")
+			}
+		}
+		return b, nil
+	}
+	switch k := d.GetKind().(type) {
+	case *outbound.GrpcRoute_Distribution_Empty_:
+		return nil, false, nil
+	case *outbound.GrpcRoute_Distribution_FirstAvailable_:
+		var out []Backend
+		for _, rb := range k.FirstAvailable.GetBackends() {
+			b, err := one(rb, 1)
+			if err != nil {
+				return nil, false, err
+			}
+			out = append(out, b)
+		}
+		return out, true, nil
+	case *outbound.GrpcRoute_Distribution_RandomAvailable_:
+		var out []Backend
+		for _, wb := range k.RandomAvailable.GetBackends() {
+			b, err := one(wb.GetBackend(), wb.GetWeight())
+			if err != nil {
+				return nil, false, err
+			}
+			out = append(out, b)
+		}
+		return out, false, nil
+	}
+	return nil, false, errors.New("unknown distribution")
+}
