@@ -1,0 +1,290 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pdst "github.com/weftmesh/weft/apis/proxy/destination"
+	"github.com/weftmesh/weft/apis/proxy/outbound"
+	"github.com/weftmesh/weft/mesh/dataplane/balance"
+	"github.com/weftmesh/weft/mesh/dataplane/retry"
+	"github.com/weftmesh/weft/mesh/dataplane/route"
+)
+
+// service is the HTTP side of an outbound destination: its router (from
+// the outbound policy and the profile), retry budget and backends, each
+// with a request balancer. It lives as long as its destination.
+type service struct {
+	p      *Proxy
+	target string
+	label  string
+	dest   *destination
+
+	ready    chan struct{}
+	polReady atomic.Bool
+	proReady atomic.Bool
+
+	router atomic.Pointer[route.Router]
+	budget atomic.Pointer[retry.Budget]
+
+	routes cowMap[string, *reqSeries] // route_* series by route name
+	local  atomic.Pointer[reqSeries]  // requests the proxy answers before any endpoint
+
+	mu       sync.Mutex
+	pol      *outbound.OutboundPolicy
+	prof     *pdst.DestinationProfile
+	budgetOf retry.BudgetOptions
+	backends map[string]*backend
+	readyOne sync.Once
+}
+
+// backend is one backend of a route with its balancer.
+type backend struct {
+	spec    route.Backend
+	dest    *destination // nil for a forward backend
+	bal     *balance.Balancer[Endpoint]
+	lastSet atomic.Pointer[endpointSet]
+	mu      sync.Mutex
+	series  cowMap[string, *reqSeries] // endpoint series by balancer key
+}
+
+// maxBackends bounds the backends a service keeps.
+const maxBackends = 64
+
+// serviceFor returns the HTTP state of d, creating it on first use and
+// waiting up to the resolve timeout for its first policy and profile.
+func (p *Proxy) serviceFor(ctx context.Context, d *destination) *service {
+	d.svcMu.Lock()
+	s := d.svc
+	if s == nil {
+		s = &service{
+			p: p, target: d.target, dest: d,
+			label:    p.m.http.targets.admit(d.target),
+			ready:    make(chan struct{}),
+			backends: map[string]*backend{},
+		}
+		s.router.Store(route.Default(d.target))
+		s.budgetOf = retry.DefaultBudget()
+		s.budget.Store(retry.NewBudget(s.budgetOf))
+		d.svc = s
+		s.start(d.ctx)
+	}
+	d.svcMu.Unlock()
+	select {
+	case <-s.ready:
+	default:
+		t := time.NewTimer(p.cfg.ResolveTimeout)
+		defer t.Stop()
+		select {
+		case <-s.ready:
+		case <-t.C:
+			p.log.Info("no outbound policy or profile in time, routing by default", "target", d.target)
+		case <-ctx.Done():
+		}
+	}
+	return s
+}
+
+func (s *service) start(ctx context.Context) {
+	p := s.p
+	if p.outPolicies == nil {
+		s.polReady.Store(true)
+	} else {
+		go watchSource(ctx, p, "outbound policy", s.target, p.outPolicies.Watch, func(v *outbound.OutboundPolicy, found bool) {
+			s.mu.Lock()
+			s.pol = v
+			s.mu.Unlock()
+			s.polReady.Store(true)
+			s.rebuild()
+		})
+	}
+	if p.profiles == nil {
+		s.proReady.Store(true)
+	} else {
+		go watchSource(ctx, p, "profile", s.target, p.profiles.Watch, func(v *pdst.DestinationProfile, found bool) {
+			s.mu.Lock()
+			s.prof = v
+			s.mu.Unlock()
+			s.proReady.Store(true)
+			s.rebuild()
+		})
+	}
+	s.checkReady()
+	context.AfterFunc(ctx, s.releaseBackends)
+}
+
+func (s *service) checkReady() {
+	if s.polReady.Load() && s.proReady.Load() {
+		s.readyOne.Do(func() { close(s.ready) })
+	}
+}
+
+// rebuild compiles the router from the latest policy and profile. A
+// policy the router cannot read is not applied: the last good router
+// stays.
+func (s *service) rebuild() {
+	s.mu.Lock()
+	pol, prof := s.pol, s.prof
+	s.mu.Unlock()
+	r, err := route.Compile(pol, prof, s.target)
+	if err != nil {
+		s.p.log.Warn("outbound policy refused, keeping the last one", "target", s.target, "err", err)
+		s.checkReady()
+		return
+	}
+	s.router.Store(r)
+	s.mu.Lock()
+	if !sameBudget(r.Budget, s.budgetOf) {
+		s.budgetOf = r.Budget
+		s.budget.Store(retry.NewBudget(r.Budget))
+	}
+	s.mu.Unlock()
+	s.checkReady()
+}
+
+// watchSource follows a watch with the proxy's usual contract: the last
+// value is kept when the stream breaks and it is asked again with
+// backoff; ErrNotFound publishes nothing found (nil).
+func watchSource[T any](ctx context.Context, p *Proxy, what, target string, open func(context.Context, string) (<-chan T, error), publish func(v T, found bool)) {
+	backoff := 50 * time.Millisecond
+	var zero T
+	first := true
+	for {
+		ch, err := open(ctx, target)
+		if err == nil {
+			for v := range ch {
+				publish(v, true)
+				first = false
+				backoff = 50 * time.Millisecond
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			err = errors.New("watch ended")
+		} else if errors.Is(err, ErrNotFound) {
+			publish(zero, false)
+			first = false
+			backoff = max(backoff, 5*time.Second)
+		} else {
+			p.log.Warn(what+" watch broken, keeping the last one", "target", target, "err", err, "retry_in", backoff)
+			if first {
+				// Nothing to keep: route by default rather than wait.
+				publish(zero, false)
+				first = false
+			}
+		}
+		select {
+		case <-time.After(jitter(backoff)):
+		case <-ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+func backendKey(b route.Backend, acc *balance.Accrual) string {
+	k := "dst:" + b.Authority
+	if b.Forward != nil {
+		k = fmt.Sprintf("fwd:%s|%s|%d", b.Forward.Addr, b.Forward.Identity, b.Forward.OpaqueTransportPort)
+	}
+	if acc != nil {
+		k += fmt.Sprintf("|acc:%+v", *acc)
+	}
+	if b.DefaultRTT != 0 || b.Decay != 0 {
+		k += fmt.Sprintf("|ewma:%s/%s", b.DefaultRTT, b.Decay)
+	}
+	if b.Penalty != nil {
+		k += fmt.Sprintf("|penalty:%s/%s", b.Penalty.Penalty, b.Penalty.MaxRetryAfter)
+	}
+	return k
+}
+
+// backend returns the balancer of a route backend, resolving its
+// authority the first time.
+func (s *service) backend(ctx context.Context, spec route.Backend, acc *balance.Accrual) (*backend, error) {
+	key := backendKey(spec, acc)
+	s.mu.Lock()
+	if b := s.backends[key]; b != nil {
+		s.mu.Unlock()
+		return b, nil
+	}
+	if len(s.backends) >= maxBackends {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("dataplane: %s has more than %d backends", s.target, maxBackends)
+	}
+	s.mu.Unlock()
+
+	b := &backend{spec: spec, bal: balance.New[Endpoint](balance.Options{DefaultRTT: spec.DefaultRTT, Decay: spec.Decay, Accrual: acc, Penalty: spec.Penalty, Now: s.p.now})}
+	if spec.Forward != nil {
+		b.bal.Update([]balance.Item[Endpoint]{{Key: key, Weight: 1, Value: Endpoint{
+			Addr: spec.Forward.Addr, Identity: spec.Forward.Identity, OpaqueTransportPort: spec.Forward.OpaqueTransportPort,
+		}}})
+	} else if spec.Authority == s.target {
+		b.dest = s.dest
+	} else {
+		d, err := s.p.dests.get(ctx, spec.Authority)
+		if err != nil {
+			return nil, err
+		}
+		b.dest = d
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if other := s.backends[key]; other != nil {
+		if b.dest != nil && b.dest != s.dest {
+			b.dest.release()
+		}
+		return other, nil
+	}
+	s.backends[key] = b
+	return b, nil
+}
+
+// releaseBackends drops the destinations the service's backends hold.
+func (s *service) releaseBackends() {
+	s.mu.Lock()
+	bs := s.backends
+	s.backends = map[string]*backend{}
+	s.mu.Unlock()
+	for _, b := range bs {
+		if b.dest != nil && b.dest != s.dest {
+			b.dest.release()
+		}
+	}
+}
+
+// refresh brings the balancer up to date with the destination's
+// endpoints (a pointer comparison when nothing changed).
+func (b *backend) refresh() {
+	if b.dest == nil {
+		return
+	}
+	set := b.dest.set.Load()
+	if set == nil || b.lastSet.Load() == set {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lastSet.Load() == set {
+		return
+	}
+	items := make([]balance.Item[Endpoint], 0, len(set.eps))
+	for _, e := range set.eps {
+		items = append(items, balance.Item[Endpoint]{
+			Key:    fmt.Sprintf("%s|%s|%d", e.Addr, e.Identity, e.OpaqueTransportPort),
+			Weight: e.Weight,
+			Value:  e.Endpoint,
+		})
+	}
+	b.bal.Update(items)
+	b.lastSet.Store(set)
+}
+
+func (b *backend) usable() bool {
+	b.refresh()
+	return b.bal.Available() > 0
+}
