@@ -492,27 +492,31 @@ func httpBackends(d *outbound.HttpRoute_Distribution, target string) ([]Backend,
 	case *outbound.HttpRoute_Distribution_Empty_:
 		return nil, false, nil
 	case *outbound.HttpRoute_Distribution_FirstAvailable_:
-		var out []Backend
-		for _, rb := range k.FirstAvailable.GetBackends() {
-			b, err := httpRouteBackend(rb, 1)
-			if err != nil {
-				return nil, false, err
-			}
-			out = append(out, b)
-		}
-		return out, true, nil
+		out, err := backendList(k.FirstAvailable.GetBackends(), func(rb *outbound.HttpRoute_RouteBackend) (Backend, error) {
+			return httpRouteBackend(rb, 1)
+		})
+		return out, true, err
 	case *outbound.HttpRoute_Distribution_RandomAvailable_:
-		var out []Backend
-		for _, wb := range k.RandomAvailable.GetBackends() {
-			b, err := httpRouteBackend(wb.GetBackend(), wb.GetWeight())
-			if err != nil {
-				return nil, false, err
-			}
-			out = append(out, b)
-		}
-		return out, false, nil
+		out, err := backendList(k.RandomAvailable.GetBackends(), func(wb *outbound.HttpRoute_WeightedRouteBackend) (Backend, error) {
+			return httpRouteBackend(wb.GetBackend(), wb.GetWeight())
+		})
+		return out, false, err
 	}
 	return nil, false, errors.New("unknown distribution")
+}
+
+// backendList builds one Backend per item, stopping at the first error;
+// the HTTP and gRPC distributions share it.
+func backendList[T any](items []T, build func(T) (Backend, error)) ([]Backend, error) {
+	var out []Backend
+	for _, it := range items {
+		b, err := build(it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }
 
 func httpRouteBackend(rb *outbound.HttpRoute_RouteBackend, weight uint32) (Backend, error) {

@@ -98,25 +98,15 @@ func grpcBackends(d *outbound.GrpcRoute_Distribution, target string) ([]Backend,
 	case *outbound.GrpcRoute_Distribution_Empty_:
 		return nil, false, nil
 	case *outbound.GrpcRoute_Distribution_FirstAvailable_:
-		var out []Backend
-		for _, rb := range k.FirstAvailable.GetBackends() {
-			b, err := one(rb, 1)
-			if err != nil {
-				return nil, false, err
-			}
-			out = append(out, b)
-		}
-		return out, true, nil
+		out, err := backendList(k.FirstAvailable.GetBackends(), func(rb *outbound.GrpcRoute_RouteBackend) (Backend, error) {
+			return one(rb, 1)
+		})
+		return out, true, err
 	case *outbound.GrpcRoute_Distribution_RandomAvailable_:
-		var out []Backend
-		for _, wb := range k.RandomAvailable.GetBackends() {
-			b, err := one(wb.GetBackend(), wb.GetWeight())
-			if err != nil {
-				return nil, false, err
-			}
-			out = append(out, b)
-		}
-		return out, false, nil
+		out, err := backendList(k.RandomAvailable.GetBackends(), func(wb *outbound.GrpcRoute_WeightedRouteBackend) (Backend, error) {
+			return one(wb.GetBackend(), wb.GetWeight())
+		})
+		return out, false, err
 	}
 	return nil, false, errors.New("unknown distribution")
 }
