@@ -173,9 +173,10 @@ func TestTapEventsRenderTheirEndOfStream(t *testing.T) {
 
 // BenchmarkTapDataPath measures what the data path does for tap per
 // request: the check when no tap is open, matching against an open tap
-// that does not take the request, a tap over its budget, and a tap taking
-// the request (its three events handed to a reader that drains them and
-// renders each as the stream would).
+// that does not take the request (by path, and by a destination label),
+// a tap over its budget, and a tap taking the request (its three events
+// handed to a reader that drains them and renders each as the stream
+// would). Each goes through the outbound hook as the data path calls it.
 //
 //	go test -run XXX -bench TapDataPath ./mesh/dataplane
 func BenchmarkTapDataPath(b *testing.B) {
@@ -184,13 +185,16 @@ func BenchmarkTapDataPath(b *testing.B) {
 	ep := Endpoint{Addr: netip.MustParseAddrPort("10.0.0.7:8080"), Identity: "web.shop.serviceaccount.identity.weft.cluster.local",
 		MetricLabels: map[string]string{"namespace": "shop", "deployment": "web", "pod": "web-1"}}
 	src := netip.MustParseAddrPort("10.0.0.1:40000")
+	r.Host = "web:8080"
+	info := &connInfo{direction: "outbound", remote: src}
+	// What the outbound path does: the hook, then the response's two
+	// steps (no-ops on a request no tap took).
 	one := func(h *tapHub) {
-		if !h.on() {
+		p := Proxy{tap: h}
+		if !p.tap.on() {
 			return
 		}
-		v := tapView{direction: ptap.TapEvent_OUTBOUND, src: src, dst: ep.Addr, r: r,
-			scheme: "http", method: r.Method, authority: "web:8080", path: "/api/books", route: "default", ep: &ep, meta: outboundMeta}
-		tr := h.start(&v)
+		tr := p.tapOutbound(r, info, "default", &ep)
 		tr.responseInit(200, nil, false)
 		tr.responseEnd(27, -1, -1, nil)
 	}
@@ -224,6 +228,7 @@ func BenchmarkTapDataPath(b *testing.B) {
 	}{
 		{"no-tap", nil, 1000},
 		{"tap-matching-nothing", none, 1000},
+		{"tap-matching-nothing-by-label", mDstLabel("deployment", "db"), 1000},
 		{"tap-over-budget", all, 1},
 		{"tap-taking-every-request", all, 1 << 30},
 	} {
