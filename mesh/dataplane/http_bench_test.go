@@ -284,7 +284,7 @@ func BenchmarkHTTPGRPCUnary(b *testing.B) {
 // a budget. Each benchmark iteration is a round of 1,000 HTTP/1.1 requests
 // (8 concurrent) through each pair in turn, so the four share the
 // machine's state of the moment, with a fifth run straight to the
-// application; the result is the median over rounds of the process CPU
+// application (each round starts with the next variant in turn); the result is the median over rounds of the process CPU
 // per request, and of the tap's cost as a share of the proxies' CPU per
 // request ((tapped - no-tap) / (no-tap - direct), in the same round). The tapper runs in a process of its own (as a tapper does),
 // so the figures hold the proxies' cost, the clients' and the
@@ -364,8 +364,10 @@ func BenchmarkHTTPTap(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for _, v := range variants {
-			round(v)
+		// Each round starts with the next variant, so that none always
+		// runs first or last.
+		for j := range variants {
+			round(variants[(i+j)%len(variants)])
 		}
 	}
 	b.StopTimer()
