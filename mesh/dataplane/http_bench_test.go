@@ -286,9 +286,10 @@ func BenchmarkHTTPGRPCUnary(b *testing.B) {
 // machine's state of the moment, with a fifth run straight to the
 // application (each round starts with the next variant in turn); the result is the median over rounds of the process CPU
 // per request, and of the tap's cost as a share of the proxies' CPU per
-// request ((tapped - no-tap) / (no-tap - direct), in the same round). The tapper runs in a process of its own (as a tapper does),
-// so the figures hold the proxies' cost, the clients' and the
-// application's, not the tapper's.
+// request ((tapped - no-tap) / (no-tap - direct), in the same round),
+// and the events each tap sent per request. The tapper runs in a process
+// of its own (as a tapper does), so the figures hold the proxies' cost,
+// the clients' and the application's, not the tapper's.
 //
 //	go test -run XXX -bench HTTPTap -benchtime 20x ./mesh/dataplane
 func BenchmarkHTTPTap(b *testing.B) {
@@ -362,6 +363,18 @@ func BenchmarkHTTPTap(b *testing.B) {
 		round(v) // warm connections and caches
 		v.cpu = nil
 	}
+	// Events handed to each tap during the measured rounds, per request:
+	// what the tap's goroutine encoded and sent.
+	sent := func(v *variant) float64 {
+		if v.match == nil {
+			return 0
+		}
+		return v.hp.a.metric(b, "tap_events_sent_total")
+	}
+	sentBefore := make([]float64, len(variants))
+	for i, v := range variants {
+		sentBefore[i] = sent(v)
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		// Each round starts with the next variant, so that none always
@@ -377,7 +390,10 @@ func BenchmarkHTTPTap(b *testing.B) {
 		return s[len(s)/2]
 	}
 	direct, noTap := variants[0], variants[1]
-	for _, v := range variants {
+	for i, v := range variants {
+		if v.match != nil {
+			b.ReportMetric((sent(v)-sentBefore[i])/float64(b.N*perRound), v.name+"-events/req")
+		}
 		b.ReportMetric(median(v.cpu), v.name+"-cpu-us/req")
 		b.Logf("%s: %.0f us/req per round: %.0f", v.name, median(v.cpu), v.cpu)
 		if v == direct || v == noTap {

@@ -32,6 +32,16 @@ import (
 // tapMaxRequest bounds an ObserveRequest, in bytes.
 const tapMaxRequest = 64 << 10
 
+// A tap's goroutine sends events in batches: once one arrives, it waits up
+// to tapBatchWait for more, up to tapBatchMax, then sends them back to
+// back, which gRPC writes to the connection together. Events reach the
+// tapper at most tapBatchWait later; a busy tap makes one write per batch
+// instead of one per event (the write was most of an event's cost).
+const (
+	tapBatchWait = 5 * time.Millisecond
+	tapBatchMax  = 64
+)
+
 // tapServerTLS is the tap listener's TLS: the proxy's certificate, a
 // client certificate required and verified against the mesh roots.
 func tapServerTLS(id Identity, now func() time.Time) *tls.Config {
@@ -132,16 +142,43 @@ func (t *tapService) Observe(req *ptap.ObserveRequest, stream grpc.ServerStreami
 	ctx := stream.Context()
 	var enc tapEncoder
 	var wire tapWire
+	batch := make([]tapItem, 0, tapBatchMax)
+	wait := time.NewTimer(time.Hour)
+	wait.Stop()
+	defer wait.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case it := <-s.events:
-			wire.b = enc.encode(s, it)
-			if err := stream.SendMsg(&wire); err != nil {
-				return err
-			}
+			batch = append(batch, it)
 		case <-s.idle:
+		}
+		if len(batch) > 0 {
+			// Gather what comes within tapBatchWait, so that a busy tap
+			// writes its events to the connection a batch at a time
+			// rather than one write per event.
+			wait.Reset(tapBatchWait)
+		gather:
+			for len(batch) < tapBatchMax {
+				select {
+				case <-ctx.Done():
+					return nil
+				case it := <-s.events:
+					batch = append(batch, it)
+				case <-wait.C:
+					break gather
+				}
+			}
+			wait.Stop()
+			for _, it := range batch {
+				wire.b = enc.encode(s, it)
+				if err := stream.SendMsg(&wire); err != nil {
+					return err
+				}
+			}
+			clear(batch) // hold no request past its events
+			batch = batch[:0]
 		}
 		if s.done() && len(s.events) == 0 {
 			return nil
