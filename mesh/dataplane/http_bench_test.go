@@ -410,6 +410,35 @@ func BenchmarkHTTPTap(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// BenchmarkTapStream measures what one tap event costs the proxy on the
+// tap's side: encoding it and writing it to the tapper's gRPC stream over
+// mutual TLS, with the tapper in a process of its own. The events are
+// handed straight to the open tap (as for a request the budget admits),
+// with no requests running, so the process CPU per event is the tap
+// stream's alone (the feeding loop's channel sends included). A request
+// the tap takes costs three events plus the hook BenchmarkTapDataPath
+// measures.
+//
+//	go test -run XXX -bench TapStream -benchtime 20000x ./mesh/dataplane
+func BenchmarkTapStream(b *testing.B) {
+	hp := startHTTPPair(b, httpPairOptions{serverPolicy: allowAll(b), cfgA: func(c *dataplane.Config) {
+		tapConfig(c)
+		c.TapMaxEventsPerSecond = 1 << 20
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	var readers sync.WaitGroup
+	defer func() { cancel(); readers.Wait() }()
+	startTapperProcess(ctx, b, hp, &ptap.ObserveRequest{Limit: 1 << 31, Match: everything()}, &readers)
+	testutil.Eventually(b, 10*time.Second, func() bool { return hp.a.metric(b, "tap_streams_open") == 1 }, "tap open")
+	dataplane.TapFeedForTest(hp.a.proxy, 1000) // warm the stream and its buffers
+	b.ResetTimer()
+	start := cpuTime()
+	dataplane.TapFeedForTest(hp.a.proxy, b.N)
+	b.StopTimer()
+	b.ReportMetric(float64(cpuTime()-start)/float64(time.Microsecond)/float64(3*b.N), "cpu-us/event")
+	b.ReportMetric(0, "ns/op")
+}
+
 // startTapperProcess runs a tapper in a process of its own (this test
 // binary, as TestTapperProcess), so that its CPU is not counted with the
 // proxies'. It reads the tap's events as bytes and discards them, until

@@ -141,7 +141,7 @@ func (t *tapService) Observe(req *ptap.ObserveRequest, stream grpc.ServerStreami
 	t.p.log.Info("tap opened", "client_id", tapIdentityOf(stream.Context()), "limit", req.GetLimit(), "headers", headers)
 	ctx := stream.Context()
 	var enc tapEncoder
-	var wire tapWire
+	var slab tapSlab
 	batch := make([]tapItem, 0, tapBatchMax)
 	wait := time.NewTimer(time.Hour)
 	wait.Stop()
@@ -161,6 +161,12 @@ func (t *tapService) Observe(req *ptap.ObserveRequest, stream grpc.ServerStreami
 			wait.Reset(tapBatchWait)
 		gather:
 			for len(batch) < tapBatchMax {
+				select { // what is queued already, without the timer
+				case it := <-s.events:
+					batch = append(batch, it)
+					continue
+				default:
+				}
 				select {
 				case <-ctx.Done():
 					return nil
@@ -172,7 +178,7 @@ func (t *tapService) Observe(req *ptap.ObserveRequest, stream grpc.ServerStreami
 			}
 			wait.Stop()
 			for _, it := range batch {
-				wire.b = enc.encode(s, it)
+				wire := slab.wire(enc.encode(s, it))
 				if err := stream.SendMsg(&wire); err != nil {
 					return err
 				}
