@@ -305,11 +305,14 @@ func (h *tapHub) start(v *tapView) *tapRequest {
 	if tr == nil {
 		return nil
 	}
+	for _, sub := range tr.subs {
+		if sub.s.headers { // written before any tap can read the request
+			tr.reqHeader = v.r.Header.Clone()
+			break
+		}
+	}
 	kept := tr.subs[:0]
 	for _, sub := range tr.subs {
-		if sub.s.headers && tr.reqHeader == nil {
-			tr.reqHeader = v.r.Header.Clone()
-		}
 		if sub.s.send(tapItem{tr: tr, id: sub.id, kind: tapRequestInit}) {
 			kept = append(kept, sub)
 		} else {
@@ -346,9 +349,12 @@ func (tr *tapRequest) responseInit(status int, header http.Header, h2 bool) {
 	tr.headAt = time.Now()
 	tr.status, tr.respH2 = status, h2
 	for _, sub := range tr.subs {
-		if sub.s.headers && header != nil && tr.respHeader == nil {
+		if sub.s.headers && header != nil {
 			tr.respHeader = header.Clone()
+			break
 		}
+	}
+	for _, sub := range tr.subs {
 		sub.s.send(tapItem{tr: tr, id: sub.id, kind: tapResponseInit})
 	}
 }
