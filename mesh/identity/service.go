@@ -107,8 +107,8 @@ func (s *Service) certify(ctx context.Context, req Request, now time.Time) (*Iss
 		return nil, fmt.Errorf("identity: requested identity %q is outside this installation (%s.%s): %w",
 			req.Identity, s.cfg.domain.ControlPlaneNamespace, s.cfg.domain.TrustDomain, ErrIdentityMismatch)
 	}
-	if len(req.Token) == 0 {
-		return nil, fmt.Errorf("identity: empty token: %w", ErrUnauthenticated)
+	if err := CheckToken(req.Token); err != nil {
+		return nil, err
 	}
 	csr, err := ParseCSR(req.CSR)
 	if err != nil {

@@ -20,8 +20,6 @@ import (
 const (
 	DefaultAudience = "identity.l5d.io"
 	DefaultTimeout  = 10 * time.Second
-	// MaxTokenSize bounds tokens sent to the API server.
-	MaxTokenSize = 16 << 10
 )
 
 // TokenReviewer is the part of the Kubernetes client the Authenticator
@@ -95,11 +93,8 @@ func NewFromReviewer(ctx context.Context, reviews TokenReviewer, opts ...Option)
 // to. Errors wrap identity.ErrUnauthenticated (the token is refused) or
 // identity.ErrUnavailable (the API could not answer in time).
 func (a *Authenticator) Authenticate(ctx context.Context, token []byte) (identity.ServiceAccount, error) {
-	if len(token) == 0 {
-		return identity.ServiceAccount{}, fmt.Errorf("kubernetes: empty token: %w", identity.ErrUnauthenticated)
-	}
-	if len(token) > MaxTokenSize {
-		return identity.ServiceAccount{}, fmt.Errorf("kubernetes: token of %d bytes exceeds %d: %w", len(token), MaxTokenSize, identity.ErrUnauthenticated)
+	if err := identity.CheckToken(token); err != nil {
+		return identity.ServiceAccount{}, fmt.Errorf("kubernetes: %w", err)
 	}
 	review := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{
 		Token:     string(token),
