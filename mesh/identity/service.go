@@ -32,7 +32,9 @@ type Service struct {
 	limit  *limiter // nil when the rate limit is off
 }
 
-// NewService builds the service. Options: WithDomain, WithLifetime,
+// NewService builds the service. ctx bounds the start only (NewService
+// starts nothing and fails if ctx has already ended); each Certify runs
+// under its caller's context. Options: WithDomain, WithLifetime,
 // WithClockSkewAllowance, WithRequestTimeout, WithRateLimit, WithClock,
 // WithLogger, WithMetrics.
 func NewService(ctx context.Context, authn Authenticator, issuer Issuer, opts ...Option) (*Service, error) {

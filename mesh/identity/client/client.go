@@ -130,7 +130,9 @@ type Client struct {
 }
 
 // New validates cfg, obtains the first certificate (retrying with backoff
-// until ctx ends) and starts renewing it in the background.
+// until ctx ends) and starts renewing it in the background. ctx bounds the
+// start only (the wait for the first certificate); renewal runs until
+// Close.
 func New(ctx context.Context, cfg Config, opts ...Option) (*Client, error) {
 	o := options{
 		clock:       realClock{},

@@ -55,7 +55,9 @@ type Authenticator struct {
 	logger   *slog.Logger
 }
 
-// New builds an Authenticator over client.
+// New builds an Authenticator over client. ctx bounds the start only
+// (New starts nothing and fails if ctx has already ended); each
+// Authenticate runs under its caller's context and WithTimeout.
 func New(ctx context.Context, client k8s.Interface, opts ...Option) (*Authenticator, error) {
 	if client == nil {
 		return nil, errors.New("kubernetes: a client is required")
@@ -63,7 +65,8 @@ func New(ctx context.Context, client k8s.Interface, opts ...Option) (*Authentica
 	return NewFromReviewer(ctx, client.AuthenticationV1().TokenReviews(), opts...)
 }
 
-// NewFromReviewer builds an Authenticator over any TokenReviewer.
+// NewFromReviewer builds an Authenticator over any TokenReviewer; ctx
+// means what it means for New.
 func NewFromReviewer(ctx context.Context, reviews TokenReviewer, opts ...Option) (*Authenticator, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)

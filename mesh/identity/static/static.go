@@ -126,7 +126,8 @@ type Tokens struct {
 	once    sync.Once
 }
 
-// New loads the token file at path and follows it until Close.
+// New loads the token file at path and follows it until Close. ctx
+// bounds the start only (New fails if it has already ended).
 func New(ctx context.Context, path string, opts ...Option) (*Tokens, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("static: %w", err)
