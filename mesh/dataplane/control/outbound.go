@@ -133,6 +133,7 @@ func (o *OutboundPolicies) Watch(ctx context.Context, target string) (<-chan *ou
 // replace puts v in the one-slot channel out, dropping a value the reader
 // has not taken yet. It reports false when ctx ended first.
 func replace[T any](ctx context.Context, out chan T, v T) bool {
+	// A value the proxy has not read yet is stale: drop it.
 	select {
 	case <-out:
 	default:
