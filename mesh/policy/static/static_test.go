@@ -133,11 +133,18 @@ func TestWithoutNotifyPollingAloneSeesAChange(t *testing.T) {
 	require.NoError(t, err)
 	defer src.Close()
 
+	movePortAndWait(t, src, path, "no reload without notifications")
+}
+
+// movePortAndWait rewrites the Server at path from port "http" to 8080 and
+// waits for src to publish it.
+func movePortAndWait(t *testing.T, src *static.Source, path, failure string) {
+	t.Helper()
 	writeAtomic(t, path, fmt.Sprintf(server, "8080"))
 	select {
 	case <-src.Updated():
 	case <-time.After(10 * time.Second):
-		t.Fatal("no reload without notifications")
+		t.Fatal(failure)
 	}
 	require.Len(t, src.Objects().Servers, 1)
 	assert.Equal(t, int32(8080), src.Objects().Servers[0].Spec.Port.IntVal)
@@ -177,14 +184,7 @@ func TestNewsContextBoundsTheStartOnly(t *testing.T) {
 	require.NoError(t, err)
 	endStart()
 
-	writeAtomic(t, path, fmt.Sprintf(server, "8080"))
-	select {
-	case <-src.Updated():
-	case <-time.After(10 * time.Second):
-		t.Fatal("no reload after New's context ended")
-	}
-	require.Len(t, src.Objects().Servers, 1)
-	assert.Equal(t, int32(8080), src.Objects().Servers[0].Spec.Port.IntVal)
+	movePortAndWait(t, src, path, "no reload after New's context ended")
 	require.NoError(t, src.Close()) // goleak checks Close stopped the watcher
 
 	_, err = static.New(startCtx, []string{dir})
