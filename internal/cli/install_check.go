@@ -8,7 +8,6 @@ import (
 
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/install/check"
@@ -51,15 +50,10 @@ func setupCheck(fs *FlagSet) Action {
 			return usage("--timeout %s: want a positive duration", *timeout)
 		}
 
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		if *kubeconfig != "" {
-			rules.ExplicitPath = *kubeconfig
-		}
-		restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext}).ClientConfig()
+		restCfg, err := kubeRESTConfig(*kubeconfig, *kubeContext, *timeout)
 		if err != nil {
 			return usage("kubeconfig: %v", err)
 		}
-		restCfg.Timeout = *timeout
 		kube, err := kubernetes.NewForConfig(restCfg)
 		if err != nil {
 			return usage("kubernetes client: %v", err)

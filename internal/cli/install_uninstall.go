@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/install"
@@ -71,15 +70,10 @@ func setupUninstall(fs *FlagSet) Action {
 			return ExitFailure
 		}
 
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		if *kubeconfig != "" {
-			rules.ExplicitPath = *kubeconfig
-		}
-		restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext}).ClientConfig()
+		restCfg, err := kubeRESTConfig(*kubeconfig, *kubeContext, *timeout)
 		if err != nil {
 			return usage("kubeconfig: %v", err)
 		}
-		restCfg.Timeout = *timeout
 		dyn, err := dynamic.NewForConfig(restCfg)
 		if err != nil {
 			return usage("kubernetes client: %v", err)

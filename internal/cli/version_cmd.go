@@ -10,7 +10,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/internal/cli/core"
@@ -115,15 +114,10 @@ func (cp controlPlaneVersion) text() string {
 }
 
 func readControlPlaneVersion(ctx context.Context, kubeconfig, kubeContext, namespace string, timeout time.Duration) controlPlaneVersion {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "" {
-		rules.ExplicitPath = kubeconfig
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext}).ClientConfig()
+	cfg, err := kubeRESTConfig(kubeconfig, kubeContext, timeout)
 	if err != nil {
 		return controlPlaneVersion{Unavailable: "no cluster: " + oneLine(err)}
 	}
-	cfg.Timeout = timeout
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return controlPlaneVersion{Unavailable: oneLine(err)}

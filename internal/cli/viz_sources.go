@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/weftmesh/weft/mesh/viz"
 	vizk8s "github.com/weftmesh/weft/mesh/viz/kubernetes"
@@ -24,15 +23,10 @@ func localManifests(dir string) string { return filepath.Join(dir, "manifests") 
 // kubeVizSource reads the cluster of the kubeconfig: pods listed and
 // proxies read through the API server.
 func kubeVizSource(f *vizFlags) (viz.Source, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if f.kubeconfig != "" {
-		rules.ExplicitPath = f.kubeconfig
-	}
-	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.kubeCtx}).ClientConfig()
+	restCfg, err := kubeRESTConfig(f.kubeconfig, f.kubeCtx, 30*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("no cluster to read (use --local DIR for a local mesh, or --kubeconfig): %w", err)
 	}
-	restCfg.Timeout = 30 * time.Second
 	cs, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return nil, err

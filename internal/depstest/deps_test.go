@@ -42,7 +42,7 @@ var rules = []depstest.Rule{
 		Packages: []string{
 			weft("mesh/policy/authz"), weft("mesh/policy/pathnorm"),
 			weft("mesh/identity"), weft("mesh/identity/pki"), weft("mesh/identity/localca"),
-			weft("mesh/identity/client"), weft("mesh/identity/static"),
+			weft("mesh/identity/client"), weft("mesh/identity/static"), weft("mesh/identity/identitytest"),
 		},
 		Deny: []string{"k8s.io/..."},
 		Why:  "the authorization and identity cores link nothing of k8s.io",

@@ -2,9 +2,10 @@ package dataplane_test
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -15,36 +16,99 @@ import (
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 
 	"github.com/weftmesh/weft/mesh/dataplane"
+	"github.com/weftmesh/weft/mesh/dataplane/control"
+	"github.com/weftmesh/weft/mesh/identity"
+	"github.com/weftmesh/weft/mesh/identity/client"
+	idpki "github.com/weftmesh/weft/mesh/identity/pki"
 )
 
-// Example wires a proxy from in-memory inputs and runs it until its
-// context ends. In a pod the inputs are the identity, destination and
-// policy clients instead.
+// Example runs the mesh's data path on loopback: an identity service
+// certifies two workloads from a trust anchor made at run time, web's
+// proxy sends one request for api.shop.svc.cluster.local to api's proxy
+// over mutual TLS, and api's proxy lets it through to the application
+// because the caller proved an identity, which the application reads in
+// l5d-client-id. In a pod the identity,
+// resolver and policies come from the control plane's clients instead
+// (mesh/dataplane/control), and the listeners from Listen.
 func Example() {
-	ctx, cancel := context.WithCancel(context.Background())
-	var cert tls.Certificate // the workload certificate, from the identity service
-	var roots *x509.CertPool // the trust anchors
-	id, err := dataplane.NewStaticIdentity("web.shop.serviceaccount.identity.linkerd.cluster.local", cert, roots)
-	if err != nil {
-		fmt.Println("no certificate yet:", err != nil)
-		cancel()
-		return
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// The trust anchor and issuer, as `weft certs` makes them, and the
+	// identity service with two workloads' tokens.
+	anchor, _ := idpki.NewAnchor(idpki.Options{})
+	issuer, _ := idpki.NewIssuer(anchor, idpki.Options{})
+	bundle, _ := identity.NewBundle(anchor.Cert)
+	ca, _ := identity.NewCA(issuer.Cert, issuer.Key, nil, bundle)
+	svc, _ := identity.NewService(ctx, identity.Tokens{
+		"web-token-0123456789": {Namespace: "shop", Name: "web"},
+		"api-token-0123456789": {Namespace: "shop", Name: "api"},
+	}, ca)
+	// certified is a workload's identity: a key made in the process and a
+	// certificate from the service, renewed until Close.
+	certified := func(sa, token string) *control.Identity {
+		name, _ := identity.DefaultDomain().Name("shop", sa)
+		c, err := client.New(ctx, client.Config{Name: name, Bundle: bundle, Certifier: svc},
+			client.WithToken(func() ([]byte, error) { return []byte(token), nil }))
+		if err != nil {
+			panic(err)
+		}
+		go func() { <-ctx.Done(); c.Close() }()
+		id, _ := control.NewIdentity(c)
+		return id
 	}
-	resolver := dataplane.NewMemoryResolver()
-	resolver.Set("api.shop.svc.cluster.local:8080", dataplane.Endpoint{
-		Addr:     netip.MustParseAddrPort("10.1.0.7:8080"),
-		Identity: "api.shop.serviceaccount.identity.linkerd.cluster.local",
-	})
+	listen := func() net.Listener {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		return ln
+	}
+	port := func(ln net.Listener) uint16 { return uint16(ln.Addr().(*net.TCPAddr).Port) }
+
+	// api: the application and its proxy, which admits only callers that
+	// proved a mesh identity.
+	app := listen()
+	defer app.Close()
+	go func() {
+		_ = http.Serve(app, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// The proxy hands on the identity the caller proved over mTLS.
+			fmt.Fprintf(w, "%s %s from %s\n", r.Method, r.URL.Path, r.Header.Get("l5d-client-id"))
+		}))
+	}()
 	policies := dataplane.NewMemoryPolicies()
 	srv, _ := dataplane.DefaultInboundServer(dataplane.AllAuthenticated, nil)
-	policies.Set(8080, srv)
+	policies.Set(uint32(port(app)), srv)
+	apiInbound := listen()
+	apiProxy, _ := dataplane.New(ctx, dataplane.DefaultConfig(), certified("api", "api-token-0123456789"), nil, policies)
+	go func() { _ = apiProxy.Run(ctx, dataplane.Listeners{Inbound: apiInbound}) }()
 
-	cfg := dataplane.DefaultConfig()
-	p, _ := dataplane.New(ctx, cfg, id, resolver, policies)
-	ls, _ := dataplane.Listen(ctx, cfg)
-	go cancel() // SIGTERM
-	_ = p.Run(ctx, ls)
-	// Output: no certificate yet: true
+	// web: its proxy knows where api's endpoint is, which identity it must
+	// present, and the proxy port that takes mesh traffic for it.
+	resolver := dataplane.NewMemoryResolver()
+	target := fmt.Sprintf("api.shop.svc.cluster.local:%d", port(app))
+	resolver.Set(target, dataplane.Endpoint{
+		Addr:                netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port(app)),
+		Identity:            "api.shop.serviceaccount.identity.weft.cluster.local",
+		OpaqueTransportPort: port(apiInbound),
+	})
+	webOut := listen()
+	webProxy, _ := dataplane.New(ctx, dataplane.DefaultConfig(), certified("web", "web-token-0123456789"), resolver, nil)
+	go func() {
+		_ = webProxy.Run(ctx, dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: webOut, Authority: target}}})
+	}()
+
+	// web's application calls api through its proxy.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+webOut.Addr().String()+"/orders", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Print(resp.Status, ": ", string(body))
+	// Output: 200 OK: GET /orders from web.shop.serviceaccount.identity.weft.cluster.local
 }
 
 // ExampleWithOutboundPolicies gives a proxy the client-side policy of a

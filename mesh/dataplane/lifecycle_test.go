@@ -303,3 +303,15 @@ func TestProxyRunsOnlyOnceAndNeedsAnIdentity(t *testing.T) {
 	assert.ErrorContains(t, err, "already")
 	assert.True(t, strings.HasPrefix(err.Error(), "dataplane: "))
 }
+
+// TestNewsContextBoundsTheStartOnly: New fails with the error of a context
+// that has already ended (the proxy serves for Run's context, which the
+// other tests give it).
+func TestNewsContextBoundsTheStartOnly(t *testing.T) {
+	pk := newPKI(t)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := dataplane.New(ended, testConfig(), pk.identity(t, idA), nil, nil)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.True(t, strings.HasPrefix(err.Error(), "dataplane: "), err.Error())
+}

@@ -123,8 +123,13 @@ func WithProfiles(src Profiles) Option { return func(o *options) { o.profiles = 
 
 // New builds a proxy. id is required; resolver may be nil (every outbound
 // connection then goes to its original destination in plaintext) and so
-// may policies (every port then gets cfg.DefaultInboundPolicy).
+// may policies (every port then gets cfg.DefaultInboundPolicy). ctx
+// bounds the start only (New starts nothing and fails if ctx has already
+// ended); the proxy serves for the context given to Run.
 func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, policies InboundPolicies, opts ...Option) (*Proxy, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
 	if id == nil {
 		return nil, errors.New("dataplane: an Identity is required")
 	}

@@ -47,11 +47,34 @@ func ParseServiceAccountUsername(u string) (ServiceAccount, error) {
 	return sa, nil
 }
 
-// Authenticator turns a token into the service account it proves. Errors
-// wrap ErrUnauthenticated when the token is refused and ErrUnavailable when
-// the backend could not decide; either way nothing is issued.
-// Implementations: Tokens (in memory), static.Tokens (a file),
-// kubernetes.Authenticator (TokenReview).
+// MaxTokenSize bounds a token, wherever it is checked: the Certify service,
+// every Authenticator, the token a client reads from its file. A projected
+// service-account token is about 1 KiB; 16 KiB leaves room for long claims
+// while keeping what one request makes a backend hash or forward small.
+const MaxTokenSize = 16 << 10
+
+// CheckToken is the one rule for a token's shape, applied before any
+// backend looks at it: it is not empty and at most MaxTokenSize bytes.
+// Errors wrap ErrUnauthenticated. The Service and every Authenticator in
+// this module call it first, so a malformed token costs no lookup, hash
+// or API call.
+func CheckToken(token []byte) error {
+	switch {
+	case len(token) == 0:
+		return fmt.Errorf("identity: empty token: %w", ErrUnauthenticated)
+	case len(token) > MaxTokenSize:
+		return fmt.Errorf("identity: token of %d bytes exceeds %d: %w", len(token), MaxTokenSize, ErrUnauthenticated)
+	}
+	return nil
+}
+
+// Authenticator is the one token checker: it turns a token into the
+// service account it proves. Errors wrap ErrUnauthenticated when the token
+// is refused and ErrUnavailable when the backend could not decide; either
+// way nothing is issued. Implementations call CheckToken before anything
+// else. It must be safe for concurrent use.
+// Implementations: Tokens (in memory), static.Set and static.Tokens (a
+// file), kubernetes.Authenticator (TokenReview).
 type Authenticator interface {
 	Authenticate(ctx context.Context, token []byte) (ServiceAccount, error)
 }
@@ -62,8 +85,8 @@ type Tokens map[string]ServiceAccount
 
 // Authenticate looks the token up.
 func (t Tokens) Authenticate(_ context.Context, token []byte) (ServiceAccount, error) {
-	if len(token) == 0 {
-		return ServiceAccount{}, fmt.Errorf("identity: empty token: %w", ErrUnauthenticated)
+	if err := CheckToken(token); err != nil {
+		return ServiceAccount{}, err
 	}
 	sa, ok := t[string(token)]
 	if !ok {

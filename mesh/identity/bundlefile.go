@@ -25,7 +25,8 @@ type BundleFile struct {
 }
 
 // NewBundleFile loads the bundle at path and starts following it. It fails
-// when the file cannot be read or parsed. Call Close to stop following.
+// when the file cannot be read or parsed. ctx bounds the start only (New
+// fails if it has already ended); the file is followed until Close.
 // Options: WithLogger, WithPollInterval.
 func NewBundleFile(ctx context.Context, path string, opts ...Option) (*BundleFile, error) {
 	if err := ctx.Err(); err != nil {

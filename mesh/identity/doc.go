@@ -31,7 +31,8 @@
 //
 //  1. parses the requested name and the CSR (DER as Linkerd's proxy sends
 //     it, or PEM; at most MaxCSRSize bytes),
-//  2. asks its Authenticator who the token belongs to,
+//  2. checks the token's shape with CheckToken (not empty, at most
+//     MaxTokenSize) and asks its Authenticator who the token belongs to,
 //  3. charges the call to that identity's token bucket (WithRateLimit,
 //     DefaultRateLimit: 1,000 at once, then 10 per second; ErrRateLimited
 //     beyond) and requires that identity to equal the requested one,
@@ -50,6 +51,8 @@
 // ErrUnavailable); Register maps them to gRPC codes at the edge (see
 // Code). Nothing is issued on any error.
 //
+// Authenticator is the one token checker; every implementation applies
+// CheckToken first and passes identitytest.RunAuthenticator's table.
 // Authenticators: Tokens (in memory), static.Tokens (a YAML token file),
 // kubernetes.Authenticator (TokenReview, audience checked, fail closed).
 // Issuers: CA (a key pair in memory; LeafTemplate is its pure core),

@@ -32,7 +32,9 @@ type Service struct {
 	limit  *limiter // nil when the rate limit is off
 }
 
-// NewService builds the service. Options: WithDomain, WithLifetime,
+// NewService builds the service. ctx bounds the start only (NewService
+// starts nothing and fails if ctx has already ended); each Certify runs
+// under its caller's context. Options: WithDomain, WithLifetime,
 // WithClockSkewAllowance, WithRequestTimeout, WithRateLimit, WithClock,
 // WithLogger, WithMetrics.
 func NewService(ctx context.Context, authn Authenticator, issuer Issuer, opts ...Option) (*Service, error) {
@@ -107,8 +109,8 @@ func (s *Service) certify(ctx context.Context, req Request, now time.Time) (*Iss
 		return nil, fmt.Errorf("identity: requested identity %q is outside this installation (%s.%s): %w",
 			req.Identity, s.cfg.domain.ControlPlaneNamespace, s.cfg.domain.TrustDomain, ErrIdentityMismatch)
 	}
-	if len(req.Token) == 0 {
-		return nil, fmt.Errorf("identity: empty token: %w", ErrUnauthenticated)
+	if err := CheckToken(req.Token); err != nil {
+		return nil, err
 	}
 	csr, err := ParseCSR(req.CSR)
 	if err != nil {

@@ -150,8 +150,13 @@ func (p *Proxy) Registry() *prometheus.Registry { return p.proxy.Registry() }
 // Ready reports whether the proxy is ready (nil) or why not.
 func (p *Proxy) Ready() error { return p.proxy.Ready() }
 
-// New checks f and the options; nothing starts before Run.
+// New checks f and the options; nothing starts before Run. ctx bounds
+// the start only (New fails if it has already ended); the mesh runs for
+// the context given to Run.
 func New(ctx context.Context, f *File, opts ...Option) (*Runner, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
 	if f == nil {
 		return nil, errors.New("local: mesh file is nil")
 	}

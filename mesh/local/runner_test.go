@@ -188,3 +188,15 @@ func TestRunnerRemovesItsDirectoryAndStopsListeningWhenCancelled(t *testing.T) {
 	}
 	_ = io.Discard
 }
+
+// TestNewsContextBoundsTheStartOnly: New fails with the error of a context
+// that has already ended; the mesh runs for Run's context.
+func TestNewsContextBoundsTheStartOnly(t *testing.T) {
+	f, err := local.Parse("test.yaml", []byte("namespace: shop\nworkloads:\n- name: api\n  ports: [{name: echo, port: 7000}]\n"))
+	require.NoError(t, err)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = local.New(ended, f)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorContains(t, err, "local: ")
+}

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -21,8 +22,13 @@ type Indexer struct {
 	updated   chan struct{}
 }
 
-// NewIndexer builds the first index from src.
+// NewIndexer builds the first index from src. ctx bounds the start only
+// (NewIndexer fails if it has already ended); the index follows src for
+// the context given to Run.
 func NewIndexer(ctx context.Context, src Source, opts ...Option) (*Indexer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
 	if src == nil {
 		return nil, errors.New("policy: nil source")
 	}

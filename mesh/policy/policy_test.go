@@ -608,7 +608,7 @@ func TestEvaluateErrorsOnUnknownWorkloadsAndPorts(t *testing.T) {
 	assert.ErrorContains(t, err, "out of range")
 }
 
-func TestParseWorkloadRefAcceptsKubectlKinds(t *testing.T) {
+func TestParseKindNameAcceptsKubectlKinds(t *testing.T) {
 	for in, kind := range map[string]string{"deployment/api": "deployment", "deploy/api": "deployment", "pod/api-0": "pod", "sts/db": "statefulset", "DaemonSet/x": "daemonset"} {
 		r, err := policy.ParseKindName(in, "")
 		require.NoError(t, err, in)

@@ -323,3 +323,14 @@ spec:
 		assert.Contains(t, text, want)
 	}
 }
+
+// TestNewIndexersContextBoundsTheStartOnly: NewIndexer fails with the
+// error of a context that has already ended; the index follows its source
+// for the context given to Run, not the one NewIndexer was given.
+func TestNewIndexersContextBoundsTheStartOnly(t *testing.T) {
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := policy.NewIndexer(ended, policy.NewMemorySource(&policy.Objects{}))
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorContains(t, err, "policy: ")
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/identity"
+	"github.com/weftmesh/weft/mesh/identity/identitytest"
 	identitykube "github.com/weftmesh/weft/mesh/identity/kubernetes"
 )
 
@@ -65,6 +66,22 @@ func TestTokenReviewAuthenticatorAgainstRealServiceAccountTokens(t *testing.T) {
 		sa, err := strict.Authenticate(timeout(t, 15*time.Second), other)
 		require.NoError(t, err, "the other audience's token is fine for an authenticator expecting it")
 		assert.Equal(t, "web", sa.Name)
+	})
+
+	t.Run("the shared authenticator table holds against real tokens", func(t *testing.T) {
+		_, err := c.kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "db"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		tr, err := c.kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "db", &authnv1.TokenRequest{
+			Spec: authnv1.TokenRequestSpec{Audiences: []string{identitykube.DefaultAudience}, ExpirationSeconds: ptr.To[int64](600)},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		identitytest.RunAuthenticator(t, identitytest.AuthenticatorFixture{
+			Authn: authn,
+			Valid: good, SA: identity.ServiceAccount{Namespace: ns, Name: "web"},
+			Other: []byte(tr.Status.Token), OtherSA: identity.ServiceAccount{Namespace: ns, Name: "db"},
+			WrongAudience: other,
+			NotApplicable: map[string]string{"Expired": "kube-apiserver issues tokens for at least 10 minutes; the fake API's table covers expiry (mesh/identity/kubernetes)"},
+		})
 	})
 
 	t.Run("a forged token is refused", func(t *testing.T) {

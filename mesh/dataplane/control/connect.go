@@ -164,9 +164,9 @@ func Connect(ctx context.Context, cfg dataplane.Config, opts ...Option) (*Source
 	if cfg.DestinationContext != "" {
 		dopts = append(dopts, dclient.WithContextToken(cfg.DestinationContext))
 	}
-	// The discovery client lives as long as the sources; its watches end
-	// with their own contexts.
-	dc, err := dclient.New(context.WithoutCancel(ctx), dstConn, dopts...)
+	// The discovery client lives until the sources close it; its watches
+	// end with their own contexts.
+	dc, err := dclient.New(ctx, dstConn, dopts...)
 	if err != nil {
 		return fail(fmt.Errorf("control: destination client: %w", err))
 	}

@@ -20,11 +20,8 @@ import (
 // OutboundPolicies is a dataplane.OutboundPolicies over the
 // io.linkerd.proxy.outbound.OutboundPolicies/Watch stream.
 type OutboundPolicies struct {
-	client   outbound.OutboundPoliciesClient
-	workload string
-	minWait  time.Duration
-	maxWait  time.Duration
-	log      *slog.Logger
+	client outbound.OutboundPoliciesClient
+	policyStream
 }
 
 // OutboundOption tunes NewOutboundPolicies.
@@ -50,24 +47,16 @@ func WithOutboundLogger(l *slog.Logger) OutboundOption {
 // behalf of workload (see Workload) over conn, which the caller keeps
 // owning.
 func NewOutboundPolicies(conn grpc.ClientConnInterface, workload string, opts ...OutboundOption) (*OutboundPolicies, error) {
-	if conn == nil {
-		return nil, errors.New("control: outbound policy connection is nil")
+	ps, err := newPolicyStream("outbound policy", conn, workload)
+	if err != nil {
+		return nil, err
 	}
-	if workload == "" {
-		return nil, errors.New("control: outbound policy workload is empty")
-	}
-	o := &OutboundPolicies{
-		client:   outbound.NewOutboundPoliciesClient(conn),
-		workload: workload,
-		minWait:  100 * time.Millisecond,
-		maxWait:  10 * time.Second,
-		log:      slog.New(slog.DiscardHandler),
-	}
+	o := &OutboundPolicies{client: outbound.NewOutboundPoliciesClient(conn), policyStream: ps}
 	for _, opt := range opts {
 		opt(o)
 	}
-	if o.minWait <= 0 || o.maxWait < o.minWait {
-		return nil, fmt.Errorf("control: outbound policy backoff %s..%s: want 0 < first <= max", o.minWait, o.maxWait)
+	if err := o.checkBackoff("outbound policy"); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -133,6 +122,7 @@ func (o *OutboundPolicies) Watch(ctx context.Context, target string) (<-chan *ou
 // replace puts v in the one-slot channel out, dropping a value the reader
 // has not taken yet. It reports false when ctx ended first.
 func replace[T any](ctx context.Context, out chan T, v T) bool {
+	// A value the proxy has not read yet is stale: drop it.
 	select {
 	case <-out:
 	default:

@@ -3,7 +3,6 @@ package control
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -20,11 +19,37 @@ import (
 // Policies is a dataplane.InboundPolicies over the
 // io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort stream.
 type Policies struct {
-	client   inbound.InboundServerPoliciesClient
+	client inbound.InboundServerPoliciesClient
+	policyStream
+}
+
+// policyStream is what the inbound and outbound policy clients share: the
+// workload they ask for and how they reconnect a broken stream.
+type policyStream struct {
 	workload string
 	minWait  time.Duration
 	maxWait  time.Duration
 	log      *slog.Logger
+}
+
+// newPolicyStream checks conn and workload and returns the defaults;
+// what names the client in errors ("policy", "outbound policy").
+func newPolicyStream(what string, conn grpc.ClientConnInterface, workload string) (policyStream, error) {
+	if conn == nil {
+		return policyStream{}, fmt.Errorf("control: %s connection is nil", what)
+	}
+	if workload == "" {
+		return policyStream{}, fmt.Errorf("control: %s workload is empty", what)
+	}
+	return policyStream{workload: workload, minWait: 100 * time.Millisecond, maxWait: 10 * time.Second, log: slog.New(slog.DiscardHandler)}, nil
+}
+
+// checkBackoff reports a backoff the options set out of order.
+func (s *policyStream) checkBackoff(what string) error {
+	if s.minWait <= 0 || s.maxWait < s.minWait {
+		return fmt.Errorf("control: %s backoff %s..%s: want 0 < first <= max", what, s.minWait, s.maxWait)
+	}
+	return nil
 }
 
 // PoliciesOption tunes NewPolicies.
@@ -59,24 +84,16 @@ func Workload(namespace, pod string) string {
 // NewPolicies returns an inbound policy client for workload (see Workload)
 // over conn, which the caller keeps owning.
 func NewPolicies(conn grpc.ClientConnInterface, workload string, opts ...PoliciesOption) (*Policies, error) {
-	if conn == nil {
-		return nil, errors.New("control: policy connection is nil")
+	ps, err := newPolicyStream("policy", conn, workload)
+	if err != nil {
+		return nil, err
 	}
-	if workload == "" {
-		return nil, errors.New("control: policy workload is empty")
-	}
-	p := &Policies{
-		client:   inbound.NewInboundServerPoliciesClient(conn),
-		workload: workload,
-		minWait:  100 * time.Millisecond,
-		maxWait:  10 * time.Second,
-		log:      slog.New(slog.DiscardHandler),
-	}
+	p := &Policies{client: inbound.NewInboundServerPoliciesClient(conn), policyStream: ps}
 	for _, o := range opts {
 		o(p)
 	}
-	if p.minWait <= 0 || p.maxWait < p.minWait {
-		return nil, fmt.Errorf("control: policy backoff %s..%s: want 0 < first <= max", p.minWait, p.maxWait)
+	if err := p.checkBackoff("policy"); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

@@ -60,33 +60,20 @@ func (p *Profiles) Watch(ctx context.Context, target string) (<-chan *pdst.Desti
 	last := discovery.ProfileToProto(prof)
 	out := make(chan *pdst.DestinationProfile, 1)
 	out <- last
-	go func() {
-		defer close(out)
-		defer w.Close()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-w.Done():
-				return
-			case <-w.Updated():
-			}
-			prof, ok := w.Profile()
-			if !ok {
-				continue
-			}
-			// Updated also fires when the stream breaks or recovers with
-			// the same profile; send only changes.
-			msg := discovery.ProfileToProto(prof)
-			if proto.Equal(msg, last) {
-				continue
-			}
-			last = msg
-			if !replace(ctx, out, msg) {
-				return
-			}
+	go follow(ctx, w, out, func() (*pdst.DestinationProfile, bool) {
+		prof, ok := w.Profile()
+		if !ok {
+			return nil, false
 		}
-	}()
+		// Updated also fires when the stream breaks or recovers with the
+		// same profile; send only changes.
+		msg := discovery.ProfileToProto(prof)
+		if proto.Equal(msg, last) {
+			return nil, false
+		}
+		last = msg
+		return msg, true
+	})
 	return out, nil
 }
 

@@ -60,35 +60,43 @@ func (r *Resolver) Resolve(ctx context.Context, target string) (<-chan []datapla
 	}
 	out := make(chan []dataplane.Endpoint, 1)
 	out <- r.translate(set)
-	go func() {
-		defer close(out)
-		defer w.Close()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-w.Done():
-				return
-			case <-w.Updated():
-			}
-			set, ok := w.Endpoints()
-			if !ok {
-				continue
-			}
-			eps := r.translate(set)
-			// Keep only the latest set: replace one the proxy has not read.
-			select {
-			case <-out:
-			default:
-			}
-			select {
-			case out <- eps:
-			case <-ctx.Done():
-				return
-			}
+	go follow(ctx, w, out, func() ([]dataplane.Endpoint, bool) {
+		set, ok := w.Endpoints()
+		if !ok {
+			return nil, false
 		}
-	}()
+		return r.translate(set), true
+	})
 	return out, nil
+}
+
+// discoveryWatch is what follow needs of a discovery client's watch
+// (client.Watch, client.ProfileWatch).
+type discoveryWatch interface {
+	Updated() <-chan struct{}
+	Done() <-chan struct{}
+	Close()
+}
+
+// follow sends what next makes of w after each update on out, keeping
+// only the latest value, until ctx ends or w stops; it then closes out and
+// w. next returns false to send nothing for an update (no value yet, or
+// nothing changed).
+func follow[T any](ctx context.Context, w discoveryWatch, out chan T, next func() (T, bool)) {
+	defer close(out)
+	defer w.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.Done():
+			return
+		case <-w.Updated():
+		}
+		if v, ok := next(); ok && !replace(ctx, out, v) {
+			return
+		}
+	}
 }
 
 // translate turns a discovery set into the proxy's endpoints. A set that

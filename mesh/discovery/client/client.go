@@ -60,9 +60,14 @@ type Client struct {
 	wg     sync.WaitGroup
 }
 
-// New returns a client using conn, which the caller keeps owning. Watches
-// stop when ctx ends or Close is called.
+// New returns a client using conn, which the caller keeps owning. ctx
+// bounds the start only (New starts nothing, and fails if ctx has already
+// ended); the client lives until Close, and each watch until its own
+// context ends or Close is called.
 func New(ctx context.Context, conn grpc.ClientConnInterface, opts ...Option) (*Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
 	if conn == nil {
 		return nil, errors.New("client: New needs a connection")
 	}
@@ -78,7 +83,7 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, opts ...Option) (*C
 	if _, err := discovery.ParseContextToken(cfg.token); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	cctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := context.WithCancel(context.Background())
 	return &Client{dst: pb.NewDestinationClient(conn), cfg: cfg, ctx: cctx, cancel: cancel}, nil
 }
 

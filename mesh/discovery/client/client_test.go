@@ -276,3 +276,31 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	_, err = client.New(context.Background(), nil)
 	assert.Error(t, err)
 }
+
+// TestNewsContextBoundsTheStartOnly: the context given to New bounds the
+// start only; a watch keeps following the server after it ends, until
+// Close.
+func TestNewsContextBoundsTheStartOnly(t *testing.T) {
+	ctx := testutil.Context(t, 0)
+	idx := newIndex(t, webObjects("10.0.0.1")...)
+	srv := startServer(t, "127.0.0.1:0", idx)
+	startCtx, endStart := context.WithCancel(ctx)
+	c, err := client.New(startCtx, dial(t, srv.addr))
+	require.NoError(t, err)
+	defer c.Close()
+	endStart()
+
+	w, err := c.Watch(ctx, web)
+	require.NoError(t, err)
+	require.NoError(t, w.Wait(ctx))
+	require.NoError(t, idx.Replace(webObjects("10.0.0.1", "10.0.0.2")))
+	set := waitSet(t, w, "the second endpoint after New's context ended", func(s discovery.EndpointSet) bool { return len(s.Endpoints) == 2 })
+	assert.Equal(t, []string{"10.0.0.1:8080", "10.0.0.2:8080"}, addrs(set))
+	require.NoError(t, w.Err())
+
+	require.NoError(t, c.Close())
+	testutil.Eventually(t, 0, func() bool { return idx.Stats().Subscriptions == 0 }, "Close ends the watch")
+
+	_, err = client.New(startCtx, dial(t, srv.addr))
+	assert.ErrorIs(t, err, context.Canceled, "New with an ended context fails")
+}

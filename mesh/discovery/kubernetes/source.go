@@ -66,7 +66,8 @@ type Source struct {
 // New starts informers on client (and, when dyn is not nil, on
 // ServiceProfiles through dyn), feeding sink, and returns once their
 // initial lists are applied or ctx ends (then with ctx's error, having
-// stopped everything).
+// stopped everything). ctx bounds the start only; the informers run until
+// Close.
 func New(ctx context.Context, sink Sink, client kclient.Interface, dyn dynamic.Interface, opts ...Option) (*Source, error) {
 	if sink == nil || client == nil {
 		return nil, errors.New("kubernetes: New needs a sink and a client")
@@ -127,21 +128,24 @@ func New(ctx context.Context, sink Sink, client kclient.Interface, dyn dynamic.I
 	if s.dynf != nil {
 		s.dynf.Start(s.stop)
 	}
-	waitStop := make(chan struct{})
+	// The wait stops when ctx ends; the helper goroutine ends with the
+	// wait, whichever way it ends.
+	waitStop, waited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(waitStop)
 		select {
 		case <-ctx.Done():
 		case <-s.stop:
+		case <-waited:
 		}
-		close(waitStop)
 	}()
 	ok := cache.WaitForCacheSync(waitStop, synced...)
+	close(waited)
+	<-waitStop
 	if !ok {
 		s.Close()
-		<-waitStop
 		return nil, fmt.Errorf("kubernetes: informers did not sync: %w", context.Cause(ctx))
 	}
-	// Let the helper goroutine go: it exits when ctx ends or on Close.
 	return s, nil
 }
 

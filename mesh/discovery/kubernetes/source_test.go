@@ -248,3 +248,26 @@ func TestUpdatedSignalsAfterAChangeReachesTheIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestNewsContextBoundsTheStartOnly: changes keep reaching the index after
+// the context New was given ends, until Close (TestMain's goleak checks
+// nothing is left running).
+func TestNewsContextBoundsTheStartOnly(t *testing.T) {
+	idx, err := discovery.NewIndex()
+	require.NoError(t, err)
+	defer idx.Close()
+	client := fake.NewClientset()
+	startCtx, endStart := context.WithCancel(context.Background())
+	src, err := kubernetes.New(startCtx, idx, client, nil)
+	require.NoError(t, err)
+	defer src.Close()
+	endStart()
+
+	ctx := testutil.Context(t, 0)
+	_, err = client.CoreV1().Services("shop").Create(ctx, discoverytest.Service("shop", "web", "10.96.0.10"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	testutil.Eventually(t, 0, func() bool {
+		_, ok := idx.Object("Service", "shop", "web")
+		return ok
+	}, "the Service created after New's context ended to reach the index")
+}

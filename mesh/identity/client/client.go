@@ -30,9 +30,11 @@ const (
 	// RenewFraction is the share of a certificate's lifetime after which
 	// it is renewed.
 	RenewFraction = 0.7
-	// MaxTokenSize bounds the token file.
-	MaxTokenSize = 64 << 10
 )
+
+// tokenFileSlack is what the token file may hold beyond the token itself
+// (surrounding whitespace); the token is bounded by identity.MaxTokenSize.
+const tokenFileSlack = 4 << 10
 
 // ErrNoCertificate means the client holds no valid certificate: the last
 // one expired and renewal has not succeeded since.
@@ -128,7 +130,9 @@ type Client struct {
 }
 
 // New validates cfg, obtains the first certificate (retrying with backoff
-// until ctx ends) and starts renewing it in the background.
+// until ctx ends) and starts renewing it in the background. ctx bounds the
+// start only (the wait for the first certificate); renewal runs until
+// Close.
 func New(ctx context.Context, cfg Config, opts ...Option) (*Client, error) {
 	o := options{
 		clock:       realClock{},
@@ -192,16 +196,19 @@ func readToken(path string) ([]byte, error) {
 		return nil, fmt.Errorf("client: token: %w", err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxTokenSize+1))
+	const limit = identity.MaxTokenSize + tokenFileSlack
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("client: token %s: %w", path, err)
 	}
-	if len(b) > MaxTokenSize {
-		return nil, fmt.Errorf("client: token file %s exceeds %d bytes", path, MaxTokenSize)
+	if len(b) > limit {
+		return nil, fmt.Errorf("client: token file %s exceeds %d bytes", path, limit)
 	}
 	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
-		return nil, fmt.Errorf("client: token file %s is empty", path)
+	// The server's rule, checked here so a token it would refuse is not
+	// sent, and the error names the file.
+	if err := identity.CheckToken(b); err != nil {
+		return nil, fmt.Errorf("client: token file %s: %w", path, err)
 	}
 	return b, nil
 }

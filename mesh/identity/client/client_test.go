@@ -1,8 +1,10 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,4 +208,49 @@ func TestClientOverGRPCReadsTheTokenFile(t *testing.T) {
 		client.WithBackoff(10*time.Millisecond, 20*time.Millisecond))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "missing")
+}
+
+// TestClientChecksTheTokenFileByTheServersRule: a token file whose token
+// the service would refuse (empty, or over identity.MaxTokenSize) is
+// refused by the client, naming the file, and nothing is sent.
+func TestClientChecksTheTokenFileByTheServersRule(t *testing.T) {
+	m := newMesh(t)
+	cases := map[string][]byte{
+		"only whitespace":       []byte(" \n\t\n"),
+		"over MaxTokenSize":     bytes.Repeat([]byte("x"), identity.MaxTokenSize+1),
+		"over the file's slack": bytes.Repeat([]byte("x"), 2*identity.MaxTokenSize),
+	}
+	for what, content := range cases {
+		t.Run(what, func(t *testing.T) {
+			var calls atomic.Int32
+			certifier := certifyFunc(func(ctx context.Context, req identity.Request) (*identity.Issued, error) {
+				calls.Add(1)
+				return m.service.Certify(ctx, req)
+			})
+			tokenFile := filepath.Join(t.TempDir(), "token")
+			testutil.WriteFile(t, tokenFile, content)
+			_, err := client.New(testutil.Context(t, 200*time.Millisecond), client.Config{Name: name(t, "web"), TokenFile: tokenFile, Bundle: m.bundle, Certifier: certifier},
+				client.WithBackoff(10*time.Millisecond, 20*time.Millisecond))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tokenFile)
+			assert.Zero(t, calls.Load(), "a token the service would refuse is not sent")
+		})
+	}
+	// A token of exactly MaxTokenSize with a trailing newline is read
+	// whole: the newline is not counted against the token.
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	testutil.WriteFile(t, tokenFile, append(bytes.Repeat([]byte("x"), identity.MaxTokenSize), '\n'))
+	var seen atomic.Int64
+	_, _ = client.New(testutil.Context(t, 200*time.Millisecond), client.Config{Name: name(t, "web"), TokenFile: tokenFile, Bundle: m.bundle,
+		Certifier: certifyFunc(func(ctx context.Context, req identity.Request) (*identity.Issued, error) {
+			seen.Store(int64(len(req.Token)))
+			return m.service.Certify(ctx, req)
+		})}, client.WithBackoff(10*time.Millisecond, 20*time.Millisecond))
+	assert.Equal(t, int64(identity.MaxTokenSize), seen.Load())
+}
+
+type certifyFunc func(ctx context.Context, req identity.Request) (*identity.Issued, error)
+
+func (f certifyFunc) Certify(ctx context.Context, req identity.Request) (*identity.Issued, error) {
+	return f(ctx, req)
 }

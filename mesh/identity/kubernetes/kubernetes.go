@@ -20,8 +20,6 @@ import (
 const (
 	DefaultAudience = "identity.l5d.io"
 	DefaultTimeout  = 10 * time.Second
-	// MaxTokenSize bounds tokens sent to the API server.
-	MaxTokenSize = 16 << 10
 )
 
 // TokenReviewer is the part of the Kubernetes client the Authenticator
@@ -57,7 +55,9 @@ type Authenticator struct {
 	logger   *slog.Logger
 }
 
-// New builds an Authenticator over client.
+// New builds an Authenticator over client. ctx bounds the start only
+// (New starts nothing and fails if ctx has already ended); each
+// Authenticate runs under its caller's context and WithTimeout.
 func New(ctx context.Context, client k8s.Interface, opts ...Option) (*Authenticator, error) {
 	if client == nil {
 		return nil, errors.New("kubernetes: a client is required")
@@ -65,7 +65,8 @@ func New(ctx context.Context, client k8s.Interface, opts ...Option) (*Authentica
 	return NewFromReviewer(ctx, client.AuthenticationV1().TokenReviews(), opts...)
 }
 
-// NewFromReviewer builds an Authenticator over any TokenReviewer.
+// NewFromReviewer builds an Authenticator over any TokenReviewer; ctx
+// means what it means for New.
 func NewFromReviewer(ctx context.Context, reviews TokenReviewer, opts ...Option) (*Authenticator, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
@@ -95,11 +96,8 @@ func NewFromReviewer(ctx context.Context, reviews TokenReviewer, opts ...Option)
 // to. Errors wrap identity.ErrUnauthenticated (the token is refused) or
 // identity.ErrUnavailable (the API could not answer in time).
 func (a *Authenticator) Authenticate(ctx context.Context, token []byte) (identity.ServiceAccount, error) {
-	if len(token) == 0 {
-		return identity.ServiceAccount{}, fmt.Errorf("kubernetes: empty token: %w", identity.ErrUnauthenticated)
-	}
-	if len(token) > MaxTokenSize {
-		return identity.ServiceAccount{}, fmt.Errorf("kubernetes: token of %d bytes exceeds %d: %w", len(token), MaxTokenSize, identity.ErrUnauthenticated)
+	if err := identity.CheckToken(token); err != nil {
+		return identity.ServiceAccount{}, fmt.Errorf("kubernetes: %w", err)
 	}
 	review := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{
 		Token:     string(token),

@@ -2,6 +2,9 @@ package kubernetes_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/identity"
+	"github.com/weftmesh/weft/mesh/identity/identitytest"
 	"github.com/weftmesh/weft/mesh/identity/kubernetes"
 )
 
@@ -152,7 +156,7 @@ func TestAuthenticateRefusesEmptyAndHugeTokensWithoutCallingTheAPI(t *testing.T)
 	require.NoError(t, err)
 	_, err = a.Authenticate(ctx, nil)
 	assert.ErrorIs(t, err, identity.ErrUnauthenticated)
-	_, err = a.Authenticate(ctx, make([]byte, kubernetes.MaxTokenSize+1))
+	_, err = a.Authenticate(ctx, make([]byte, identity.MaxTokenSize+1))
 	assert.ErrorIs(t, err, identity.ErrUnauthenticated)
 	assert.Empty(t, *seen)
 }
@@ -165,4 +169,66 @@ func TestNewRefusesBadSettings(t *testing.T) {
 	assert.Error(t, err)
 	_, err = kubernetes.New(ctx, nil)
 	assert.Error(t, err)
+}
+
+// issuedToken is what fakeTokenAPI knows of a token it issued.
+type issuedToken struct {
+	username  string
+	audiences []string
+	expired   bool
+}
+
+// fakeTokenAPI answers TokenReviews as kube-apiserver does for the tokens
+// it issued: an unknown token, an expired one, or one whose audiences do
+// not meet the review's are unauthenticated with an error; a good one is
+// authenticated for the audiences both share.
+func fakeTokenAPI(t *testing.T, issued map[string]issuedToken) (*fake.Clientset, *atomic.Int32) {
+	t.Helper()
+	client := fake.NewClientset()
+	var calls atomic.Int32
+	client.PrependReactor("create", "tokenreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		calls.Add(1)
+		spec := action.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview).Spec
+		out := &authnv1.TokenReview{Spec: spec}
+		tok, ok := issued[spec.Token]
+		var shared []string
+		for _, a := range spec.Audiences {
+			if slices.Contains(tok.audiences, a) {
+				shared = append(shared, a)
+			}
+		}
+		switch {
+		case !ok:
+			out.Status.Error = "[invalid bearer token, square/go-jose: error in cryptographic primitive]"
+		case tok.expired:
+			out.Status.Error = "[invalid bearer token, service account token has expired]"
+		case len(shared) == 0:
+			out.Status.Error = fmt.Sprintf("[invalid bearer token, token audiences %q is invalid for the target audiences %q]", tok.audiences, spec.Audiences)
+		default:
+			out.Status = authnv1.TokenReviewStatus{Authenticated: true, Audiences: shared, User: authnv1.UserInfo{Username: tok.username}}
+		}
+		return true, out, nil
+	})
+	return client, &calls
+}
+
+func TestAuthenticatorPassesTheSharedAuthenticatorTable(t *testing.T) {
+	ctx := testutil.Context(t, 0)
+	aud := []string{kubernetes.DefaultAudience}
+	client, calls := fakeTokenAPI(t, map[string]issuedToken{
+		"jwt-web":       {username: "system:serviceaccount:shop:web", audiences: aud},
+		"jwt-db":        {username: "system:serviceaccount:shop:db", audiences: aud},
+		"jwt-web-vault": {username: "system:serviceaccount:shop:web", audiences: []string{"vault.example.com"}},
+		"jwt-web-old":   {username: "system:serviceaccount:shop:web", audiences: aud, expired: true},
+	})
+	a, err := kubernetes.New(ctx, client)
+	require.NoError(t, err)
+	identitytest.RunAuthenticator(t, identitytest.AuthenticatorFixture{
+		Authn: a,
+		Valid: []byte("jwt-web"), SA: identity.ServiceAccount{Namespace: "shop", Name: "web"},
+		Other: []byte("jwt-db"), OtherSA: identity.ServiceAccount{Namespace: "shop", Name: "db"},
+		WrongAudience: []byte("jwt-web-vault"),
+		Expired:       []byte("jwt-web-old"),
+		Calls:         func() int { return int(calls.Load()) },
+	})
 }

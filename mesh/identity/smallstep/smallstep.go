@@ -95,7 +95,8 @@ type Issuer struct {
 }
 
 // New connects to the authority at cfg.URL and checks that it answers its
-// health endpoint (bounded by ctx).
+// health endpoint. ctx bounds the start only (that check); each Issue
+// runs under its caller's context.
 func New(ctx context.Context, cfg Config, opts ...Option) (*Issuer, error) {
 	o := options{
 		logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),

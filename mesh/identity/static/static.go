@@ -61,6 +61,10 @@ func Parse(data []byte) (*Set, error) {
 		if len(e.Token) < minTokenLength {
 			return nil, fmt.Errorf("static: tokens[%d] (%s/%s): token shorter than %d characters", i, e.Namespace, e.ServiceAccount, minTokenLength)
 		}
+		if len(e.Token) > identity.MaxTokenSize {
+			// Such a token could never be presented: CheckToken refuses it.
+			return nil, fmt.Errorf("static: tokens[%d] (%s/%s): token of %d bytes exceeds %d", i, e.Namespace, e.ServiceAccount, len(e.Token), identity.MaxTokenSize)
+		}
 		sa := identity.ServiceAccount{Namespace: e.Namespace, Name: e.ServiceAccount}
 		if err := sa.Validate(); err != nil {
 			return nil, fmt.Errorf("static: tokens[%d]: %w", i, err)
@@ -79,8 +83,8 @@ func (s *Set) Len() int { return len(s.byDigest) }
 
 // Authenticate returns the service account the token proves.
 func (s *Set) Authenticate(_ context.Context, token []byte) (identity.ServiceAccount, error) {
-	if len(token) == 0 {
-		return identity.ServiceAccount{}, fmt.Errorf("static: empty token: %w", identity.ErrUnauthenticated)
+	if err := identity.CheckToken(token); err != nil {
+		return identity.ServiceAccount{}, fmt.Errorf("static: %w", err)
 	}
 	sa, ok := s.byDigest[sha256.Sum256(token)]
 	if !ok {
@@ -122,7 +126,8 @@ type Tokens struct {
 	once    sync.Once
 }
 
-// New loads the token file at path and follows it until Close.
+// New loads the token file at path and follows it until Close. ctx
+// bounds the start only (New fails if it has already ended).
 func New(ctx context.Context, path string, opts ...Option) (*Tokens, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("static: %w", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/identity"
+	"github.com/weftmesh/weft/mesh/identity/identitytest"
 	"github.com/weftmesh/weft/mesh/identity/static"
 )
 
@@ -103,4 +104,52 @@ func TestNewNamesTheFileOnError(t *testing.T) {
 	_, err := static.New(testutil.Context(t, 0), path)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), path)
+}
+
+func TestParseRefusesATokenNoCallerCouldPresent(t *testing.T) {
+	long := strings.Repeat("x", identity.MaxTokenSize+1)
+	_, err := static.Parse([]byte("tokens:\n- token: \"" + long + "\"\n  namespace: shop\n  serviceAccount: web\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "tokens[0] (shop/web): token of 16385 bytes exceeds 16384")
+}
+
+func TestSetPassesTheSharedAuthenticatorTable(t *testing.T) {
+	s, err := static.Parse([]byte(file))
+	require.NoError(t, err)
+	identitytest.RunAuthenticator(t, identitytest.AuthenticatorFixture{
+		Authn: s,
+		Valid: []byte("web-token-0123456789"), SA: identity.ServiceAccount{Namespace: "shop", Name: "web"},
+		Other: []byte("db-token-0123456789ab"), OtherSA: identity.ServiceAccount{Namespace: "shop", Name: "db"},
+		NotApplicable: map[string]string{
+			"WrongAudience": "a token file carries no audience",
+			"Expired":       "a parsed Set is fixed; revocation is the followed file's (TestTokensPassTheSharedAuthenticatorTable)",
+		},
+	})
+}
+
+// TestTokensPassTheSharedAuthenticatorTable runs the table against the
+// file-following Tokens, whose expired token is one revoked from the file.
+func TestTokensPassTheSharedAuthenticatorTable(t *testing.T) {
+	ctx := testutil.Context(t, 0)
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	testutil.WriteFile(t, path, []byte(file+"- token: \"old-token-0123456789\"\n  namespace: shop\n  serviceAccount: web\n"))
+	tokens, err := static.New(ctx, path, static.WithPollInterval(50*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tokens.Close() })
+	_, err = tokens.Authenticate(ctx, []byte("old-token-0123456789"))
+	require.NoError(t, err, "the old token works before it is revoked")
+
+	testutil.WriteFile(t, path, []byte(file))
+	select {
+	case <-tokens.Updated():
+	case <-ctx.Done():
+		t.Fatal("no reload after the old token was revoked")
+	}
+	identitytest.RunAuthenticator(t, identitytest.AuthenticatorFixture{
+		Authn: tokens,
+		Valid: []byte("web-token-0123456789"), SA: identity.ServiceAccount{Namespace: "shop", Name: "web"},
+		Other: []byte("db-token-0123456789ab"), OtherSA: identity.ServiceAccount{Namespace: "shop", Name: "db"},
+		Expired:       []byte("old-token-0123456789"),
+		NotApplicable: map[string]string{"WrongAudience": "a token file carries no audience"},
+	})
 }

@@ -28,7 +28,8 @@ type Namespaces struct {
 }
 
 // NewNamespaces starts a namespace informer and returns once its cache is
-// filled, or with an error when ctx ends first. Close stops the informer.
+// filled, or with an error when ctx ends first. ctx bounds the start only
+// (that wait); the informer runs until Close.
 func NewNamespaces(ctx context.Context, client kubernetes.Interface) (*Namespaces, error) {
 	if client == nil {
 		return nil, errors.New("kubernetes: no client")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weftmesh/weft/apis/proxy/httproute"
 	"github.com/weftmesh/weft/apis/proxy/inbound"
+	"github.com/weftmesh/weft/apis/proxy/meta"
 )
 
 // FromProto converts a policy received from the Inbound API into a
@@ -155,22 +156,34 @@ func authzFromProto(pa *inbound.Authz) (Authorization, error) {
 	return a, nil
 }
 
+// routeHeadFromProto decodes what HTTP and gRPC routes share: their
+// metadata, hostnames and authorizations.
+func routeHeadFromProto(pm *meta.Metadata, phs []*httproute.HostMatch, pas []*inbound.Authz) (Meta, []HostMatch, []Authorization, error) {
+	md, err := metaFromProto(pm)
+	if err != nil {
+		return md, nil, nil, fmt.Errorf("route: %w", err)
+	}
+	for _, h := range phs {
+		if err := unknownFields(h); err != nil {
+			return md, nil, nil, fmt.Errorf("route %s: %w", md, err)
+		}
+	}
+	hosts, err := hostsFromProto(phs)
+	if err != nil {
+		return md, nil, nil, fmt.Errorf("route %s: %w", md, err)
+	}
+	authzs, err := authzsFromProto(pas)
+	if err != nil {
+		return md, nil, nil, fmt.Errorf("route %s: %w", md, err)
+	}
+	return md, hosts, authzs, nil
+}
+
 func httpRouteFromProto(pr *inbound.HttpRoute) (HTTPRoute, error) {
 	var r HTTPRoute
 	var err error
-	if r.Meta, err = metaFromProto(pr.GetMetadata()); err != nil {
-		return r, fmt.Errorf("route: %w", err)
-	}
-	for _, h := range pr.Hosts {
-		if err := unknownFields(h); err != nil {
-			return r, fmt.Errorf("route %s: %w", r.Meta, err)
-		}
-	}
-	if r.Hosts, err = hostsFromProto(pr.Hosts); err != nil {
-		return r, fmt.Errorf("route %s: %w", r.Meta, err)
-	}
-	if r.Authorizations, err = authzsFromProto(pr.Authorizations); err != nil {
-		return r, fmt.Errorf("route %s: %w", r.Meta, err)
+	if r.Meta, r.Hosts, r.Authorizations, err = routeHeadFromProto(pr.GetMetadata(), pr.Hosts, pr.Authorizations); err != nil {
+		return r, err
 	}
 	for _, prr := range pr.Rules {
 		var rule HTTPRule
@@ -235,19 +248,8 @@ func httpRouteFromProto(pr *inbound.HttpRoute) (HTTPRoute, error) {
 func grpcRouteFromProto(pr *inbound.GrpcRoute) (GRPCRoute, error) {
 	var r GRPCRoute
 	var err error
-	if r.Meta, err = metaFromProto(pr.GetMetadata()); err != nil {
-		return r, fmt.Errorf("route: %w", err)
-	}
-	for _, h := range pr.Hosts {
-		if err := unknownFields(h); err != nil {
-			return r, fmt.Errorf("route %s: %w", r.Meta, err)
-		}
-	}
-	if r.Hosts, err = hostsFromProto(pr.Hosts); err != nil {
-		return r, fmt.Errorf("route %s: %w", r.Meta, err)
-	}
-	if r.Authorizations, err = authzsFromProto(pr.Authorizations); err != nil {
-		return r, fmt.Errorf("route %s: %w", r.Meta, err)
+	if r.Meta, r.Hosts, r.Authorizations, err = routeHeadFromProto(pr.GetMetadata(), pr.Hosts, pr.Authorizations); err != nil {
+		return r, err
 	}
 	for _, prr := range pr.Rules {
 		var rule GRPCRule

@@ -145,9 +145,14 @@ func WithNamespace(ns string) Option {
 }
 
 // New starts informers on the clients, waits for their first lists and
-// returns with the first snapshot. The informers stop when ctx ends or
-// Close is called.
+// returns with the first snapshot. ctx bounds the start only: the wait
+// for the first lists (also bounded by WithSyncTimeout), after which New
+// fails with ctx's error having stopped everything; the informers then
+// run until Close.
 func New(ctx context.Context, client k8s.Interface, dyn dynamic.Interface, opts ...Option) (*Source, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
 	if client == nil || dyn == nil {
 		return nil, errors.New("kubernetes: nil client")
 	}
@@ -160,7 +165,7 @@ func New(ctx context.Context, client k8s.Interface, dyn dynamic.Interface, opts 
 	s := &Source{cfg: cfg, dyn: map[schema.GroupVersionResource]cache.GenericLister{},
 		updated: make(chan struct{}, 1), dirty: make(chan struct{}, 1), done: make(chan struct{})}
 
-	ctx, cancel := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	typed := informers.NewSharedInformerFactoryWithOptions(client, cfg.resync, informers.WithNamespace(cfg.namespace))
 	dynf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, cfg.resync, cfg.namespace, nil)
@@ -225,9 +230,9 @@ func New(ctx context.Context, client k8s.Interface, dyn dynamic.Interface, opts 
 		s.dyn[gvr] = l
 	}
 
-	typed.Start(ctx.Done())
-	nsFactory.Start(ctx.Done())
-	dynf.Start(ctx.Done())
+	typed.Start(runCtx.Done())
+	nsFactory.Start(runCtx.Done())
+	dynf.Start(runCtx.Done())
 	syncCtx, syncCancel := context.WithTimeout(ctx, cfg.syncTimeout)
 	defer syncCancel()
 	for _, n := range all {
@@ -236,6 +241,9 @@ func New(ctx context.Context, client k8s.Interface, dyn dynamic.Interface, opts 
 			typed.Shutdown()
 			nsFactory.Shutdown()
 			dynf.Shutdown()
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("kubernetes: waiting for %s: %w", n.name, err)
+			}
 			return nil, fmt.Errorf("kubernetes: %s did not sync within %s (is the CRD installed and readable?)", n.name, cfg.syncTimeout)
 		}
 	}
@@ -247,7 +255,7 @@ func New(ctx context.Context, client k8s.Interface, dyn dynamic.Interface, opts 
 			nsFactory.Shutdown()
 			dynf.Shutdown()
 		}()
-		s.run(ctx)
+		s.run(runCtx)
 	}()
 	return s, nil
 }

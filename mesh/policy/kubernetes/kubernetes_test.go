@@ -216,3 +216,41 @@ func TestWithNamespaceReadsOnlyThatNamespacesObjects(t *testing.T) {
 		assert.Equal(t, sourcetest.NS, w.Namespace)
 	}
 }
+
+// TestNewsContextBoundsTheStartOnly: the informers keep feeding the source
+// after the context New was given ends, until Close; that context ending
+// during the first lists fails New with its error.
+func TestNewsContextBoundsTheStartOnly(t *testing.T) {
+	h := newHarness()
+	h.Set(t, sourcetest.Base()...)
+	startCtx, endStart := context.WithCancel(context.Background())
+	src, err := kubernetes.New(startCtx, h.client, h.dyn, kubernetes.WithDebounce(5*time.Millisecond), kubernetes.WithSyncTimeout(5*time.Second))
+	require.NoError(t, err)
+	defer src.Close()
+	endStart()
+	require.Len(t, src.Objects().Servers, 1)
+
+	second := sourcetest.Server()
+	second.Name = "second"
+	h.apply(t, second, false)
+	deadline := time.After(10 * time.Second)
+	for len(src.Objects().Servers) != 2 {
+		select {
+		case <-src.Updated():
+		case <-deadline:
+			t.Fatal("the informers stopped with New's context")
+		}
+	}
+
+	_, err = kubernetes.New(startCtx, h.client, h.dyn)
+	assert.ErrorIs(t, err, context.Canceled, "New with an ended context fails")
+
+	never := newHarness()
+	never.dyn.PrependReactor("list", "serverauthorizations", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "policy.linkerd.io", Resource: "serverauthorizations"}, "")
+	})
+	shortCtx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = kubernetes.New(shortCtx, never.client, never.dyn, kubernetes.WithSyncTimeout(time.Hour))
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "the start's context bounds the wait for the first lists")
+}

@@ -92,10 +92,14 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // New loads every manifest under paths (files, or directories walked for
-// .yaml, .yml and .json files) and watches them until ctx ends or Close
-// is called. It fails if the first load fails: there is no last good
-// state to keep yet.
+// .yaml, .yml and .json files) and watches them until Close. It fails if
+// the first load fails: there is no last good state to keep yet. ctx
+// bounds the start only (New fails if it has already ended); the source
+// lives until Close.
 func New(ctx context.Context, paths []string, opts ...Option) (*Source, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("static: %w", err)
+	}
 	if len(paths) == 0 {
 		return nil, errors.New("static: no paths")
 	}
@@ -125,8 +129,9 @@ func New(ctx context.Context, paths []string, opts ...Option) (*Source, error) {
 			s.watchDirs(w)
 		}
 	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	go s.run(ctx, w)
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go s.run(runCtx, w)
 	return s, nil
 }
 

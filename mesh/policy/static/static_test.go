@@ -133,11 +133,18 @@ func TestWithoutNotifyPollingAloneSeesAChange(t *testing.T) {
 	require.NoError(t, err)
 	defer src.Close()
 
+	movePortAndWait(t, src, path, "no reload without notifications")
+}
+
+// movePortAndWait rewrites the Server at path from port "http" to 8080 and
+// waits for src to publish it.
+func movePortAndWait(t *testing.T, src *static.Source, path, failure string) {
+	t.Helper()
 	writeAtomic(t, path, fmt.Sprintf(server, "8080"))
 	select {
 	case <-src.Updated():
 	case <-time.After(10 * time.Second):
-		t.Fatal("no reload without notifications")
+		t.Fatal(failure)
 	}
 	require.Len(t, src.Objects().Servers, 1)
 	assert.Equal(t, int32(8080), src.Objects().Servers[0].Spec.Port.IntVal)
@@ -163,4 +170,23 @@ func TestCloseIsIdempotentAndStopsTheWatcher(t *testing.T) {
 		go func() { defer wg.Done(); assert.NoError(t, src.Close()) }()
 	}
 	wg.Wait()
+}
+
+// TestNewsContextBoundsTheStartOnly: the source keeps following its files
+// after the context New was given ends, until Close.
+func TestNewsContextBoundsTheStartOnly(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "server.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(server, "http")), 0o600))
+	startCtx, endStart := context.WithCancel(context.Background())
+	src, err := static.New(startCtx, []string{dir}, static.WithPollInterval(20*time.Millisecond), static.WithDebounce(5*time.Millisecond))
+	require.NoError(t, err)
+	endStart()
+
+	movePortAndWait(t, src, path, "no reload after New's context ended")
+	require.NoError(t, src.Close()) // goleak checks Close stopped the watcher
+
+	_, err = static.New(startCtx, []string{dir})
+	assert.ErrorIs(t, err, context.Canceled, "New with an ended context fails")
 }

@@ -37,6 +37,8 @@ func Available() error {
 type NS struct{ Name string }
 
 // New creates a namespace named prefix-<random> with its loopback up.
+// ctx bounds the start only (the ip commands); the namespace stays until
+// Delete.
 func New(ctx context.Context, prefix string) (*NS, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
