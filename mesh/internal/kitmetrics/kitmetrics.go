@@ -1,0 +1,120 @@
+// Package kitmetrics is the metrics setup every control-plane package of
+// Weft shares, written once. Each package (discovery, identity, policy,
+// inject/webhook) exposes a Metrics struct of go-kit instruments; this
+// package fills the nil fields of such a struct with discarding
+// instruments (Defaults), and builds the Prometheus-backed instruments of
+// one subsystem (Set): a vector named weft_<subsystem>_<name>, registered
+// with the caller's prometheus.Registerer, wrapped in go-kit's Prometheus
+// adapter.
+//
+// It is internal to mesh/: the series each package exports are part of
+// that package's documented API, not of this helper's.
+package kitmetrics
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/go-kit/kit/metrics"
+	"github.com/go-kit/kit/metrics/discard"
+	kitprom "github.com/go-kit/kit/metrics/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Namespace prefixes every series a Set builds.
+const Namespace = "weft"
+
+var (
+	counterType   = reflect.TypeFor[metrics.Counter]()
+	gaugeType     = reflect.TypeFor[metrics.Gauge]()
+	histogramType = reflect.TypeFor[metrics.Histogram]()
+)
+
+// Defaults returns m with every nil exported field of type
+// metrics.Counter, metrics.Gauge or metrics.Histogram replaced by a
+// discarding instrument; other fields are left as they are. M must be a
+// struct type (each package's Metrics); anything else is a programming
+// error and panics.
+func Defaults[M any](m M) M {
+	v := reflect.ValueOf(&m).Elem()
+	if v.Kind() != reflect.Struct {
+		panic(fmt.Sprintf("kitmetrics: Defaults of %s: want a struct", v.Type()))
+	}
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if !f.CanSet() || f.Kind() != reflect.Interface || !f.IsNil() {
+			continue
+		}
+		switch f.Type() {
+		case counterType:
+			f.Set(reflect.ValueOf(discard.NewCounter()))
+		case gaugeType:
+			f.Set(reflect.ValueOf(discard.NewGauge()))
+		case histogramType:
+			f.Set(reflect.ValueOf(discard.NewHistogram()))
+		}
+	}
+	return m
+}
+
+// Set collects the Prometheus vectors of one subsystem until Register
+// adds them to a registry, all or none. The instruments it returns record
+// into those vectors whether or not they have been registered yet.
+type Set struct {
+	subsystem  string
+	names      []string
+	collectors []prometheus.Collector
+}
+
+// New starts the set of weft_<subsystem>_* series.
+func New(subsystem string) *Set { return &Set{subsystem: subsystem} }
+
+func (s *Set) add(name string, c prometheus.Collector) {
+	s.names = append(s.names, prometheus.BuildFQName(Namespace, s.subsystem, name))
+	s.collectors = append(s.collectors, c)
+}
+
+// Counter adds the counter vector weft_<subsystem>_<name> with the given
+// help text and label names.
+func (s *Set) Counter(name, help string, labels ...string) metrics.Counter {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: s.subsystem, Name: name, Help: help}, labels)
+	s.add(name, v)
+	return kitprom.NewCounter(v)
+}
+
+// Gauge adds the gauge vector weft_<subsystem>_<name> with the given help
+// text and label names.
+func (s *Set) Gauge(name, help string, labels ...string) metrics.Gauge {
+	v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: s.subsystem, Name: name, Help: help}, labels)
+	s.add(name, v)
+	return kitprom.NewGauge(v)
+}
+
+// Histogram adds the histogram vector weft_<subsystem>_<name> with the
+// given help text, bucket upper bounds (nil: Prometheus's default buckets)
+// and label names.
+func (s *Set) Histogram(name, help string, buckets []float64, labels ...string) metrics.Histogram {
+	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: s.subsystem, Name: name, Help: help, Buckets: buckets}, labels)
+	s.add(name, v)
+	return kitprom.NewHistogram(v)
+}
+
+// Register adds every vector of the set to reg. When one cannot be
+// registered (a name already taken, an invalid name or label) it takes
+// back those it had added and returns an error naming the series, so reg
+// is left as it was.
+func (s *Set) Register(reg prometheus.Registerer) error {
+	if reg == nil {
+		return errors.New("no registerer")
+	}
+	for i, c := range s.collectors {
+		if err := reg.Register(c); err != nil {
+			for _, done := range s.collectors[:i] {
+				reg.Unregister(done)
+			}
+			return fmt.Errorf("%s: %w", s.names[i], err)
+		}
+	}
+	return nil
+}
