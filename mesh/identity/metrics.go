@@ -30,10 +30,6 @@ type Metrics struct {
 // DiscardMetrics returns instruments that record nothing.
 func DiscardMetrics() Metrics { return kitmetrics.Defaults(Metrics{}) }
 
-// certifyBuckets are the upper bounds of the Certify latency histogram,
-// in seconds.
-var certifyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
-
 // NewPrometheusMetrics creates the identity metrics and registers them with
 // reg, all or none:
 //
@@ -45,7 +41,7 @@ func NewPrometheusMetrics(reg prometheus.Registerer) (Metrics, error) {
 	s := kitmetrics.New("identity")
 	m := Metrics{
 		Requests:      s.Counter("certify_requests_total", "Certify requests by result.", "result"),
-		Latency:       s.Histogram("certify_duration_seconds", "Time to answer a Certify request.", certifyBuckets),
+		Latency:       s.Histogram("certify_duration_seconds", "Time to answer a Certify request.", kitmetrics.SecondsBuckets()),
 		IssuerExpiry:  s.Gauge("issuer_expiry_timestamp_seconds", "NotAfter of the issuer certificate in use, as a Unix timestamp."),
 		IssuerReloads: s.Counter("issuer_reloads_total", "Reloads of the issuer key pair by result.", "result"),
 	}

@@ -25,6 +25,14 @@ import (
 // Namespace prefixes every series a Set builds.
 const Namespace = "weft"
 
+// SecondsBuckets are the upper bounds, in seconds, of Weft's latency
+// histograms: from half a millisecond (a Certify call, a small index
+// build) to ten seconds (the longest deadline a control-plane request
+// gets). A new slice each call, so no caller can change another's.
+func SecondsBuckets() []float64 {
+	return []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+}
+
 var (
 	counterType   = reflect.TypeFor[metrics.Counter]()
 	gaugeType     = reflect.TypeFor[metrics.Gauge]()
