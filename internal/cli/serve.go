@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -97,6 +98,15 @@ func (f *serverLimitFlags) limits() (grpclimit.Limits, error) {
 // gracefulStopTimeout bounds how long a controller waits for open streams
 // after SIGTERM before closing them.
 const gracefulStopTimeout = 10 * time.Second
+
+// newRegistry returns the registry a controller serves on --metrics-addr:
+// Go runtime and process metrics, to which the controller adds its
+// package's NewPrometheusMetrics and serveGRPC its server limits.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
 
 // grpcServing is what a control-plane component serves: one gRPC server
 // with health and reflection, an optional metrics listener, and background
