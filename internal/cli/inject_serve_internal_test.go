@@ -4,16 +4,20 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/grpclimit"
+	"github.com/weftmesh/weft/mesh/inject/webhook"
 )
 
 // TestTheWebhookServerCapsTheConnectionsOfOneClient serves the webhooks
@@ -59,4 +63,57 @@ func TestTheWebhookServerCapsTheConnectionsOfOneClient(t *testing.T) {
 	require.NoError(t, err, "another address")
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// TestTheWebhookServerReportsReviewsOnItsMetricsListener serves a
+// validator the way `weft-controller injector --metrics-addr` does: the
+// review it answers is counted in weft_injector_requests_total on the
+// plain-HTTP metrics listener, and both listeners close when ctx ends.
+func TestTheWebhookServerReportsReviewsOnItsMetricsListener(t *testing.T) {
+	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "anchor"})
+	leaf := anchor.Leaf(t, testutil.CertOptions{Name: "injector", IPs: []net.IP{net.ParseIP("127.0.0.1")}})
+	reg := newRegistry()
+	m, err := webhook.NewPrometheusMetrics(reg)
+	require.NoError(t, err)
+	validator, err := webhook.NewValidator(webhook.WithMetrics(m))
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/validate", validator)
+	lis, mlis := testutil.Listen(t), testutil.Listen(t)
+	ctx, cancel := context.WithCancel(testutil.Context(t, 0))
+	done := make(chan error, 1)
+	logger := slog.New(slog.DiscardHandler)
+	go func() {
+		done <- serveWithMetrics(ctx, mlis, reg, logger, func(ctx context.Context) error {
+			return serveWebhooks(ctx, lis, grpclimit.NewConnections(10, 10), mux, leaf.TLS, logger)
+		})
+	}()
+
+	client := &http.Client{Timeout: testutil.DefaultTimeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: testutil.Pool(anchor), ServerName: "127.0.0.1"}}}
+	defer client.CloseIdleConnections()
+	review := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1",` +
+		`"kind":{"group":"","version":"v1","kind":"ConfigMap"},"resource":{"group":"","version":"v1","resource":"configmaps"},` +
+		`"namespace":"shop","operation":"CREATE","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"shop"}}}}`
+	resp, err := client.Post("https://"+lis.Addr().String()+"/validate", "application/json", strings.NewReader(review))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	resp, err = (&http.Client{Timeout: testutil.DefaultTimeout}).Get("http://" + mlis.Addr().String() + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Contains(t, string(body), "\nweft_injector_requests_total{outcome=\"allowed\"} 1\n")
+	assert.Contains(t, string(body), "\nweft_injector_request_duration_seconds_count{outcome=\"allowed\"} 1\n")
+
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(testutil.DefaultTimeout):
+		t.Fatal("the servers did not stop")
+	}
+	_, err = net.DialTimeout("tcp", mlis.Addr().String(), testutil.DefaultTimeout)
+	assert.Error(t, err, "the metrics listener is closed")
 }

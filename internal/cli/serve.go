@@ -108,6 +108,17 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
+// newMetricsServer serves reg on /metrics, and "ok" on /live and /ready:
+// what a controller's --metrics-addr listener answers.
+func newMetricsServer(reg *prometheus.Registry) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }
+	mux.HandleFunc("/live", ok)
+	mux.HandleFunc("/ready", ok)
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+}
+
 // grpcServing is what a control-plane component serves: one gRPC server
 // with health and reflection, an optional metrics listener, and background
 // runners that share its lifetime.
@@ -174,12 +185,7 @@ func serveGRPC(ctx context.Context, s grpcServing) error {
 		if reg == nil {
 			reg = prometheus.NewRegistry()
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }
-		mux.HandleFunc("/live", ok)
-		mux.HandleFunc("/ready", ok)
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		metricsSrv = newMetricsServer(reg)
 	}
 
 	g, gctx := errgroup.WithContext(ctx)

@@ -47,7 +47,7 @@ spec:
 func TestWithClockTimesEachReview(t *testing.T) {
 	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "validator_request_duration_seconds", Buckets: []float64{1, 2, 4}}, []string{"outcome"})
 	clock := &stepClock{now: time.Unix(0, 0), step: 3 * time.Second}
-	v, err := webhook.NewValidator(webhook.WithClock(clock.Now), webhook.WithMetrics(nil, kitprometheus.NewHistogram(hist)))
+	v, err := webhook.NewValidator(webhook.WithClock(clock.Now), webhook.WithMetrics(webhook.Metrics{Duration: kitprometheus.NewHistogram(hist)}))
 	require.NoError(t, err)
 	url, client := serveTLS(t, v)
 	status, _ := post(t, client, url, objectReview(t, admissionv1.Create, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\n"))
