@@ -1,8 +1,6 @@
 package discovery
 
 import (
-	"fmt"
-
 	"github.com/go-kit/kit/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -42,15 +40,11 @@ func DiscardMetrics() Metrics { return kitmetrics.Defaults(Metrics{}) }
 //	weft_discovery_messages_sent_total{method}      counter
 func NewPrometheusMetrics(reg prometheus.Registerer) (Metrics, error) {
 	s := kitmetrics.New("discovery")
-	m := Metrics{
+	return kitmetrics.Register("discovery", reg, s, Metrics{
 		Subscriptions: s.Gauge("subscriptions", "Open subscriptions by kind (endpoints, profile).", "kind"),
 		Topics:        s.Gauge("topics", "Shared watches, one per watched destination, by kind.", "kind"),
 		Snapshots:     s.Counter("snapshots_published_total", "Snapshots published to shared watches, by kind.", "kind"),
 		Rejected:      s.Counter("objects_rejected_total", "Objects refused or not translatable, by object kind.", "kind"),
 		Messages:      s.Counter("messages_sent_total", "Messages sent to proxies, by method.", "method"),
-	}
-	if err := s.Register(reg); err != nil {
-		return Metrics{}, fmt.Errorf("discovery: register metrics: %w", err)
-	}
-	return m, nil
+	})
 }

@@ -1,8 +1,6 @@
 package identity
 
 import (
-	"fmt"
-
 	"github.com/go-kit/kit/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,14 +37,10 @@ func DiscardMetrics() Metrics { return kitmetrics.Defaults(Metrics{}) }
 //	weft_identity_issuer_reloads_total{result}     counter
 func NewPrometheusMetrics(reg prometheus.Registerer) (Metrics, error) {
 	s := kitmetrics.New("identity")
-	m := Metrics{
+	return kitmetrics.Register("identity", reg, s, Metrics{
 		Requests:      s.Counter("certify_requests_total", "Certify requests by result.", "result"),
 		Latency:       s.Histogram("certify_duration_seconds", "Time to answer a Certify request.", kitmetrics.SecondsBuckets()),
 		IssuerExpiry:  s.Gauge("issuer_expiry_timestamp_seconds", "NotAfter of the issuer certificate in use, as a Unix timestamp."),
 		IssuerReloads: s.Counter("issuer_reloads_total", "Reloads of the issuer key pair by result.", "result"),
-	}
-	if err := s.Register(reg); err != nil {
-		return Metrics{}, fmt.Errorf("identity: register metrics: %w", err)
-	}
-	return m, nil
+	})
 }

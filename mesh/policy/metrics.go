@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"fmt"
-
 	"github.com/go-kit/kit/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,12 +30,8 @@ func DiscardMetrics() Metrics { return kitmetrics.Defaults(Metrics{}) }
 //	weft_policy_watch_streams          gauge
 func NewPrometheusMetrics(reg prometheus.Registerer) (Metrics, error) {
 	s := kitmetrics.New("policy")
-	m := Metrics{
+	return kitmetrics.Register("policy", reg, s, Metrics{
 		RebuildSeconds: s.Histogram("index_rebuild_seconds", "Time to build the policy index from the objects of its source.", kitmetrics.SecondsBuckets()),
 		Streams:        s.Gauge("watch_streams", "Watch streams of the Inbound and Outbound policy APIs open now."),
-	}
-	if err := s.Register(reg); err != nil {
-		return Metrics{}, fmt.Errorf("policy: register metrics: %w", err)
-	}
-	return m, nil
+	})
 }

@@ -1,8 +1,6 @@
 package webhook
 
 import (
-	"fmt"
-
 	"github.com/go-kit/kit/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,12 +30,8 @@ func DiscardMetrics() Metrics { return kitmetrics.Defaults(Metrics{}) }
 //	weft_injector_request_duration_seconds{outcome}  histogram
 func NewPrometheusMetrics(reg prometheus.Registerer) (Metrics, error) {
 	s := kitmetrics.New("injector")
-	m := Metrics{
+	return kitmetrics.Register("webhook", reg, s, Metrics{
 		Requests: s.Counter("requests_total", "AdmissionReviews answered by the injector and validator webhooks, by outcome.", "outcome"),
 		Duration: s.Histogram("request_duration_seconds", "Time to answer an AdmissionReview, by outcome.", kitmetrics.SecondsBuckets(), "outcome"),
-	}
-	if err := s.Register(reg); err != nil {
-		return Metrics{}, fmt.Errorf("webhook: register metrics: %w", err)
-	}
-	return m, nil
+	})
 }

@@ -108,6 +108,17 @@ func (s *Set) Histogram(name, help string, buckets []float64, labels ...string) 
 	return kitprom.NewHistogram(v)
 }
 
+// Register registers s with reg and returns m, the instruments the
+// caller built from s, or the zero M and an error that starts with pkg
+// and names the series that could not be registered.
+func Register[M any](pkg string, reg prometheus.Registerer, s *Set, m M) (M, error) {
+	if err := s.Register(reg); err != nil {
+		var zero M
+		return zero, fmt.Errorf("%s: register metrics: %w", pkg, err)
+	}
+	return m, nil
+}
+
 // Register adds every vector of the set to reg. When one cannot be
 // registered (a name already taken, an invalid name or label) it takes
 // back those it had added and returns an error naming the series, so reg

@@ -104,6 +104,31 @@ func TestSetRegistersAllOrNothing(t *testing.T) {
 	assert.NoError(t, again.Register(reg))
 }
 
+type pair struct {
+	Requests metrics.Counter
+	Open     metrics.Gauge
+}
+
+func TestRegisterReturnsTheInstrumentsOrAnErrorNamingThePackageAndSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	build := func() (pair, error) {
+		s := kitmetrics.New("demo")
+		return kitmetrics.Register("demopkg", reg, s, pair{
+			Requests: s.Counter("requests_total", "Requests.", "result"),
+			Open:     s.Gauge("open", "Open things."),
+		})
+	}
+	m, err := build()
+	require.NoError(t, err)
+	require.NotNil(t, m.Requests)
+	m.Open.Set(1)
+	assert.Equal(t, map[string]string{"weft_demo_open": "gauge{}"}, testutil.MetricShapes(t, reg))
+
+	m, err = build()
+	require.EqualError(t, err, "demopkg: register metrics: weft_demo_requests_total: duplicate metrics collector registration attempted")
+	assert.Equal(t, pair{}, m, "no instruments on failure")
+}
+
 func TestSetRefusesANilRegisterer(t *testing.T) {
 	s := kitmetrics.New("demo")
 	s.Gauge("open", "Open things.")
