@@ -50,23 +50,9 @@ func (g *gauge) value() float64 {
 	return g.v
 }
 
-// stepClock advances by step on every reading.
-type stepClock struct {
-	mu   sync.Mutex
-	now  time.Time
-	step time.Duration
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(c.step)
-	return c.now
-}
-
 func TestIndexerReportsBuildSecondsByItsClockAndCountsOpenWatchStreams(t *testing.T) {
 	rebuild, streams := &histogram{}, &gauge{}
-	clock := &stepClock{now: time.Unix(1_700_000_000, 0), step: 250 * time.Millisecond}
+	clock := testutil.NewStepClock(time.Unix(1_700_000_000, 0), 250*time.Millisecond)
 
 	src := policy.NewMemorySource(objectsFrom(t, seedDoc(true)))
 	x, err := policy.NewIndexer(context.Background(), src, policy.WithMetrics(policy.Metrics{RebuildSeconds: rebuild, Streams: streams}), policy.WithClock(clock.Now))
