@@ -34,7 +34,9 @@ func TestTheWebhookServerCapsTheConnectionsOfOneClient(t *testing.T) {
 	conns := grpclimit.NewConnections(10, 2)
 	ctx, cancel := context.WithCancel(testutil.Context(t, 0))
 	done := make(chan error, 1)
-	go func() { done <- serveWebhooks(ctx, lis, conns, mux, leaf.TLS, slog.New(slog.DiscardHandler)) }()
+	go func() {
+		done <- serveWebhooks(ctx, lis, conns, mux, leaf.TLS, slog.New(slog.DiscardHandler), func() <-chan time.Time { return time.After(0) })
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 
 	cfg := &tls.Config{RootCAs: testutil.Pool(anchor), ServerName: "127.0.0.1"}
@@ -68,7 +70,8 @@ func TestTheWebhookServerCapsTheConnectionsOfOneClient(t *testing.T) {
 // TestTheWebhookServerReportsReviewsOnItsMetricsListener serves a
 // validator the way `weft-controller injector --metrics-addr` does: the
 // review it answers is counted in weft_injector_requests_total on the
-// plain-HTTP metrics listener, and both listeners close when ctx ends.
+// plain-HTTP metrics listener, which stays up through the shutdown delay
+// and closes after the webhooks.
 func TestTheWebhookServerReportsReviewsOnItsMetricsListener(t *testing.T) {
 	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "anchor"})
 	leaf := anchor.Leaf(t, testutil.CertOptions{Name: "injector", IPs: []net.IP{net.ParseIP("127.0.0.1")}})
@@ -83,11 +86,14 @@ func TestTheWebhookServerReportsReviewsOnItsMetricsListener(t *testing.T) {
 	ctx, cancel := context.WithCancel(testutil.Context(t, 0))
 	done := make(chan error, 1)
 	logger := slog.New(slog.DiscardHandler)
+	delayAsked, delayOver := make(chan struct{}), make(chan time.Time)
+	lameDuck := func() <-chan time.Time { close(delayAsked); return delayOver }
 	go func() {
 		done <- serveWithMetrics(ctx, mlis, reg, logger, func(ctx context.Context) error {
-			return serveWebhooks(ctx, lis, grpclimit.NewConnections(10, 10), mux, leaf.TLS, logger)
+			return serveWebhooks(ctx, lis, grpclimit.NewConnections(10, 10), mux, leaf.TLS, logger, lameDuck)
 		})
 	}()
+	defer cancel()
 
 	client := &http.Client{Timeout: testutil.DefaultTimeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: testutil.Pool(anchor), ServerName: "127.0.0.1"}}}
 	defer client.CloseIdleConnections()
@@ -99,15 +105,26 @@ func TestTheWebhookServerReportsReviewsOnItsMetricsListener(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
-	resp, err = (&http.Client{Timeout: testutil.DefaultTimeout}).Get("http://" + mlis.Addr().String() + "/metrics")
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	assert.Contains(t, string(body), "\nweft_injector_requests_total{outcome=\"allowed\"} 1\n")
-	assert.Contains(t, string(body), "\nweft_injector_request_duration_seconds_count{outcome=\"allowed\"} 1\n")
+	scrape := func() string {
+		resp, err := (&http.Client{Timeout: testutil.DefaultTimeout}).Get("http://" + mlis.Addr().String() + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(body)
+	}
+	body := scrape()
+	assert.Contains(t, body, "\nweft_injector_requests_total{outcome=\"allowed\"} 1\n")
+	assert.Contains(t, body, "\nweft_injector_request_duration_seconds_count{outcome=\"allowed\"} 1\n")
 
 	cancel()
+	select {
+	case <-delayAsked:
+	case <-time.After(testutil.DefaultTimeout):
+		t.Fatal("the webhook server did not start its shutdown delay")
+	}
+	assert.Contains(t, scrape(), "weft_injector_requests_total", "metrics are served during the shutdown delay")
+	close(delayOver)
 	select {
 	case err := <-done:
 		assert.NoError(t, err)
@@ -116,4 +133,67 @@ func TestTheWebhookServerReportsReviewsOnItsMetricsListener(t *testing.T) {
 	}
 	_, err = net.DialTimeout("tcp", mlis.Addr().String(), testutil.DefaultTimeout)
 	assert.Error(t, err, "the metrics listener is closed")
+}
+
+// TestTheWebhookServerKeepsServingThroughItsShutdownDelay stops the
+// webhook server the way SIGTERM does (its context ends): until the
+// shutdown delay is over it still answers the webhooks, on the connection
+// it had and on new ones, while /ready fails so the Service stops routing
+// to it; then it closes its listener and returns.
+func TestTheWebhookServerKeepsServingThroughItsShutdownDelay(t *testing.T) {
+	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "anchor"})
+	leaf := anchor.Leaf(t, testutil.CertOptions{Name: "injector", IPs: []net.IP{net.ParseIP("127.0.0.1")}})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/inject", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	lis := testutil.Listen(t)
+	addr := lis.Addr().String()
+	ctx, cancel := context.WithCancel(testutil.Context(t, 0))
+	defer cancel()
+	delayAsked := make(chan struct{})
+	delayOver := make(chan time.Time)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveWebhooks(ctx, lis, grpclimit.NewConnections(10, 10), mux, leaf.TLS, slog.New(slog.DiscardHandler), func() <-chan time.Time {
+			close(delayAsked)
+			return delayOver
+		})
+	}()
+
+	cfg := &tls.Config{RootCAs: testutil.Pool(anchor), ServerName: "127.0.0.1"}
+	client := func() *http.Client {
+		return &http.Client{Timeout: testutil.DefaultTimeout, Transport: &http.Transport{TLSClientConfig: cfg}}
+	}
+	status := func(c *http.Client, path string) int {
+		t.Helper()
+		resp, err := c.Get("https://" + addr + path)
+		require.NoError(t, err, path)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	kept := client()
+	defer kept.CloseIdleConnections()
+	require.Equal(t, http.StatusOK, status(kept, "/ready"), "ready while serving")
+
+	cancel()
+	select {
+	case <-delayAsked:
+	case <-time.After(testutil.DefaultTimeout):
+		t.Fatal("the server did not enter its shutdown delay")
+	}
+	assert.Equal(t, http.StatusServiceUnavailable, status(kept, "/ready"), "ready during the shutdown delay")
+	assert.Equal(t, http.StatusOK, status(kept, "/inject"), "the kept-alive connection is still served")
+	fresh := client()
+	defer fresh.CloseIdleConnections()
+	assert.Equal(t, http.StatusOK, status(fresh, "/inject"), "a new connection is still served")
+
+	close(delayOver)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(testutil.DefaultTimeout):
+		t.Fatal("the server did not stop after its shutdown delay")
+	}
+	_, err := net.DialTimeout("tcp", addr, testutil.DefaultTimeout)
+	assert.Error(t, err, "the listener is closed after the delay")
 }
