@@ -87,17 +87,8 @@ func ExampleNewPrometheusMetrics() {
 		fmt.Println(err)
 		return
 	}
-	ms, err := manifest.Decode("example.yaml", []byte(exampleManifests))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	objs, err := policy.ObjectsFromManifests(ms)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	if _, err := policy.NewIndexer(context.Background(), policy.NewMemorySource(objs), policy.WithMetrics(m)); err != nil {
+	src := policy.NewMemorySource(&policy.Objects{}) // or a Kubernetes or static source
+	if _, err := policy.NewIndexer(context.Background(), src, policy.WithMetrics(m)); err != nil {
 		fmt.Println(err)
 		return
 	}
