@@ -203,6 +203,8 @@ func rule(from, to string) string {
 		return "R8 assemblies (`install`, `local`, `viz`) compose capabilities; capabilities never import them"
 	case fc != "" && tc != "" && !strings.Contains(to, "/internal/") && !strings.HasSuffix(to, "/kubernetes"):
 		return "R9 one capability uses another's exported packages, never its internals or its Kubernetes backend (internal/depstest)"
+	case strings.HasPrefix(to, "mesh/internal/"):
+		return "R11 helpers every capability shares (`mesh/internal/...`, such as the metrics setup) import nothing of Weft; only `mesh/` can use them"
 	case strings.HasPrefix(from, "internal/tools/") && strings.HasPrefix(to, "internal/tools/"):
 		return "R10 development tools (image builder, local cluster) build on each other; nothing outside hack/, tests and the Makefile imports them"
 	}

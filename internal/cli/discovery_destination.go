@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/dynamic"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -90,8 +89,7 @@ func setupDestinationController(fs *FlagSet) Action {
 		if err != nil {
 			return fail(ExitUsage, err)
 		}
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg := newRegistry()
 		metrics, err := discovery.NewPrometheusMetrics(reg)
 		if err != nil {
 			return fail(ExitFailure, err)

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	k8s "k8s.io/client-go/kubernetes"
@@ -168,8 +166,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 }
 
 func serveIdentity(ctx context.Context, f identityFlags, logger *slog.Logger) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	metrics, err := identity.NewPrometheusMetrics(reg)
 	if err != nil {
 		return err

@@ -12,9 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/weftmesh/weft/mesh/grpclimit"
 	"github.com/weftmesh/weft/mesh/inject"
 	injectk8s "github.com/weftmesh/weft/mesh/inject/kubernetes"
@@ -95,8 +97,41 @@ func serveWebhooks(ctx context.Context, lis net.Listener, conns *grpclimit.Conne
 	return nil
 }
 
+// serveWithMetrics runs serve and, when mlis is not nil, serves reg on
+// mlis (newMetricsServer) for as long as serve runs, its shutdown delay
+// included, so the reviews answered while draining are still counted; an
+// error from the metrics server ends serve's context.
+func serveWithMetrics(ctx context.Context, mlis net.Listener, reg *prometheus.Registry, logger *slog.Logger, serve func(context.Context) error) error {
+	if mlis == nil {
+		return serve(ctx)
+	}
+	srv := newMetricsServer(reg)
+	g, gctx := errgroup.WithContext(ctx)
+	served := make(chan struct{})
+	g.Go(func() error {
+		defer close(served)
+		return serve(gctx)
+	})
+	g.Go(func() error {
+		if err := srv.Serve(mlis); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-served
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return nil
+	})
+	logger.Info("metrics listening", "addr", mlis.Addr().String())
+	return g.Wait()
+}
+
 func setupInjectorController(fs *FlagSet) Action {
 	addr := fs.String("addr", ":8443", "HOST:PORT to serve HTTPS on")
+	metricsAddr := fs.String("metrics-addr", "", "HOST:PORT to serve /metrics, /live and /ready on, over plain HTTP (off when empty)")
 	tlsCert := fs.String("tls-cert", "", "serving certificate (PEM; required)")
 	tlsKey := fs.String("tls-key", "", "serving key (PEM; required)")
 	valuesFile := fs.String("values", "", "Values file (the weft-config ConfigMap's values.yaml); defaults when empty")
@@ -178,14 +213,20 @@ func setupInjectorController(fs *FlagSet) Action {
 		}
 		defer namespaces.Close()
 
+		reg := newRegistry()
+		metrics, err := webhook.NewPrometheusMetrics(reg)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
+			return ExitFailure
+		}
 		injector, err := webhook.NewInjector(values, namespaces, webhook.WithLogger(logger),
-			webhook.WithMaxBodyBytes(*injectMax), webhook.WithLimiter(limiter))
+			webhook.WithMaxBodyBytes(*injectMax), webhook.WithLimiter(limiter), webhook.WithMetrics(metrics))
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
 			return ExitUsage
 		}
 		validator, err := webhook.NewValidator(webhook.WithLogger(logger),
-			webhook.WithMaxBodyBytes(*validateMax), webhook.WithLimiter(limiter))
+			webhook.WithMaxBodyBytes(*validateMax), webhook.WithLimiter(limiter), webhook.WithMetrics(metrics))
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
 			return ExitUsage
@@ -201,9 +242,19 @@ func setupInjectorController(fs *FlagSet) Action {
 			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
 			return ExitFailure
 		}
+		var mlis net.Listener
+		if *metricsAddr != "" {
+			if mlis, err = net.Listen("tcp", *metricsAddr); err != nil {
+				lis.Close()
+				fmt.Fprintf(stdio.Stderr, "weft-controller injector: --metrics-addr %s: %v\n", *metricsAddr, err)
+				return ExitFailure
+			}
+		}
 		logger.Info("injector serving", "addr", lis.Addr().String())
-		if err := serveWebhooks(ctx, lis, grpclimit.NewConnections(*maxConns, *maxConnsPerPeer), mux, cert, logger,
-			func() <-chan time.Time { return time.After(*shutdownDelay) }); err != nil {
+		conns := grpclimit.NewConnections(*maxConns, *maxConnsPerPeer)
+		if err := serveWithMetrics(ctx, mlis, reg, logger, func(ctx context.Context) error {
+			return serveWebhooks(ctx, lis, conns, mux, cert, logger, func() <-chan time.Time { return time.After(*shutdownDelay) })
+		}); err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
 			return ExitFailure
 		}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/grpclimit"
+	"github.com/weftmesh/weft/mesh/inject/webhook"
 )
 
 // TestTheWebhookServerCapsTheConnectionsOfOneClient serves the webhooks
@@ -62,6 +65,74 @@ func TestTheWebhookServerCapsTheConnectionsOfOneClient(t *testing.T) {
 	require.NoError(t, err, "another address")
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// TestTheWebhookServerReportsReviewsOnItsMetricsListener serves a
+// validator the way `weft-controller injector --metrics-addr` does: the
+// review it answers is counted in weft_injector_requests_total on the
+// plain-HTTP metrics listener, which stays up through the shutdown delay
+// and closes after the webhooks.
+func TestTheWebhookServerReportsReviewsOnItsMetricsListener(t *testing.T) {
+	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "anchor"})
+	leaf := anchor.Leaf(t, testutil.CertOptions{Name: "injector", IPs: []net.IP{net.ParseIP("127.0.0.1")}})
+	reg := newRegistry()
+	m, err := webhook.NewPrometheusMetrics(reg)
+	require.NoError(t, err)
+	validator, err := webhook.NewValidator(webhook.WithMetrics(m))
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/validate", validator)
+	lis, mlis := testutil.Listen(t), testutil.Listen(t)
+	ctx, cancel := context.WithCancel(testutil.Context(t, 0))
+	done := make(chan error, 1)
+	logger := slog.New(slog.DiscardHandler)
+	delayAsked, delayOver := make(chan struct{}), make(chan time.Time)
+	lameDuck := func() <-chan time.Time { close(delayAsked); return delayOver }
+	go func() {
+		done <- serveWithMetrics(ctx, mlis, reg, logger, func(ctx context.Context) error {
+			return serveWebhooks(ctx, lis, grpclimit.NewConnections(10, 10), mux, leaf.TLS, logger, lameDuck)
+		})
+	}()
+	defer cancel()
+
+	client := &http.Client{Timeout: testutil.DefaultTimeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: testutil.Pool(anchor), ServerName: "127.0.0.1"}}}
+	defer client.CloseIdleConnections()
+	review := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1",` +
+		`"kind":{"group":"","version":"v1","kind":"ConfigMap"},"resource":{"group":"","version":"v1","resource":"configmaps"},` +
+		`"namespace":"shop","operation":"CREATE","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"shop"}}}}`
+	resp, err := client.Post("https://"+lis.Addr().String()+"/validate", "application/json", strings.NewReader(review))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	scrape := func() string {
+		resp, err := (&http.Client{Timeout: testutil.DefaultTimeout}).Get("http://" + mlis.Addr().String() + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(body)
+	}
+	body := scrape()
+	assert.Contains(t, body, "\nweft_injector_requests_total{outcome=\"allowed\"} 1\n")
+	assert.Contains(t, body, "\nweft_injector_request_duration_seconds_count{outcome=\"allowed\"} 1\n")
+
+	cancel()
+	select {
+	case <-delayAsked:
+	case <-time.After(testutil.DefaultTimeout):
+		t.Fatal("the webhook server did not start its shutdown delay")
+	}
+	assert.Contains(t, scrape(), "weft_injector_requests_total", "metrics are served during the shutdown delay")
+	close(delayOver)
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(testutil.DefaultTimeout):
+		t.Fatal("the servers did not stop")
+	}
+	_, err = net.DialTimeout("tcp", mlis.Addr().String(), testutil.DefaultTimeout)
+	assert.Error(t, err, "the metrics listener is closed")
 }
 
 // TestTheWebhookServerKeepsServingThroughItsShutdownDelay stops the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -240,6 +242,7 @@ func TestAuthzListsThePoliciesOfAWorkload(t *testing.T) {
 
 func TestPolicyControllerServesInboundAndOutboundFromFiles(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	pod := policyWrite(t, t.TempDir(), "pod.yaml", `apiVersion: v1
 kind: Pod
 metadata: {name: web-0, namespace: my-app, labels: {app: web}}
@@ -256,7 +259,8 @@ spec:
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.PolicyControllerCommand().Run(ctx, []string{"--addr", addr, "--source", "static",
-			"--manifests", policyBase, "--manifests", policyAP, "--manifests", pod, "--log-level", "debug"}, cli.IO{Stdout: &stderr, Stderr: &stderr})
+			"--manifests", policyBase, "--manifests", policyAP, "--manifests", pod, "--log-level", "debug",
+			"--metrics-addr", metricsAddr}, cli.IO{Stdout: &stderr, Stderr: &stderr})
 	}()
 	defer func() {
 		cancel()
@@ -310,6 +314,28 @@ spec:
 	require.NoError(t, err)
 	_, err = stream.Recv()
 	require.NoError(t, err)
+
+	// The policy metrics are served on --metrics-addr: the stream above is
+	// counted before its first message, and the first index build was
+	// observed.
+	text := scrape(t, "http://"+metricsAddr+"/metrics")
+	assert.Contains(t, text, "\nweft_policy_watch_streams 1\n")
+	assert.Regexp(t, `\nweft_policy_index_rebuild_seconds_count [1-9]`, text)
+	assert.Contains(t, text, "\nweft_grpc_watches 1\n", "the server limits are served too")
+}
+
+// scrape returns the Prometheus text a /metrics endpoint serves.
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testutil.Context(t, 10*time.Second), http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(body)
 }
 
 func TestPolicyTestTellsNoRouteFromUnauthorizedAndTakesTLSClientsAndProbeNetworks(t *testing.T) {

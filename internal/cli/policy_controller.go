@@ -35,6 +35,7 @@ func PolicyControllerCommand() Command {
 
 type policyControllerFlags struct {
 	addr, source, kubeconfig string
+	metricsAddr              string
 	manifests                StringList
 	defaultPolicy            string
 	clusterNetworks          StringList
@@ -53,6 +54,7 @@ type policyControllerFlags struct {
 func setupPolicyController(fs *FlagSet) Action {
 	var f policyControllerFlags
 	fs.StringVar(&f.addr, "addr", ":8090", "HOST:PORT to serve gRPC on")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "HOST:PORT to serve /metrics, /live and /ready on (off when empty)")
 	fs.StringVar(&f.source, "source", "kubernetes", "where objects come from: kubernetes or static")
 	fs.Var(&f.manifests, "manifests", "static source: file or directory of manifests (repeatable; followed for changes)")
 	fs.DurationVar(&f.poll, "poll-interval", 2*time.Second, "static source: how often files are checked besides notifications")
@@ -178,7 +180,12 @@ func servePolicy(ctx context.Context, f policyControllerFlags, limits grpclimit.
 		return err
 	}
 	defer closeSrc()
-	x, err := policy.NewIndexer(ctx, src, opts...)
+	reg := newRegistry()
+	metrics, err := policy.NewPrometheusMetrics(reg)
+	if err != nil {
+		return err
+	}
+	x, err := policy.NewIndexer(ctx, src, append(opts, policy.WithMetrics(metrics))...)
 	if err != nil {
 		return err
 	}
@@ -197,12 +204,14 @@ func servePolicy(ctx context.Context, f policyControllerFlags, limits grpclimit.
 	in.Register(gs)
 	out.Register(gs)
 	return serveGRPC(ctx, grpcServing{
-		Name:     "policy controller",
-		Addr:     f.addr,
-		Server:   gs,
-		Services: []string{inbound.InboundServerPolicies_ServiceDesc.ServiceName, outbound.OutboundPolicies_ServiceDesc.ServiceName},
-		Logger:   logger,
-		LogAttrs: []any{"source", f.source},
+		Name:        "policy controller",
+		Addr:        f.addr,
+		Server:      gs,
+		Services:    []string{inbound.InboundServerPolicies_ServiceDesc.ServiceName, outbound.OutboundPolicies_ServiceDesc.ServiceName},
+		Logger:      logger,
+		LogAttrs:    []any{"source", f.source},
+		MetricsAddr: f.metricsAddr,
+		Registry:    reg,
 		BeforeStop: func() {
 			in.Drain()
 			out.Drain()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -98,6 +99,26 @@ func (f *serverLimitFlags) limits() (grpclimit.Limits, error) {
 // after SIGTERM before closing them.
 const gracefulStopTimeout = 10 * time.Second
 
+// newRegistry returns the registry a controller serves on --metrics-addr:
+// Go runtime and process metrics, to which the controller adds its
+// package's NewPrometheusMetrics and serveGRPC its server limits.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// newMetricsServer serves reg on /metrics, and "ok" on /live and /ready:
+// what a controller's --metrics-addr listener answers.
+func newMetricsServer(reg *prometheus.Registry) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }
+	mux.HandleFunc("/live", ok)
+	mux.HandleFunc("/ready", ok)
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+}
+
 // grpcServing is what a control-plane component serves: one gRPC server
 // with health and reflection, an optional metrics listener, and background
 // runners that share its lifetime.
@@ -164,12 +185,7 @@ func serveGRPC(ctx context.Context, s grpcServing) error {
 		if reg == nil {
 			reg = prometheus.NewRegistry()
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }
-		mux.HandleFunc("/live", ok)
-		mux.HandleFunc("/ready", ok)
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		metricsSrv = newMetricsServer(reg)
 	}
 
 	g, gctx := errgroup.WithContext(ctx)

@@ -57,6 +57,11 @@ var rules = []depstest.Rule{
 		Why:  "the policy and discovery cores, their static backends and the local mesh link no Kubernetes client, no CA backend and not the injector",
 	},
 	{
+		Packages: []string{weft("mesh/internal/...")},
+		Deny:     []string{weft("...")},
+		Why:      "the helpers every capability shares import nothing of Weft",
+	},
+	{
 		Packages: []string{weft("apis/...")},
 		Deny:     []string{weft("mesh/..."), weft("internal/..."), weft("cmd/...")},
 		Why:      "apis/ imports nothing from mesh/",

@@ -1,12 +1,10 @@
 package discovery
 
 import (
-	"fmt"
-
 	"github.com/go-kit/kit/metrics"
-	"github.com/go-kit/kit/metrics/discard"
-	kitprom "github.com/go-kit/kit/metrics/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weftmesh/weft/mesh/internal/kitmetrics"
 )
 
 // Metrics are the instruments of the index and the Destination server, as
@@ -30,29 +28,10 @@ type Metrics struct {
 }
 
 // DiscardMetrics returns instruments that record nothing.
-func DiscardMetrics() Metrics { return Metrics{}.withDefaults() }
-
-func (m Metrics) withDefaults() Metrics {
-	if m.Subscriptions == nil {
-		m.Subscriptions = discard.NewGauge()
-	}
-	if m.Topics == nil {
-		m.Topics = discard.NewGauge()
-	}
-	if m.Snapshots == nil {
-		m.Snapshots = discard.NewCounter()
-	}
-	if m.Rejected == nil {
-		m.Rejected = discard.NewCounter()
-	}
-	if m.Messages == nil {
-		m.Messages = discard.NewCounter()
-	}
-	return m
-}
+func DiscardMetrics() Metrics { return kitmetrics.Defaults(Metrics{}) }
 
 // NewPrometheusMetrics creates the discovery metrics and registers them
-// with reg:
+// with reg, all or none:
 //
 //	weft_discovery_subscriptions{kind}              gauge
 //	weft_discovery_topics{kind}                     gauge
@@ -60,36 +39,12 @@ func (m Metrics) withDefaults() Metrics {
 //	weft_discovery_objects_rejected_total{kind}     counter
 //	weft_discovery_messages_sent_total{method}      counter
 func NewPrometheusMetrics(reg prometheus.Registerer) (Metrics, error) {
-	subs := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "weft", Subsystem: "discovery", Name: "subscriptions",
-		Help: "Open subscriptions by kind (endpoints, profile).",
-	}, []string{"kind"})
-	topics := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "weft", Subsystem: "discovery", Name: "topics",
-		Help: "Shared watches, one per watched destination, by kind.",
-	}, []string{"kind"})
-	snaps := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "weft", Subsystem: "discovery", Name: "snapshots_published_total",
-		Help: "Snapshots published to shared watches, by kind.",
-	}, []string{"kind"})
-	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "weft", Subsystem: "discovery", Name: "objects_rejected_total",
-		Help: "Objects refused or not translatable, by object kind.",
-	}, []string{"kind"})
-	msgs := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "weft", Subsystem: "discovery", Name: "messages_sent_total",
-		Help: "Messages sent to proxies, by method.",
-	}, []string{"method"})
-	for _, c := range []prometheus.Collector{subs, topics, snaps, rejected, msgs} {
-		if err := reg.Register(c); err != nil {
-			return Metrics{}, fmt.Errorf("discovery: register metrics: %w", err)
-		}
-	}
-	return Metrics{
-		Subscriptions: kitprom.NewGauge(subs),
-		Topics:        kitprom.NewGauge(topics),
-		Snapshots:     kitprom.NewCounter(snaps),
-		Rejected:      kitprom.NewCounter(rejected),
-		Messages:      kitprom.NewCounter(msgs),
-	}, nil
+	s := kitmetrics.New("discovery")
+	return kitmetrics.Register("discovery", reg, s, Metrics{
+		Subscriptions: s.Gauge("subscriptions", "Open subscriptions by kind (endpoints, profile).", "kind"),
+		Topics:        s.Gauge("topics", "Shared watches, one per watched destination, by kind.", "kind"),
+		Snapshots:     s.Counter("snapshots_published_total", "Snapshots published to shared watches, by kind.", "kind"),
+		Rejected:      s.Counter("objects_rejected_total", "Objects refused or not translatable, by object kind.", "kind"),
+		Messages:      s.Counter("messages_sent_total", "Messages sent to proxies, by method.", "method"),
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/weftmesh/weft/mesh/internal/kitmetrics"
 	"github.com/weftmesh/weft/mesh/ports"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -88,4 +89,4 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithMetrics sets the metrics (default: DiscardMetrics).
-func WithMetrics(m Metrics) Option { return func(c *config) { c.metrics = m.withDefaults() } }
+func WithMetrics(m Metrics) Option { return func(c *config) { c.metrics = kitmetrics.Defaults(m) } }

@@ -4,6 +4,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/weftmesh/weft/mesh/internal/kitmetrics"
 )
 
 // Defaults of the Certify service. The lifetime and skew allowance are
@@ -64,7 +66,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithMetrics sets the metrics (default: DiscardMetrics).
 func WithMetrics(m Metrics) Option {
-	return func(c *config) { c.metrics = m.withDefaults() }
+	return func(c *config) { c.metrics = kitmetrics.Defaults(m) }
 }
 
 // WithClock sets the clock (default: time.Now).

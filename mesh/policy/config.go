@@ -7,10 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-kit/kit/metrics"
-	"github.com/go-kit/kit/metrics/discard"
-
 	"github.com/weftmesh/weft/mesh/identity"
+	"github.com/weftmesh/weft/mesh/internal/kitmetrics"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 	"github.com/weftmesh/weft/mesh/ports"
 )
@@ -122,12 +120,9 @@ type Config struct {
 	// Clock returns the current time (time.Now by default); the indexer
 	// times its builds with it.
 	Clock func() time.Time
-	// RebuildSeconds observes how long each index build takes
-	// (suggested name policy_index_rebuild_seconds).
-	RebuildSeconds metrics.Histogram
-	// Streams counts open watch streams of the Inbound and Outbound APIs
-	// (suggested name policy_watch_streams).
-	Streams metrics.Gauge
+	// Metrics are the instruments the indexer and the servers report to
+	// (WithMetrics); nil ones record nothing.
+	Metrics Metrics
 }
 
 // Option changes a Config.
@@ -148,8 +143,7 @@ func NewConfig(opts ...Option) (*Config, error) {
 		OpaquePorts:           ports.DefaultOpaque(),
 		Logger:                slog.New(slog.DiscardHandler),
 		Clock:                 time.Now,
-		RebuildSeconds:        discard.NewHistogram(),
-		Streams:               discard.NewGauge(),
+		Metrics:               DiscardMetrics(),
 	}
 	for _, s := range DefaultClusterNetworks {
 		c.ClusterNetworks = append(c.ClusterNetworks, netip.MustParsePrefix(s))
@@ -266,16 +260,11 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithMetrics sets the metrics the indexer and servers report to; nil
-// arguments keep the no-op defaults.
-func WithMetrics(rebuildSeconds metrics.Histogram, streams metrics.Gauge) Option {
+// WithMetrics sets the instruments the indexer and the servers report to
+// (default: DiscardMetrics); nil fields record nothing.
+func WithMetrics(m Metrics) Option {
 	return func(c *Config) error {
-		if rebuildSeconds != nil {
-			c.RebuildSeconds = rebuildSeconds
-		}
-		if streams != nil {
-			c.Streams = streams
-		}
+		c.Metrics = kitmetrics.Defaults(m)
 		return nil
 	}
 }

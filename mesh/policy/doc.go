@@ -69,8 +69,10 @@
 //
 // # Metrics and logs
 //
-// WithMetrics takes a go-kit Histogram observing index build durations in
-// seconds (suggested name policy_index_rebuild_seconds) and a Gauge of
-// open watch streams (policy_watch_streams). WithLogger takes a
-// *slog.Logger; problems found while indexing are logged at info level.
+// WithMetrics takes a Metrics of go-kit instruments: a Histogram of index
+// build durations in seconds and a Gauge of open watch streams; nil fields
+// record nothing. NewPrometheusMetrics registers them as
+// weft_policy_index_rebuild_seconds and weft_policy_watch_streams.
+// WithLogger takes a *slog.Logger; problems found while indexing are
+// logged at info level.
 package policy

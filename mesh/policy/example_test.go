@@ -1,10 +1,12 @@
 package policy_test
 
 import (
+	"context"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/weftmesh/weft/apis/manifest"
 	"github.com/weftmesh/weft/mesh/policy"
 	"github.com/weftmesh/weft/mesh/policy/authz"
@@ -74,4 +76,29 @@ func ExampleIndex_Evaluate() {
 	// Output:
 	// api-gateway: allow (authorized, by AuthorizationPolicy my-app/web-api-gateway)
 	// reports: deny (unauthorized, by nothing)
+}
+
+// Backing the indexer's and servers' metrics with Prometheus: the first
+// index build is observed as NewIndexer returns.
+func ExampleNewPrometheusMetrics() {
+	reg := prometheus.NewRegistry()
+	m, err := policy.NewPrometheusMetrics(reg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src := policy.NewMemorySource(&policy.Objects{}) // or a Kubernetes or static source
+	if _, err := policy.NewIndexer(context.Background(), src, policy.WithMetrics(m)); err != nil {
+		fmt.Println(err)
+		return
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, f := range families {
+		fmt.Println(f.GetName(), "builds:", f.GetMetric()[0].GetHistogram().GetSampleCount())
+	}
+	// Output: weft_policy_index_rebuild_seconds builds: 1
 }

@@ -160,8 +160,8 @@ func (s *InboundServer) WatchPort(spec *inbound.PortSpec, stream grpc.ServerStre
 	}
 	sub := s.hub.subscribe(portKey(ref, port))
 	defer sub.close()
-	s.x.cfg.Streams.Add(1)
-	defer s.x.cfg.Streams.Add(-1)
+	s.x.cfg.Metrics.Streams.Add(1)
+	defer s.x.cfg.Metrics.Streams.Add(-1)
 	return serveWatch(stream.Context(), s.drain.ch, sub, func(v *inbound.Server) error { return stream.Send(v) })
 }
 

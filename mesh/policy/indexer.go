@@ -45,7 +45,7 @@ func (x *Indexer) build() *Index {
 	start := x.cfg.Clock()
 	ix := Build(x.src.Objects(), x.cfg)
 	d := x.cfg.Clock().Sub(start)
-	x.cfg.RebuildSeconds.Observe(d.Seconds())
+	x.cfg.Metrics.RebuildSeconds.Observe(d.Seconds())
 	x.cfg.Logger.Debug("policy index built", "objects", ix.objs.Len(), "problems", len(ix.problems), "duration", d)
 	// Log only problems that are new since the last build.
 	seen := map[string]bool{}

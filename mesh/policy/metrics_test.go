@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-kit/kit/metrics"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -49,26 +50,12 @@ func (g *gauge) value() float64 {
 	return g.v
 }
 
-// stepClock advances by step on every reading.
-type stepClock struct {
-	mu   sync.Mutex
-	now  time.Time
-	step time.Duration
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(c.step)
-	return c.now
-}
-
 func TestIndexerReportsBuildSecondsByItsClockAndCountsOpenWatchStreams(t *testing.T) {
 	rebuild, streams := &histogram{}, &gauge{}
-	clock := &stepClock{now: time.Unix(1_700_000_000, 0), step: 250 * time.Millisecond}
+	clock := testutil.NewStepClock(time.Unix(1_700_000_000, 0), 250*time.Millisecond)
 
 	src := policy.NewMemorySource(objectsFrom(t, seedDoc(true)))
-	x, err := policy.NewIndexer(context.Background(), src, policy.WithMetrics(rebuild, streams), policy.WithClock(clock.Now))
+	x, err := policy.NewIndexer(context.Background(), src, policy.WithMetrics(policy.Metrics{RebuildSeconds: rebuild, Streams: streams}), policy.WithClock(clock.Now))
 	require.NoError(t, err)
 	// The first build reads the clock twice: 250ms apart.
 	assert.Equal(t, []float64{0.25}, rebuild.values())
@@ -97,4 +84,26 @@ func TestIndexerReportsBuildSecondsByItsClockAndCountsOpenWatchStreams(t *testin
 	assert.Equal(t, 1.0, streams.value())
 	cancel()
 	testutil.Eventually(t, 10*time.Second, func() bool { return streams.value() == 0 }, "the gauge drops when the stream ends")
+}
+
+// docs/policy.md lists these series: a renamed series or label must fail
+// here.
+func TestPrometheusMetricsKeepTheirDocumentedNamesAndLabels(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := policy.NewPrometheusMetrics(reg)
+	require.NoError(t, err)
+	m.RebuildSeconds.Observe(0.01)
+	m.Streams.Add(1)
+	assert.Equal(t, map[string]string{
+		"weft_policy_index_rebuild_seconds": "histogram{}",
+		"weft_policy_watch_streams":         "gauge{}",
+	}, testutil.MetricShapes(t, reg))
+}
+
+func TestWithMetricsTakesAPartialSet(t *testing.T) {
+	streams := &gauge{}
+	x, err := policy.NewIndexer(context.Background(), policy.NewMemorySource(objectsFrom(t, seedDoc(true))), policy.WithMetrics(policy.Metrics{Streams: streams}))
+	require.NoError(t, err, "the build is observed by a discarding histogram")
+	x.Rebuild()
+	assert.Zero(t, streams.value())
 }

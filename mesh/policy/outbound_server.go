@@ -547,7 +547,7 @@ func (s *OutboundServer) Watch(spec *outbound.TrafficSpec, stream grpc.ServerStr
 	}
 	sub := s.hub.subscribe(t.key())
 	defer sub.close()
-	s.x.cfg.Streams.Add(1)
-	defer s.x.cfg.Streams.Add(-1)
+	s.x.cfg.Metrics.Streams.Add(1)
+	defer s.x.cfg.Metrics.Streams.Add(-1)
 	return serveWatch(stream.Context(), s.drain.ch, sub, func(v *outbound.OutboundPolicy) error { return stream.Send(v) })
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/weftmesh/weft/mesh/identity"
 	"github.com/weftmesh/weft/mesh/identity/certpem"
 	"github.com/weftmesh/weft/mesh/identity/internal/filewatch"
+	"github.com/weftmesh/weft/mesh/internal/kitmetrics"
 )
 
 // Issuer key pair layouts, for WithScheme.
@@ -54,7 +55,8 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithMetrics sets where reloads and the issuer expiry are reported
-// (IssuerReloads, IssuerExpiry).
+// (IssuerReloads, IssuerExpiry); nil fields record nothing (default:
+// identity.DiscardMetrics).
 func WithMetrics(m identity.Metrics) Option { return func(c *config) { c.metrics = m } }
 
 // WithClock sets the clock used to check validity (default time.Now).
@@ -70,24 +72,15 @@ func WithScheme(s string) Option { return func(c *config) { c.scheme = s } }
 
 func newConfig(opts []Option) config {
 	c := config{
-		logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		metrics: identity.DiscardMetrics(),
-		now:     time.Now,
+		logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		now:    time.Now,
 	}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
 		}
 	}
-	if c.metrics.IssuerReloads == nil || c.metrics.IssuerExpiry == nil {
-		d := identity.DiscardMetrics()
-		if c.metrics.IssuerReloads == nil {
-			c.metrics.IssuerReloads = d.IssuerReloads
-		}
-		if c.metrics.IssuerExpiry == nil {
-			c.metrics.IssuerExpiry = d.IssuerExpiry
-		}
-	}
+	c.metrics = kitmetrics.Defaults(c.metrics)
 	return c
 }
 

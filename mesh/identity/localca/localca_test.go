@@ -233,3 +233,26 @@ func TestWithSchemeChoosesTheLayoutWhenADirectoryHoldsBoth(t *testing.T) {
 	_, err = localca.New(testutil.Context(t, 0), dir, bundle, localca.WithScheme("example.com/tls"))
 	assert.ErrorContains(t, err, `unknown issuer scheme "example.com/tls"`)
 }
+
+// An embedder may wire only some instruments: the others record nothing
+// (before the shared defaults, localca filled the two it uses by hand).
+func TestWithMetricsTakesAPartialSet(t *testing.T) {
+	ctx := testutil.Context(t, 0)
+	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "root"})
+	issuer := anchor.Issuer(t, testutil.CertOptions{Name: "identity"})
+	dir := issuer.WriteIssuerDir(t, t.TempDir(), false)
+	reg := prometheus.NewRegistry()
+	all, err := identity.NewPrometheusMetrics(reg)
+	require.NoError(t, err)
+	is, err := localca.New(ctx, dir, bundleOf(t, anchor), localca.WithMetrics(identity.Metrics{IssuerExpiry: all.IssuerExpiry}))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = is.Close() })
+
+	assert.Equal(t, float64(issuer.Cert.NotAfter.Unix()), gauge(t, reg))
+
+	next := anchor.Issuer(t, testutil.CertOptions{Name: "identity-2"})
+	next.WriteIssuerDir(t, dir, false)
+	require.NoError(t, is.Reload(), "a reload counts on the discarding counter")
+	assert.True(t, is.Certificate().Equal(next.Cert))
+	assert.Zero(t, counter(t, reg, "ok"), "the reload counter was not wired")
+}

@@ -69,10 +69,11 @@
 //
 // # Metrics
 //
-// [WithMetrics] takes a go-kit counter and histogram (seconds); both are
-// labelled "outcome": injected, skipped, allowed, denied, bad_request,
-// too_large, overloaded or error. Suggested names:
-// weft_injector_requests_total and weft_injector_request_duration_seconds.
-// The defaults discard. [Limiter.InFlight] and [Limiter.Refused] can back
+// [WithMetrics] takes a [Metrics] of go-kit instruments, a request counter
+// and a latency histogram (seconds), both labelled "outcome": injected,
+// skipped, allowed, denied, bad_request, too_large, overloaded or error.
+// Nil fields, and the default [DiscardMetrics], record nothing.
+// [NewPrometheusMetrics] registers them as weft_injector_requests_total
+// and weft_injector_request_duration_seconds. [Limiter.InFlight] and [Limiter.Refused] can back
 // a gauge and a counter.
 package webhook

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/prometheus/client_golang/prometheus"
 	spv1alpha2 "github.com/weftmesh/weft/apis/serviceprofile/v1alpha2"
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/inject/webhook"
@@ -27,12 +28,19 @@ func ExampleNewInjector() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	namespaces := inject.NewStaticNamespaces() // or kubernetes.NewNamespaces(ctx, clientset)
 
-	injector, err := webhook.NewInjector(values, namespaces, webhook.WithLogger(logger))
+	reg := prometheus.NewRegistry() // served on its own listener, as --metrics-addr does
+	metrics, err := webhook.NewPrometheusMetrics(reg)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	validator, err := webhook.NewValidator(webhook.WithLogger(logger))
+
+	injector, err := webhook.NewInjector(values, namespaces, webhook.WithLogger(logger), webhook.WithMetrics(metrics))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	validator, err := webhook.NewValidator(webhook.WithLogger(logger), webhook.WithMetrics(metrics))
 	if err != nil {
 		fmt.Println(err)
 		return

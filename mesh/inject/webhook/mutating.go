@@ -58,8 +58,8 @@ func (h *Injector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	outcome := "error"
 	record := func(o string) { outcome = o }
 	defer func() {
-		h.opts.requests.With("outcome", outcome).Add(1)
-		h.opts.duration.With("outcome", outcome).Observe(h.opts.now().Sub(start).Seconds())
+		h.opts.metrics.Requests.With("outcome", outcome).Add(1)
+		h.opts.metrics.Duration.With("outcome", outcome).Observe(h.opts.now().Sub(start).Seconds())
 	}()
 	defer guard(w, h.opts.logger, record)
 

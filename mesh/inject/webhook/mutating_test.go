@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	kitprometheus "github.com/go-kit/kit/metrics/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -202,16 +201,15 @@ func TestInjectorSurvivesAPanicBelowIt(t *testing.T) {
 }
 
 func TestInjectorCountsRequestsByOutcome(t *testing.T) {
-	counter := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "injector_requests_total"}, []string{"outcome"})
-	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "injector_request_duration_seconds"}, []string{"outcome"})
+	reg := prometheus.NewRegistry()
+	m, err := webhook.NewPrometheusMetrics(reg)
+	require.NoError(t, err)
 	nss := inject.NewStaticNamespaces(namespace("shop", map[string]string{vocab.AnnotationInject: "enabled"}))
-	_, url, client := newInjector(t, nss, webhook.WithMetrics(kitprometheus.NewCounter(counter), kitprometheus.NewHistogram(hist)))
+	_, url, client := newInjector(t, nss, webhook.WithMetrics(m))
 
 	post(t, client, url, podReview(t, "1", appPod("shop", nil)))
 	post(t, client, url, podReview(t, "2", appPod("shop", map[string]string{vocab.AnnotationInject: "disabled"})))
 	post(t, client, url, []byte("{"))
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(counter, hist)
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	counts := map[string]float64{}

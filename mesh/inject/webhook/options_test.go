@@ -2,7 +2,6 @@ package webhook_test
 
 import (
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,22 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/inject/webhook"
 )
-
-// stepClock advances by step on every reading.
-type stepClock struct {
-	mu   sync.Mutex
-	now  time.Time
-	step time.Duration
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(c.step)
-	return c.now
-}
 
 func TestWithMaxBodyBytesLowersTheBodyLimit(t *testing.T) {
 	v, err := webhook.NewValidator(webhook.WithMaxBodyBytes(256))
@@ -46,8 +32,8 @@ spec:
 
 func TestWithClockTimesEachReview(t *testing.T) {
 	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "validator_request_duration_seconds", Buckets: []float64{1, 2, 4}}, []string{"outcome"})
-	clock := &stepClock{now: time.Unix(0, 0), step: 3 * time.Second}
-	v, err := webhook.NewValidator(webhook.WithClock(clock.Now), webhook.WithMetrics(nil, kitprometheus.NewHistogram(hist)))
+	clock := testutil.NewStepClock(time.Unix(0, 0), 3*time.Second)
+	v, err := webhook.NewValidator(webhook.WithClock(clock.Now), webhook.WithMetrics(webhook.Metrics{Duration: kitprometheus.NewHistogram(hist)}))
 	require.NoError(t, err)
 	url, client := serveTLS(t, v)
 	status, _ := post(t, client, url, objectReview(t, admissionv1.Create, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\n"))

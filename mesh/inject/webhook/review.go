@@ -11,14 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-kit/kit/metrics"
-	"github.com/go-kit/kit/metrics/discard"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/weftmesh/weft/apis/manifest"
+	"github.com/weftmesh/weft/mesh/internal/kitmetrics"
 )
 
 // Default limits of the handlers; docs/limits.md gives the reasoning.
@@ -169,23 +168,21 @@ func decodeRequest[T any](body []byte) (*request[T], error) {
 type Option func(*options)
 
 type options struct {
-	logger   *slog.Logger
-	requests metrics.Counter
-	duration metrics.Histogram
-	now      func() time.Time
-	maxBody  int64
-	limiter  *Limiter
+	logger  *slog.Logger
+	metrics Metrics
+	now     func() time.Time
+	maxBody int64
+	limiter *Limiter
 }
 
 // newOptions applies opts over the defaults; maxBody is the handler's
 // default body limit.
 func newOptions(maxBody int64, opts []Option) options {
 	o := options{
-		logger:   slog.New(slog.DiscardHandler),
-		requests: discard.NewCounter(),
-		duration: discard.NewHistogram(),
-		now:      time.Now,
-		maxBody:  maxBody,
+		logger:  slog.New(slog.DiscardHandler),
+		metrics: DiscardMetrics(),
+		now:     time.Now,
+		maxBody: maxBody,
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -207,18 +204,10 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithMetrics sets the request counter and the latency histogram (in
-// seconds). Both get the label "outcome" (injected, skipped, allowed,
-// denied, bad_request, too_large, overloaded, error). Defaults discard.
-func WithMetrics(requests metrics.Counter, duration metrics.Histogram) Option {
-	return func(o *options) {
-		if requests != nil {
-			o.requests = requests
-		}
-		if duration != nil {
-			o.duration = duration
-		}
-	}
+// WithMetrics sets the instruments the handler reports to (default:
+// DiscardMetrics); nil fields record nothing.
+func WithMetrics(m Metrics) Option {
+	return func(o *options) { o.metrics = kitmetrics.Defaults(m) }
 }
 
 // WithClock sets the clock used to measure request latency.

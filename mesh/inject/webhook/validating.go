@@ -36,8 +36,8 @@ func (v *Validator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	outcome := "error"
 	record := func(o string) { outcome = o }
 	defer func() {
-		v.opts.requests.With("outcome", outcome).Add(1)
-		v.opts.duration.With("outcome", outcome).Observe(v.opts.now().Sub(start).Seconds())
+		v.opts.metrics.Requests.With("outcome", outcome).Add(1)
+		v.opts.metrics.Duration.With("outcome", outcome).Observe(v.opts.now().Sub(start).Seconds())
 	}()
 	defer guard(w, v.opts.logger, record)
 
