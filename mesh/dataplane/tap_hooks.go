@@ -16,12 +16,13 @@ import (
 // and none taking the request, building the view allocates nothing.
 
 // tapOutbound offers an outbound request to the open taps. ep is the
-// endpoint it is sent to (zero when the proxy answers it itself).
-func (p *Proxy) tapOutbound(r *http.Request, info *connInfo, route string, ep *Endpoint) *tapRequest {
+// endpoint it is sent to (zero when the proxy answers it itself), taken
+// by value so that callers copy it to the heap only when a tap is open.
+func (p *Proxy) tapOutbound(r *http.Request, info *connInfo, route string, ep Endpoint) *tapRequest {
 	v := tapView{
 		direction: ptap.TapEvent_OUTBOUND, src: info.remote, dst: ep.Addr, r: r,
 		scheme: "http", method: r.Method, authority: r.Host, path: escapedPath(r), route: route,
-		ep: ep, meta: outboundMeta,
+		ep: &ep, meta: outboundMeta,
 	}
 	return p.tap.start(&v)
 }
