@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/weftmesh/weft/apis/proxy/httproute"
+	"github.com/weftmesh/weft/apis/proxy/meta"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/dataplane"
@@ -220,5 +221,66 @@ func TestOutboundAnswersToFailuresNameTheirCauseInStatusHeaderAndGRPCStatus(t *t
 		o.resolver.Set(target, endpointOf(app))
 		head := strings.Replace(wsHead, "\r\n\r\n", "\r\nContent-Length: 2\r\n\r\nhi", 1)
 		assert.Equal(t, textAnswer(400, "upgrade-with-body", "an upgrade request may not have a body"), rawAnswer(t, o.addr, head))
+	})
+}
+
+// The upgrade path picks its backend and endpoint with the same step as
+// every other request, and its own answers are counted like the others.
+func TestUpgradesPickLikeEveryRequestAndTheirAnswersAreCounted(t *testing.T) {
+	const target = "ws.shop.svc.cluster.local:80"
+
+	t.Run("without endpoints the answer names the backend", func(t *testing.T) {
+		o := startOutboundOnly(t, target)
+		o.resolver.Set(target)
+		assert.Equal(t, textAnswer(503, "no-endpoints", target+" has no endpoints"), rawAnswer(t, o.addr, wsHead))
+	})
+
+	t.Run("a backend's injected fault applies to an upgrade", func(t *testing.T) {
+		app := startHTTPApp(t)
+		o := startOutboundOnly(t, target)
+		o.resolver.Set(target, endpointOf(app))
+		faulty := &outbound.HttpRoute_RouteBackend{
+			Backend: &outbound.Backend{
+				Metadata: &meta.Metadata{Kind: &meta.Metadata_Resource{Resource: &meta.Resource{Kind: "Service", Name: target}}},
+				Kind: &outbound.Backend_Balancer{Balancer: &outbound.Backend_BalanceP2C{Discovery: &outbound.Backend_EndpointDiscovery{
+					Kind: &outbound.Backend_EndpointDiscovery_Dst{Dst: &outbound.Backend_EndpointDiscovery_DestinationGet{Path: target}}}}},
+			},
+			Filters: []*outbound.HttpRoute_Filter{{Kind: &outbound.HttpRoute_Filter_FailureInjector{FailureInjector: &httproute.HttpFailureInjector{
+				Status: 503, Message: "backend chaos", Ratio: &httproute.Ratio{Numerator: 1, Denominator: 1}}}}},
+		}
+		o.outbound.Set(target, policyWith(nil, &outbound.HttpRoute_Rule{Backends: &outbound.HttpRoute_Distribution{
+			Kind: &outbound.HttpRoute_Distribution_FirstAvailable_{FirstAvailable: &outbound.HttpRoute_Distribution_FirstAvailable{
+				Backends: []*outbound.HttpRoute_RouteBackend{faulty}}}}}))
+		testutil.Eventually(t, 5*time.Second, func() bool {
+			resp, _ := get(t, h1Client(), o.url("/"))
+			return resp.StatusCode == http.StatusServiceUnavailable
+		}, "the policy reaches the proxy")
+		before := app.requests.Load()
+		assert.Equal(t, textAnswer(503, "fault-injected", "backend chaos"), rawAnswer(t, o.addr, wsHead))
+		assert.Equal(t, before, app.requests.Load(), "the upgrade never reaches the application")
+	})
+
+	t.Run("every endpoint failing is unavailable, not no-endpoints", func(t *testing.T) {
+		bad := startHTTPApp(t)
+		bad.handler = func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusInternalServerError) }
+		o := startOutboundOnly(t, target)
+		o.resolver.Set(target, endpointOf(bad))
+		accrual := &outbound.FailureAccrual{Kind: &outbound.FailureAccrual_ConsecutiveFailures_{ConsecutiveFailures: &outbound.FailureAccrual_ConsecutiveFailures{
+			MaxFailures: 2,
+			Backoff:     &outbound.ExponentialBackoff{MinBackoff: durationpb.New(time.Minute), MaxBackoff: durationpb.New(time.Hour)},
+		}}}
+		o.outbound.Set(target, policyWith(accrual, &outbound.HttpRoute_Rule{}))
+		testutil.Eventually(t, 5*time.Second, func() bool {
+			resp, _ := get(t, h1Client(), o.url("/"))
+			return resp.StatusCode == http.StatusServiceUnavailable
+		}, "the endpoint is ejected")
+		assert.Equal(t, textAnswer(503, "unavailable", "every endpoint of "+target+" is failing"), rawAnswer(t, o.addr, wsHead))
+	})
+
+	t.Run("a failed dial is counted in http_errors_total", func(t *testing.T) {
+		o := startOutboundOnly(t, target)
+		o.resolver.Set(target, dataplane.Endpoint{Addr: netipAddrPort(closedPort(t))})
+		require.Equal(t, 502, rawAnswer(t, o.addr, wsHead).Status)
+		assert.Equal(t, 1.0, o.r.metric(t, "http_errors_total", `direction="outbound"`, `reason="connect"`))
 	})
 }
