@@ -105,7 +105,7 @@ func (c *outboundCall) run(a *outboundAttempt) error {
 		if err := a.pick(c); err != nil {
 			return err
 		}
-		if err := a.send(); err != nil {
+		if err := a.send(c); err != nil {
 			again, err := c.afterError(a, err)
 			if !again {
 				return err
@@ -124,10 +124,10 @@ func (c *outboundCall) run(a *outboundAttempt) error {
 // within the budget, or give up with the error to answer.
 func (c *outboundCall) afterError(a *outboundAttempt, err error) (bool, error) {
 	a.cancel()
-	if a.redial(err) {
+	if a.redial(c, err) {
 		return true, nil
 	}
-	cause := a.cause(err)
+	cause := a.cause(c, err)
 	class := outboundAnswer(cause).class
 	fault := endpointFault(class)
 	a.h.Done(!fault)
@@ -207,9 +207,9 @@ func (c *outboundCall) backoff(hint time.Duration, hasHint bool) (bool, error) {
 // outboundAttempt is one try of an outbound request: the backend and the
 // endpoint picked for it (with the balancer's handle, which learns how
 // the try went), the response it got, and the context and timer bounding
-// its wait for the response head.
+// its wait for the response head. Its steps take the call they belong to
+// (not kept in the attempt, so that the call can stay on the stack).
 type outboundAttempt struct {
-	c        *outboundCall
 	backend  *route.Backend
 	h        *balance.Handle[Endpoint]
 	ctx      context.Context
@@ -223,7 +223,7 @@ type outboundAttempt struct {
 // one) and, by the backend's balancer, an endpoint not tried yet while
 // others are available. A backend's injected fault ends the request here.
 func (a *outboundAttempt) pick(c *outboundCall) error {
-	*a = outboundAttempt{c: c}
+	*a = outboundAttempt{}
 	rt, svc, ctx, acc := c.rt, c.svc, c.ctx, c.router.Accrual
 	bi := route.PickBackend(rt.Backends, rt.FirstAvailable, func(i int) bool {
 		b, err := svc.backend(ctx, rt.Backends[i], acc)
@@ -254,8 +254,7 @@ func (a *outboundAttempt) pick(c *outboundCall) error {
 
 // send sends the request to the picked endpoint and waits for the
 // response head, within the route's response (or per-try) timeout.
-func (a *outboundAttempt) send() error {
-	c := a.c
+func (a *outboundAttempt) send(c *outboundCall) error {
 	r, rt := c.r, c.rt
 	body := c.body
 	if c.rb != nil {
@@ -298,8 +297,7 @@ func (a *outboundAttempt) send() error {
 // is tried again on another endpoint: up to maxDialAttempts per request,
 // while the body can be sent again and the request has time left. The
 // endpoint is marked failed; the try is no retry and spends no budget.
-func (a *outboundAttempt) redial(err error) bool {
-	c := a.c
+func (a *outboundAttempt) redial(c *outboundCall, err error) bool {
 	var de *dialError
 	if !errors.As(err, &de) || c.dialFails >= maxDialAttempts-1 || !c.replayable() || c.ctx.Err() != nil {
 		return false
@@ -315,8 +313,7 @@ func (a *outboundAttempt) redial(err error) bool {
 // client went away or its body failed, the request's idle or overall
 // deadline passed, the wait for the head timed out, or the exchange's
 // own error (a dial error or anything else from upstream).
-func (a *outboundAttempt) cause(err error) error {
-	c := a.c
+func (a *outboundAttempt) cause(c *outboundCall, err error) error {
 	switch {
 	case c.r.Context().Err() != nil:
 		return errClientGone
