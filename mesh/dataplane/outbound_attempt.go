@@ -15,8 +15,8 @@ import (
 
 // outboundCall is one request from the local application, with what its
 // attempts share: the route it took, its deadline, its body (replayable
-// when it may be retried), the endpoints already tried and the retries
-// spent, its metrics and its tap.
+// when it may be retried), the unreachable endpoints skipped and the
+// retries spent, its metrics and its tap.
 type outboundCall struct {
 	p       *Proxy
 	w       http.ResponseWriter
@@ -38,7 +38,6 @@ type outboundCall struct {
 	rb    *replayBody   // set when the request may be retried and has a body
 
 	budget    *retry.Budget
-	tried     []*balance.Handle[Endpoint]
 	dialFails int
 	retries   uint32
 
@@ -101,10 +100,14 @@ func (c *outboundCall) replayable() bool { return c.rb == nil || c.rb.replayable
 // run sends the request until an attempt ends in a response that is not
 // retried, which a holds when run returns nil, or in an error that is not.
 func (c *outboundCall) run(a *outboundAttempt) error {
+	// The endpoints tried so far, avoided while others are available;
+	// local, so that its few entries stay on the stack.
+	var tried []*balance.Handle[Endpoint]
 	for {
-		if err := a.pick(c); err != nil {
+		if err := a.pick(c, tried); err != nil {
 			return err
 		}
+		tried = append(tried, a.h)
 		if err := a.send(c); err != nil {
 			again, err := c.afterError(a, err)
 			if !again {
@@ -221,8 +224,9 @@ type outboundAttempt struct {
 
 // pick chooses the attempt's backend (by weight, or the first usable
 // one) and, by the backend's balancer, an endpoint not tried yet while
-// others are available. A backend's injected fault ends the request here.
-func (a *outboundAttempt) pick(c *outboundCall) error {
+// others are available (tried). A backend's injected fault ends the
+// request here.
+func (a *outboundAttempt) pick(c *outboundCall, tried []*balance.Handle[Endpoint]) error {
 	*a = outboundAttempt{}
 	rt, svc, ctx, acc := c.rt, c.svc, c.ctx, c.router.Accrual
 	bi := route.PickBackend(rt.Backends, rt.FirstAvailable, func(i int) bool {
@@ -241,12 +245,11 @@ func (a *outboundAttempt) pick(c *outboundCall) error {
 		return &resolveError{err}
 	}
 	be.refresh()
-	h, err := be.bal.PickExcept(c.tried)
+	h, err := be.bal.PickExcept(tried)
 	if err != nil {
 		return &noEndpointError{backend: a.backend.Name, failing: !errors.Is(err, balance.ErrNoEndpoints)}
 	}
 	a.h = h
-	c.tried = append(c.tried, h)
 	c.stats.attempt(be.seriesFor(svc, h))
 	c.tapStart(h.Value())
 	return nil

@@ -25,7 +25,7 @@ import (
 func (p *Proxy) outboundUpgrade(c *outboundCall, up string) {
 	c.tapped = true
 	var a outboundAttempt
-	if err := a.pick(c); err != nil {
+	if err := a.pick(c, nil); err != nil {
 		c.fail(err)
 		return
 	}
