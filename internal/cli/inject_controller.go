@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	k8s "k8s.io/client-go/kubernetes"
@@ -35,14 +36,35 @@ const (
 	defaultWebhookMaxConnectionsPerPeer = 50
 )
 
+// defaultWebhookShutdownDelay is how long the injector keeps serving
+// after it is told to stop (SIGTERM), with /ready failing, before it
+// closes its listener. The API server reaches the webhook through the
+// Service, and the Service drops a terminating pod only after the
+// endpoints controller and kube-proxy (or the API server's own endpoint
+// cache) have seen it go: a listener closed at once answers the requests
+// still routed to it with a refused connection, and a refused call under
+// failurePolicy Ignore admits the pod without a proxy. A few seconds cover
+// that propagation; the pod's termination grace period (30 s by default)
+// covers the delay and the shutdown after it.
+const defaultWebhookShutdownDelay = 5 * time.Second
+
 // serveWebhooks serves h over TLS on lis, under the connection caps of
-// conns, until ctx ends, then shuts down within 10 s. Slow clients are
-// bounded by the timeouts: a request head within 5 s, a whole request
-// within 30 s, a response within 30 s, an idle keep-alive connection 30 s.
-func serveWebhooks(ctx context.Context, lis net.Listener, conns *grpclimit.Connections, h http.Handler, cert tls.Certificate, logger *slog.Logger) error {
+// conns, until ctx ends. Then it keeps serving, with /ready answering 503,
+// until lameDuck's channel fires (the shutdown delay), and shuts down
+// within 10 s. Slow clients are bounded by the timeouts: a request head
+// within 5 s, a whole request within 30 s, a response within 30 s, an
+// idle keep-alive connection 30 s.
+func serveWebhooks(ctx context.Context, lis net.Listener, conns *grpclimit.Connections, h http.Handler, cert tls.Certificate, logger *slog.Logger, lameDuck func() <-chan time.Time) error {
 	lis = conns.Listener(lis)
+	var stopping atomic.Bool
 	srv := &http.Server{
-		Handler:           h,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/ready" && stopping.Load() {
+				http.Error(w, "shutting down", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}),
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -57,6 +79,13 @@ func serveWebhooks(ctx context.Context, lis net.Listener, conns *grpclimit.Conne
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	}
+	stopping.Store(true)
+	logger.Info("injector stopping: serving on while the Service forgets this pod")
+	select {
+	case err := <-errc:
+		return err
+	case <-lameDuck():
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -79,6 +108,7 @@ func setupInjectorController(fs *FlagSet) Action {
 	maxInFlight := fs.Int("max-in-flight", webhook.DefaultMaxInFlight, "AdmissionReviews handled at once (both webhooks); more get 429 with Retry-After")
 	maxConns := fs.Int("max-connections", defaultWebhookMaxConnections, "connections held open at once by all clients; more are closed as soon as accepted")
 	maxConnsPerPeer := fs.Int("max-connections-per-peer", defaultWebhookMaxConnectionsPerPeer, "connections held open at once by one client IP address")
+	shutdownDelay := fs.Duration("shutdown-delay", defaultWebhookShutdownDelay, "on SIGTERM, keep serving this long with /ready failing before closing the listener, so the Service stops routing here first")
 	return func(ctx context.Context, args []string, stdio IO) int {
 		if *injectMax < 1 || *validateMax < 1 {
 			fmt.Fprintf(stdio.Stderr, "weft-controller injector: --inject-max-body-bytes %d / --validate-max-body-bytes %d: want positive sizes\n", *injectMax, *validateMax)
@@ -96,6 +126,10 @@ func setupInjectorController(fs *FlagSet) Action {
 		logger, err := newLogger(stdio.Stderr, *logLevel)
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
+			return ExitUsage
+		}
+		if *shutdownDelay < 0 {
+			fmt.Fprintf(stdio.Stderr, "weft-controller injector: --shutdown-delay %s: want zero or a positive duration\n", *shutdownDelay)
 			return ExitUsage
 		}
 		if *tlsCert == "" || *tlsKey == "" {
@@ -168,7 +202,8 @@ func setupInjectorController(fs *FlagSet) Action {
 			return ExitFailure
 		}
 		logger.Info("injector serving", "addr", lis.Addr().String())
-		if err := serveWebhooks(ctx, lis, grpclimit.NewConnections(*maxConns, *maxConnsPerPeer), mux, cert, logger); err != nil {
+		if err := serveWebhooks(ctx, lis, grpclimit.NewConnections(*maxConns, *maxConnsPerPeer), mux, cert, logger,
+			func() <-chan time.Time { return time.After(*shutdownDelay) }); err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-controller injector: %v\n", err)
 			return ExitFailure
 		}

@@ -44,18 +44,96 @@ func (m *mesh) restartControllers(t *testing.T) {
 	target := fmt.Sprintf("http://frontend:%d/", httpPort)
 	for _, comp := range install.Components() {
 		l := e.startLoad(t, client, target, "rollout")
+		var probe *injectionProbe
+		if comp.Deployment == "weft-proxy-injector" {
+			probe = m.startInjectionProbe(t)
+		}
 		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
 		_, err := e.kube.AppsV1().Deployments(cpNS).Patch(timeout(t, time.Minute), comp.Deployment, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
 		require.NoError(t, err)
 		eventually(t, 5*time.Minute, comp.Deployment+" rolled out again", func(ctx context.Context) error {
 			return e.rolledOut(ctx, cpNS, comp.Deployment)
 		})
+		if probe != nil {
+			// The old injector serves on through its shutdown delay: probe
+			// until it is gone, so the whole hand-over is covered.
+			eventually(t, 2*time.Minute, "the old injector pod gone", func(ctx context.Context) error {
+				pods, err := e.kube.CoreV1().Pods(cpNS).List(ctx, metav1.ListOptions{LabelSelector: install.LabelComponent + "=proxy-injector"})
+				if err != nil {
+					return err
+				}
+				if n := len(pods.Items); n != 1 {
+					return fmt.Errorf("%d injector pods", n)
+				}
+				return nil
+			})
+			injected, missed := probe.stop()
+			t.Logf("RESULT pods created (dry run) during the injector's rollout: %d, injected %d", injected+len(missed), injected)
+			assert.NotZero(t, injected, "pods were created during the injector's rollout")
+			assert.Empty(t, missed, "pods admitted without a proxy while the injector rolled")
+		}
 		c := l.stop(t)
 		result(t, "rolling restart of "+comp.Deployment, c)
 		assert.NotZero(t, c.OK, "calls were made during the rollout")
 		assert.Zero(t, c.Failed, "failed calls during the rollout of %s: %v", comp.Deployment, c.Errors)
 	}
 	m.assertNoRestarts(t)
+}
+
+// injectionProbe creates pods with dry run, one every 100 ms, and records
+// whether each was injected: the mutating webhook runs on dry-run
+// creates (its sideEffects are None), so this sees what a Deployment
+// scaling up at that moment would get.
+type injectionProbe struct {
+	cancel   context.CancelFunc
+	done     chan struct{}
+	injected int
+	missed   []string
+}
+
+func (m *mesh) startInjectionProbe(t *testing.T) *injectionProbe {
+	e := m.e
+	ctx, cancel := context.WithCancel(timeout(t, 10*time.Minute))
+	p := &injectionProbe{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for i := 0; ctx.Err() == nil; i++ {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("probe-%d", i), Labels: map[string]string{"app": "probe"}}, Spec: e.appPodSpec("client", nil)}
+			created, err := e.kube.CoreV1().Pods(m.app).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				p.missed = append(p.missed, fmt.Sprintf("%s: %v", pod.Name, err))
+			case !hasProxy(created):
+				p.missed = append(p.missed, pod.Name+": admitted without a proxy")
+			default:
+				p.injected++
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return p
+}
+
+// stop ends the probe and returns what it saw.
+func (p *injectionProbe) stop() (injected int, missed []string) {
+	p.cancel()
+	<-p.done
+	return p.injected, p.missed
+}
+
+// hasProxy reports whether pod carries Weft's proxy container.
+func hasProxy(pod *corev1.Pod) bool {
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if c.Name == vocab.ProxyContainerName {
+			return true
+		}
+	}
+	return false
 }
 
 // scale takes backend from 1 to 5 replicas and back while the client
@@ -87,6 +165,9 @@ func (m *mesh) scale(t *testing.T) {
 	setReplicas(5)
 	pods, err := e.podsOf(timeout(t, time.Minute), m.app, "backend")
 	require.NoError(t, err)
+	for _, p := range pods {
+		require.True(t, hasProxy(&p), "backend pod %s was admitted without a proxy", p.Name)
+	}
 	for _, p := range pods {
 		eventually(t, time.Minute, "backend pod "+p.Name+" receives calls", func(ctx context.Context) error {
 			ms, err := e.proxyMetrics(ctx, p)
@@ -238,10 +319,8 @@ func (m *mesh) injectorDown(t *testing.T) {
 			return err
 		}
 		defer e.kube.CoreV1().Pods(m.app).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}) //nolint:errcheck
-		for _, c := range p.Spec.InitContainers {
-			if c.Name == vocab.ProxyContainerName {
-				return nil
-			}
+		if hasProxy(p) {
+			return nil
 		}
 		return errors.New("created without a proxy")
 	})
