@@ -161,35 +161,25 @@ func TestOutboundAnswersToFailuresNameTheirCauseInStatusHeaderAndGRPCStatus(t *t
 		assert.Equal(t, grpcAnswer(14, "fault-injected", "chaos monkey"), grpcCall(t, o.url("/pkg.Svc/Call")))
 	})
 
-	t.Run("response head too late", func(t *testing.T) {
-		app := startHTTPApp(t)
-		app.handler = func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
-		o := startOutboundOnly(t, target)
-		o.resolver.Set(target, endpointOf(app))
-		o.outbound.Set(target, rule(&outbound.HttpRoute_Rule{Timeouts: &httproute.Timeouts{Response: durationpb.New(50 * time.Millisecond)}}))
-		waitFor(t, o, "/", 504)
-		assert.Equal(t, textAnswer(504, "response-timeout", "no response within 50ms"), h1Answer(t, o.url("/")))
-	})
-
-	t.Run("whole request too late", func(t *testing.T) {
-		app := startHTTPApp(t)
-		app.handler = func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
-		o := startOutboundOnly(t, target)
-		o.resolver.Set(target, endpointOf(app))
-		o.outbound.Set(target, rule(&outbound.HttpRoute_Rule{Timeouts: &httproute.Timeouts{Request: durationpb.New(50 * time.Millisecond)}}))
-		waitFor(t, o, "/", 504)
-		assert.Equal(t, textAnswer(504, "request-timeout", "the request timed out"), h1Answer(t, o.url("/")))
-	})
-
-	t.Run("nothing moves", func(t *testing.T) {
-		app := startHTTPApp(t)
-		app.handler = func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
-		o := startOutboundOnly(t, target)
-		o.resolver.Set(target, endpointOf(app))
-		o.outbound.Set(target, rule(&outbound.HttpRoute_Rule{Timeouts: &httproute.Timeouts{Idle: durationpb.New(50 * time.Millisecond)}}))
-		waitFor(t, o, "/", 504)
-		assert.Equal(t, textAnswer(504, "idle-timeout", "nothing moved within 50ms"), h1Answer(t, o.url("/")))
-	})
+	for _, tc := range []struct {
+		name     string
+		timeouts *httproute.Timeouts
+		want     answer
+	}{
+		{"response head too late", &httproute.Timeouts{Response: durationpb.New(50 * time.Millisecond)}, textAnswer(504, "response-timeout", "no response within 50ms")},
+		{"whole request too late", &httproute.Timeouts{Request: durationpb.New(50 * time.Millisecond)}, textAnswer(504, "request-timeout", "the request timed out")},
+		{"nothing moves", &httproute.Timeouts{Idle: durationpb.New(50 * time.Millisecond)}, textAnswer(504, "idle-timeout", "nothing moved within 50ms")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := startHTTPApp(t)
+			app.handler = func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
+			o := startOutboundOnly(t, target)
+			o.resolver.Set(target, endpointOf(app))
+			o.outbound.Set(target, rule(&outbound.HttpRoute_Rule{Timeouts: tc.timeouts}))
+			waitFor(t, o, "/", 504)
+			assert.Equal(t, tc.want, h1Answer(t, o.url("/")))
+		})
+	}
 
 	t.Run("upstream closes without answering", func(t *testing.T) {
 		app := startHTTPApp(t)
