@@ -39,6 +39,10 @@ func (p *pacedDemo) tapsOpen(t *testing.T, workload string) float64 {
 // registered the tap.
 func runTapCommand(t *testing.T, p *pacedDemo, k int64, args ...string) (string, string) {
 	t.Helper()
+	// A previous command's tap is counted until backend's proxy has seen
+	// its client go; counting it as this one's would release the traffic
+	// before this tap is registered.
+	testutil.Eventually(t, 30*time.Second, func() bool { return p.tapsOpen(t, "backend") == 0 }, "backend's proxy to close the previous tap")
 	var stdout, stderr testutil.SyncBuffer
 	ctx := testutil.Context(t, 2*time.Minute)
 	done := make(chan int, 1)

@@ -169,9 +169,12 @@
 // requests it takes are reported as request-init, response-init and
 // response-end events (latencies, status, gRPC status or reset code, body
 // bytes, headers when asked for). Requests pay one atomic load while no
-// tap is open; events reach a tap's stream through a bounded buffer and a
-// per-tap events-per-second budget, and are dropped and counted beyond
-// them (tap_events_dropped_total), never waited for.
+// tap is open; with taps open, matching allocates nothing, and a request
+// is built into events only when a tap's events-per-second budget admits
+// it. Events reach a tap's stream through a bounded buffer, are dropped
+// and counted beyond the buffer or the budget (tap_events_dropped_total),
+// never waited for, and are encoded and sent, in batches of up to 5 ms,
+// on the tap's goroutine.
 //
 // # Faults
 //

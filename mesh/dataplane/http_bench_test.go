@@ -284,11 +284,12 @@ func BenchmarkHTTPGRPCUnary(b *testing.B) {
 // a budget. Each benchmark iteration is a round of 1,000 HTTP/1.1 requests
 // (8 concurrent) through each pair in turn, so the four share the
 // machine's state of the moment, with a fifth run straight to the
-// application; the result is the median over rounds of the process CPU
+// application (each round starts with the next variant in turn); the result is the median over rounds of the process CPU
 // per request, and of the tap's cost as a share of the proxies' CPU per
-// request ((tapped - no-tap) / (no-tap - direct), in the same round). The tapper runs in a process of its own (as a tapper does),
-// so the figures hold the proxies' cost, the clients' and the
-// application's, not the tapper's.
+// request ((tapped - no-tap) / (no-tap - direct), in the same round),
+// and the events each tap sent per request. The tapper runs in a process
+// of its own (as a tapper does), so the figures hold the proxies' cost,
+// the clients' and the application's, not the tapper's.
 //
 //	go test -run XXX -bench HTTPTap -benchtime 20x ./mesh/dataplane
 func BenchmarkHTTPTap(b *testing.B) {
@@ -362,10 +363,24 @@ func BenchmarkHTTPTap(b *testing.B) {
 		round(v) // warm connections and caches
 		v.cpu = nil
 	}
+	// Events handed to each tap during the measured rounds, per request:
+	// what the tap's goroutine encoded and sent.
+	sent := func(v *variant) float64 {
+		if v.match == nil {
+			return 0
+		}
+		return v.hp.a.metric(b, "tap_events_sent_total")
+	}
+	sentBefore := make([]float64, len(variants))
+	for i, v := range variants {
+		sentBefore[i] = sent(v)
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for _, v := range variants {
-			round(v)
+		// Each round starts with the next variant, so that none always
+		// runs first or last.
+		for j := range variants {
+			round(variants[(i+j)%len(variants)])
 		}
 	}
 	b.StopTimer()
@@ -375,7 +390,10 @@ func BenchmarkHTTPTap(b *testing.B) {
 		return s[len(s)/2]
 	}
 	direct, noTap := variants[0], variants[1]
-	for _, v := range variants {
+	for i, v := range variants {
+		if v.match != nil {
+			b.ReportMetric((sent(v)-sentBefore[i])/float64(b.N*perRound), v.name+"-events/req")
+		}
 		b.ReportMetric(median(v.cpu), v.name+"-cpu-us/req")
 		b.Logf("%s: %.0f us/req per round: %.0f", v.name, median(v.cpu), v.cpu)
 		if v == direct || v == noTap {
@@ -389,6 +407,35 @@ func BenchmarkHTTPTap(b *testing.B) {
 		}
 		b.ReportMetric(median(ratios), v.name+"-overhead-%-of-proxy-cpu")
 	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkTapStream measures what one tap event costs the proxy on the
+// tap's side: encoding it and writing it to the tapper's gRPC stream over
+// mutual TLS, with the tapper in a process of its own. The events are
+// handed straight to the open tap (as for a request the budget admits),
+// with no requests running, so the process CPU per event is the tap
+// stream's alone (the feeding loop's channel sends included). A request
+// the tap takes costs three events plus the hook BenchmarkTapDataPath
+// measures.
+//
+//	go test -run XXX -bench TapStream -benchtime 20000x ./mesh/dataplane
+func BenchmarkTapStream(b *testing.B) {
+	hp := startHTTPPair(b, httpPairOptions{serverPolicy: allowAll(b), cfgA: func(c *dataplane.Config) {
+		tapConfig(c)
+		c.TapMaxEventsPerSecond = 1 << 20
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	var readers sync.WaitGroup
+	defer func() { cancel(); readers.Wait() }()
+	startTapperProcess(ctx, b, hp, &ptap.ObserveRequest{Limit: 1 << 31, Match: everything()}, &readers)
+	testutil.Eventually(b, 10*time.Second, func() bool { return hp.a.metric(b, "tap_streams_open") == 1 }, "tap open")
+	dataplane.TapFeedForTest(hp.a.proxy, 1000) // warm the stream and its buffers
+	b.ResetTimer()
+	start := cpuTime()
+	dataplane.TapFeedForTest(hp.a.proxy, b.N)
+	b.StopTimer()
+	b.ReportMetric(float64(cpuTime()-start)/float64(time.Microsecond)/float64(3*b.N), "cpu-us/event")
 	b.ReportMetric(0, "ns/op")
 }
 

@@ -116,7 +116,7 @@ func (c *outboundCall) redirect() {
 	loc := rt.Redirect.Location("http", hostOnly(r.Host), hostPort(r.Host), r.URL.Path, r.URL.RawQuery, rt.MatchedPrefix())
 	w.Header().Set("Location", loc)
 	w.Header().Set("Content-Length", "0")
-	c.tapStart(Endpoint{})
+	c.tapStart(nil)
 	w.WriteHeader(rt.Redirect.Status)
 	c.stats.attempt(c.svc.localSeries())
 	c.stats.head(rt.Redirect.Status)

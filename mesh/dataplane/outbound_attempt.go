@@ -47,12 +47,18 @@ type outboundCall struct {
 }
 
 // tapStart offers the request to the open taps once, with the endpoint
-// it is sent to (zero when the proxy answers itself).
-func (c *outboundCall) tapStart(ep Endpoint) {
-	if !c.tapped && c.p.tap.on() {
-		c.tapped = true
-		c.tr = c.p.tapOutbound(c.r, c.info, c.rt.Name, ep)
+// of h it is sent to (zero without one, when the proxy answers itself).
+// The endpoint is copied to the heap only when a tap is open.
+func (c *outboundCall) tapStart(h *balance.Handle[Endpoint]) {
+	if c.tapped || !c.p.tap.on() {
+		return
 	}
+	c.tapped = true
+	var ep Endpoint
+	if h != nil {
+		ep = h.Value()
+	}
+	c.tr = c.p.tapOutbound(c.r, c.info, c.rt.Name, &ep)
 }
 
 // fail answers the request for the proxy, for the reason err gives
@@ -60,7 +66,7 @@ func (c *outboundCall) tapStart(ep Endpoint) {
 func (c *outboundCall) fail(err error) {
 	e := outboundAnswer(err)
 	c.p.m.http.errors.WithLabelValues(Outbound, c.svc.label, e.class).Inc()
-	c.tapStart(Endpoint{})
+	c.tapStart(nil)
 	writeProxyError(c.w, c.grpc, &e, false)
 	if c.stats.ep == nil {
 		c.stats.attempt(c.svc.localSeries())
@@ -251,7 +257,7 @@ func (a *outboundAttempt) pick(c *outboundCall, tried []*balance.Handle[Endpoint
 	}
 	a.h = h
 	c.stats.attempt(be.seriesFor(svc, h))
-	c.tapStart(h.Value())
+	c.tapStart(h)
 	return nil
 }
 

@@ -17,10 +17,15 @@ import (
 // Tap: the proxy reports the requests it handles, as they happen, to
 // observers that opened a Tap.Observe stream (tap_server.go). The data
 // path pays one atomic load per request while no tap is open. With taps
-// open, a request is matched against each; a matched request gets a
-// tapRequest that hands its events (request head, response head, response
-// end) to the tap's goroutine through a bounded channel, never waiting: a
-// full channel or a spent rate budget drops the event and counts it.
+// open, a request is matched against each, on the handler's stack and
+// without allocating. A matched request then asks the tap's budget for its
+// three events (request head, response head, response end): a request the
+// budget refuses costs a clock read and a counter increment, nothing is
+// built for it. An admitted request gets one tapRequest, which holds what
+// its events say; each step hands the tap's goroutine a small item through
+// a bounded channel, never waiting (a full channel drops and counts). The
+// tap's goroutine encodes the event from the tapRequest and sends it
+// (tap_wire.go), so marshalling and writing are off the request's path.
 
 // tapHub holds the open taps.
 type tapHub struct {
@@ -32,6 +37,7 @@ type tapHub struct {
 	maxTaps      int
 	eventsPerSec int
 	buffer       int
+	epoch        time.Time // the budgets' clock counts from here (monotonic)
 
 	sent, dropRate, dropBuffer prometheus.Counter
 	refused                    *prometheus.CounterVec
@@ -47,7 +53,7 @@ const (
 )
 
 func newTapHub(maxTaps, eventsPerSec int) *tapHub {
-	h := &tapHub{maxTaps: maxTaps, eventsPerSec: eventsPerSec, buffer: tapBuffer}
+	h := &tapHub{maxTaps: maxTaps, eventsPerSec: eventsPerSec, buffer: tapBuffer, epoch: time.Now()}
 	h.nextBase.Store(rand.Uint32())
 	h.sent = prometheus.NewCounter(prometheus.CounterOpts{Name: "tap_events_sent_total", Help: "Tap events handed to tap streams."})
 	h.dropRate = prometheus.NewCounter(prometheus.CounterOpts{Name: "tap_events_dropped_total",
@@ -116,34 +122,41 @@ type tapSession struct {
 	taken    atomic.Uint64 // requests this tap took (ids)
 	inflight atomic.Int64  // taken requests whose end was not handed over yet
 	closed   atomic.Bool
-	events   chan *tapEvent
+	events   chan tapItem
 	idle     chan struct{} // signalled when the last in-flight request ends after the limit
 
-	mu     sync.Mutex
-	tokens float64
-	last   time.Time
+	// The events-per-second budget, as a virtual clock (the generic cell
+	// rate algorithm, equivalent to a bucket of eventsPerSec tokens
+	// refilled continuously): spent is the time, in nanoseconds since the
+	// hub's epoch, up to which the budget is used. An admission moves it
+	// forward by the events' cost; it is refused when that would put spent
+	// more than a second ahead of now.
+	spent    atomic.Int64
+	perEvent int64 // nanoseconds of budget one event costs
 }
 
 func (h *tapHub) newSession(m *tapMatch, headers bool, limit uint32) *tapSession {
 	return &tapSession{
 		hub: h, base: h.nextBase.Add(1), match: m, headers: headers, limit: uint64(limit),
-		events: make(chan *tapEvent, h.buffer), idle: make(chan struct{}, 1),
-		tokens: float64(h.eventsPerSec), last: time.Now(),
+		events: make(chan tapItem, h.buffer), idle: make(chan struct{}, 1),
+		perEvent: int64(time.Second) / int64(max(h.eventsPerSec, 1)),
 	}
 }
 
-// allow spends n events of the tap's per-second budget.
-func (s *tapSession) allow(n float64, now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rate := float64(s.hub.eventsPerSec)
-	s.tokens = min(rate, s.tokens+now.Sub(s.last).Seconds()*rate)
-	s.last = now
-	if s.tokens < n {
-		return false
+// allow spends n events of the tap's per-second budget at now (nanoseconds
+// since the hub's epoch). A refusal only reads.
+func (s *tapSession) allow(n int64, now int64) bool {
+	cost := n * s.perEvent
+	for {
+		spent := s.spent.Load()
+		next := max(spent, now) + cost
+		if next-now > int64(time.Second) {
+			return false
+		}
+		if s.spent.CompareAndSwap(spent, next) {
+			return true
+		}
 	}
-	s.tokens -= n
-	return true
 }
 
 // done reports whether the tap took its limit and every taken request
@@ -152,13 +165,13 @@ func (s *tapSession) done() bool {
 	return s.taken.Load() >= s.limit && s.inflight.Load() <= 0
 }
 
-// send hands an event over without waiting; false when it was dropped.
-func (s *tapSession) send(e *tapEvent) bool {
+// send hands an item over without waiting; false when it was dropped.
+func (s *tapSession) send(it tapItem) bool {
 	if s.closed.Load() {
 		return false
 	}
 	select {
-	case s.events <- e:
+	case s.events <- it:
 		s.hub.sent.Inc()
 		return true
 	default:
@@ -176,8 +189,8 @@ func (s *tapSession) release() {
 	}
 }
 
-// tapView is what a request is matched on and described with. It is
-// built on the handler's stack only while a tap is open.
+// tapView is what a request is matched on. It is built on the handler's
+// stack only while a tap is open, and matching it allocates nothing.
 type tapView struct {
 	direction ptap.TapEvent_ProxyDirection
 	src, dst  netip.AddrPort
@@ -188,43 +201,52 @@ type tapView struct {
 	path      string
 	route     string
 
-	// What the labels are made of, only when a tap needs them: the
-	// endpoint (outbound), or the connection and the policy decision
-	// (inbound). meta renders them; it is a plain function, so building a
-	// view allocates nothing.
+	// What the labels are made of: the endpoint (outbound), or the
+	// connection and the policy decision (inbound).
 	ep   *Endpoint
 	info *connInfo
 	st   *portState
 	res  *authz.Result
-	meta func(v *tapView) (src, dst map[string]string)
-
-	srcMap, dstMap map[string]string // rendered once
 }
 
-// labels renders the source and destination labels once.
-func (v *tapView) labels() {
-	if v.dstMap == nil && v.meta != nil {
-		v.srcMap, v.dstMap = v.meta(v)
-		if v.dstMap == nil {
-			v.dstMap = map[string]string{}
-		}
-	}
-}
+// tapLabel is one label of an event's endpoint metadata.
+type tapLabel struct{ k, v string }
 
-func (v *tapView) dstLabel(k string) (string, bool) {
-	v.labels()
-	val, ok := v.dstMap[k]
-	return val, ok
-}
-
-// tapRequest is one tapped request: the taps that took it and the event
-// fields every event repeats.
+// tapRequest is one tapped request: the taps that took it and what its
+// events say. The request's goroutine writes each step's fields once,
+// before handing that step's items over (the channel orders the write
+// before the tap goroutine's read); no field is written after its step.
 type tapRequest struct {
-	subs   []tapSub
-	base   tapBase
-	start  time.Time
-	headAt time.Time
-	ended  bool
+	subs    []tapSub
+	subsBuf [1]tapSub // the usual single tap, without a second allocation
+	ended   bool
+
+	// Every event.
+	direction ptap.TapEvent_ProxyDirection
+	src, dst  netip.AddrPort
+	srcMeta   []tapLabel
+	dstMeta   []tapLabel
+	srcBuf    [2]tapLabel
+	route     string
+	start     time.Time
+
+	// Request init.
+	method, scheme, authority, path string
+	reqH2                           bool
+	reqHeader                       http.Header // nil unless a tap extracts headers
+
+	// Response init.
+	headAt     time.Time
+	status     int
+	respH2     bool
+	respHeader http.Header
+
+	// Response end (response init's own latency is headAt - start).
+	sinceRequest, sinceResponse time.Duration
+	bytes                       uint64
+	grpcStatus                  int64 // -1 when none
+	resetCode                   int64 // -1 when none
+	trailers                    http.Header
 }
 
 type tapSub struct {
@@ -232,16 +254,8 @@ type tapSub struct {
 	id uint64
 }
 
-// tapBase is what every event of a request carries.
-type tapBase struct {
-	direction        ptap.TapEvent_ProxyDirection
-	src, dst         netip.AddrPort
-	srcMeta, dstMeta map[string]string
-	route            string
-}
-
 // tapEventKind is the step an event reports.
-type tapEventKind int
+type tapEventKind uint8
 
 const (
 	tapRequestInit tapEventKind = iota
@@ -249,41 +263,30 @@ const (
 	tapResponseEnd
 )
 
-// tapEvent is handed to a tap's goroutine, which turns it into a TapEvent.
-type tapEvent struct {
-	kind      tapEventKind
-	base      *tapBase
-	id        tapSub
-	method    string
-	scheme    string
-	authority string
-	path      string
-	header    http.Header // request or response headers, or trailers at the end; nil unless extracted
-	h2        bool        // add HTTP/2 pseudo-headers
-
-	sinceRequest, sinceResponse time.Duration
-	status                      int
-	bytes                       uint64
-	grpcStatus                  int64 // -1 when none
-	resetCode                   int64 // -1 when none
+// tapItem is what the request's goroutine hands a tap's goroutine: which
+// step of which request, under the tap's stream id.
+type tapItem struct {
+	tr   *tapRequest
+	id   uint64
+	kind tapEventKind
 }
 
 // start matches a request against the open taps and, when one or more
-// take it, sends their request-init events. It returns nil when no tap
-// takes the request.
+// take it within their budgets, sends their request-init events. It
+// returns nil when no tap takes the request.
 func (h *tapHub) start(v *tapView) *tapRequest {
 	p := h.sessions.Load()
 	if p == nil {
 		return nil
 	}
 	var tr *tapRequest
-	var now time.Time
+	var now int64 = -1
 	for _, s := range *p {
 		if s.closed.Load() || s.taken.Load() >= s.limit || !s.match.matches(v) {
 			continue
 		}
-		if now.IsZero() {
-			now = time.Now()
+		if now < 0 {
+			now = int64(time.Since(h.epoch))
 		}
 		if !s.allow(3, now) { // a request costs its three events up front
 			h.dropRate.Add(3)
@@ -295,27 +298,22 @@ func (h *tapHub) start(v *tapView) *tapRequest {
 		}
 		s.inflight.Add(1)
 		if tr == nil {
-			tr = &tapRequest{start: now, base: tapBase{direction: v.direction, src: v.src, dst: v.dst, route: v.route}}
-			v.labels()
-			tr.base.srcMeta, tr.base.dstMeta = v.srcMap, v.dstMap
+			tr = newTapRequest(v, h.epoch.Add(time.Duration(now)))
 		}
 		tr.subs = append(tr.subs, tapSub{s: s, id: id - 1})
 	}
 	if tr == nil {
 		return nil
 	}
-	var hdr http.Header
+	for _, sub := range tr.subs {
+		if sub.s.headers { // written before any tap can read the request
+			tr.reqHeader = v.r.Header.Clone()
+			break
+		}
+	}
 	kept := tr.subs[:0]
 	for _, sub := range tr.subs {
-		e := &tapEvent{kind: tapRequestInit, base: &tr.base, id: sub, method: v.method, scheme: v.scheme,
-			authority: v.authority, path: v.path, h2: v.r.ProtoMajor == 2, grpcStatus: -1, resetCode: -1}
-		if sub.s.headers {
-			if hdr == nil {
-				hdr = v.r.Header.Clone()
-			}
-			e.header = hdr
-		}
-		if sub.s.send(e) {
+		if sub.s.send(tapItem{tr: tr, id: sub.id, kind: tapRequestInit}) {
 			kept = append(kept, sub)
 		} else {
 			// Not reported at all rather than in part: its other two
@@ -331,23 +329,33 @@ func (h *tapHub) start(v *tapView) *tapRequest {
 	return tr
 }
 
+// newTapRequest holds what the events of an admitted request say.
+func newTapRequest(v *tapView, now time.Time) *tapRequest {
+	tr := &tapRequest{
+		direction: v.direction, src: v.src, dst: v.dst, route: v.route, start: now,
+		method: v.method, scheme: v.scheme, authority: v.authority, path: v.path, reqH2: v.r.ProtoMajor == 2,
+		grpcStatus: -1, resetCode: -1,
+	}
+	tr.subs = tr.subsBuf[:0]
+	tr.srcMeta, tr.dstMeta = v.meta(tr.srcBuf[:0])
+	return tr
+}
+
 // responseInit reports the response head. It is safe on a nil request.
 func (tr *tapRequest) responseInit(status int, header http.Header, h2 bool) {
 	if tr == nil || !tr.headAt.IsZero() {
 		return
 	}
 	tr.headAt = time.Now()
-	var hdr http.Header
+	tr.status, tr.respH2 = status, h2
 	for _, sub := range tr.subs {
-		e := &tapEvent{kind: tapResponseInit, base: &tr.base, id: sub, status: status, h2: h2,
-			sinceRequest: tr.headAt.Sub(tr.start), grpcStatus: -1, resetCode: -1}
 		if sub.s.headers && header != nil {
-			if hdr == nil {
-				hdr = header.Clone()
-			}
-			e.header = hdr
+			tr.respHeader = header.Clone()
+			break
 		}
-		sub.s.send(e)
+	}
+	for _, sub := range tr.subs {
+		sub.s.send(tapItem{tr: tr, id: sub.id, kind: tapResponseInit})
 	}
 }
 
@@ -362,17 +370,13 @@ func (tr *tapRequest) responseEnd(bytes uint64, grpcStatus, resetCode int64, tra
 	}
 	tr.ended = true
 	now := time.Now()
-	var since time.Duration
+	tr.sinceRequest = now.Sub(tr.start)
 	if !tr.headAt.IsZero() {
-		since = now.Sub(tr.headAt)
+		tr.sinceResponse = now.Sub(tr.headAt)
 	}
+	tr.bytes, tr.grpcStatus, tr.resetCode, tr.trailers = bytes, grpcStatus, resetCode, trailers
 	for _, sub := range tr.subs {
-		e := &tapEvent{kind: tapResponseEnd, base: &tr.base, id: sub, bytes: bytes, grpcStatus: grpcStatus, resetCode: resetCode,
-			sinceRequest: now.Sub(tr.start), sinceResponse: since}
-		if sub.s.headers {
-			e.header = trailers
-		}
-		sub.s.send(e)
+		sub.s.send(tapItem{tr: tr, id: sub.id, kind: tapResponseEnd})
 		sub.s.release()
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/http2"
 
@@ -13,34 +15,17 @@ import (
 
 // The data path's calls into tap. Each is made only when p.tap.on(), so a
 // proxy without open taps pays one atomic load per request; with taps open
-// and none taking the request, building the view allocates nothing.
+// and none taking the request, building and matching the view allocates
+// nothing (BenchmarkTapDataPath shows it).
 
 // tapOutbound offers an outbound request to the open taps. ep is the
-// endpoint it is sent to (zero when the proxy answers it itself), taken
-// by value so that callers copy it to the heap only when a tap is open.
-func (p *Proxy) tapOutbound(r *http.Request, info *connInfo, route string, ep Endpoint) *tapRequest {
+// endpoint it is sent to (zero when the proxy answers it itself).
+func (p *Proxy) tapOutbound(r *http.Request, info *connInfo, route string, ep *Endpoint) *tapRequest {
 	v := tapView{
 		direction: ptap.TapEvent_OUTBOUND, src: info.remote, dst: ep.Addr, r: r,
-		scheme: "http", method: r.Method, authority: r.Host, path: escapedPath(r), route: route,
-		ep: &ep, meta: outboundMeta,
+		scheme: "http", method: r.Method, authority: r.Host, path: escapedPath(r), route: route, ep: ep,
 	}
 	return p.tap.start(&v)
-}
-
-// outboundMeta: the source is the local application over loopback; the
-// destination is described by its discovery labels and identity.
-func outboundMeta(v *tapView) (map[string]string, map[string]string) {
-	ep := v.ep
-	m := make(map[string]string, len(ep.MetricLabels)+2)
-	for k, val := range ep.MetricLabels {
-		m[k] = val
-	}
-	if ep.Identity != "" {
-		m["tls"], m["server_id"] = "true", ep.Identity
-	} else {
-		m["tls"] = noTLSNotProvidedDst
-	}
-	return map[string]string{"tls": noTLSLoopback}, m
 }
 
 // tapInbound offers an inbound request to the open taps, described with
@@ -49,7 +34,7 @@ func (p *Proxy) tapInbound(r *http.Request, info *connInfo, st *portState, res *
 	v := tapView{
 		direction: ptap.TapEvent_INBOUND, src: info.remote, dst: info.targetAddr, r: r,
 		scheme: "http", method: r.Method, authority: r.Host, path: escapedPath(r), route: routeLabel(res),
-		info: info, st: st, res: res, meta: inboundMeta,
+		info: info, st: st, res: res,
 	}
 	return p.tap.start(&v)
 }
@@ -66,32 +51,157 @@ func routeLabel(res *authz.Result) string {
 	return m.Name
 }
 
-// inboundMeta: the source is the client (its verified identity, or why
-// there is none); the destination is the local application, described by
-// the policy that decided.
-func inboundMeta(v *tapView) (map[string]string, map[string]string) {
-	src := map[string]string{"tls": noTLSFromRemote}
+// meta renders the source and destination labels of an admitted request;
+// the source's go in buf (two at most).
+//
+// Outbound, the source is the local application over loopback and the
+// destination is described by its discovery labels and identity. Inbound,
+// the source is the client (its verified identity, or why there is none)
+// and the destination is the local application, described by the policy
+// that decided.
+func (v *tapView) meta(buf []tapLabel) (src, dst []tapLabel) {
+	if v.ep != nil { // outbound
+		ep := v.ep
+		dst = make([]tapLabel, 0, len(ep.MetricLabels)+2)
+		for k, val := range ep.MetricLabels {
+			if k == "tls" || (k == "server_id" && ep.Identity != "") {
+				continue // replaced below
+			}
+			dst = append(dst, tapLabel{k, val})
+		}
+		if ep.Identity != "" {
+			dst = append(dst, tapLabel{"tls", "true"}, tapLabel{"server_id", ep.Identity})
+		} else {
+			dst = append(dst, tapLabel{"tls", noTLSNotProvidedDst})
+		}
+		return append(buf, tapLabel{"tls", noTLSLoopback}), dst
+	}
 	if v.info.peer.TLS {
-		src = map[string]string{"tls": "true", "client_id": v.info.peer.Identity}
+		src = append(buf, tapLabel{"tls", "true"}, tapLabel{"client_id", v.info.peer.Identity})
+	} else {
+		src = append(buf, tapLabel{"tls", noTLSFromRemote})
 	}
 	l := &labels{}
+	for _, g := range v.policyMetas() {
+		if g.ok {
+			metaLabels(l, g.prefix, g.meta)
+		}
+	}
+	dst = make([]tapLabel, 0, len(l.names)+1)
+	for i, n := range l.names {
+		dst = append(dst, tapLabel{n, l.values[i]})
+	}
+	return src, append(dst, tapLabel{"tls", noTLSLoopback})
+}
+
+// tapPolicyMeta is one policy object an inbound request's labels name.
+type tapPolicyMeta struct {
+	prefix string
+	meta   authz.Meta
+	ok     bool
+}
+
+// policyMetas are the server, the route (when one matched) and the
+// authorization (when one allowed) of an inbound request.
+func (v *tapView) policyMetas() [3]tapPolicyMeta {
 	var srv *authz.Server
 	if v.st != nil {
 		srv = v.st.srv
 	}
-	metaLabels(l, "srv", srvMeta(srv))
-	if m, ok := v.res.Route(); ok {
-		metaLabels(l, "route", m)
-	}
+	out := [3]tapPolicyMeta{{prefix: "srv", meta: srvMeta(srv), ok: true}, {prefix: "route"}, {prefix: "authz"}}
+	out[1].meta, out[1].ok = v.res.Route()
 	if v.res.Authorization != nil {
-		metaLabels(l, "authz", v.res.Authorization.Meta)
+		out[2].meta, out[2].ok = v.res.Authorization.Meta, true
 	}
-	dst := make(map[string]string, len(l.names)+1)
-	for i, n := range l.names {
-		dst[n] = l.values[i]
+	return out
+}
+
+// dstLabelIs reports whether the request's destination has label k with
+// value want, as meta would render it, without rendering (allocating)
+// anything.
+func (v *tapView) dstLabelIs(k, want string) bool {
+	if v.ep != nil { // outbound
+		ep := v.ep
+		switch {
+		case k == "tls" && ep.Identity != "":
+			return want == "true"
+		case k == "tls":
+			return want == noTLSNotProvidedDst
+		case k == "server_id" && ep.Identity != "":
+			return want == ep.Identity
+		}
+		val, ok := ep.MetricLabels[k]
+		return ok && val == want
 	}
-	dst["tls"] = noTLSLoopback
-	return src, dst
+	if k == "tls" {
+		return want == noTLSLoopback
+	}
+	prefix, field, ok := strings.Cut(k, "_")
+	if !ok {
+		return false
+	}
+	for _, g := range v.policyMetas() {
+		if g.ok && g.prefix == prefix {
+			return metaLabelIs(g.meta, field, want)
+		}
+	}
+	return false
+}
+
+// metaLabelIs reports whether metaLabels renders field (group, kind or
+// name) of m as want.
+func metaLabelIs(m authz.Meta, field, want string) bool {
+	if m.Default != "" {
+		switch field {
+		case "group":
+			return want == ""
+		case "kind":
+			return want == "default"
+		case "name":
+			return want == labelValue(m.Default)
+		}
+		return false
+	}
+	switch field {
+	case "group":
+		return want == labelValue(m.Group)
+	case "kind":
+		return lowerIs(m.Kind, want)
+	case "name":
+		return want == labelValue(m.Name)
+	}
+	return false
+}
+
+// lowerIs reports whether labelValue(strings.ToLower(s)) == want, without
+// allocating for an ASCII s.
+func lowerIs(s, want string) bool {
+	if len(s) > maxLabelValue {
+		return want == labelValue(strings.ToLower(s))
+	}
+	if len(s) != len(want) {
+		// ToLower keeps an ASCII string's length; a non-ASCII one takes
+		// the slow path.
+		for i := 0; i < len(s); i++ {
+			if s[i] >= utf8.RuneSelf {
+				return want == labelValue(strings.ToLower(s))
+			}
+		}
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return want == labelValue(strings.ToLower(s))
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != want[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func srvMeta(s *authz.Server) authz.Meta {

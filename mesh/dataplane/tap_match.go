@@ -247,8 +247,7 @@ func (m *tapMatch) matches(v *tapView) bool {
 	case matchDestination:
 		return m.matchAddr(v.dst)
 	case matchDestinationLabel:
-		val, ok := v.dstLabel(m.key)
-		return ok && val == m.val
+		return v.dstLabelIs(m.key, m.val)
 	case matchRouteLabel:
 		return m.key == "route" && v.route != "" && v.route == m.val
 	case matchScheme:

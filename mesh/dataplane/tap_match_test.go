@@ -55,7 +55,7 @@ func TestTapMatchesEvaluateLikeLinkerds(t *testing.T) {
 		return &tapView{
 			src: netip.MustParseAddrPort("10.1.2.3:40000"), dst: netip.MustParseAddrPort("[fd00::7]:8080"), r: r,
 			scheme: "http", method: "POST", authority: "web.shop.svc.cluster.local:8080", path: "/api/books", route: "books",
-			ep: &Endpoint{MetricLabels: map[string]string{"deployment": "web"}, Identity: "web.shop"}, meta: outboundMeta,
+			ep: &Endpoint{MetricLabels: map[string]string{"deployment": "web"}, Identity: "web.shop"},
 		}
 	}
 	post := &ptap.ObserveRequest_Match_Http{Match: &ptap.ObserveRequest_Match_Http_Method{Method: authz.MethodToProto("POST")}}
@@ -144,9 +144,15 @@ func TestTapRefusesMatchesLinkerdsProxyRefuses(t *testing.T) {
 
 func TestTapEventsRenderTheirEndOfStream(t *testing.T) {
 	s := &tapSession{base: 7}
-	base := &tapBase{direction: ptap.TapEvent_INBOUND, src: netip.MustParseAddrPort("10.0.0.1:5000")}
-	grpcEnd := (&tapEvent{kind: tapResponseEnd, base: base, id: tapSub{s: s, id: 3}, grpcStatus: 0, resetCode: -1,
-		sinceRequest: time.Second, sinceResponse: time.Millisecond, bytes: 12}).proto()
+	at := time.Now()
+	event := func(tr *tapRequest, kind tapEventKind, id uint64) *ptap.TapEvent {
+		tr.direction, tr.src = ptap.TapEvent_INBOUND, netip.MustParseAddrPort("10.0.0.1:5000")
+		if tr.start.IsZero() {
+			tr.start = at
+		}
+		return decodeTapWire(t, s, tapItem{tr: tr, id: id, kind: kind})
+	}
+	grpcEnd := event(&tapRequest{grpcStatus: 0, resetCode: -1, sinceRequest: time.Second, sinceResponse: time.Millisecond, bytes: 12}, tapResponseEnd, 3)
 	end := grpcEnd.GetHttp().GetResponseEnd()
 	require.NotNil(t, end)
 	assert.Equal(t, uint32(7), end.GetId().GetBase())
@@ -154,28 +160,31 @@ func TestTapEventsRenderTheirEndOfStream(t *testing.T) {
 	_, isGRPC := end.GetEos().GetEnd().(*ptap.Eos_GrpcStatusCode)
 	assert.True(t, isGRPC, "grpc-status 0 is reported")
 	assert.Equal(t, uint64(12), end.GetResponseBytes())
+	assert.Equal(t, time.Second, end.GetSinceRequestInit().AsDuration())
 	assert.Equal(t, uint32(0x0a000001), grpcEnd.GetSource().GetIp().GetIpv4())
 
-	reset := (&tapEvent{kind: tapResponseEnd, base: base, id: tapSub{s: s}, grpcStatus: 0, resetCode: 2}).proto()
+	reset := event(&tapRequest{grpcStatus: 0, resetCode: 2}, tapResponseEnd, 0)
 	assert.Equal(t, uint32(2), reset.GetHttp().GetResponseEnd().GetEos().GetResetErrorCode(), "a reset wins over a status")
 
-	withTrailers := (&tapEvent{kind: tapResponseEnd, base: base, id: tapSub{s: s}, grpcStatus: -1, resetCode: -1,
-		header: http.Header{"Grpc-Status": {"0"}}}).proto()
+	s.headers = true
+	withTrailers := event(&tapRequest{grpcStatus: -1, resetCode: -1, trailers: http.Header{"Grpc-Status": {"0"}}}, tapResponseEnd, 0)
 	assert.Equal(t, "grpc-status", withTrailers.GetHttp().GetResponseEnd().GetTrailers().GetHeaders()[0].GetName())
 
-	h2 := (&tapEvent{kind: tapResponseInit, base: base, id: tapSub{s: s}, status: 204, h2: true, header: http.Header{"X-A": {"1"}}}).proto()
+	h2 := event(&tapRequest{headAt: at.Add(time.Millisecond), status: 204, respH2: true, respHeader: http.Header{"X-A": {"1"}}}, tapResponseInit, 0)
 	hs := h2.GetHttp().GetResponseInit().GetHeaders().GetHeaders()
 	require.Len(t, hs, 2)
 	assert.Equal(t, ":status", hs[0].GetName())
 	assert.Equal(t, "204", string(hs[0].GetValue()))
 	assert.Equal(t, "x-a", hs[1].GetName())
+	assert.Equal(t, time.Millisecond, h2.GetHttp().GetResponseInit().GetSinceRequestInit().AsDuration())
 }
 
 // BenchmarkTapDataPath measures what the data path does for tap per
 // request: the check when no tap is open, matching against an open tap
-// that does not take the request, a tap over its budget, and a tap taking
-// the request (its three events handed to a reader that drains them and
-// renders each as the stream would).
+// that does not take the request (by path, and by a destination label),
+// a tap over its budget, and a tap taking the request (its three events
+// handed to a reader that drains them and renders each as the stream
+// would). Each goes through the outbound hook as the data path calls it.
 //
 //	go test -run XXX -bench TapDataPath ./mesh/dataplane
 func BenchmarkTapDataPath(b *testing.B) {
@@ -184,13 +193,16 @@ func BenchmarkTapDataPath(b *testing.B) {
 	ep := Endpoint{Addr: netip.MustParseAddrPort("10.0.0.7:8080"), Identity: "web.shop.serviceaccount.identity.weft.cluster.local",
 		MetricLabels: map[string]string{"namespace": "shop", "deployment": "web", "pod": "web-1"}}
 	src := netip.MustParseAddrPort("10.0.0.1:40000")
+	r.Host = "web:8080"
+	info := &connInfo{direction: "outbound", remote: src}
+	// What the outbound path does: the hook, then the response's two
+	// steps (no-ops on a request no tap took).
 	one := func(h *tapHub) {
-		if !h.on() {
+		p := Proxy{tap: h}
+		if !p.tap.on() {
 			return
 		}
-		v := tapView{direction: ptap.TapEvent_OUTBOUND, src: src, dst: ep.Addr, r: r,
-			scheme: "http", method: r.Method, authority: "web:8080", path: "/api/books", route: "default", ep: &ep, meta: outboundMeta}
-		tr := h.start(&v)
+		tr := p.tapOutbound(r, info, "default", &ep)
 		tr.responseInit(200, nil, false)
 		tr.responseEnd(27, -1, -1, nil)
 	}
@@ -203,10 +215,11 @@ func BenchmarkTapDataPath(b *testing.B) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
+			var enc tapEncoder
 			for {
 				select {
-				case e := <-s.events:
-					_ = e.proto()
+				case it := <-s.events:
+					_ = enc.encode(s, it)
 				case <-stop:
 					return
 				}
@@ -224,6 +237,7 @@ func BenchmarkTapDataPath(b *testing.B) {
 	}{
 		{"no-tap", nil, 1000},
 		{"tap-matching-nothing", none, 1000},
+		{"tap-matching-nothing-by-label", mDstLabel("deployment", "db"), 1000},
 		{"tap-over-budget", all, 1},
 		{"tap-taking-every-request", all, 1 << 30},
 	} {

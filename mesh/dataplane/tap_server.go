@@ -4,12 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
-	"net/http"
-	"net/netip"
 	"slices"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -19,12 +14,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/weftmesh/weft/apis/proxy/httptypes"
-	proxynet "github.com/weftmesh/weft/apis/proxy/net"
 	ptap "github.com/weftmesh/weft/apis/proxy/tap"
-	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
 // The tap server: io.linkerd.proxy.tap.Tap/Observe over mutual TLS.
@@ -40,6 +31,16 @@ import (
 
 // tapMaxRequest bounds an ObserveRequest, in bytes.
 const tapMaxRequest = 64 << 10
+
+// A tap's goroutine sends events in batches: once one arrives, it waits up
+// to tapBatchWait for more, up to tapBatchMax, then sends them back to
+// back, which gRPC writes to the connection together. Events reach the
+// tapper at most tapBatchWait later; a busy tap makes one write per batch
+// instead of one per event (the write was most of an event's cost).
+const (
+	tapBatchWait = 5 * time.Millisecond
+	tapBatchMax  = 64
+)
 
 // tapServerTLS is the tap listener's TLS: the proxy's certificate, a
 // client certificate required and verified against the mesh roots.
@@ -80,7 +81,14 @@ func (p *Proxy) serveTap(ctx context.Context, l net.Listener) {
 	unary := func(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
 		return nil, status.Error(codes.Unimplemented, "dataplane: the tap server has no unary methods")
 	}
+	codec, err := newTapCodec()
+	if err != nil {
+		p.log.Error("tap server not started", "err", err)
+		<-ctx.Done()
+		return
+	}
 	srv := grpc.NewServer(
+		grpc.ForceServerCodecV2(codec),
 		grpc.Creds(credentials.NewTLS(tapServerTLS(p.id, p.now))),
 		grpc.StreamInterceptor(auth),
 		grpc.UnaryInterceptor(unary),
@@ -132,116 +140,54 @@ func (t *tapService) Observe(req *ptap.ObserveRequest, stream grpc.ServerStreami
 	}()
 	t.p.log.Info("tap opened", "client_id", tapIdentityOf(stream.Context()), "limit", req.GetLimit(), "headers", headers)
 	ctx := stream.Context()
+	var enc tapEncoder
+	var slab tapSlab
+	batch := make([]tapItem, 0, tapBatchMax)
+	wait := time.NewTimer(time.Hour)
+	wait.Stop()
+	defer wait.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case e := <-s.events:
-			if err := stream.Send(e.proto()); err != nil {
-				return err
-			}
+		case it := <-s.events:
+			batch = append(batch, it)
 		case <-s.idle:
+		}
+		if len(batch) > 0 {
+			// Gather what comes within tapBatchWait, so that a busy tap
+			// writes its events to the connection a batch at a time
+			// rather than one write per event.
+			wait.Reset(tapBatchWait)
+		gather:
+			for len(batch) < tapBatchMax {
+				select { // what is queued already, without the timer
+				case it := <-s.events:
+					batch = append(batch, it)
+					continue
+				default:
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case it := <-s.events:
+					batch = append(batch, it)
+				case <-wait.C:
+					break gather
+				}
+			}
+			wait.Stop()
+			for _, it := range batch {
+				wire := slab.wire(enc.encode(s, it))
+				if err := stream.SendMsg(&wire); err != nil {
+					return err
+				}
+			}
+			clear(batch) // hold no request past its events
+			batch = batch[:0]
 		}
 		if s.done() && len(s.events) == 0 {
 			return nil
 		}
 	}
-}
-
-// proto renders an event as the API's TapEvent.
-func (e *tapEvent) proto() *ptap.TapEvent {
-	out := &ptap.TapEvent{
-		Source:          tcpAddr(e.base.src),
-		Destination:     tcpAddr(e.base.dst),
-		ProxyDirection:  e.base.direction,
-		SourceMeta:      &ptap.TapEvent_EndpointMeta{Labels: e.base.srcMeta},
-		DestinationMeta: &ptap.TapEvent_EndpointMeta{Labels: e.base.dstMeta},
-	}
-	if e.base.route != "" {
-		out.RouteMeta = &ptap.TapEvent_RouteMeta{Labels: map[string]string{"route": e.base.route}}
-	}
-	id := &ptap.TapEvent_Http_StreamId{Base: e.id.s.base, Stream: e.id.id}
-	httpEv := &ptap.TapEvent_Http{}
-	switch e.kind {
-	case tapRequestInit:
-		init := &ptap.TapEvent_Http_RequestInit{
-			Id: id, Method: methodProto(e.method), Scheme: schemeProto(e.scheme), Authority: e.authority, Path: e.path,
-		}
-		if e.header != nil {
-			var pseudo [][2]string
-			if e.h2 {
-				pseudo = [][2]string{{":method", e.method}, {":scheme", e.scheme}, {":authority", e.authority}, {":path", e.path}}
-			}
-			init.Headers = headersProto(pseudo, e.header)
-		}
-		httpEv.Event = &ptap.TapEvent_Http_RequestInit_{RequestInit: init}
-	case tapResponseInit:
-		ri := &ptap.TapEvent_Http_ResponseInit{Id: id, SinceRequestInit: durationpb.New(e.sinceRequest), HttpStatus: uint32(e.status)}
-		if e.header != nil {
-			var pseudo [][2]string
-			if e.h2 {
-				pseudo = [][2]string{{":status", strconv.Itoa(e.status)}}
-			}
-			ri.Headers = headersProto(pseudo, e.header)
-		}
-		httpEv.Event = &ptap.TapEvent_Http_ResponseInit_{ResponseInit: ri}
-	case tapResponseEnd:
-		end := &ptap.TapEvent_Http_ResponseEnd{
-			Id: id, SinceRequestInit: durationpb.New(e.sinceRequest), SinceResponseInit: durationpb.New(e.sinceResponse),
-			ResponseBytes: e.bytes, Eos: &ptap.Eos{},
-		}
-		switch {
-		case e.resetCode >= 0:
-			end.Eos.End = &ptap.Eos_ResetErrorCode{ResetErrorCode: uint32(e.resetCode)}
-		case e.grpcStatus >= 0:
-			end.Eos.End = &ptap.Eos_GrpcStatusCode{GrpcStatusCode: uint32(e.grpcStatus)}
-		}
-		if e.header != nil {
-			end.Trailers = headersProto(nil, e.header)
-		}
-		httpEv.Event = &ptap.TapEvent_Http_ResponseEnd_{ResponseEnd: end}
-	}
-	out.Event = &ptap.TapEvent_Http_{Http: httpEv}
-	return out
-}
-
-// tcpAddr renders a socket address, nil when unknown.
-func tcpAddr(a netip.AddrPort) *proxynet.TcpAddress {
-	if !a.IsValid() {
-		return nil
-	}
-	return &proxynet.TcpAddress{Ip: authz.AddrToProto(a.Addr().Unmap()), Port: uint32(a.Port())}
-}
-
-// methodProto renders a method as the API's HttpMethod.
-func methodProto(m string) *httptypes.HttpMethod { return authz.MethodToProto(m) }
-
-func schemeProto(s string) *httptypes.Scheme {
-	switch s {
-	case "http":
-		return &httptypes.Scheme{Type: &httptypes.Scheme_Registered_{Registered: httptypes.Scheme_HTTP}}
-	case "https":
-		return &httptypes.Scheme{Type: &httptypes.Scheme_Registered_{Registered: httptypes.Scheme_HTTPS}}
-	}
-	return &httptypes.Scheme{Type: &httptypes.Scheme_Unregistered{Unregistered: s}}
-}
-
-// headersProto renders pseudo-headers then h, names lower-cased and in
-// sorted order (HTTP/2 style), values as sent.
-func headersProto(pseudo [][2]string, h http.Header) *httptypes.Headers {
-	out := &httptypes.Headers{}
-	for _, p := range pseudo {
-		out.Headers = append(out.Headers, &httptypes.Headers_Header{Name: p[0], Value: []byte(p[1])})
-	}
-	names := make([]string, 0, len(h))
-	for k := range h {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		for _, v := range h[k] {
-			out.Headers = append(out.Headers, &httptypes.Headers_Header{Name: strings.ToLower(k), Value: []byte(v)})
-		}
-	}
-	return out
 }

@@ -321,3 +321,41 @@ func TestTapEventsBeyondTheRateAreDroppedAndCounted(t *testing.T) {
 		}
 	}
 }
+
+func TestTwoTapsOfOneRequestEachGetTheirOwnEventsAndOnlyTheAskedForHeaders(t *testing.T) {
+	hp := startHTTPPair(t, httpPairOptions{serverPolicy: allowAll(t), cfgA: tapConfig})
+	c := tapConn(t, hp.pki, idTapper, hp.tapA, idA)
+	plain := openTap(t, c, hp.a, &ptap.ObserveRequest{Limit: 1, Match: everything()}, 1)
+	withHdr := openTap(t, c, hp.a, &ptap.ObserveRequest{Limit: 1, Match: pathPrefix("/both"), Extract: withHeaders()}, 2)
+
+	resp, _ := get(t, h1Client(), hp.url("/both"), "X-Trace", "abc")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	readAll := func(s ptap.Tap_ObserveClient) []*ptap.TapEvent {
+		var out []*ptap.TapEvent
+		for {
+			ev, err := s.Recv()
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			require.NoError(t, err)
+			out = append(out, ev)
+		}
+	}
+	a, b := readAll(plain), readAll(withHdr)
+	require.Len(t, a, 3)
+	require.Len(t, b, 3)
+	assert.NotEqual(t, idOf(a[0]).GetBase(), idOf(b[0]).GetBase(), "each tap numbers its requests under its own base")
+	for i := range a {
+		assert.Equal(t, idOf(a[i]).GetStream(), idOf(b[i]).GetStream())
+		assert.Equal(t, a[i].GetDestinationMeta().GetLabels(), b[i].GetDestinationMeta().GetLabels())
+		assert.Equal(t, a[i].GetSource().GetPort(), b[i].GetSource().GetPort(), "the same request")
+	}
+	assert.Nil(t, a[0].GetHttp().GetRequestInit().GetHeaders(), "the tap that did not ask gets no request headers")
+	assert.Nil(t, a[1].GetHttp().GetResponseInit().GetHeaders(), "nor response headers")
+	assert.Nil(t, a[2].GetHttp().GetResponseEnd().GetTrailers(), "nor trailers")
+	assert.Equal(t, "abc", header(b[0].GetHttp().GetRequestInit().GetHeaders(), "x-trace"), "the tap that asked gets them")
+	assert.NotEmpty(t, b[1].GetHttp().GetResponseInit().GetHeaders().GetHeaders())
+	assert.Equal(t, a[1].GetHttp().GetResponseInit().GetHttpStatus(), b[1].GetHttp().GetResponseInit().GetHttpStatus())
+	assert.Equal(t, a[2].GetHttp().GetResponseEnd().GetResponseBytes(), b[2].GetHttp().GetResponseEnd().GetResponseBytes())
+}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/weftmesh/weft/apis/crds"
 	"github.com/weftmesh/weft/apis/vocab"
@@ -435,6 +436,41 @@ func TestHAAddsReplicasAntiAffinityDisruptionBudgetsAndFailingWebhooks(t *testin
 	plain := indexOf(render(t, inject.DefaultValues(), newFixture(t, "weft").certs).Objects)
 	for k := range plain {
 		assert.False(t, strings.HasPrefix(k, "PodDisruptionBudget/"), "no %s without HA", k)
+	}
+}
+
+// TestARollingUpdateNeverLeavesAComponentWithoutAReadyPod reads the
+// rollout strategies as the Deployment controller does (unavailable
+// rounded down, surge up): with one replica the new pod is surged and the
+// old one kept until it is ready, since a rollout that stops the only
+// injector first lets pods through without a proxy (failurePolicy
+// Ignore); with --ha one of three goes at a time, and the surge waits for
+// it (the anti-affinity leaves no node for a fourth).
+func TestARollingUpdateNeverLeavesAComponentWithoutAReadyPod(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		opts               []install.Option
+		unavailable, surge int
+	}{
+		{name: "one replica", unavailable: 0, surge: 1},
+		{name: "ha", opts: []install.Option{install.WithHA()}, unavailable: 1, surge: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := indexOf(render(t, inject.DefaultValues(), newFixture(t, "weft").certs, tc.opts...).Objects)
+			for _, c := range install.Components() {
+				d := get[*appsv1.Deployment](t, x, "Deployment", c.Deployment)
+				ru := d.Spec.Strategy.RollingUpdate
+				require.NotNil(t, ru, c.Name)
+				n := int(*d.Spec.Replicas)
+				unavailable, err := intstr.GetScaledValueFromIntOrPercent(ru.MaxUnavailable, n, false)
+				require.NoError(t, err)
+				surge, err := intstr.GetScaledValueFromIntOrPercent(ru.MaxSurge, n, true)
+				require.NoError(t, err)
+				assert.Equal(t, tc.unavailable, unavailable, "%s: pods unavailable during a rollout", c.Name)
+				assert.Equal(t, tc.surge, surge, "%s: pods surged during a rollout", c.Name)
+				assert.Less(t, unavailable, n, "%s: a rollout may stop every pod", c.Name)
+			}
+		})
 	}
 }
 

@@ -240,6 +240,20 @@ func (r *renderer) replicas() int32 {
 	return replicas
 }
 
+// rollingUpdate is how a component's pods are replaced, as Linkerd's
+// charts do it. One replica: a new pod is started and must be ready
+// before the old one stops (25% of 1 rounds down to no pod unavailable and
+// up to one surged). A component never has no ready pod during a rollout:
+// the injector's webhooks fail open, so a gap would admit pods without a
+// proxy. High availability: one of the three replicas at a time, since the
+// required anti-affinity leaves no node for a surged fourth pod.
+func (r *renderer) rollingUpdate() *appsv1.RollingUpdateDeployment {
+	if r.cfg.ha {
+		return &appsv1.RollingUpdateDeployment{MaxUnavailable: ptr(intstr.FromInt32(1)), MaxSurge: ptr(intstr.FromString("25%"))}
+	}
+	return &appsv1.RollingUpdateDeployment{MaxUnavailable: ptr(intstr.FromString("25%")), MaxSurge: ptr(intstr.FromString("25%"))}
+}
+
 func (r *renderer) deployment(c Component, checksum string) Object {
 	selector := map[string]string{LabelComponent: c.Name}
 	pod := corev1.PodSpec{
@@ -341,10 +355,7 @@ func (r *renderer) deployment(c Component, checksum string) Object {
 			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Strategy: appsv1.DeploymentStrategy{
 				Type: appsv1.RollingUpdateDeploymentStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDeployment{
-					MaxUnavailable: ptr(intstr.FromInt32(1)),
-					MaxSurge:       ptr(intstr.FromString("25%")),
-				},
+				RollingUpdate: r.rollingUpdate(),
 			},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: r.labels(c.Name), Annotations: annotations},

@@ -70,7 +70,7 @@ func (m *mesh) restartControllers(t *testing.T) {
 			injected, missed := probe.stop()
 			t.Logf("RESULT pods created (dry run) during the injector's rollout: %d, injected %d", injected+len(missed), injected)
 			assert.NotZero(t, injected, "pods were created during the injector's rollout")
-			assert.Empty(t, missed, "pods admitted without a proxy while the injector rolled")
+			assert.Empty(t, missed, "pods admitted without a proxy while the injector rolled; the API server said: %s", e.apiServerLog("failing open"))
 		}
 		c := l.stop(t)
 		result(t, "rolling restart of "+comp.Deployment, c)
@@ -78,6 +78,25 @@ func (m *mesh) restartControllers(t *testing.T) {
 		assert.Zero(t, c.Failed, "failed calls during the rollout of %s: %v", comp.Deployment, c.Errors)
 	}
 	m.assertNoRestarts(t)
+}
+
+// apiServerLog returns the API server's log lines that contain what (the
+// last 20), to say why a call it made failed.
+func (e *env) apiServerLog(what string) string {
+	data, err := os.ReadFile(filepath.Join(e.state.Dir, "logs", "kube-apiserver.log"))
+	if err != nil {
+		return err.Error()
+	}
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, what) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // injectionProbe creates pods with dry run, one every 100 ms, and records

@@ -52,6 +52,7 @@ func main() {
 	tcpAddr := flag.String("tcp", ":9090", "TCP echo address (empty: none)")
 	control := flag.String("control", ":8081", "control address (empty: none)")
 	upstream := flag.String("upstream", "", "URL each HTTP request is passed on to")
+	drain := flag.Duration("drain", 5*time.Second, "after SIGTERM, serve on this long before stopping")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -83,6 +84,15 @@ func main() {
 	log.Printf("testapp %s: http %s, tcp %s, control %s, upstream %q", *name, *httpAddr, *tcpAddr, *control, *upstream)
 	select {
 	case <-ctx.Done():
+	case err := <-errc:
+		log.Fatal(err)
+	}
+	// As a Kubernetes application should: on SIGTERM, serve on while the
+	// pod's removal from its Service reaches the clients (here, their
+	// proxies through the destination service), then stop.
+	log.Printf("testapp %s: terminating; serving on for %s", *name, *drain)
+	select {
+	case <-time.After(*drain):
 	case err := <-errc:
 		log.Fatal(err)
 	}

@@ -1,0 +1,299 @@
+package dataplane
+
+import (
+	"net/http"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/weftmesh/weft/apis/proxy/httptypes"
+	proxynet "github.com/weftmesh/weft/apis/proxy/net"
+	ptap "github.com/weftmesh/weft/apis/proxy/tap"
+	"github.com/weftmesh/weft/mesh/policy/authz"
+)
+
+// decodeTapWire encodes an event as a tap's goroutine does and decodes it
+// with the generated types, as a tapper does.
+func decodeTapWire(t *testing.T, s *tapSession, it tapItem) *ptap.TapEvent {
+	t.Helper()
+	var enc tapEncoder
+	out := &ptap.TapEvent{}
+	require.NoError(t, proto.Unmarshal(enc.encode(s, it), out))
+	return out
+}
+
+// generatedTapEvent builds the TapEvent of an item with the generated
+// types: what the proxy sent before events were written by hand, kept as
+// the reference.
+func generatedTapEvent(s *tapSession, it tapItem) *ptap.TapEvent {
+	tr := it.tr
+	meta := func(ls []tapLabel) map[string]string {
+		m := map[string]string{}
+		for _, l := range ls {
+			m[l.k] = l.v
+		}
+		return m
+	}
+	out := &ptap.TapEvent{
+		Source:          genTCPAddr(tr.src),
+		Destination:     genTCPAddr(tr.dst),
+		ProxyDirection:  tr.direction,
+		SourceMeta:      &ptap.TapEvent_EndpointMeta{Labels: meta(tr.srcMeta)},
+		DestinationMeta: &ptap.TapEvent_EndpointMeta{Labels: meta(tr.dstMeta)},
+	}
+	if tr.route != "" {
+		out.RouteMeta = &ptap.TapEvent_RouteMeta{Labels: map[string]string{"route": tr.route}}
+	}
+	id := &ptap.TapEvent_Http_StreamId{Base: s.base, Stream: it.id}
+	httpEv := &ptap.TapEvent_Http{}
+	switch it.kind {
+	case tapRequestInit:
+		init := &ptap.TapEvent_Http_RequestInit{
+			Id: id, Method: authz.MethodToProto(tr.method), Scheme: genScheme(tr.scheme), Authority: tr.authority, Path: tr.path,
+		}
+		if s.headers && tr.reqHeader != nil {
+			var pseudo [][2]string
+			if tr.reqH2 {
+				pseudo = [][2]string{{":method", tr.method}, {":scheme", tr.scheme}, {":authority", tr.authority}, {":path", tr.path}}
+			}
+			init.Headers = genHeaders(pseudo, tr.reqHeader)
+		}
+		httpEv.Event = &ptap.TapEvent_Http_RequestInit_{RequestInit: init}
+	case tapResponseInit:
+		ri := &ptap.TapEvent_Http_ResponseInit{Id: id, SinceRequestInit: durationpb.New(tr.headAt.Sub(tr.start)), HttpStatus: uint32(tr.status)}
+		if s.headers && tr.respHeader != nil {
+			var pseudo [][2]string
+			if tr.respH2 {
+				pseudo = [][2]string{{":status", strconv.Itoa(tr.status)}}
+			}
+			ri.Headers = genHeaders(pseudo, tr.respHeader)
+		}
+		httpEv.Event = &ptap.TapEvent_Http_ResponseInit_{ResponseInit: ri}
+	case tapResponseEnd:
+		end := &ptap.TapEvent_Http_ResponseEnd{
+			Id: id, SinceRequestInit: durationpb.New(tr.sinceRequest), SinceResponseInit: durationpb.New(tr.sinceResponse),
+			ResponseBytes: tr.bytes, Eos: &ptap.Eos{},
+		}
+		switch {
+		case tr.resetCode >= 0:
+			end.Eos.End = &ptap.Eos_ResetErrorCode{ResetErrorCode: uint32(tr.resetCode)}
+		case tr.grpcStatus >= 0:
+			end.Eos.End = &ptap.Eos_GrpcStatusCode{GrpcStatusCode: uint32(tr.grpcStatus)}
+		}
+		if s.headers && tr.trailers != nil {
+			end.Trailers = genHeaders(nil, tr.trailers)
+		}
+		httpEv.Event = &ptap.TapEvent_Http_ResponseEnd_{ResponseEnd: end}
+	}
+	out.Event = &ptap.TapEvent_Http_{Http: httpEv}
+	return out
+}
+
+func genTCPAddr(a netip.AddrPort) *proxynet.TcpAddress {
+	if !a.IsValid() {
+		return nil
+	}
+	return &proxynet.TcpAddress{Ip: authz.AddrToProto(a.Addr().Unmap()), Port: uint32(a.Port())}
+}
+
+func genScheme(s string) *httptypes.Scheme {
+	switch s {
+	case "http":
+		return &httptypes.Scheme{Type: &httptypes.Scheme_Registered_{Registered: httptypes.Scheme_HTTP}}
+	case "https":
+		return &httptypes.Scheme{Type: &httptypes.Scheme_Registered_{Registered: httptypes.Scheme_HTTPS}}
+	}
+	return &httptypes.Scheme{Type: &httptypes.Scheme_Unregistered{Unregistered: s}}
+}
+
+func genHeaders(pseudo [][2]string, h http.Header) *httptypes.Headers {
+	out := &httptypes.Headers{}
+	for _, p := range pseudo {
+		out.Headers = append(out.Headers, &httptypes.Headers_Header{Name: p[0], Value: []byte(p[1])})
+	}
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		for _, v := range h[k] {
+			out.Headers = append(out.Headers, &httptypes.Headers_Header{Name: strings.ToLower(k), Value: []byte(v)})
+		}
+	}
+	return out
+}
+
+func TestTapWireMatchesTheGeneratedMessages(t *testing.T) {
+	start := time.Now()
+	long := strings.Repeat("v", 20000) // lengths of three varint bytes
+	requests := map[string]*tapRequest{
+		"outbound IPv4, registered method, no headers": {
+			direction: ptap.TapEvent_OUTBOUND, src: netip.MustParseAddrPort("127.0.0.1:40000"), dst: netip.MustParseAddrPort("10.0.0.7:8080"),
+			srcMeta: []tapLabel{{"tls", noTLSLoopback}}, dstMeta: []tapLabel{{"deployment", "web"}, {"tls", "true"}, {"server_id", "web.shop"}},
+			route: "default", start: start, method: "GET", scheme: "http", authority: "web:8080", path: "/",
+			headAt: start.Add(3 * time.Millisecond), status: 200,
+			sinceRequest: 5 * time.Millisecond, sinceResponse: 2 * time.Millisecond, bytes: 27, grpcStatus: -1, resetCode: -1,
+		},
+		"inbound IPv6 and IPv4-mapped, unregistered method and scheme, HTTP/2 headers, gRPC status 0": {
+			direction: ptap.TapEvent_INBOUND, src: netip.MustParseAddrPort("[fd00::1:2]:5000"), dst: netip.MustParseAddrPort("[::ffff:10.1.2.3]:80"),
+			srcMeta: []tapLabel{{"tls", "true"}, {"client_id", "a.b"}}, dstMeta: []tapLabel{{"srv_kind", "server"}, {"tls", noTLSLoopback}},
+			start: start, method: "PROPFIND", scheme: "weird", authority: "api", path: "/x?y=1", reqH2: true,
+			reqHeader: http.Header{"User-Agent": {"t"}, "X-Many": {"1", "2"}, "Content-Type": {"application/grpc"}},
+			headAt:    start.Add(time.Second + 5), status: 200, respH2: true, respHeader: http.Header{"Grpc-Status": {"0"}},
+			sinceRequest: 90 * time.Second, sinceResponse: 0, grpcStatus: 0, resetCode: -1, trailers: http.Header{"Grpc-Message": {"ok"}},
+		},
+		"IPv6 with a zero half, a reset, large headers, no addresses known": {
+			direction: ptap.TapEvent_INBOUND, src: netip.MustParseAddrPort("[::1]:1"), dst: netip.AddrPort{},
+			start: start, method: "POST", scheme: "https", path: "/" + long, reqHeader: http.Header{"X-Big": {long, ""}},
+			headAt: start.Add(-time.Millisecond), status: 503, respHeader: http.Header{}, sinceRequest: -time.Millisecond - 7,
+			grpcStatus: 4, resetCode: 8, trailers: http.Header{"X-Big": {long}},
+		},
+		"nothing set": {grpcStatus: -1, resetCode: -1},
+	}
+	for name, tr := range requests {
+		for _, headers := range []bool{false, true} {
+			for _, kind := range []tapEventKind{tapRequestInit, tapResponseInit, tapResponseEnd} {
+				t.Run(name+"/"+strconv.Itoa(int(kind))+"/headers="+strconv.FormatBool(headers), func(t *testing.T) {
+					s := &tapSession{base: 0xfeedbeef, headers: headers}
+					it := tapItem{tr: tr, id: 1 << 40, kind: kind}
+					got := decodeTapWire(t, s, it)
+					want := generatedTapEvent(s, it)
+					if diff := cmpTap(want, got); diff != "" {
+						t.Fatalf("the hand-written event differs from the generated one:\n%s", diff)
+					}
+				})
+			}
+		}
+	}
+}
+
+func cmpTap(want, got *ptap.TapEvent) string {
+	if proto.Equal(want, got) {
+		return ""
+	}
+	return "want: " + want.String() + "\ngot:  " + got.String()
+}
+
+func TestTapEncoderReusesItsBufferAcrossEvents(t *testing.T) {
+	s := &tapSession{base: 1, headers: true}
+	tr := &tapRequest{src: netip.MustParseAddrPort("10.0.0.1:1"), method: "GET", scheme: "http", path: "/", grpcStatus: -1, resetCode: -1,
+		reqHeader: http.Header{"A": {"b"}}}
+	var enc tapEncoder
+	first := enc.encode(s, tapItem{tr: tr, kind: tapRequestInit})
+	want := append([]byte(nil), first...)
+	allocs := testing.AllocsPerRun(100, func() { enc.encode(s, tapItem{tr: tr, kind: tapRequestInit}) })
+	assert.Zero(t, allocs, "an event is written into the encoder's buffer")
+	assert.Equal(t, want, enc.encode(s, tapItem{tr: tr, kind: tapRequestInit}))
+}
+
+func TestTapSlabNeverRewritesWhatItHandedOut(t *testing.T) {
+	var slab tapSlab
+	var sent []tapWire
+	var want [][]byte
+	buf := make([]byte, 0, 5000)
+	for i := 0; i < 200; i++ { // several blocks, with events larger than what is left
+		buf = buf[:0]
+		for j := 0; j < 1+(i*37)%4000; j++ {
+			buf = append(buf, byte(i))
+		}
+		w := slab.wire(buf)
+		sent = append(sent, w)
+		want = append(want, append([]byte(nil), buf...))
+		require.Len(t, w.b, cap(w.b), "an event's bytes cannot be appended to")
+	}
+	for i := range sent {
+		assert.Equal(t, want[i], sent[i].b, "event %d is as it was sent", i)
+	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { slab.wire(buf[:100]) }), "events share a block")
+}
+
+func TestTapCodecSendsEventsAsTheyAreAndDecodesRequests(t *testing.T) {
+	c, err := newTapCodec()
+	require.NoError(t, err)
+	out, err := c.Marshal(&tapWire{b: []byte{1, 2, 3}})
+	require.NoError(t, err)
+	assert.Equal(t, []byte{1, 2, 3}, out.Materialize())
+
+	req := &ptap.ObserveRequest{Limit: 5}
+	in, err := c.Marshal(req)
+	require.NoError(t, err)
+	var back ptap.ObserveRequest
+	require.NoError(t, c.Unmarshal(in, &back))
+	assert.Equal(t, uint32(5), back.GetLimit())
+	require.Error(t, c.Unmarshal(mem.BufferSlice{mem.SliceBuffer{0xff}}, &back), "bad bytes are refused")
+}
+
+func TestTapDestinationLabelsMatchAsTheyAreReported(t *testing.T) {
+	r, _ := http.NewRequest(http.MethodGet, "http://web/", nil)
+	srv := &authz.Server{Meta: authz.Meta{Group: "policy.linkerd.io", Kind: "Server", Name: "web-http"}}
+	views := map[string]*tapView{
+		"outbound, meshed": {direction: ptap.TapEvent_OUTBOUND, r: r, ep: &Endpoint{Identity: "web.shop",
+			MetricLabels: map[string]string{"namespace": "shop", "pod": "web-1", "tls": "spoofed", "server_id": "spoofed"}}},
+		"outbound, not meshed":            {direction: ptap.TapEvent_OUTBOUND, r: r, ep: &Endpoint{MetricLabels: map[string]string{"server_id": "x"}}},
+		"outbound, answered by the proxy": {direction: ptap.TapEvent_OUTBOUND, r: r, ep: &Endpoint{}},
+		"inbound, a route and an authorization": {direction: ptap.TapEvent_INBOUND, r: r, info: &connInfo{peer: authz.Conn{TLS: true, Identity: "a.b"}},
+			st: &portState{srv: srv}, res: &authz.Result{
+				HTTPRoute:     &authz.HTTPRoute{Meta: authz.Meta{Group: "gateway.networking.k8s.io", Kind: "HTTPRoute", Name: "books"}},
+				Authorization: &authz.Authorization{Meta: authz.Meta{Kind: "AuthorizationPolicy", Name: "allow-ÄÖ"}}}},
+		"inbound, built-in policy": {direction: ptap.TapEvent_INBOUND, r: r, info: &connInfo{},
+			res: &authz.Result{Authorization: &authz.Authorization{Meta: authz.DefaultMeta("all-unauthenticated")}}},
+	}
+	for name, v := range views {
+		t.Run(name, func(t *testing.T) {
+			_, dst := v.meta(nil)
+			seen := map[string]bool{}
+			for _, l := range dst {
+				assert.False(t, seen[l.k], "label %s is reported once", l.k)
+				seen[l.k] = true
+				assert.True(t, v.dstLabelIs(l.k, l.v), "%s=%q matches", l.k, l.v)
+				assert.False(t, v.dstLabelIs(l.k, l.v+"x"), "%s=%q+x does not", l.k, l.v)
+			}
+			for _, k := range []string{"nope", "srv_nope", "route", "authz_", "_kind"} {
+				if !seen[k] {
+					assert.False(t, v.dstLabelIs(k, ""), "an absent label %q matches nothing", k)
+				}
+			}
+		})
+	}
+	t.Run("matching allocates nothing", func(t *testing.T) {
+		v := views["inbound, a route and an authorization"]
+		allocs := testing.AllocsPerRun(100, func() {
+			v.dstLabelIs("route_kind", "httproute")
+			v.dstLabelIs("srv_name", "web-http")
+		})
+		assert.Zero(t, allocs)
+	})
+}
+
+func TestTapBudgetAdmitsItsRateAndRefusesBeyond(t *testing.T) {
+	h := newTapHub(1, 300) // 100 requests of three events per second
+	s := h.newSession(&tapMatch{}, false, 1000)
+	now := int64(time.Hour)
+	admitted := 0
+	for i := 0; i < 150; i++ {
+		if s.allow(3, now) {
+			admitted++
+		}
+	}
+	assert.Equal(t, 100, admitted, "a full second's budget at once, no more")
+	assert.False(t, s.allow(3, now+int64(9*time.Millisecond)), "a request's three events take 10ms to come back")
+	assert.True(t, s.allow(3, now+int64(10*time.Millisecond)))
+	assert.False(t, s.allow(3, now+int64(10*time.Millisecond)))
+	admitted = 0
+	for i := 0; i < 150; i++ {
+		if s.allow(3, now+int64(10*time.Second)) {
+			admitted++
+		}
+	}
+	assert.Equal(t, 100, admitted, "an idle tap's budget refills to a second's worth, not more")
+}
