@@ -144,7 +144,7 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	if upgrade {
 		p.forwardUpgrade(r.Context(), w, r, hdr, up, func(ctx context.Context) (net.Conn, error) {
 			return p.dialWithin(ctx, app.String())
-		}, &stats, nil, false)
+		}, func(err error) { e := outboundAnswer(err); fail(&e) }, &stats, nil, false)
 		return
 	}
 

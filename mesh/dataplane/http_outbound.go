@@ -3,14 +3,11 @@ package dataplane
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/netip"
 	"strconv"
-	"sync/atomic"
 	"time"
 
-	"github.com/weftmesh/weft/mesh/dataplane/balance"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
@@ -43,265 +40,137 @@ func cleanInPlace(r *http.Request) http.Header {
 	return r.Header
 }
 
-// serveOutbound proxies one request from the local application.
+// serveOutbound proxies one request from the local application, in
+// steps: select its route; answer it here when the route says so (no
+// route, a redirect, an injected fault); bound it by the route's
+// timeouts; then send it, in attempts within the retry budget (an
+// upgrade on a connection of its own), and relay the answer or answer
+// the error (outboundAnswer).
 func (p *Proxy) serveOutbound(w http.ResponseWriter, r *http.Request, info *connInfo) {
-	svc := info.svc
-	grpc := isGRPC(r)
-	rawPath := escapedPath(r)
-	routePath := rawPath
-	if np, err := pathnorm.Normalize(rawPath); err == nil {
+	c := outboundCall{p: p, w: w, r: r, info: info, svc: info.svc, grpc: isGRPC(r)}
+	c.selectRoute()
+	defer c.endTap() // ends an upgraded or aborted request; no-op once ended
+	if c.answeredByRoute() {
+		return
+	}
+	c.bound()
+	defer c.release()
+	if up, ok := h1.Upgrade(r); ok && !info.h2 {
+		p.outboundUpgrade(&c, up)
+		return
+	}
+	c.prepareBody()
+	if c.rb != nil {
+		defer c.rb.close()
+	}
+	var a outboundAttempt
+	if err := c.run(&a); err != nil {
+		c.fail(err)
+		return
+	}
+	defer a.cancel()
+	c.relay(&a)
+}
+
+// selectRoute picks the request's route by its normalized path, and
+// starts its metrics.
+func (c *outboundCall) selectRoute() {
+	r := c.r
+	c.rawPath = escapedPath(r)
+	routePath := c.rawPath
+	if np, err := pathnorm.Normalize(c.rawPath); err == nil {
 		routePath = np
 	}
-	rt := svc.router.Load().Select(route.Request{
+	c.router = c.svc.router.Load()
+	c.rt = c.router.Select(route.Request{
 		Method: r.Method, Path: routePath, RawQuery: r.URL.RawQuery, Host: hostOnly(r.Host),
-		Header: r.Header, HTTP2: info.h2, GRPC: grpc,
+		Header: r.Header, HTTP2: c.info.h2, GRPC: c.grpc,
 	})
-	var stats reqStats
-	stats.begin(svc.routeSeries(rt.Name), time.Now())
-	var tr *tapRequest                                // set when an open tap takes the request
-	defer func() { tr.responseEnd(0, -1, -1, nil) }() // ends an upgraded or aborted request; no-op once ended
-	tapped := false
-	tapStart := func(ep Endpoint) {
-		if !tapped && p.tap.on() {
-			tapped = true
-			tr = p.tapOutbound(r, info, rt.Name, &ep)
-		}
-	}
-	fail := func(e *proxyErr) {
-		p.m.http.errors.WithLabelValues(Outbound, svc.label, e.class).Inc()
-		tapStart(Endpoint{})
-		writeProxyError(w, grpc, e, false)
-		if stats.ep == nil {
-			stats.attempt(svc.localSeries())
-		}
-		stats.head(e.status)
-		stats.done(e.status, grpcStatusOf(grpc, e), true, e.class)
-		tr.responseInit(e.status, w.Header(), info.h2)
-		tr.responseEnd(0, tapGRPCStatus(grpcStatusOf(grpc, e)), -1, nil)
-	}
+	c.stats.begin(c.svc.routeSeries(c.rt.Name), time.Now())
+}
 
-	switch {
-	case r.Method == http.MethodConnect:
-		fail(&proxyErr{http.StatusMethodNotAllowed, grpcUnimplemented, "connect-refused", "CONNECT is served only by the explicit CONNECT listener"})
-		return
+func (c *outboundCall) endTap() { c.tr.responseEnd(0, -1, -1, nil) }
+
+// answeredByRoute answers the requests that are not sent on: CONNECT
+// (served by its own listener), no matching route, a redirect, a failure
+// the route injects.
+func (c *outboundCall) answeredByRoute() bool {
+	switch rt := c.rt; {
+	case c.r.Method == http.MethodConnect:
+		c.fail(errConnectInHTTP)
 	case route.NotFound(rt):
-		fail(&proxyErr{http.StatusNotFound, grpcUnimplemented, "no-route", "no route matches the request"})
-		return
+		c.fail(errNoRoute)
 	case rt.Redirect != nil:
-		loc := rt.Redirect.Location("http", hostOnly(r.Host), hostPort(r.Host), r.URL.Path, r.URL.RawQuery, rt.MatchedPrefix())
-		w.Header().Set("Location", loc)
-		w.Header().Set("Content-Length", "0")
-		tapStart(Endpoint{})
-		w.WriteHeader(rt.Redirect.Status)
-		stats.attempt(svc.localSeries())
-		stats.head(rt.Redirect.Status)
-		stats.done(rt.Redirect.Status, "", false, "")
-		tr.responseInit(rt.Redirect.Status, w.Header(), info.h2)
-		tr.responseEnd(0, -1, -1, nil)
-		return
+		c.redirect()
 	case rt.Fail.Hit():
-		fail(faultErr(rt.Fail))
-		return
+		c.fail(&faultError{rt.Fail})
+	default:
+		return false
 	}
+	return true
+}
 
-	ctx := r.Context()
-	if rt.Timeouts.Request > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, rt.Timeouts.Request)
-		defer cancel()
-	}
-	ctx, touch, stopIdle := idleWatch(ctx, rt.Timeouts.Idle)
-	defer stopIdle()
+// redirect answers with the route's redirect.
+func (c *outboundCall) redirect() {
+	r, rt, w := c.r, c.rt, c.w
+	loc := rt.Redirect.Location("http", hostOnly(r.Host), hostPort(r.Host), r.URL.Path, r.URL.RawQuery, rt.MatchedPrefix())
+	w.Header().Set("Location", loc)
+	w.Header().Set("Content-Length", "0")
+	c.tapStart(nil)
+	w.WriteHeader(rt.Redirect.Status)
+	c.stats.attempt(c.svc.localSeries())
+	c.stats.head(rt.Redirect.Status)
+	c.stats.done(rt.Redirect.Status, "", false, "")
+	c.tr.responseInit(rt.Redirect.Status, w.Header(), c.info.h2)
+	c.tr.responseEnd(0, -1, -1, nil)
+}
 
-	if up, ok := h1.Upgrade(r); ok && !info.h2 {
-		p.outboundUpgrade(ctx, w, r, svc, rt, up, &stats)
-		return
+// bound puts the route's request and idle timeouts on the request's
+// context; release ends them.
+func (c *outboundCall) bound() {
+	ctx := c.r.Context()
+	if d := c.rt.Timeouts.Request; d > 0 {
+		ctx, c.cancelRequest = context.WithTimeout(ctx, d)
 	}
+	c.ctx, c.touch, c.stopIdle = idleWatch(ctx, c.rt.Timeouts.Idle)
+}
 
-	var body io.ReadCloser = r.Body
-	var cbody *clientBody
-	if body != nil && body != http.NoBody {
-		cbody = newClientBody(r, false)
-		body = cbody
+func (c *outboundCall) release() {
+	c.stopIdle()
+	if c.cancelRequest != nil {
+		c.cancelRequest()
 	}
-	if rt.Timeouts.Idle > 0 && body != nil && body != http.NoBody {
-		body = &touchReader{ReadCloser: body, touch: touch}
-	}
-	var rb *replayBody
-	canRetry := rt.Retry != nil && (retry.Idempotent(r.Method) || rt.Retry.NonIdempotent) &&
-		r.ContentLength <= rt.Retry.MaxRequestBytes
-	if canRetry && body != nil && body != http.NoBody {
-		rb = newReplayBody(body, rt.Retry.MaxRequestBytes)
-	}
-	budget := svc.budget.Load()
-	budget.Deposit()
-	router := svc.router.Load()
+}
 
-	var (
-		tried    []*balance.Handle[Endpoint]
-		resp     *http.Response
-		perr     *proxyErr
-		handle   *balance.Handle[Endpoint]
-		connFail int
-		retries  uint32
-	)
-attempts:
-	for {
-		bi := route.PickBackend(rt.Backends, rt.FirstAvailable, func(i int) bool {
-			b, err := svc.backend(ctx, rt.Backends[i], router.Accrual)
-			return err == nil && b.usable()
-		})
-		if bi < 0 {
-			perr = &proxyErr{http.StatusInternalServerError, grpcUnavailable, "no-backends", "the route has no backends"}
-			break attempts
-		}
-		spec := rt.Backends[bi]
-		if spec.Fail.Hit() {
-			perr = faultErr(spec.Fail)
-			break attempts
-		}
-		be, err := svc.backend(ctx, spec, router.Accrual)
-		if err != nil {
-			perr = &proxyErr{http.StatusServiceUnavailable, grpcUnavailable, "resolve", err.Error()}
-			break attempts
-		}
-		be.refresh()
-		h, err := be.bal.PickExcept(tried)
-		if errors.Is(err, balance.ErrNoEndpoints) {
-			perr = &proxyErr{http.StatusServiceUnavailable, grpcUnavailable, "no-endpoints", spec.Name + " has no endpoints"}
-			break attempts
-		}
-		if err != nil {
-			perr = &proxyErr{http.StatusServiceUnavailable, grpcUnavailable, "unavailable", "every endpoint of " + spec.Name + " is failing"}
-			break attempts
-		}
-		tried = append(tried, h)
-		stats.attempt(be.seriesFor(svc, h))
-		tapStart(h.Value())
-
-		attemptBody := body
-		if rb != nil {
-			attemptBody = rb.attempt()
-		}
-		// Without header filters or retries the client's header is cleaned
-		// in place (which repeating for another endpoint leaves unchanged);
-		// otherwise each attempt starts from a copy.
-		var hdr http.Header
-		if rt.Retry == nil && rt.RequestHeaders == nil && spec.RequestHeaders == nil {
-			hdr = cleanInPlace(r)
-		} else {
-			hdr = outboundHeader(r, rt.RequestHeaders, spec.RequestHeaders)
-		}
-		headTimeout := rt.Timeouts.Response
-		if rt.Retry != nil && rt.Retry.Timeout > 0 {
-			headTimeout = rt.Retry.Timeout
-		}
-		actx, acancel := ctx, context.CancelFunc(func() {})
-		if headTimeout > 0 || rt.Retry != nil {
-			actx, acancel = context.WithCancel(ctx)
-		}
-		var timedOut atomic.Bool
-		var timer *time.Timer
-		if headTimeout > 0 {
-			timer = time.AfterFunc(headTimeout, func() { timedOut.Store(true); acancel() })
-		}
-		req := outgoingRequest(forward1xx(actx, w), r, hdr, attemptBody, rawPath, r.URL.RawQuery)
-		resp, err = p.roundTrip(req, h.Value(), info.h2, svc.target, func() bool { return rb == nil || rb.replayable() })
-		if timer != nil {
-			timer.Stop()
-		}
-		if err != nil {
-			acancel()
-			var de *dialError
-			if errors.As(err, &de) && connFail < maxDialAttempts-1 && (rb == nil || rb.replayable()) && ctx.Err() == nil {
-				h.Done(false)
-				stats.attemptEnded(0, "", true, "connect")
-				connFail++
-				p.log.Debug("endpoint unreachable, trying another", "target", svc.target, "endpoint", h.Key(), "err", err)
-				continue attempts
-			}
-			reason := "error"
-			switch {
-			case r.Context().Err() != nil:
-				perr = &proxyErr{499, grpcUnavailable, "client-gone", "the client went away"}
-			case cbody.failed() != nil:
-				perr = bodyFailure(cbody.failed())
-			case errors.Is(context.Cause(ctx), errIdleTimeout):
-				perr = &proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "idle-timeout", "nothing moved within " + rt.Timeouts.Idle.String()}
-			case ctx.Err() != nil:
-				perr = &proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "request-timeout", "the request timed out"}
-			case timedOut.Load():
-				reason = "timeout"
-				perr = &proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "response-timeout", "no response within " + headTimeout.String()}
-			case de != nil:
-				perr = &proxyErr{http.StatusServiceUnavailable, grpcUnavailable, "connect", err.Error()}
-			default:
-				perr = &proxyErr{http.StatusBadGateway, grpcUnavailable, "upstream", err.Error()}
-			}
-			endpointFault := perr.class != "client-gone" && perr.class != "request-timeout" && perr.class != "idle-timeout" &&
-				perr.class != classRequestBody
-			h.Done(!endpointFault)
-			if endpointFault && p.mayRetry(rt, r, rb, retries, budget, svc, reason, &stats) {
-				retries++
-				stats.attemptEnded(0, "", true, perr.class)
-				perr = nil
-				if !sleepBackoff(ctx, rt.Retry, retries, 0, false) {
-					perr = &proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "request-timeout", "the request timed out"}
-					break attempts
-				}
-				continue attempts
-			}
-			break attempts
-		}
-		failure := route.Failure(rt.Classes, resp.StatusCode, resp.Header.Get("Grpc-Status"))
-		outcome := responseOutcome(resp, failure, p.now())
-		h.DoneWith(outcome)
-		if rt.Retry != nil && retryableResponse(rt.Retry, resp, failure) && p.mayRetry(rt, r, rb, retries, budget, svc, "status", &stats) {
-			retries++
-			stats.attemptEnded(resp.StatusCode, resp.Header.Get("Grpc-Status"), failure, "")
-			resp.Body.Close()
-			acancel()
-			if !sleepBackoff(ctx, rt.Retry, retries, outcome.RetryAfter, outcome.HasRetryAfter) {
-				perr = &proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "request-timeout", "the request timed out"}
-				break attempts
-			}
-			continue attempts
-		}
-		defer acancel()
-		handle = h
-		break attempts
-	}
-	if rb != nil {
-		defer rb.close()
-	}
-	if perr != nil {
-		fail(perr)
-		return
-	}
+// relay sends the response the last attempt got to the client, with the
+// route's response filters, and records how the exchange ended: a stream
+// the upstream broke is broken to the client too.
+func (c *outboundCall) relay(a *outboundAttempt) {
+	resp, rt := a.resp, c.rt
 	defer resp.Body.Close()
 	gs := resp.Header.Get("Grpc-Status")
 	failure := route.Failure(rt.Classes, resp.StatusCode, gs)
-	stats.head(resp.StatusCode)
-	tr.responseInit(resp.StatusCode, resp.Header, info.h2)
-	meshed := handle.Value().Identity != ""
-	trailer, n, err := copyResponse(w, resp, func(h http.Header) {
+	c.stats.head(resp.StatusCode)
+	c.tr.responseInit(resp.StatusCode, resp.Header, c.info.h2)
+	meshed := a.h.Value().Identity != ""
+	trailer, n, err := copyResponse(c.w, resp, func(h http.Header) {
 		cleanResponseHeader(h, meshed)
 		rt.ResponseHeaders.Apply(h)
-	}, touch)
+	}, c.touch)
 	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
 		gs = tgs
 		failure = route.Failure(rt.Classes, resp.StatusCode, gs)
 	}
 	if err != nil {
-		stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
-		tr.responseEnd(n, -1, tapResetCode(err), nil)
+		c.stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
+		c.tr.responseEnd(n, -1, tapResetCode(err), nil)
 		if errors.Is(err, errUpstreamBody) {
 			abort()
 		}
 		return
 	}
-	stats.done(resp.StatusCode, gs, failure, "")
-	tr.responseEnd(n, tapGRPCStatus(gs), -1, trailer)
+	c.stats.done(resp.StatusCode, gs, failure, "")
+	c.tr.responseEnd(n, tapGRPCStatus(gs), -1, trailer)
 }
 
 // faultErr is the answer of a failure injector: its HTTP status, or its
@@ -346,45 +215,6 @@ func retryableResponse(rp *route.Retry, resp *http.Response, failure bool) bool 
 		}
 	}
 	return rp.OnFailureClass && failure
-}
-
-// mayRetry applies the retry rules: a route retry policy, an idempotent
-// method (or one the route explicitly covers), a body small enough to
-// replay, retries left, and the destination's budget.
-func (p *Proxy) mayRetry(rt *route.Route, r *http.Request, rb *replayBody, done uint32, budget *retry.Budget, svc *service, reason string, stats *reqStats) bool {
-	rp := rt.Retry
-	if rp == nil || done >= rp.MaxRetries {
-		return false
-	}
-	if !retry.Idempotent(r.Method) && !rp.NonIdempotent {
-		return false
-	}
-	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
-	if hasBody && (rb == nil || !rb.replayable()) {
-		return false
-	}
-	if !budget.Withdraw() {
-		p.m.http.exhausted.WithLabelValues(svc.label, rt.Name).Inc()
-		stats.retryable(false)
-		return false
-	}
-	p.m.http.retries.WithLabelValues(svc.label, rt.Name, reason).Inc()
-	stats.retryable(true)
-	return true
-}
-
-// sleepBackoff waits before retry number n (the server's hint, when the
-// route respects it); false when ctx ended first.
-func sleepBackoff(ctx context.Context, rp *route.Retry, n uint32, hint time.Duration, hasHint bool) bool {
-	d := retry.Backoff{Min: rp.MinBackoff, Max: rp.MaxBackoff, Jitter: rp.Jitter, RespectRetryAfter: rp.RespectRetryAfter}.Delay(n, hint, hasHint, nil)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // roundTrip sends a request to one endpoint: over the pooled HTTP/2

@@ -34,6 +34,8 @@ type service struct {
 	routes cowMap[string, *reqSeries] // route_* series by route name
 	local  atomic.Pointer[reqSeries]  // requests the proxy answers before any endpoint
 
+	rebuildMu sync.Mutex // one rebuild at a time, so that the last one stored read the latest inputs
+
 	mu       sync.Mutex
 	pol      *outbound.OutboundPolicy
 	prof     *pdst.DestinationProfile
@@ -125,8 +127,12 @@ func (s *service) checkReady() {
 
 // rebuild compiles the router from the latest policy and profile. A
 // policy the router cannot read is not applied: the last good router
-// stays.
+// stays. The policy and profile watches rebuild concurrently: one at a
+// time, or a rebuild that read the inputs before the other watch's update
+// could store its router after the other's and lose that update.
 func (s *service) rebuild() {
+	s.rebuildMu.Lock()
+	defer s.rebuildMu.Unlock()
 	s.mu.Lock()
 	pol, prof := s.pol, s.prof
 	s.mu.Unlock()

@@ -12,78 +12,53 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
-	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
 
 // outboundUpgrade forwards a protocol upgrade (WebSocket): the request
-// goes on a connection of its own (mesh TLS with the transport header
-// announcing HTTP/1 for a meshed endpoint), and the connection becomes a
-// tunnel only if the upstream answers 101 Switching Protocols for the
-// protocol asked for. Any other answer is relayed as a normal response.
-func (p *Proxy) outboundUpgrade(ctx context.Context, w http.ResponseWriter, r *http.Request, svc *service, rt *route.Route, up string, stats *reqStats) {
-	router := svc.router.Load()
-	fail := func(e *proxyErr) {
-		p.m.http.errors.WithLabelValues(Outbound, svc.label, e.class).Inc()
-		writeProxyError(w, false, e, false)
-		if stats.ep == nil {
-			stats.attempt(svc.localSeries())
-		}
-		stats.head(e.status)
-		stats.done(e.status, "", true, e.class)
-	}
-	bi := route.PickBackend(rt.Backends, rt.FirstAvailable, func(i int) bool {
-		b, err := svc.backend(ctx, rt.Backends[i], router.Accrual)
-		return err == nil && b.usable()
-	})
-	if bi < 0 {
-		fail(&proxyErr{http.StatusInternalServerError, 0, "no-backends", "the route has no backends"})
+// goes, in one attempt, to an endpoint picked as for any request, on a
+// connection of its own (mesh TLS with the transport header announcing
+// HTTP/1 for a meshed endpoint), and the connection becomes a tunnel only
+// if the upstream answers 101 Switching Protocols for the protocol asked
+// for. Any other answer is relayed as a normal response. Taps are not
+// offered upgrades.
+func (p *Proxy) outboundUpgrade(c *outboundCall, up string) {
+	c.tapped = true
+	var a outboundAttempt
+	if err := a.pick(c, nil); err != nil {
+		c.fail(err)
 		return
 	}
-	be, err := svc.backend(ctx, rt.Backends[bi], router.Accrual)
-	if err != nil {
-		fail(&proxyErr{http.StatusServiceUnavailable, 0, "resolve", err.Error()})
-		return
-	}
-	be.refresh()
-	h, err := be.bal.Pick()
-	if err != nil {
-		fail(&proxyErr{http.StatusServiceUnavailable, 0, "no-endpoints", "no endpoint available"})
-		return
-	}
-	stats.attempt(be.seriesFor(svc, h))
-	ep := h.Value()
-	hdr := outboundHeader(r, rt.RequestHeaders, rt.Backends[bi].RequestHeaders)
-	p.forwardUpgrade(ctx, w, r, hdr, up, func(ctx context.Context) (net.Conn, error) {
+	ep := a.h.Value()
+	hdr := outboundHeader(c.r, c.rt.RequestHeaders, a.backend.RequestHeaders)
+	target := c.svc.target
+	p.forwardUpgrade(c.ctx, c.w, c.r, hdr, up, func(ctx context.Context) (net.Conn, error) {
 		if ep.Identity != "" {
-			return p.dialEndpoint(ctx, ep, svc.target, transport.HTTP1, nil)
+			return p.dialEndpoint(ctx, ep, target, transport.HTTP1, nil)
 		}
 		dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 		defer cancel()
 		return p.dialTracked(dctx, ep.Addr.String())
-	}, stats, h, ep.Identity != "")
+	}, c.fail, &c.stats, a.h, ep.Identity != "")
 }
 
 // forwardUpgrade sends an upgrade request on a fresh connection and
-// tunnels only after a 101 that switches to the protocol asked for.
-func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *http.Request, hdr http.Header, up string, dial func(context.Context) (net.Conn, error), stats *reqStats, h *balance.Handle[Endpoint], meshed bool) {
+// tunnels only after a 101 that switches to the protocol asked for. fail
+// answers for the proxy (outboundAnswer) and records the answer.
+func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *http.Request, hdr http.Header, up string, dial func(context.Context) (net.Conn, error), fail func(error), stats *reqStats, h *balance.Handle[Endpoint], meshed bool) {
 	done := func(ok bool) {
 		if h != nil {
 			h.Done(ok)
 		}
 	}
 	if r.ContentLength != 0 {
-		writeProxyError(w, false, &proxyErr{http.StatusBadRequest, 0, "upgrade-with-body", "an upgrade request may not have a body"}, false)
-		stats.head(http.StatusBadRequest)
-		stats.done(http.StatusBadRequest, "", true, "upgrade-with-body")
+		fail(errUpgradeBody)
 		done(true)
 		return
 	}
 	conn, err := dial(ctx)
 	if err != nil {
-		writeProxyError(w, false, &proxyErr{http.StatusBadGateway, 0, "connect", err.Error()}, false)
-		stats.head(http.StatusBadGateway)
-		stats.done(http.StatusBadGateway, "", true, "connect")
+		fail(&upgradeError{err: err, dial: true})
 		done(false)
 		return
 	}
@@ -91,9 +66,7 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	if err := h1.WriteRequestHead(conn, r.Method, r.URL.RequestURI(), r.Host, hdr, "Connection: Upgrade", "Upgrade: "+up); err != nil {
-		writeProxyError(w, false, &proxyErr{http.StatusBadGateway, 0, "upstream", err.Error()}, false)
-		stats.head(http.StatusBadGateway)
-		stats.done(http.StatusBadGateway, "", true, "upstream")
+		fail(&upgradeError{err: err})
 		done(false)
 		return
 	}
@@ -106,9 +79,7 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 		}
 	}
 	if err != nil {
-		writeProxyError(w, false, &proxyErr{http.StatusBadGateway, 0, "upstream", err.Error()}, false)
-		stats.head(http.StatusBadGateway)
-		stats.done(http.StatusBadGateway, "", true, "upstream")
+		fail(&upgradeError{err: err})
 		done(false)
 		return
 	}
@@ -123,8 +94,7 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 		// never tunnel (an upstream 200 to an Upgrade is not a switch).
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			resp.Body.Close()
-			writeProxyError(w, false, &proxyErr{http.StatusBadGateway, 0, "bad-upgrade", "the upstream switched to a protocol that was not asked for"}, false)
-			stats.done(http.StatusBadGateway, "", true, "bad-upgrade")
+			fail(errBadUpgrade)
 			done(false)
 			return
 		}
@@ -143,8 +113,7 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
-		writeProxyError(w, false, &proxyErr{http.StatusInternalServerError, 0, "upgrade", "the connection cannot switch protocols"}, false)
-		stats.done(http.StatusInternalServerError, "", true, "upgrade")
+		fail(errNoHijack)
 		done(true)
 		return
 	}

@@ -1,0 +1,144 @@
+package dataplane
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/weftmesh/weft/mesh/dataplane/route"
+)
+
+// Why the outbound path answers a request itself. The steps of a request
+// (routing, picking, sending, upgrading) return these causes, or the
+// error of the exchange itself; outboundAnswer is the one place that
+// turns a cause into what the client gets.
+var (
+	errConnectInHTTP  = errors.New("dataplane: CONNECT is served only by the explicit CONNECT listener")
+	errNoRoute        = errors.New("dataplane: no route matches the request")
+	errNoBackends     = errors.New("dataplane: the route has no backends")
+	errRequestTimeout = errors.New("dataplane: the request timed out")
+	errUpgradeBody    = errors.New("dataplane: an upgrade request may not have a body")
+	errBadUpgrade     = errors.New("dataplane: the upstream switched to a protocol that was not asked for")
+	errNoHijack       = errors.New("dataplane: the connection cannot switch protocols")
+)
+
+// faultError is a failure a route or backend injects.
+type faultError struct{ fault *route.Fault }
+
+func (e *faultError) Error() string { return "dataplane: injected fault: " + e.fault.Message }
+
+// resolveError is a backend whose discovery could not be started.
+type resolveError struct{ err error }
+
+func (e *resolveError) Error() string { return "dataplane: resolving a backend: " + e.err.Error() }
+func (e *resolveError) Unwrap() error { return e.err }
+
+// noEndpointError is a backend without an endpoint to send to: it has
+// none, or every one it has is failing (ejected by failure accrual).
+type noEndpointError struct {
+	backend string
+	failing bool
+}
+
+func (e *noEndpointError) Error() string {
+	if e.failing {
+		return "dataplane: every endpoint of " + e.backend + " is failing"
+	}
+	return "dataplane: " + e.backend + " has no endpoints"
+}
+
+// timeoutError is a wait that ran out: for the response head (idle is
+// false) or for any byte to move either way (idle).
+type timeoutError struct {
+	after time.Duration
+	idle  bool
+}
+
+func (e *timeoutError) Error() string { return "dataplane: timed out after " + e.after.String() }
+
+// requestBodyError is an exchange that failed because the client's body
+// did (malformed framing, or the client went away in the middle of it).
+type requestBodyError struct{ err error }
+
+func (e *requestBodyError) Error() string { return "dataplane: request body: " + e.err.Error() }
+func (e *requestBodyError) Unwrap() error { return e.err }
+
+// upgradeError is a protocol upgrade's own exchange failing: dialling its
+// connection (dial) or writing the request and reading the answer.
+type upgradeError struct {
+	err  error
+	dial bool
+}
+
+func (e *upgradeError) Error() string { return e.err.Error() }
+func (e *upgradeError) Unwrap() error { return e.err }
+
+// outboundAnswer maps why a request got no answer from upstream to the
+// answer the proxy makes instead: the HTTP status, the gRPC status for a
+// gRPC call, and the class that names the cause in l5d-proxy-error and in
+// the metrics' reason label, with a message for the client. A dial error
+// is 503 (another endpoint may serve); any other error of the exchange is
+// 502 with its text.
+func outboundAnswer(err error) proxyErr {
+	var (
+		fault *faultError
+		res   *resolveError
+		noEP  *noEndpointError
+		to    *timeoutError
+		body  *requestBodyError
+		up    *upgradeError
+		dial  *dialError
+	)
+	switch {
+	case errors.Is(err, errConnectInHTTP):
+		return proxyErr{http.StatusMethodNotAllowed, grpcUnimplemented, "connect-refused", "CONNECT is served only by the explicit CONNECT listener"}
+	case errors.Is(err, errNoRoute):
+		return proxyErr{http.StatusNotFound, grpcUnimplemented, "no-route", "no route matches the request"}
+	case errors.As(err, &fault):
+		return *faultErr(fault.fault)
+	case errors.Is(err, errNoBackends):
+		return proxyErr{http.StatusInternalServerError, grpcUnavailable, "no-backends", "the route has no backends"}
+	case errors.As(err, &res):
+		return proxyErr{http.StatusServiceUnavailable, grpcUnavailable, "resolve", res.err.Error()}
+	case errors.As(err, &noEP) && noEP.failing:
+		return proxyErr{http.StatusServiceUnavailable, grpcUnavailable, "unavailable", "every endpoint of " + noEP.backend + " is failing"}
+	case noEP != nil:
+		return proxyErr{http.StatusServiceUnavailable, grpcUnavailable, "no-endpoints", noEP.backend + " has no endpoints"}
+	case errors.Is(err, errClientGone):
+		return proxyErr{499, grpcUnavailable, "client-gone", "the client went away"}
+	case errors.As(err, &body):
+		return *bodyFailure(body.err)
+	case errors.As(err, &to) && to.idle:
+		return proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "idle-timeout", "nothing moved within " + to.after.String()}
+	case errors.Is(err, errRequestTimeout):
+		return proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "request-timeout", "the request timed out"}
+	case to != nil:
+		return proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "response-timeout", "no response within " + to.after.String()}
+	case errors.Is(err, errUpgradeBody):
+		return proxyErr{http.StatusBadRequest, grpcUnavailable, "upgrade-with-body", "an upgrade request may not have a body"}
+	case errors.Is(err, errBadUpgrade):
+		return proxyErr{http.StatusBadGateway, grpcUnavailable, "bad-upgrade", "the upstream switched to a protocol that was not asked for"}
+	case errors.Is(err, errNoHijack):
+		return proxyErr{http.StatusInternalServerError, grpcUnavailable, "upgrade", "the connection cannot switch protocols"}
+	case errors.As(err, &up) && up.dial:
+		// An upgrade is not retried on another endpoint: the dial failure
+		// is the upstream's (502), as inbound.
+		return proxyErr{http.StatusBadGateway, grpcUnavailable, "connect", up.err.Error()}
+	case up != nil:
+		return proxyErr{http.StatusBadGateway, grpcUnavailable, "upstream", up.err.Error()}
+	case errors.As(err, &dial):
+		return proxyErr{http.StatusServiceUnavailable, grpcUnavailable, "connect", err.Error()}
+	}
+	return proxyErr{http.StatusBadGateway, grpcUnavailable, "upstream", err.Error()}
+}
+
+// endpointFault reports whether an answer blames the endpoint (it counts
+// against it and may be retried elsewhere) rather than the client or the
+// request's own deadline.
+func endpointFault(class string) bool {
+	switch class {
+	case "client-gone", "request-timeout", "idle-timeout", classRequestBody:
+		return false
+	}
+	return true
+}

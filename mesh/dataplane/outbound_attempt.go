@@ -1,0 +1,339 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/weftmesh/weft/mesh/dataplane/balance"
+	"github.com/weftmesh/weft/mesh/dataplane/retry"
+	"github.com/weftmesh/weft/mesh/dataplane/route"
+)
+
+// outboundCall is one request from the local application, with what its
+// attempts share: the route it took, its deadline, its body (replayable
+// when it may be retried), the unreachable endpoints skipped and the
+// retries spent, its metrics and its tap.
+type outboundCall struct {
+	p       *Proxy
+	w       http.ResponseWriter
+	r       *http.Request
+	info    *connInfo
+	svc     *service
+	router  *route.Router
+	rt      *route.Route
+	grpc    bool
+	rawPath string
+
+	ctx           context.Context // the request's, bounded by the route's request and idle timeouts
+	touch         func()          // postpones the idle timeout
+	stopIdle      func()
+	cancelRequest context.CancelFunc // nil without a request timeout
+
+	body  io.ReadCloser // the client's body as attempts read it (nil or http.NoBody without one)
+	cbody *clientBody   // keeps the body's first read error
+	rb    *replayBody   // set when the request may be retried and has a body
+
+	budget    *retry.Budget
+	dialFails int
+	retries   uint32
+
+	stats  reqStats
+	tr     *tapRequest // set when an open tap took the request
+	tapped bool
+}
+
+// tapStart offers the request to the open taps once, with the endpoint
+// of h it is sent to (zero without one, when the proxy answers itself).
+// The endpoint is copied to the heap only when a tap is open.
+func (c *outboundCall) tapStart(h *balance.Handle[Endpoint]) {
+	if c.tapped || !c.p.tap.on() {
+		return
+	}
+	c.tapped = true
+	var ep Endpoint
+	if h != nil {
+		ep = h.Value()
+	}
+	c.tr = c.p.tapOutbound(c.r, c.info, c.rt.Name, &ep)
+}
+
+// fail answers the request for the proxy, for the reason err gives
+// (outboundAnswer), and records it.
+func (c *outboundCall) fail(err error) {
+	e := outboundAnswer(err)
+	c.p.m.http.errors.WithLabelValues(Outbound, c.svc.label, e.class).Inc()
+	c.tapStart(nil)
+	writeProxyError(c.w, c.grpc, &e, false)
+	if c.stats.ep == nil {
+		c.stats.attempt(c.svc.localSeries())
+	}
+	gs := grpcStatusOf(c.grpc, &e)
+	c.stats.head(e.status)
+	c.stats.done(e.status, gs, true, e.class)
+	c.tr.responseInit(e.status, c.w.Header(), c.info.h2)
+	c.tr.responseEnd(0, tapGRPCStatus(gs), -1, nil)
+}
+
+// prepareBody wraps the client's body: it keeps its first read error,
+// postpones the idle timeout as it moves, and is kept for replay when
+// the route may retry the request.
+func (c *outboundCall) prepareBody() {
+	r, rt := c.r, c.rt
+	c.body = r.Body
+	if c.body != nil && c.body != http.NoBody {
+		c.cbody = newClientBody(r, false)
+		c.body = c.cbody
+		if rt.Timeouts.Idle > 0 {
+			c.body = &touchReader{ReadCloser: c.body, touch: c.touch}
+		}
+	}
+	canRetry := rt.Retry != nil && (retry.Idempotent(r.Method) || rt.Retry.NonIdempotent) &&
+		r.ContentLength <= rt.Retry.MaxRequestBytes
+	if canRetry && c.body != nil && c.body != http.NoBody {
+		c.rb = newReplayBody(c.body, rt.Retry.MaxRequestBytes)
+	}
+	c.budget = c.svc.budget.Load()
+	c.budget.Deposit()
+}
+
+// replayable reports whether another attempt could send the whole body.
+func (c *outboundCall) replayable() bool { return c.rb == nil || c.rb.replayable() }
+
+// run sends the request until an attempt ends in a response that is not
+// retried, which a holds when run returns nil, or in an error that is not.
+func (c *outboundCall) run(a *outboundAttempt) error {
+	// The endpoints tried so far, avoided while others are available;
+	// local, so that its few entries stay on the stack.
+	var tried []*balance.Handle[Endpoint]
+	for {
+		if err := a.pick(c, tried); err != nil {
+			return err
+		}
+		tried = append(tried, a.h)
+		if err := a.send(c); err != nil {
+			again, err := c.afterError(a, err)
+			if !again {
+				return err
+			}
+			continue
+		}
+		again, err := c.afterResponse(a)
+		if !again {
+			return err
+		}
+	}
+}
+
+// afterError decides what follows an attempt that got no response: try
+// another endpoint (an unreachable one, not counted as a retry), retry
+// within the budget, or give up with the error to answer.
+func (c *outboundCall) afterError(a *outboundAttempt, err error) (bool, error) {
+	a.cancel()
+	if a.redial(c, err) {
+		return true, nil
+	}
+	cause := a.cause(c, err)
+	class := outboundAnswer(cause).class
+	fault := endpointFault(class)
+	a.h.Done(!fault)
+	if !fault {
+		return false, cause
+	}
+	reason := "error"
+	if to := (*timeoutError)(nil); errors.As(cause, &to) && !to.idle {
+		reason = "timeout"
+	}
+	if !c.mayRetry(reason) {
+		return false, cause
+	}
+	c.stats.attemptEnded(0, "", true, class)
+	return c.backoff(0, false)
+}
+
+// afterResponse classifies an attempt's response for failure accrual and
+// decides whether it is the answer or is retried.
+func (c *outboundCall) afterResponse(a *outboundAttempt) (bool, error) {
+	resp := a.resp
+	failure := route.Failure(c.rt.Classes, resp.StatusCode, resp.Header.Get("Grpc-Status"))
+	outcome := responseOutcome(resp, failure, c.p.now())
+	a.h.DoneWith(outcome)
+	if c.rt.Retry == nil || !retryableResponse(c.rt.Retry, resp, failure) || !c.mayRetry("status") {
+		return false, nil
+	}
+	c.stats.attemptEnded(resp.StatusCode, resp.Header.Get("Grpc-Status"), failure, "")
+	resp.Body.Close()
+	a.cancel()
+	return c.backoff(outcome.RetryAfter, outcome.HasRetryAfter)
+}
+
+// mayRetry applies the retry rules: a route retry policy, an idempotent
+// method (or one the route explicitly covers), a body small enough to
+// replay, retries left, and the destination's budget. It counts the retry
+// it allows.
+func (c *outboundCall) mayRetry(reason string) bool {
+	rt, r := c.rt, c.r
+	rp := rt.Retry
+	if rp == nil || c.retries >= rp.MaxRetries {
+		return false
+	}
+	if !retry.Idempotent(r.Method) && !rp.NonIdempotent {
+		return false
+	}
+	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+	if hasBody && (c.rb == nil || !c.rb.replayable()) {
+		return false
+	}
+	if !c.budget.Withdraw() {
+		c.p.m.http.exhausted.WithLabelValues(c.svc.label, rt.Name).Inc()
+		c.stats.retryable(false)
+		return false
+	}
+	c.p.m.http.retries.WithLabelValues(c.svc.label, rt.Name, reason).Inc()
+	c.stats.retryable(true)
+	c.retries++
+	return true
+}
+
+// backoff waits before the next retry (the server's hint, when the route
+// respects it); the request's deadline ending first is its answer.
+func (c *outboundCall) backoff(hint time.Duration, hasHint bool) (bool, error) {
+	rp := c.rt.Retry
+	d := retry.Backoff{Min: rp.MinBackoff, Max: rp.MaxBackoff, Jitter: rp.Jitter, RespectRetryAfter: rp.RespectRetryAfter}.Delay(c.retries, hint, hasHint, nil)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true, nil
+	case <-c.ctx.Done():
+		return false, errRequestTimeout
+	}
+}
+
+// outboundAttempt is one try of an outbound request: the backend and the
+// endpoint picked for it (with the balancer's handle, which learns how
+// the try went), the response it got, and the context and timer bounding
+// its wait for the response head. Its steps take the call they belong to
+// (not kept in the attempt, so that the call can stay on the stack).
+type outboundAttempt struct {
+	backend  *route.Backend
+	h        *balance.Handle[Endpoint]
+	ctx      context.Context
+	cancel   context.CancelFunc // ends the attempt's exchange (a no-op when it has no context of its own)
+	timeout  time.Duration      // for the response head, 0 for none
+	timedOut *atomic.Bool       // set when timeout ran out
+	resp     *http.Response
+}
+
+// pick chooses the attempt's backend (by weight, or the first usable
+// one) and, by the backend's balancer, an endpoint not tried yet while
+// others are available (tried). A backend's injected fault ends the
+// request here.
+func (a *outboundAttempt) pick(c *outboundCall, tried []*balance.Handle[Endpoint]) error {
+	*a = outboundAttempt{}
+	rt, svc, ctx, acc := c.rt, c.svc, c.ctx, c.router.Accrual
+	bi := route.PickBackend(rt.Backends, rt.FirstAvailable, func(i int) bool {
+		b, err := svc.backend(ctx, rt.Backends[i], acc)
+		return err == nil && b.usable()
+	})
+	if bi < 0 {
+		return errNoBackends
+	}
+	a.backend = &rt.Backends[bi]
+	if a.backend.Fail.Hit() {
+		return &faultError{a.backend.Fail}
+	}
+	be, err := svc.backend(ctx, *a.backend, acc)
+	if err != nil {
+		return &resolveError{err}
+	}
+	be.refresh()
+	h, err := be.bal.PickExcept(tried)
+	if err != nil {
+		return &noEndpointError{backend: a.backend.Name, failing: !errors.Is(err, balance.ErrNoEndpoints)}
+	}
+	a.h = h
+	c.stats.attempt(be.seriesFor(svc, h))
+	c.tapStart(h)
+	return nil
+}
+
+// send sends the request to the picked endpoint and waits for the
+// response head, within the route's response (or per-try) timeout.
+func (a *outboundAttempt) send(c *outboundCall) error {
+	r, rt := c.r, c.rt
+	body := c.body
+	if c.rb != nil {
+		body = c.rb.attempt()
+	}
+	// Without header filters or retries the client's header is cleaned
+	// in place (which repeating for another endpoint leaves unchanged);
+	// otherwise each attempt starts from a copy.
+	var hdr http.Header
+	if rt.Retry == nil && rt.RequestHeaders == nil && a.backend.RequestHeaders == nil {
+		hdr = cleanInPlace(r)
+	} else {
+		hdr = outboundHeader(r, rt.RequestHeaders, a.backend.RequestHeaders)
+	}
+	a.timeout = rt.Timeouts.Response
+	if rt.Retry != nil && rt.Retry.Timeout > 0 {
+		a.timeout = rt.Retry.Timeout
+	}
+	a.ctx, a.cancel = c.ctx, func() {}
+	if a.timeout > 0 || rt.Retry != nil {
+		a.ctx, a.cancel = context.WithCancel(c.ctx)
+	}
+	var timer *time.Timer
+	if a.timeout > 0 {
+		timedOut, cancel := new(atomic.Bool), a.cancel
+		a.timedOut = timedOut
+		timer = time.AfterFunc(a.timeout, func() { timedOut.Store(true); cancel() })
+	}
+	rb := c.rb
+	req := outgoingRequest(forward1xx(a.ctx, c.w), r, hdr, body, c.rawPath, r.URL.RawQuery)
+	resp, err := c.p.roundTrip(req, a.h.Value(), c.info.h2, c.svc.target, func() bool { return rb == nil || rb.replayable() })
+	if timer != nil {
+		timer.Stop()
+	}
+	a.resp = resp
+	return err
+}
+
+// redial reports whether an attempt whose endpoint could not be reached
+// is tried again on another endpoint: up to maxDialAttempts per request,
+// while the body can be sent again and the request has time left. The
+// endpoint is marked failed; the try is no retry and spends no budget.
+func (a *outboundAttempt) redial(c *outboundCall, err error) bool {
+	var de *dialError
+	if !errors.As(err, &de) || c.dialFails >= maxDialAttempts-1 || !c.replayable() || c.ctx.Err() != nil {
+		return false
+	}
+	a.h.Done(false)
+	c.stats.attemptEnded(0, "", true, "connect")
+	c.dialFails++
+	c.p.log.Debug("endpoint unreachable, trying another", "target", c.svc.target, "endpoint", a.h.Key(), "err", err)
+	return true
+}
+
+// cause names why the attempt got no response, for outboundAnswer: the
+// client went away or its body failed, the request's idle or overall
+// deadline passed, the wait for the head timed out, or the exchange's
+// own error (a dial error or anything else from upstream).
+func (a *outboundAttempt) cause(c *outboundCall, err error) error {
+	switch {
+	case c.r.Context().Err() != nil:
+		return errClientGone
+	case c.cbody.failed() != nil:
+		return &requestBodyError{c.cbody.failed()}
+	case errors.Is(context.Cause(c.ctx), errIdleTimeout):
+		return &timeoutError{after: c.rt.Timeouts.Idle, idle: true}
+	case c.ctx.Err() != nil:
+		return errRequestTimeout
+	case a.timedOut != nil && a.timedOut.Load():
+		return &timeoutError{after: a.timeout}
+	}
+	return err
+}
