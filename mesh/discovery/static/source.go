@@ -239,7 +239,9 @@ func (s *Source) Err() error {
 	return s.err
 }
 
-// Revision counts successful loads, starting at 1 for the first.
+// Revision counts successful loads, starting at 1 for the first. It and
+// Err change after the sink has received the load's objects, so a
+// subscriber of the sink may see the objects first.
 func (s *Source) Revision() uint64 { return s.revision.Load() }
 
 // Updated receives a signal after each reload attempt; signals coalesce.
