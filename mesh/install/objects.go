@@ -354,7 +354,7 @@ func (r *renderer) deployment(c Component, checksum string) Object {
 			Replicas: ptr(r.replicas()),
 			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Strategy: appsv1.DeploymentStrategy{
-				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				Type:          appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: r.rollingUpdate(),
 			},
 			Template: corev1.PodTemplateSpec{
