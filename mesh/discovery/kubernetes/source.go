@@ -72,6 +72,11 @@ func New(ctx context.Context, sink Sink, client kclient.Interface, dyn dynamic.I
 	if sink == nil || client == nil {
 		return nil, errors.New("kubernetes: New needs a sink and a client")
 	}
+	if ctx.Err() != nil {
+		// Informers of a fake or fast client can sync before the wait
+		// notices ctx: an ended ctx is refused before anything starts.
+		return nil, fmt.Errorf("kubernetes: informers did not sync: %w", context.Cause(ctx))
+	}
 	cfg := config{logger: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		if o != nil {
