@@ -56,7 +56,9 @@
 // Inbound, the first bytes decide: a TLS ClientHello whose SNI is this
 // proxy's identity is terminated with mutual TLS and the client identity is
 // the single DNS SAN of its verified certificate (never a header, never the
-// common name); anything else is plaintext (or the application's own TLS)
+// common name). Both directions verify the peer's chain with the mesh's one
+// rule, identity.VerifyPeerChain, which the identity client applies too;
+// anything else is plaintext (or the application's own TLS)
 // from a client without identity. The port comes from the transport header,
 // which only a client with a verified identity may send, or the original
 // destination; a port the proxy itself listens on ([Proxy.Own]) or a skip

@@ -3,7 +3,6 @@ package dataplane_test
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
@@ -254,44 +253,6 @@ func TestServerTLSConfigRefusesTLS12AndUntrustedClients(t *testing.T) {
 	good := pk.issuer.Leaf(t, testutil.CertOptions{Name: idA})
 	assert.NoError(t, dial(&tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{good.TLS}}))
 	assert.NoError(t, <-errs)
-}
-
-func TestVerifyPeerRejectsLeavesThatMustNotProveAnIdentity(t *testing.T) {
-	pk := newPKI(t)
-	roots := testutil.Pool(pk.anchor)
-	now := time.Now()
-	chain := func(l *testutil.Leaf) []*x509.Certificate {
-		out := []*x509.Certificate{l.Cert}
-		return append(out, pk.issuer.Cert)
-	}
-	good := pk.issuer.Leaf(t, testutil.CertOptions{Name: idA})
-	id, err := dataplane.VerifyPeer(roots, chain(good), x509.ExtKeyUsageClientAuth, now)
-	require.NoError(t, err)
-	assert.Equal(t, idA, id)
-
-	cases := map[string][]*x509.Certificate{
-		"no certificate": nil,
-		"issuer as leaf": {pk.issuer.Cert},
-		"two DNS names":  chain(pk.issuer.Leaf(t, testutil.CertOptions{Name: idA, DNSNames: []string{idA, idC}})),
-		"no DNS name":    chain(pk.issuer.Leaf(t, testutil.CertOptions{Name: idA, DNSNames: []string{}, IPs: []net.IP{net.ParseIP("10.0.0.1")}})),
-		"other root":     chain(newPKI(t).issuer.Leaf(t, testutil.CertOptions{Name: idA})),
-		"expired":        chain(pk.issuer.Leaf(t, testutil.CertOptions{Name: idA, NotBefore: now.Add(-48 * time.Hour), Lifetime: time.Hour})),
-		"not yet valid":  chain(pk.issuer.Leaf(t, testutil.CertOptions{Name: idA, NotBefore: now.Add(time.Hour)})),
-		"missing issuer": {good.Cert},
-		"very long chains": func() []*x509.Certificate {
-			c := chain(good)
-			for len(c) < 20 {
-				c = append(c, pk.issuer.Cert)
-			}
-			return c
-		}(),
-	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			_, err := dataplane.VerifyPeer(roots, c, x509.ExtKeyUsageClientAuth, now)
-			assert.ErrorIs(t, err, dataplane.ErrPeerIdentity)
-		})
-	}
 }
 
 func TestProxyRunsOnlyOnceAndNeedsAnIdentity(t *testing.T) {

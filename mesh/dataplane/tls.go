@@ -3,19 +3,19 @@ package dataplane
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
+	"github.com/weftmesh/weft/mesh/identity"
 )
 
-// maxPeerChain bounds the certificates a peer may present.
-const maxPeerChain = 8
-
 // ErrPeerIdentity is wrapped when a peer's certificate is not acceptable.
-var ErrPeerIdentity = errors.New("dataplane: peer certificate rejected")
+// It is identity.ErrPeerRejected: the data plane applies the mesh's one
+// rule, identity.VerifyPeerChain, and adds only the check that a server
+// is the identity the client asked for.
+var ErrPeerIdentity = identity.ErrPeerRejected
 
 // ServerTLSConfig returns the inbound side of mesh TLS: TLS 1.3 only, the
 // certificate from id at each handshake, client certificates requested and,
@@ -39,8 +39,11 @@ func ServerTLSConfig(id Identity, now func() time.Time) *tls.Config {
 			if len(cs.PeerCertificates) == 0 {
 				return nil // mesh TLS without a client identity; policy decides
 			}
-			_, err := VerifyPeer(id.Roots(), cs.PeerCertificates, x509.ExtKeyUsageClientAuth, now())
-			return err
+			_, err := identity.VerifyPeerChain(id.Roots(), cs.PeerCertificates, now(), x509.ExtKeyUsageClientAuth)
+			if err != nil {
+				return fmt.Errorf("dataplane: client certificate: %w", err)
+			}
+			return nil
 		},
 	}
 }
@@ -67,82 +70,28 @@ func ClientTLSConfig(id Identity, serverID string, now func() time.Time) *tls.Co
 			return id.Certificate()
 		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			got, err := VerifyPeer(id.Roots(), cs.PeerCertificates, x509.ExtKeyUsageServerAuth, now())
+			got, err := identity.VerifyPeerChain(id.Roots(), cs.PeerCertificates, now(), x509.ExtKeyUsageServerAuth)
 			if err != nil {
-				return err
+				return fmt.Errorf("dataplane: server certificate: %w", err)
 			}
-			if !strings.EqualFold(got, serverID) {
-				return fmt.Errorf("%w: server presented %q, want %q", ErrPeerIdentity, got, serverID)
+			// The verified name is canonical (lower case); a hint may
+			// spell the same DNS name in another case.
+			if got := got.String(); !strings.EqualFold(got, serverID) {
+				return fmt.Errorf("dataplane: server presented %q, want %q: %w", got, serverID, ErrPeerIdentity)
 			}
 			return nil
 		},
 	}
 }
 
-// VerifyPeer verifies a peer's chain against roots at time now for the given
-// usage and returns the identity it proves: the single DNS SAN of the leaf.
-// The leaf must not be a CA or able to sign certificates or CRLs, must list
-// the usage explicitly, and must carry exactly one DNS SAN and at most one
-// URI SAN; the common name is never used.
-func VerifyPeer(roots *x509.CertPool, chain []*x509.Certificate, usage x509.ExtKeyUsage, now time.Time) (string, error) {
-	if len(chain) == 0 {
-		return "", fmt.Errorf("%w: no certificate", ErrPeerIdentity)
-	}
-	if len(chain) > maxPeerChain {
-		return "", fmt.Errorf("%w: chain of %d certificates, at most %d", ErrPeerIdentity, len(chain), maxPeerChain)
-	}
-	if roots == nil {
-		return "", fmt.Errorf("%w: no trust roots", ErrPeerIdentity)
-	}
-	leaf := chain[0]
-	if leaf.IsCA || leaf.KeyUsage&(x509.KeyUsageCertSign|x509.KeyUsageCRLSign) != 0 {
-		return "", fmt.Errorf("%w: leaf can sign certificates", ErrPeerIdentity)
-	}
-	hasUsage := false
-	for _, u := range leaf.ExtKeyUsage {
-		hasUsage = hasUsage || u == usage
-	}
-	if !hasUsage {
-		return "", fmt.Errorf("%w: leaf lacks the %s extended key usage", ErrPeerIdentity, usageName(usage))
-	}
-	if len(leaf.DNSNames) != 1 || leaf.DNSNames[0] == "" {
-		return "", fmt.Errorf("%w: leaf has %d DNS names, want exactly one", ErrPeerIdentity, len(leaf.DNSNames))
-	}
-	if len(leaf.URIs) > 1 {
-		return "", fmt.Errorf("%w: leaf has %d URI SANs", ErrPeerIdentity, len(leaf.URIs))
-	}
-	inter := x509.NewCertPool()
-	for _, c := range chain[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{
-		Roots:         roots,
-		Intermediates: inter,
-		CurrentTime:   now,
-		KeyUsages:     []x509.ExtKeyUsage{usage},
-	}); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrPeerIdentity, err)
-	}
-	return strings.ToLower(leaf.DNSNames[0]), nil
-}
-
-func usageName(u x509.ExtKeyUsage) string {
-	switch u {
-	case x509.ExtKeyUsageServerAuth:
-		return "serverAuth"
-	case x509.ExtKeyUsageClientAuth:
-		return "clientAuth"
-	}
-	return fmt.Sprint(u)
-}
-
 // PeerIdentity returns the verified identity of a mesh TLS peer, or "" when
 // the peer sent no certificate. It must only be called after a handshake
-// made with ServerTLSConfig or ClientTLSConfig, whose verification ensures
-// the leaf carries exactly one DNS SAN.
+// made with ServerTLSConfig or ClientTLSConfig, whose verification
+// (identity.VerifyPeerChain) ensures the leaf carries exactly one DNS SAN,
+// an identity name in its canonical lower-case form.
 func PeerIdentity(cs tls.ConnectionState) string {
 	if len(cs.PeerCertificates) == 0 || len(cs.PeerCertificates[0].DNSNames) != 1 {
 		return ""
 	}
-	return strings.ToLower(cs.PeerCertificates[0].DNSNames[0])
+	return cs.PeerCertificates[0].DNSNames[0]
 }

@@ -20,9 +20,12 @@
 // A Bundle is a set of trust anchors; a chain is trusted when it leads to
 // any of them, which is how anchors rotate (publish old and new, move
 // issuers, drop old). NewBundleFile follows a PEM file and swaps in a new
-// bundle when it changes. VerifyPeer is the one place a peer's chain is
-// judged: chain to the bundle for the right extended key usage, no CA
-// leaf, exactly one DNS SAN that parses as a Name, no other SANs.
+// bundle when it changes. VerifyPeerChain is the one place a peer's chain
+// is judged, by the identity client's TLS hooks and by the data plane
+// alike (VerifyPeer is the same rule on DER): chain to the roots for the
+// right extended key usage, listed by the leaf, no CA leaf, exactly one
+// DNS SAN that parses as a Name, no other SANs (a SPIFFE URI SAN
+// included).
 //
 // # Issuing
 //

@@ -206,7 +206,11 @@ func checkSubdomain(s string) error {
 	if len(s) > maxNameLength {
 		return fmt.Errorf("longer than %d characters: %w", maxNameLength, ErrInvalidName)
 	}
-	for _, l := range strings.Split(s, ".") {
+	// Label by label without splitting into a slice: peer verification
+	// parses a name on every handshake.
+	for rest, more := s, true; more; {
+		var l string
+		l, rest, more = strings.Cut(rest, ".")
 		if err := checkLabel(l); err != nil {
 			return err
 		}

@@ -6,7 +6,7 @@ import (
 	"crypto/x509/pkix"
 	"fmt"
 	"math/big"
-	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,82 +47,93 @@ func TestVerifyPeerReturnsTheIdentityOfAGoodChain(t *testing.T) {
 	}
 }
 
-// TestVerifyPeerRefuses covers BAD-INPUTS T21 and T23 at the certificate
-// level: each peer chain must be refused.
-func TestVerifyPeerRefuses(t *testing.T) {
+// TestVerifyPeerAndVerifyPeerChainApplyTheMeshsOneRule drives both entry
+// points with the table every mesh TLS verifier shares
+// (testutil.NewPeerChains; the data plane replays it over real
+// handshakes). It covers BAD-INPUTS T21 and T23 at the certificate level.
+func TestVerifyPeerAndVerifyPeerChainApplyTheMeshsOneRule(t *testing.T) {
+	const name = "web.shop.serviceaccount.identity.linkerd.cluster.local"
+	pc := testutil.NewPeerChains(t, name)
+	bundle, err := identity.NewBundle(pc.Anchor.Cert)
+	require.NoError(t, err)
+	roots := testutil.Pool(pc.Anchor)
+	now := time.Now()
+	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		got, err := identity.VerifyPeer(bundle, pc.Good.Raw(), now, usage)
+		require.NoError(t, err)
+		assert.Equal(t, name, got.String())
+		got, err = identity.VerifyPeerChain(roots, pc.Good.Certs, now, usage)
+		require.NoError(t, err)
+		assert.Equal(t, name, got.String())
+	}
+	for _, c := range pc.Refused {
+		for _, usage := range c.Usages {
+			t.Run(c.Case+" "+testutil.Role(usage), func(t *testing.T) {
+				_, err := identity.VerifyPeer(bundle, c.Raw(), now, usage)
+				assert.ErrorIs(t, err, identity.ErrPeerRejected)
+				assert.True(t, strings.HasPrefix(err.Error(), "identity: "), err.Error())
+				_, err = identity.VerifyPeerChain(roots, c.Certs, now, usage)
+				assert.ErrorIs(t, err, identity.ErrPeerRejected)
+			})
+		}
+	}
+}
+
+// TestVerifyPeerRefusesWhatOnlyTheRawFormCanCarry: undecodable bytes, a
+// missing bundle or pool, nil certificates, and a leaf with thousands of
+// SANs.
+func TestVerifyPeerRefusesWhatOnlyTheRawFormCanCarry(t *testing.T) {
 	p := newPKI(t)
 	name := mustName(t, "shop", "web").String()
 	inter := p.issuer.Cert.Raw
-	base := func() *x509.Certificate {
-		return &x509.Certificate{
-			Subject:               pkix.Name{CommonName: name},
-			DNSNames:              []string{name},
-			KeyUsage:              x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-			BasicConstraintsValid: true,
-		}
+	good := signLeaf(t, p.issuer, &x509.Certificate{
+		Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	many := &x509.Certificate{KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	for i := 0; i < 5000; i++ {
+		many.DNSNames = append(many.DNSNames, fmt.Sprintf("n%d.example", i))
 	}
-	with := func(f func(c *x509.Certificate)) [][]byte {
-		c := base()
-		f(c)
-		return [][]byte{signLeaf(t, p.issuer, c), inter}
+	usage := x509.ExtKeyUsageClientAuth
+	cases := map[string]func() error{
+		"garbage DER": func() error {
+			_, err := identity.VerifyPeer(p.bundle, [][]byte{[]byte("garbage")}, time.Now(), usage)
+			return err
+		},
+		"garbage intermediate": func() error {
+			_, err := identity.VerifyPeer(p.bundle, [][]byte{good, {0x30, 0x00}}, time.Now(), usage)
+			return err
+		},
+		"no bundle": func() error {
+			_, err := identity.VerifyPeer(nil, [][]byte{good, inter}, time.Now(), usage)
+			return err
+		},
+		"no roots": func() error {
+			_, err := identity.VerifyPeerChain(nil, []*x509.Certificate{p.issuer.Cert}, time.Now(), usage)
+			return err
+		},
+		"a nil leaf": func() error {
+			_, err := identity.VerifyPeerChain(p.bundle.Pool(), []*x509.Certificate{nil}, time.Now(), usage)
+			return err
+		},
+		"a nil intermediate": func() error {
+			leaf, err := x509.ParseCertificate(good)
+			require.NoError(t, err)
+			_, err = identity.VerifyPeerChain(p.bundle.Pool(), []*x509.Certificate{leaf, nil}, time.Now(), usage)
+			return err
+		},
+		"thousands of SANs": func() error {
+			_, err := identity.VerifyPeer(p.bundle, [][]byte{signLeaf(t, p.issuer, many), inter}, time.Now(), usage)
+			return err
+		},
 	}
-	otherRoot := testutil.NewAnchor(t, testutil.CertOptions{Name: "other"})
-	otherIssuer := otherRoot.Issuer(t, testutil.CertOptions{Name: "other-issuer"})
-	long := make([][]byte, identity.MaxPeerChain+1)
-	for i := range long {
-		long[i] = inter
-	}
-
-	cases := []struct {
-		name  string
-		raw   [][]byte
-		usage x509.ExtKeyUsage
-	}{
-		{"no certificate", nil, x509.ExtKeyUsageServerAuth},
-		{"garbage DER", [][]byte{[]byte("garbage")}, x509.ExtKeyUsageServerAuth},
-		{"leaf with CA:true", with(func(c *x509.Certificate) { c.IsCA = true; c.KeyUsage |= x509.KeyUsageCertSign }), x509.ExtKeyUsageServerAuth},
-		{"leaf with keyCertSign", with(func(c *x509.Certificate) { c.KeyUsage |= x509.KeyUsageCertSign }), x509.ExtKeyUsageServerAuth},
-		{"no clientAuth EKU", with(func(c *x509.Certificate) { c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth} }), x509.ExtKeyUsageClientAuth},
-		{"no serverAuth EKU", with(func(c *x509.Certificate) { c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth} }), x509.ExtKeyUsageServerAuth},
-		{"emailProtection only", with(func(c *x509.Certificate) { c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageEmailProtection} }), x509.ExtKeyUsageClientAuth},
-		{"identity only in a URI SAN", with(func(c *x509.Certificate) {
-			c.DNSNames = nil
-			c.URIs = []*url.URL{{Scheme: "spiffe", Host: "cluster.local", Path: "/ns/shop/sa/web"}}
-		}), x509.ExtKeyUsageServerAuth},
-		{"identity only in the common name", with(func(c *x509.Certificate) { c.DNSNames = nil }), x509.ExtKeyUsageServerAuth},
-		{"identity as an email SAN", with(func(c *x509.Certificate) { c.EmailAddresses = []string{"web@shop"} }), x509.ExtKeyUsageServerAuth},
-		{"two DNS SANs", with(func(c *x509.Certificate) { c.DNSNames = append(c.DNSNames, "x.example") }), x509.ExtKeyUsageServerAuth},
-		{"DNS SAN that is not a mesh name", with(func(c *x509.Certificate) { c.DNSNames = []string{"www.example.com"} }), x509.ExtKeyUsageServerAuth},
-		{"expired", with(func(c *x509.Certificate) {
-			c.NotBefore = time.Now().Add(-2 * time.Hour)
-			c.NotAfter = time.Now().Add(-time.Hour)
-		}), x509.ExtKeyUsageServerAuth},
-		{"not yet valid", with(func(c *x509.Certificate) {
-			c.NotBefore = time.Now().Add(time.Hour)
-			c.NotAfter = time.Now().Add(2 * time.Hour)
-		}), x509.ExtKeyUsageServerAuth},
-		{"other trust anchor", [][]byte{signLeaf(t, otherIssuer, base()), otherIssuer.Cert.Raw}, x509.ExtKeyUsageServerAuth},
-		{"missing intermediate", [][]byte{signLeaf(t, p.issuer, base())}, x509.ExtKeyUsageServerAuth},
-		{"too many certificates", append([][]byte{signLeaf(t, p.issuer, base())}, long...), x509.ExtKeyUsageServerAuth},
-		{"thousands of SANs", with(func(c *x509.Certificate) {
-			for i := 0; i < 5000; i++ {
-				c.DNSNames = append(c.DNSNames, fmt.Sprintf("n%d.example", i))
-			}
-		}), x509.ExtKeyUsageServerAuth},
-		{"an empty DNS SAN", with(func(c *x509.Certificate) { c.DNSNames = []string{""} }), x509.ExtKeyUsageServerAuth},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := identity.VerifyPeer(p.bundle, tc.raw, time.Now(), tc.usage)
-			require.Error(t, err)
-			assert.ErrorIs(t, err, identity.ErrPeerRejected)
+	for c, verify := range cases {
+		t.Run(c, func(t *testing.T) {
+			assert.ErrorIs(t, verify(), identity.ErrPeerRejected)
 		})
 	}
-	// The base template itself is fine: the refusals above come from the
-	// single change each case makes.
-	_, err := identity.VerifyPeer(p.bundle, with(func(*x509.Certificate) {}), time.Now(), x509.ExtKeyUsageServerAuth)
-	assert.NoError(t, err)
+	_, err := identity.VerifyPeer(p.bundle, [][]byte{good, inter}, time.Now(), usage)
+	assert.NoError(t, err, "the good leaf of this test passes")
 }
 
 // FuzzVerifyPeer feeds arbitrary leaf bytes (with the real intermediate)
