@@ -1,11 +1,12 @@
 // Package vocab is Linkerd's vocabulary as Weft speaks it: the annotation
 // and label keys, container and volume names, proxy environment variables,
-// default ports, default policies and control-plane names that a pod, a
-// namespace or a proxy carries. Manifests written for Linkerd mean the same
+// default ports, default policies, default cluster networks and
+// control-plane names that a pod, a namespace or a proxy carries. Manifests written for Linkerd mean the same
 // thing here because every Weft package reads these keys from this one
 // place.
 //
-// The package imports nothing, so anything may import it: the proxy reads
+// The package imports nothing but the standard library (net/netip), so
+// anything may import it: the proxy reads
 // the environment variables the injector writes, and discovery and policy
 // read the annotations without linking the injector.
 package vocab
@@ -231,9 +232,6 @@ const (
 	// HTTP, so the proxy skips protocol detection on them.
 	DefaultOpaquePorts = "25,587,3306,4444,5432,6379,9300,11211"
 	DefaultProxyUID    = 2102
-	// DefaultClusterNetworks are the private ranges a cluster's pods
-	// usually live in.
-	DefaultClusterNetworks = "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16,fd00::/8"
 )
 
 // Environment variables of the proxy container. The proxy (mesh/dataplane)

@@ -123,7 +123,7 @@ func DefaultConfig() Config {
 		AdminAddr:              "0.0.0.0:4191",
 		InboundForwardHost:     "127.0.0.1",
 		DefaultInboundPolicy:   AllUnauthenticated,
-		ClusterNetworks:        DefaultClusterNetworks,
+		ClusterNetworks:        vocab.DefaultClusterNetworks(),
 		DetectTimeout:          10 * time.Second,
 		ConnectTimeout:         time.Second,
 		ResolveTimeout:         3 * time.Second,
@@ -179,7 +179,7 @@ func Settings() []Setting {
 		{"WEFT_PROXY_OUTBOUND_SKIP_PORTS", "", "outbound ports never proxied"},
 		{"WEFT_PROXY_INBOUND_FORWARD_HOST", "127.0.0.1", "address the inbound proxy connects to for the application"},
 		{"WEFT_PROXY_DEFAULT_INBOUND_POLICY", "all-unauthenticated", "policy for ports without a policy source: all-unauthenticated, all-authenticated, cluster-unauthenticated, cluster-authenticated, deny, audit"},
-		{"WEFT_PROXY_CLUSTER_NETWORKS", "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16,fd00::/8", "networks the cluster-* default policies trust"},
+		{"WEFT_PROXY_CLUSTER_NETWORKS", prefixList(vocab.DefaultClusterNetworks()), "networks the cluster-* default policies trust"},
 		{"WEFT_PROXY_DETECT_TIMEOUT", "10s", "protocol detection timeout; a client that sent nothing by then, or only the start of an HTTP request (inbound), is closed"},
 		{"WEFT_PROXY_CONNECT_TIMEOUT", "1s", "timeout for dialling an endpoint or the application"},
 		{"WEFT_PROXY_RESOLVE_TIMEOUT", "3s", "how long a new destination lookup may take before the connection fails"},
@@ -203,6 +203,16 @@ func Settings() []Setting {
 		{"WEFT_PROXY_LOG_LEVEL", "info", "trace, debug, info, warn, error or off; Linkerd's 'warn,linkerd=info' form is accepted (its first bare level counts)"},
 		{"WEFT_PROXY_LOG_FORMAT", "plain", "plain or json"},
 	}, extraSettings()...)
+}
+
+// prefixList formats prefixes as the comma-separated list the environment
+// variables take.
+func prefixList(ps []netip.Prefix) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ",")
 }
 
 // FromEnv reads the configuration from environment variables through

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/weftmesh/weft/apis/proxy/inbound"
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -21,16 +22,6 @@ const (
 	AuditAll               = "audit"
 )
 
-// DefaultClusterNetworks are the networks the cluster-* default policies
-// trust when none are configured (Linkerd's defaults).
-var DefaultClusterNetworks = []netip.Prefix{
-	netip.MustParsePrefix("10.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("172.16.0.0/12"),
-	netip.MustParsePrefix("192.168.0.0/16"),
-	netip.MustParsePrefix("fd00::/8"),
-}
-
 // ErrUnknownPolicy is wrapped by DefaultInboundServer for an unknown name.
 var ErrUnknownPolicy = errors.New("dataplane: unknown default inbound policy")
 
@@ -43,10 +34,10 @@ func DefaultPolicies() []string {
 // for, as the policy controller describes a port no Server selects: the
 // protocol is detected and every HTTP request takes the default route, so
 // the server's authorizations decide. cluster is used by the cluster-*
-// policies (nil: DefaultClusterNetworks).
+// policies (nil: vocab.DefaultClusterNetworks).
 func defaultPolicy(name string, cluster []netip.Prefix) (*authz.Server, error) {
 	if cluster == nil {
-		cluster = DefaultClusterNetworks
+		cluster = vocab.DefaultClusterNetworks()
 	}
 	var clusterNets []authz.Network
 	for _, p := range cluster {
@@ -77,7 +68,7 @@ func defaultPolicy(name string, cluster []netip.Prefix) (*authz.Server, error) {
 // DefaultInboundServer returns the policy a default inbound policy name
 // stands for, in the proxy API's form (what MemoryPolicies and the static
 // file carry). cluster is used by the cluster-* policies (nil:
-// DefaultClusterNetworks).
+// vocab.DefaultClusterNetworks).
 func DefaultInboundServer(name string, cluster []netip.Prefix) (*inbound.Server, error) {
 	s, err := defaultPolicy(name, cluster)
 	if err != nil {

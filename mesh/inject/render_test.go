@@ -184,7 +184,7 @@ func TestRenderProxyEnvironmentCarriesAddressesIdentityAndContext(t *testing.T) 
 	assert.Equal(t, "all-unauthenticated", e[vocab.EnvDefaultInboundPolicy])
 	assert.Equal(t, "true", e[vocab.EnvIngressMode])
 	assert.Equal(t, "3306,8080", e[vocab.EnvInboundPorts], "the application's ports")
-	assert.Equal(t, vocab.DefaultClusterNetworks, e[vocab.EnvClusterNetworks])
+	assert.Equal(t, "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16,fd00::/8", e[vocab.EnvClusterNetworks], "Linkerd's default clusterNetworks")
 	assert.Equal(t, "false", e[vocab.EnvAdminShutdown])
 	var ctx map[string]string
 	require.NoError(t, json.Unmarshal([]byte(e[vocab.EnvDestinationContext]), &ctx))

@@ -209,7 +209,7 @@ func DefaultValues() Values {
 		ControlPlaneNamespace: vocab.DefaultControlPlaneNamespace,
 		ClusterDomain:         vocab.DefaultClusterDomain,
 		IdentityTrustDomain:   vocab.DefaultTrustDomain,
-		ClusterNetworks:       vocab.DefaultClusterNetworks,
+		ClusterNetworks:       subnetsString(vocab.DefaultClusterNetworks()),
 		Proxy: ProxyValues{
 			Image: Image{Name: vocab.DefaultProxyImage, PullPolicy: corev1.PullIfNotPresent},
 			UID:   vocab.DefaultProxyUID,

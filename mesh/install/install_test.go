@@ -343,7 +343,7 @@ func TestDeploymentsRunTheControllersWithTheirFlagsAndMounts(t *testing.T) {
 		"--trust-domain=example.org", "--control-plane-namespace=weft", "--default-opaque-ports=" + vocab.DefaultOpaquePorts}, args("weft-destination"))
 	assert.Equal(t, []string{"policy", "--addr=:8090", "--source=kubernetes", "--gateway-api=auto", "--default-policy=cluster-authenticated",
 		"--default-opaque-ports=" + vocab.DefaultOpaquePorts,
-		"--cluster-networks=" + vocab.DefaultClusterNetworks, "--cluster-domain=corp.example", "--trust-domain=example.org", "--control-plane-namespace=weft"}, args("weft-policy"))
+		"--cluster-networks=10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16,fd00::/8", "--cluster-domain=corp.example", "--trust-domain=example.org", "--control-plane-namespace=weft"}, args("weft-policy"))
 	assert.Equal(t, []string{"injector", "--addr=:8443", "--tls-cert=/var/run/weft/tls/tls.crt", "--tls-key=/var/run/weft/tls/tls.key",
 		"--values=/var/run/weft/config/values.yaml", "--trust-anchors=/var/run/weft/identity/trust-roots/ca-bundle.crt"}, args("weft-proxy-injector"))
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/identity"
 	"github.com/weftmesh/weft/mesh/internal/kitmetrics"
 	"github.com/weftmesh/weft/mesh/policy/authz"
@@ -84,13 +85,6 @@ func (d DefaultPolicy) withAuthenticatedOnly() DefaultPolicy {
 	return d
 }
 
-// Linkerd's defaults.
-var (
-	// DefaultClusterNetworks are the networks Linkerd treats as the
-	// cluster's when none are configured.
-	DefaultClusterNetworks = []string{"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16", "fd00::/8"}
-)
-
 // Config holds the cluster-wide settings of the policy index. Build it with
 // NewConfig and options; the zero value is not usable.
 type Config struct {
@@ -130,23 +124,21 @@ type Option func(*Config) error
 
 // NewConfig returns Linkerd's defaults (trust domain cluster.local,
 // control-plane namespace weft, default policy all-unauthenticated,
-// Linkerd's cluster networks, probes from anywhere, 10s detect timeout)
-// changed by opts.
+// cluster networks vocab.DefaultClusterNetworks, probes from anywhere, 10s
+// detect timeout) changed by opts.
 func NewConfig(opts ...Option) (*Config, error) {
 	c := &Config{
 		TrustDomain:           "cluster.local",
 		ControlPlaneNamespace: "weft",
 		ClusterDomain:         "cluster.local",
 		DefaultPolicy:         AllUnauthenticated,
+		ClusterNetworks:       vocab.DefaultClusterNetworks(),
 		ProbeNetworks:         []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
 		DetectTimeout:         10 * time.Second,
 		OpaquePorts:           ports.DefaultOpaque(),
 		Logger:                slog.New(slog.DiscardHandler),
 		Clock:                 time.Now,
 		Metrics:               DiscardMetrics(),
-	}
-	for _, s := range DefaultClusterNetworks {
-		c.ClusterNetworks = append(c.ClusterNetworks, netip.MustParsePrefix(s))
 	}
 	for _, o := range opts {
 		if err := o(c); err != nil {

@@ -2,7 +2,9 @@ package core
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/ports"
 )
 
@@ -32,4 +34,17 @@ func RegisterProbeNetworks(fs *FlagSet, dst *StringList, set *bool) {
 		*set = true
 		return dst.Set(v)
 	})
+}
+
+// RegisterClusterNetworks registers --cluster-networks, the same flag for
+// weft-controller policy and the offline policy commands. Its default,
+// shown in the help, is vocab.DefaultClusterNetworks, which policy.NewConfig
+// applies when the flag is not given.
+func RegisterClusterNetworks(fs *FlagSet, dst *StringList) {
+	nets := vocab.DefaultClusterNetworks()
+	shown := make([]string, len(nets))
+	for i, n := range nets {
+		shown[i] = n.String()
+	}
+	fs.Var(dst, "cluster-networks", "comma-separated cluster networks (default "+strings.Join(shown, ",")+")")
 }

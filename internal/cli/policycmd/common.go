@@ -28,7 +28,7 @@ type policyFlags struct {
 func (f *policyFlags) register(fs *FlagSet) {
 	fs.Var(&f.manifests, "manifests", "file or directory of Kubernetes manifests (repeatable; directories are read recursively for .yaml/.yml)")
 	fs.StringVar(&f.defaultPolicy, "default-policy", "all-unauthenticated", "cluster default inbound policy: all-unauthenticated, all-authenticated, cluster-authenticated, cluster-unauthenticated, deny or audit")
-	fs.Var(&f.clusterNetworks, "cluster-networks", "comma-separated cluster networks (default "+strings.Join(policy.DefaultClusterNetworks, ",")+")")
+	core.RegisterClusterNetworks(fs, &f.clusterNetworks)
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "trust domain of identity names")
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
 	fs.StringVarP(&f.output, "output", "o", "text", "output format: text, json or yaml")
