@@ -413,18 +413,36 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
 	}
-	return cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	// The binary binds its own listeners (Listen), so it needs addresses.
+	return cfg, cfg.checkListenAddrs()
 }
 
 // LoadEnv is FromEnv(os.LookupEnv).
 func LoadEnv() (Config, error) { return FromEnv(os.LookupEnv) }
 
-// Validate checks the relations between settings.
+// errNoListener is returned when a proxy would serve no traffic.
+var errNoListener = errors.New("dataplane: no inbound or outbound listener configured")
+
+// checkListenAddrs reports a Config that names no listener carrying
+// traffic (inbound, outbound, connect or a mapping). Listen and FromEnv
+// need one; New does not, since Run may be given listeners the caller
+// opened itself.
+func (c Config) checkListenAddrs() error {
+	if c.InboundAddr == "" && c.OutboundAddr == "" && c.ConnectAddr == "" && len(c.Mappings) == 0 {
+		return errNoListener
+	}
+	return nil
+}
+
+// Validate checks the relations between settings. The listener addresses
+// are checked only when set (distinct, and so on): a caller who opens its
+// own listeners and hands them to Run needs none; Listen requires at least
+// one that carries traffic.
 func (c Config) Validate() error {
 	var errs []error
-	if c.InboundAddr == "" && c.OutboundAddr == "" && c.ConnectAddr == "" && len(c.Mappings) == 0 {
-		errs = append(errs, errors.New("dataplane: no inbound or outbound listener configured"))
-	}
 	seen := map[string]string{}
 	addrs := map[string]string{"inbound": c.InboundAddr, "outbound": c.OutboundAddr, "admin": c.AdminAddr, "connect": c.ConnectAddr}
 	if len(c.TapIdentities) > 0 {

@@ -165,9 +165,18 @@ func TestValidateRejectsListenersSharingAnAddress(t *testing.T) {
 	cfg := dataplane.DefaultConfig()
 	cfg.AdminAddr = cfg.InboundAddr
 	assert.ErrorContains(t, cfg.Validate(), "share address 0.0.0.0:4143")
-	cfg = dataplane.DefaultConfig()
+}
+
+// TestFromEnvNeedsAListenerThatCarriesTraffic: the binary binds its own
+// listeners, so turning both off is a configuration error there (the
+// library's Validate accepts it: Run may be given listeners).
+func TestFromEnvNeedsAListenerThatCarriesTraffic(t *testing.T) {
+	env := map[string]string{"WEFT_PROXY_INBOUND_ADDR": "off", "WEFT_PROXY_OUTBOUND_ADDR": ""}
+	_, err := dataplane.FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	assert.ErrorContains(t, err, "no inbound or outbound listener")
+	cfg := dataplane.DefaultConfig()
 	cfg.InboundAddr, cfg.OutboundAddr = "", ""
-	assert.ErrorContains(t, cfg.Validate(), "no inbound or outbound listener")
+	assert.NoError(t, cfg.Validate())
 }
 
 func TestSettingsDocumentEveryVariableFromEnvReads(t *testing.T) {

@@ -276,3 +276,31 @@ func TestNewsContextBoundsTheStartOnly(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.True(t, strings.HasPrefix(err.Error(), "dataplane: "), err.Error())
 }
+
+// TestNewNeedsNoListenerAddressesWhenRunIsGivenListeners: the library's
+// caller may open its own sockets; only Listen (and the binary's FromEnv)
+// needs addresses, and Run needs a listener that carries traffic.
+func TestNewNeedsNoListenerAddressesWhenRunIsGivenListeners(t *testing.T) {
+	pk := newPKI(t)
+	cfg := testConfig()
+	cfg.InboundAddr, cfg.OutboundAddr, cfg.AdminAddr = "", "", ""
+	require.NoError(t, cfg.Validate())
+
+	app := startEcho(t, "")
+	mapped := testutil.Listen(t)
+	startProxy(t, cfg, pk.identity(t, idA), nil, nil, dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: app.ln.Addr().String()}}})
+	got, err := echoOnce(t, mapped.Addr().String(), opaque("through a listener the caller opened"))
+	require.NoError(t, err)
+	assert.Equal(t, opaque("through a listener the caller opened"), got)
+
+	_, err = dataplane.Listen(context.Background(), cfg)
+	assert.ErrorContains(t, err, "no inbound or outbound listener configured", "Listen has nothing to open")
+
+	p, err := dataplane.New(context.Background(), cfg, pk.identity(t, idA), nil, nil)
+	require.NoError(t, err)
+	err = p.Run(context.Background(), dataplane.Listeners{Admin: testutil.Listen(t)})
+	assert.ErrorContains(t, err, "Run needs an inbound, outbound, connect or mapped listener")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.NoError(t, p.Run(ctx, dataplane.Listeners{Inbound: testutil.Listen(t)}), "the refused Run started nothing, so the proxy may still run")
+}

@@ -226,8 +226,12 @@ type MappedListener struct {
 	Authority string
 }
 
-// Listen opens every listener cfg names.
+// Listen opens every listener cfg names. cfg must name at least one that
+// carries traffic (inbound, outbound, connect or a mapping).
 func Listen(ctx context.Context, cfg Config) (Listeners, error) {
+	if err := cfg.checkListenAddrs(); err != nil {
+		return Listeners{}, err
+	}
 	var ls Listeners
 	var lc net.ListenConfig
 	open := func(addr string, dst *net.Listener) error {
@@ -292,10 +296,16 @@ func (p *Proxy) Registry() *prometheus.Registry { return p.reg }
 // Run serves ls until ctx is cancelled (or /shutdown is called), then
 // drains: it stops accepting at once, reports not ready, lets open
 // connections finish for up to the shutdown grace period, closes the rest
-// and returns nil. A Proxy runs once.
+// and returns nil. A Proxy runs once. ls must hold at least one listener
+// that carries traffic (inbound, outbound, connect or mapped); they need
+// not be at Config's addresses, which only Listen reads.
 func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return errors.New("dataplane: proxy already ran")
+	}
+	if ls.Inbound == nil && ls.Outbound == nil && ls.Connect == nil && len(ls.Mapped) == 0 {
+		p.running.Store(false) // nothing started: a later Run with listeners may still run
+		return errors.New("dataplane: Run needs an inbound, outbound, connect or mapped listener")
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
