@@ -111,10 +111,10 @@ func BenchmarkTapProxyCPU(b *testing.B) {
 	}
 
 	const perRound, workers = 496, 8
-	round := func(v *variant) {
+	// drive sends a round's requests through v's proxy.
+	drive := func(v *variant) {
 		url := "http://" + v.proc.Mapped + "/"
 		var wg sync.WaitGroup
-		start := v.proc.cpu(b)
 		for w := 0; w < workers; w++ {
 			wg.Add(1)
 			go func() {
@@ -135,7 +135,37 @@ func BenchmarkTapProxyCPU(b *testing.B) {
 			}()
 		}
 		wg.Wait()
+	}
+	record := func(v *variant, start time.Duration) {
 		v.cpu = append(v.cpu, float64(v.proc.cpu(b)-start)/float64(time.Microsecond)/float64(perRound))
+	}
+	round := func(v *variant) {
+		start := v.proc.cpu(b)
+		drive(v)
+		record(v, start)
+	}
+	// With WEFT_TAP_BENCH_TOGETHER=1, a round drives every variant at
+	// once, so that all of them meet the same machine: for a busy, shared
+	// machine, where the load changes between one variant's turn and the
+	// next's.
+	together := os.Getenv("WEFT_TAP_BENCH_TOGETHER") == "1"
+	roundTogether := func() {
+		starts := make([]time.Duration, len(variants))
+		for i, v := range variants {
+			starts[i] = v.proc.cpu(b)
+		}
+		var wg sync.WaitGroup
+		for _, v := range variants {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				drive(v)
+			}()
+		}
+		wg.Wait()
+		for i, v := range variants {
+			record(v, starts[i])
+		}
 	}
 	for _, v := range variants {
 		round(v) // warm connections and caches
@@ -151,6 +181,10 @@ func BenchmarkTapProxyCPU(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		if together {
+			roundTogether()
+			continue
+		}
 		for j := range variants {
 			round(variants[(i+j)%len(variants)])
 		}
