@@ -49,24 +49,31 @@ import (
 // the same work in every variant, and counting it would halve the share
 // the tap appears to take.
 //
-// Variants: no tap; a tap open that matches nothing; a tap of every
-// request within the default budget (1,000 events a second, so most
-// requests are dropped as over budget and counted); a tap of every
-// request without a budget (every request's three events sent). Each
-// benchmark iteration is a round of 1,000 HTTP/1.1 requests (8 concurrent)
-// through each variant in turn, starting with the next variant each round.
-// Per round, the proxy process's CPU (its whole-process CPU clock, user
-// plus system, read before and after) is divided by the requests. The
-// result per variant is the median over rounds of that figure and of its
-// ratio to the no-tap figure of the same round, and the events the tapper
-// received per request. The tapper decodes and counts every event, and the
+// Variants: no tap; no tap again, in a second process (the control: how
+// far two identical processes differ, the resolution of the figures); a
+// tap open that matches nothing; a tap of every request within the
+// default budget (1,000 events a second, so at a few hundred requests a
+// second and more most requests are dropped as over budget and counted); a
+// tap of every request without a budget (every request's three events
+// sent). Each benchmark iteration is a round of 496 HTTP/1.1 requests (8
+// concurrent) through each variant in turn, starting with the next variant
+// each round. Per round, the proxy process's CPU (its whole-process CPU
+// clock, user plus system, read before and after) is divided by the
+// requests. The result per variant is the median over rounds of that
+// figure and of its ratio to the no-tap figure of the same round (with the
+// quartiles of the ratio in the log), and the events the tapper received
+// per request. The tapper decodes and counts every event, and the
 // benchmark fails unless it received every event the proxy counted sent,
-// so a broken tap cannot look cheap.
+// request-init and response-end pair up, and the taps stayed open, so a
+// broken tap cannot look cheap.
 //
-// With WEFT_TAP_BENCH_CPUPROFILE=PREFIX, each proxy process writes its CPU
+// With WEFT_TAP_BENCH_TOGETHER=1 each round drives all the variants at
+// once instead of in turn (for a shared, busy machine, whose load changes
+// from one variant's turn to the next). With
+// WEFT_TAP_BENCH_CPUPROFILE=PREFIX each proxy process writes its CPU
 // profile to PREFIX.VARIANT.prof.
 //
-//	go test -run '^$' -bench 'BenchmarkTapProxyCPU$' -benchtime 30x ./mesh/dataplane
+//	go test -run '^$' -bench 'BenchmarkTapProxyCPU$' -benchtime 40x -v ./mesh/dataplane
 func BenchmarkTapProxyCPU(b *testing.B) {
 	app := startHTTPApp(b)
 	app.handler = func(w http.ResponseWriter, r *http.Request) {
