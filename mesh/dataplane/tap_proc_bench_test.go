@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,30 +118,7 @@ func BenchmarkTapProxyCPU(b *testing.B) {
 
 	const perRound, workers = 496, 8
 	// drive sends a round's requests through v's proxy.
-	drive := func(v *variant) {
-		url := "http://" + v.proc.Mapped + "/"
-		var wg sync.WaitGroup
-		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < perRound/workers; i++ {
-					resp, err := v.c.Get(url)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						b.Errorf("%s: status %d", v.name, resp.StatusCode)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-	}
+	drive := func(v *variant) { getConcurrently(b, v.c, "http://"+v.proc.Mapped+"/", perRound, workers) }
 	record := func(v *variant, start time.Duration) {
 		v.cpu = append(v.cpu, float64(v.proc.cpu(b)-start)/float64(time.Microsecond)/float64(perRound))
 	}
@@ -198,14 +174,7 @@ func BenchmarkTapProxyCPU(b *testing.B) {
 	}
 	b.StopTimer()
 
-	median := func(xs []float64) float64 {
-		s := append([]float64(nil), xs...)
-		sort.Float64s(s)
-		if len(s)%2 == 0 {
-			return (s[len(s)/2-1] + s[len(s)/2]) / 2
-		}
-		return s[len(s)/2]
-	}
+	median := medianOf
 	requests := float64(b.N * perRound)
 	noTap := variants[0]
 	for i, v := range variants {
@@ -379,17 +348,9 @@ func TestTappedProxyProcess(t *testing.T) {
 	if dir == "" {
 		return
 	}
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		require.NoError(t, err)
-		return b
-	}
 	var spec tappedProxySpec
-	require.NoError(t, json.Unmarshal(read("spec.json"), &spec))
-	cert, err := tls.X509KeyPair(read("cert.pem"), read("key.pem"))
-	require.NoError(t, err)
-	roots := x509.NewCertPool()
-	require.True(t, roots.AppendCertsFromPEM(read("ca.pem")))
+	require.NoError(t, json.Unmarshal(readChildFile(t, dir, "spec.json"), &spec))
+	cert, roots := childPKI(t, dir)
 	id, err := dataplane.NewStaticIdentity(idA, cert, roots)
 	require.NoError(t, err)
 	if spec.CPUProfile != "" {
