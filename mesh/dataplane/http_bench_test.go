@@ -34,8 +34,9 @@ import (
 )
 
 // The HTTP benchmarks compare, in one process on loopback, an application
-// reached directly, through the Weft proxy pair (outbound -> HTTP/2 over
-// mutual TLS -> inbound) and through the obvious Go alternative: a pair of
+// reached directly, through the Weft proxy pair (outbound -> HTTP/1.1 over
+// mutual TLS -> inbound; or HTTP/2 over mutual TLS for weft-pair-h2hop)
+// and through the obvious Go alternative: a pair of
 // httputil.ReverseProxy with mutual TLS between them (HTTP/1.1 keep-alive,
 // or HTTP/2 when the client speaks HTTP/2). Besides ns/op each reports
 // cpu-us/op, the process CPU time (user+system) per request: clients,
@@ -45,7 +46,7 @@ import (
 //	go test -run XXX -bench HTTP -benchtime 3s ./mesh/dataplane
 
 type httpBenchTargets struct {
-	direct, weft, rp string
+	direct, weft, weftH2Hop, rp string
 }
 
 func startBenchTargets(b *testing.B) httpBenchTargets {
@@ -56,10 +57,12 @@ func startBenchTargets(b *testing.B) httpBenchTargets {
 		io.WriteString(w, "hello from the application\n")
 	}
 	hp := startHTTPPair(b, httpPairOptions{app: app, serverPolicy: allowAll(b)})
+	h2hop := startHTTPPair(b, httpPairOptions{app: app, serverPolicy: allowAll(b), cfgA: func(c *dataplane.Config) { c.HTTP1OverH2 = true }})
 	return httpBenchTargets{
-		direct: app.ln.Addr().String(),
-		weft:   hp.clientAddr,
-		rp:     startReverseProxyPair(b, app.ln.Addr().String(), false),
+		direct:    app.ln.Addr().String(),
+		weft:      hp.clientAddr,
+		weftH2Hop: h2hop.clientAddr,
+		rp:        startReverseProxyPair(b, app.ln.Addr().String(), false),
 	}
 }
 
@@ -149,7 +152,11 @@ func benchDo(b *testing.B, parallel int, do func()) {
 	b.ReportMetric(float64(cpuTime()-start)/float64(time.Microsecond)/float64(b.N), "cpu-us/op")
 }
 
-var httpBenchOrder = []string{"direct", "weft-pair", "go-reverseproxy-pair"}
+// weft-pair is the default configuration: an HTTP/1.1 request crosses
+// the hop between the proxies as HTTP/1.1 over mutual TLS; weft-pair-h2hop
+// carries it over the HTTP/2 hop (Extras.HTTP1OverH2), as before. They
+// run one after the other in each round, so that -count N alternates them.
+var httpBenchOrder = []string{"direct", "weft-pair", "weft-pair-h2hop", "go-reverseproxy-pair"}
 
 func (t httpBenchTargets) addr(name string) string {
 	switch name {
@@ -157,6 +164,8 @@ func (t httpBenchTargets) addr(name string) string {
 		return t.direct
 	case "weft-pair":
 		return t.weft
+	case "weft-pair-h2hop":
+		return t.weftH2Hop
 	}
 	return t.rp
 }
@@ -246,6 +255,9 @@ func BenchmarkHTTPGRPCUnary(b *testing.B) {
 		"go-reverseproxy-pair": startReverseProxyPair(b, ln.Addr().String(), true),
 	}
 	for _, name := range httpBenchOrder {
+		if targets[name] == "" {
+			continue // gRPC takes the HTTP/2 hop whatever HTTP1OverH2 says
+		}
 		b.Run(name, func(b *testing.B) {
 			cc, err := grpc.NewClient("passthrough:///"+targets[name], grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
