@@ -13,8 +13,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -523,3 +525,90 @@ func (benchRawCodec) Unmarshal(data []byte, v any) error {
 	return nil
 }
 func (benchRawCodec) Name() string { return "proto" }
+
+// BenchmarkHTTPIdleConnectionMemory measures what idle proxied HTTP/1.1
+// connections cost with each hop between the proxies: c client
+// connections (c = 16 and 64) each send one request, held at the
+// application until all c have arrived (so that the HTTP/1.1 hop opens
+// one connection per request), and are then left idle. It reports the
+// heap and stacks in use per client connection over the same exchange
+// made directly to the application (the client's and the application's
+// share), for both proxies together, the goroutines per connection, and
+// the connections the hop opened between the proxies.
+//
+//	go test -run XXX -bench HTTPIdleConnectionMemory -benchtime 1x ./mesh/dataplane
+func BenchmarkHTTPIdleConnectionMemory(b *testing.B) {
+	hops := []struct {
+		name string
+		cfgA func(*dataplane.Config)
+	}{
+		{"h1hop", nil},
+		{"h2hop", func(c *dataplane.Config) { c.HTTP1OverH2 = true }},
+	}
+	for _, conc := range []int{16, 64} {
+		for _, hop := range hops {
+			b.Run(fmt.Sprintf("%s/c%d", hop.name, conc), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					idleHTTPMemory(b, conc, hop.cfgA)
+				}
+			})
+		}
+	}
+}
+
+func idleHTTPMemory(b *testing.B, conc int, cfgA func(*dataplane.Config)) {
+	app := startHTTPApp(b)
+	var arrived atomic.Int32
+	var gate atomic.Pointer[chan struct{}] // closed when all conc requests arrived
+	app.handler = func(w http.ResponseWriter, r *http.Request) {
+		all := *gate.Load()
+		if int(arrived.Add(1)) == conc {
+			close(all)
+		}
+		select {
+		case <-all:
+		case <-time.After(30 * time.Second):
+		}
+		io.WriteString(w, "ok\n")
+	}
+	hp := startHTTPPair(b, httpPairOptions{app: app, serverPolicy: allowAll(b), cfgA: cfgA})
+	hold := func(addr string) (uint64, float64, func()) {
+		arrived.Store(0)
+		all := make(chan struct{})
+		gate.Store(&all)
+		before := settledMemory()
+		g0 := runtime.NumGoroutine()
+		var wg sync.WaitGroup
+		clients := make([]*http.Client, conc)
+		for j := range clients {
+			clients[j] = h1Client()
+			wg.Add(1)
+			go func(c *http.Client) {
+				defer wg.Done()
+				resp, err := c.Get("http://" + addr + "/")
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}(clients[j])
+		}
+		wg.Wait()
+		time.Sleep(500 * time.Millisecond) // goroutines parked, timers settled
+		after := settledMemory()
+		g := float64(runtime.NumGoroutine()-g0) / float64(conc)
+		return after - before, g, func() {
+			for _, c := range clients {
+				c.CloseIdleConnections()
+			}
+		}
+	}
+	direct, directG, closeDirect := hold(app.ln.Addr().String())
+	closeDirect()
+	pair, pairG, closePair := hold(hp.clientAddr)
+	defer closePair()
+	b.ReportMetric(float64(int64(pair)-int64(direct))/float64(conc), "bytes/conn")
+	b.ReportMetric(pairG-directG, "goroutines/conn")
+	b.ReportMetric(float64(hp.inB.accepted.Load()), "hop-conns")
+}
