@@ -97,7 +97,12 @@ func TestAPeerHoldingEveryRequestBoundsTheConnectionsToItAtSixtyFour(t *testing.
 			t.Fatalf("only %d requests reached the application", i)
 		}
 	}
-	assert.Equal(t, int32(held), hp.inB.accepted.Load(), "64 connections to the peer, each holding a request")
+	// Open connections, not accepted ones: on a busy machine a handshake
+	// may time out and be tried again.
+	hopOpen := func() float64 {
+		return hp.b.metric(t, "tcp_open_connections", `direction="inbound"`, `peer="src"`, `tls="true"`)
+	}
+	assert.Equal(t, float64(held), hopOpen(), "64 connections to the peer, each holding a request")
 	stop()
 	for i := 0; i < total; i++ {
 		select {
@@ -108,7 +113,11 @@ func TestAPeerHoldingEveryRequestBoundsTheConnectionsToItAtSixtyFour(t *testing.
 		}
 	}
 	assert.Equal(t, int32(total), app.requests.Load())
-	assert.LessOrEqual(t, hp.inB.accepted.Load(), int32(held), "the queued requests reused the 64 connections")
+	// Every connection the outbound side ever opened to the peer (a
+	// handshake that failed is not one): an unbounded pool would have
+	// opened one for each of the 6 requests that found none free.
+	assert.Equal(t, float64(held), hp.a.metric(t, "tcp_open_total", `direction="outbound"`, `peer="dst"`, `server_id="`+idB+`"`),
+		"the queued requests waited for the 64 connections")
 }
 
 func TestAClientWithoutAMeshIdentityIsRefusedOnTheHTTP1Hop(t *testing.T) {
@@ -179,12 +188,12 @@ func TestAPooledConnectionThePeerClosedIsNotUsedForTheNextRequest(t *testing.T) 
 	assert.Equal(t, int32(3), hp.inB.accepted.Load(), "each POST found the closed connection and opened a new one")
 }
 
-func TestAPeerThatClosesUnderARequestGetsOnlySafeRequestsAgain(t *testing.T) {
-	// The peer's application ends the connection mid-request by taking
-	// it over and closing it: the inbound proxy has no answer to relay
-	// and closes the hop. A GET would be sent again only if nothing had
-	// been processed; here the application saw it, so the answer is an
-	// error and the request is not repeated, and a POST likewise.
+func TestARequestTheServerSideDropsIsAnsweredOnceAndNotSentAgain(t *testing.T) {
+	// The application takes the connection over and closes it mid-request:
+	// the inbound proxy answers 502 on the hop, which stays usable, and
+	// the outbound proxy relays it; neither sends the request again (the
+	// application saw it). The hop connection itself dying under a
+	// request is the h1 client's TestClientResendsOnlySafeRequests...
 	app := startHTTPApp(t)
 	app.handler = func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/drop" {
