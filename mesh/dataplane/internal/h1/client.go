@@ -147,8 +147,8 @@ func (cl *Client) Open(addr string) int {
 }
 
 type clientConn struct {
-	c     net.Conn // raw, wrapped to release its slot on Close
-	raw   net.Conn
+	c     net.Conn // raw, wrapped to release its slot on its first Close
+	raw   net.Conn // what Dial returned (for Reusable)
 	br    *bufio.Reader
 	bw    *bufio.Writer
 	addr  string
