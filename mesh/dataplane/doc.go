@@ -175,8 +175,8 @@
 // is built into events only when a tap's events-per-second budget admits
 // it. Events reach a tap's stream through a bounded buffer, are dropped
 // and counted beyond the buffer or the budget (tap_events_dropped_total),
-// never waited for, and are encoded and sent, in batches of up to 5 ms,
-// on the tap's goroutine.
+// never waited for, and are encoded and sent, in batches of up to 50 ms
+// or 256 events, on the tap's goroutine.
 //
 // # Faults
 //

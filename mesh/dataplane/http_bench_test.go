@@ -116,19 +116,55 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// getConcurrently sends n GET requests (rounded down to a multiple of
+// workers) to u from workers goroutines, and returns when all are answered.
+// Any other answer than 200 is an error.
+func getConcurrently(b *testing.B, c *http.Client, u string, n, workers int) {
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n/workers; i++ {
+				if !getOK(b, c, u) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// getOK sends one GET request to u and reads the answer; false, with an
+// error reported, unless it is a 200.
+func getOK(b *testing.B, c *http.Client, u string) bool {
+	resp, err := c.Get(u)
+	if err != nil {
+		b.Error(err)
+		return false
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Errorf("%s: status %d", u, resp.StatusCode)
+		return false
+	}
+	return true
+}
+
+// medianOf is the median of xs (the mean of the middle two for an even
+// count); xs is not changed.
+func medianOf(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
 func benchGet(b *testing.B, c *http.Client, u string, parallel int) {
-	benchDo(b, parallel, func() {
-		resp, err := c.Get(u)
-		if err != nil {
-			b.Error(err)
-			return
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Errorf("status %d", resp.StatusCode)
-		}
-	})
+	benchDo(b, parallel, func() { getOK(b, c, u) })
 }
 
 // benchDo runs do b.N times, from parallel goroutines per CPU when
@@ -353,24 +389,8 @@ func BenchmarkHTTPTap(b *testing.B) {
 	}
 	const perRound, workers = 1000, 8
 	round := func(v *variant) {
-		var wg sync.WaitGroup
 		start := cpuTime()
-		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < perRound/workers; i++ {
-					resp, err := v.c.Get(v.url)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-			}()
-		}
-		wg.Wait()
+		getConcurrently(b, v.c, v.url, perRound, workers)
 		v.cpu = append(v.cpu, float64(cpuTime()-start)/float64(time.Microsecond)/float64(perRound/workers*workers))
 	}
 	for _, v := range variants {
@@ -398,11 +418,7 @@ func BenchmarkHTTPTap(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	median := func(xs []float64) float64 {
-		s := append([]float64(nil), xs...)
-		sort.Float64s(s)
-		return s[len(s)/2]
-	}
+	median := medianOf
 	direct, noTap := variants[0], variants[1]
 	for i, v := range variants {
 		if v.match != nil {
@@ -490,15 +506,8 @@ func TestTapperProcess(t *testing.T) {
 	if dir == "" {
 		return
 	}
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		require.NoError(t, err)
-		return b
-	}
-	cert, err := tls.X509KeyPair(read("cert.pem"), read("key.pem"))
-	require.NoError(t, err)
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(read("ca.pem"))
+	read := func(name string) []byte { return readChildFile(t, dir, name) }
+	cert, roots := childPKI(t, dir)
 	cfg := &tls.Config{RootCAs: roots, ServerName: os.Getenv("WEFT_TAPPER_SERVER"), MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}
 	conn, err := grpc.NewClient(os.Getenv("WEFT_TAPPER_ADDR"), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	require.NoError(t, err)
@@ -514,6 +523,24 @@ func TestTapperProcess(t *testing.T) {
 			return
 		}
 	}
+}
+
+// readChildFile reads one of the files a benchmark left in dir for a
+// process it started.
+func readChildFile(t *testing.T, dir, name string) []byte {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	require.NoError(t, err)
+	return b
+}
+
+// childPKI loads the certificate (cert.pem, key.pem) and the trust roots
+// (ca.pem) a benchmark left in dir for a process it started.
+func childPKI(t *testing.T, dir string) (tls.Certificate, *x509.CertPool) {
+	cert, err := tls.X509KeyPair(readChildFile(t, dir, "cert.pem"), readChildFile(t, dir, "key.pem"))
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(readChildFile(t, dir, "ca.pem")), "no certificate in ca.pem")
+	return cert, roots
 }
 
 // benchRawCodec passes message bytes through undecoded.

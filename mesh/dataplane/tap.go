@@ -123,6 +123,7 @@ type tapSession struct {
 	inflight atomic.Int64  // taken requests whose end was not handed over yet
 	closed   atomic.Bool
 	events   chan tapItem
+	kick     chan struct{} // signalled when tapBatchMax events wait
 	idle     chan struct{} // signalled when the last in-flight request ends after the limit
 
 	// The events-per-second budget, as a virtual clock (the generic cell
@@ -138,7 +139,7 @@ type tapSession struct {
 func (h *tapHub) newSession(m *tapMatch, headers bool, limit uint32) *tapSession {
 	return &tapSession{
 		hub: h, base: h.nextBase.Add(1), match: m, headers: headers, limit: uint64(limit),
-		events: make(chan tapItem, h.buffer), idle: make(chan struct{}, 1),
+		events: make(chan tapItem, h.buffer), idle: make(chan struct{}, 1), kick: make(chan struct{}, 1),
 		perEvent: int64(time.Second) / int64(max(h.eventsPerSec, 1)),
 	}
 }
@@ -173,10 +174,26 @@ func (s *tapSession) send(it tapItem) bool {
 	select {
 	case s.events <- it:
 		s.hub.sent.Inc()
+		if len(s.events) == tapBatchMax {
+			select { // a full batch waits: the tap's goroutine need not
+			case s.kick <- struct{}{}:
+			default:
+			}
+		}
 		return true
 	default:
 		s.hub.dropBuffer.Inc()
 		return false
+	}
+}
+
+// take receives a waiting item without waiting.
+func (s *tapSession) take() (tapItem, bool) {
+	select {
+	case it := <-s.events:
+		return it, true
+	default:
+		return tapItem{}, false
 	}
 }
 

@@ -32,6 +32,12 @@ func TapFeedForTest(p *Proxy, n int) {
 		for _, s := range *sessions {
 			for _, kind := range []tapEventKind{tapRequestInit, tapResponseInit, tapResponseEnd} {
 				s.events <- tapItem{tr: tr, id: uint64(i), kind: kind}
+				if len(s.events) >= tapBatchMax {
+					select { // as send does: a full batch waits
+					case s.kick <- struct{}{}:
+					default:
+					}
+				}
 			}
 		}
 	}
