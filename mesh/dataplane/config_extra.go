@@ -38,6 +38,13 @@ type Extras struct {
 	// CPURatioLimit, in (0, 1], caps the worker threads at this fraction
 	// of the machine's CPUs (WEFT_PROXY_CPU_RATIO_LIMIT); see WorkerLimit.
 	CPURatioLimit float64
+	// HTTP1OverH2 carries HTTP/1.1 requests to meshed endpoints over the
+	// HTTP/2 hop between proxies (l5d-orig-proto), as Linkerd does,
+	// instead of HTTP/1.1 over mutual TLS on a keep-alive pool
+	// (WEFT_PROXY_OUTBOUND_HTTP1_OVER_H2). HTTP/2 and gRPC requests take
+	// the HTTP/2 hop either way. See docs/dataplane.md, "The hop between
+	// proxies".
+	HTTP1OverH2 bool
 }
 
 // extraSettings documents the variables of Extras.
@@ -51,6 +58,7 @@ func extraSettings() []Setting {
 		{"WEFT_PROXY_INBOUND_REQUIRE_IDENTITY_PORTS", "", "inbound ports (and ranges) that refuse clients without a mesh identity"},
 		{"WEFT_PROXY_ACCESS_LOG", "", "apache or json: one line per inbound HTTP request on stderr, in Linkerd's formats"},
 		{"WEFT_PROXY_CPU_RATIO_LIMIT", "", "fraction (0, 1] of the node's CPUs the proxy's worker threads may use"},
+		{"WEFT_PROXY_OUTBOUND_HTTP1_OVER_H2", "false", "true: HTTP/1.1 requests to meshed endpoints cross the proxy-to-proxy hop as HTTP/2, not as HTTP/1.1 over mutual TLS"},
 	}
 }
 
@@ -98,6 +106,14 @@ func readExtras(lookup func(string) (string, bool), cfg *Config, bad func(name, 
 			bad("WEFT_PROXY_CPU_RATIO_LIMIT", v, errors.New("want a ratio in (0, 1]"))
 		} else {
 			cfg.CPURatioLimit = r
+		}
+	}
+	if v, ok := lookup("WEFT_PROXY_OUTBOUND_HTTP1_OVER_H2"); ok && strings.TrimSpace(v) != "" {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			bad("WEFT_PROXY_OUTBOUND_HTTP1_OVER_H2", v, errors.New("want true or false"))
+		} else {
+			cfg.HTTP1OverH2 = b
 		}
 	}
 }

@@ -85,10 +85,12 @@
 // failure accrual (package balance), and retried within the destination's
 // budget (package retry) when its route allows it, its method is
 // idempotent (or the route names it) and its body fits in 64 KiB. A
-// meshed endpoint is reached over a pooled HTTP/2 connection with mutual
-// TLS (an HTTP/1 request carries its version in l5d-orig-proto and is
-// restored inbound); WebSocket and other upgrades get a connection of
-// their own and become a tunnel only after 101 Switching Protocols.
+// meshed endpoint is reached over mutual TLS: an HTTP/1 request as
+// HTTP/1.1 on a bounded keep-alive pool (pool_h1.go), an HTTP/2 or gRPC
+// request on a pooled HTTP/2 connection (pool.go; HTTP/1 too with
+// Extras.HTTP1OverH2, its version carried in l5d-orig-proto and restored
+// inbound); WebSocket and other upgrades get a connection of their own
+// and become a tunnel only after 101 Switching Protocols.
 // Without endpoints, or with every endpoint ejected, requests get 503 at
 // once.
 //

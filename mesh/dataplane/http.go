@@ -29,7 +29,8 @@ import (
 // its own.
 const (
 	// headerOrigProto carries the client's HTTP/1 version across the
-	// HTTP/2 hop between proxies; the inbound proxy restores it.
+	// HTTP/2 hop between proxies; the inbound proxy restores it. The
+	// HTTP/1.1 hop needs and sends none.
 	headerOrigProto = "L5d-Orig-Proto"
 	// headerClientID tells the application the verified identity of the
 	// client (inbound, mesh TLS only).
@@ -80,6 +81,7 @@ type httpRuntime struct {
 	appH1  *h1.Client // HTTP/1 to the local application (inbound)
 	extH1  *h1.Client // HTTP/1 to unmeshed endpoints (outbound)
 	pool   *connPool
+	peerH1 *peerH1Pool // HTTP/1.1 over mesh TLS to peer proxies
 }
 
 func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
@@ -183,6 +185,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 		return outboundDstLabels("", Endpoint{Addr: ap})
 	})
 	rt.pool = newConnPool(p)
+	rt.peerH1 = newPeerH1Pool(p)
 	return rt, nil
 }
 

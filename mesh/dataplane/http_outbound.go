@@ -217,20 +217,26 @@ func retryableResponse(rp *route.Retry, resp *http.Response, failure bool) bool 
 	return rp.OnFailureClass && failure
 }
 
-// roundTrip sends a request to one endpoint: over the pooled HTTP/2
-// connection to its proxy when it is meshed (an HTTP/1 request carries
-// its version in l5d-orig-proto), over h2c when the client spoke HTTP/2,
-// and over HTTP/1 otherwise.
+// roundTrip sends a request to one endpoint. To a meshed endpoint (its
+// proxy, over mutual TLS): an HTTP/1 request over a pooled HTTP/1.1
+// connection, or with HTTP1OverH2 over the pooled HTTP/2 connection
+// carrying its version in l5d-orig-proto; an HTTP/2 request over the
+// pooled HTTP/2 connection. To an unmeshed one: h2c when the client spoke
+// HTTP/2, HTTP/1 otherwise.
 func (p *Proxy) roundTrip(req *http.Request, ep Endpoint, clientH2 bool, target string, replayable func() bool) (*http.Response, error) {
 	if ep.Identity != "" {
-		if !clientH2 {
-			req.Header[headerOrigProto] = []string{"HTTP/1.1"}
-		}
 		dial := ep.Addr
 		if ep.OpaqueTransportPort != 0 {
 			dial = netip.AddrPortFrom(ep.Addr.Addr(), ep.OpaqueTransportPort)
 		}
-		return p.http.pool.roundTrip(poolKey{addr: dial, identity: ep.Identity, port: ep.Addr.Port()}, req, replayable, dialLabels{ep: ep})
+		key := poolKey{addr: dial, identity: ep.Identity, port: ep.Addr.Port()}
+		if !clientH2 && !p.cfg.HTTP1OverH2 {
+			return p.http.peerH1.roundTrip(key, ep, req)
+		}
+		if !clientH2 {
+			req.Header[headerOrigProto] = []string{"HTTP/1.1"}
+		}
+		return p.http.pool.roundTrip(key, req, replayable, dialLabels{ep: ep})
 	}
 	if clientH2 {
 		return p.http.pool.roundTrip(poolKey{addr: ep.Addr}, req, replayable, dialLabels{ep: ep})

@@ -17,28 +17,44 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftmesh/weft/internal/testutil"
+	"github.com/weftmesh/weft/mesh/dataplane"
 )
 
-func TestHTTP1RequestsCrossTheMeshOverHTTP2AndArriveAsHTTP1(t *testing.T) {
-	hp := startHTTPPair(t, httpPairOptions{})
-	c := h1Client()
-	for i := 0; i < 3; i++ {
-		resp, body := get(t, c, hp.url("/hello?x=1"))
-		assert.Equal(t, http.StatusOK, resp.StatusCode)
-		assert.Equal(t, "ok\n", body)
+// peerHops are the two ways an HTTP/1.1 request crosses between the
+// proxies: HTTP/1.1 over mutual TLS (the default) and HTTP/2 with
+// l5d-orig-proto (HTTP1OverH2).
+var peerHops = []struct {
+	name string
+	cfgA func(*dataplane.Config)
+}{
+	{"h1 hop", nil},
+	{"h2 hop", func(c *dataplane.Config) { c.HTTP1OverH2 = true }},
+}
+
+func TestHTTP1RequestsCrossTheMeshAndArriveAsHTTP1(t *testing.T) {
+	for _, hop := range peerHops {
+		t.Run(hop.name, func(t *testing.T) {
+			hp := startHTTPPair(t, httpPairOptions{cfgA: hop.cfgA})
+			c := h1Client()
+			for i := 0; i < 3; i++ {
+				resp, body := get(t, c, hp.url("/hello?x=1"))
+				assert.Equal(t, http.StatusOK, resp.StatusCode)
+				assert.Equal(t, "ok\n", body)
+			}
+			last := hp.app.last()
+			assert.Equal(t, "HTTP/1.1", last.Proto, "the inbound proxy restores the client's HTTP/1")
+			assert.Equal(t, "/hello?x=1", last.RequestURI)
+			assert.Equal(t, []string{idA}, last.Header["L5d-Client-Id"], "the application learns the verified client identity")
+			assert.Empty(t, last.Header["L5d-Orig-Proto"], "mesh-internal headers do not reach the application")
+			testutil.Eventually(t, 5*time.Second, func() bool {
+				return hp.b.metric(t, "response_total", `direction="inbound"`, `status_code="200"`, `classification="success"`) == 3
+			}, "the server proxy counts the responses")
+			assert.Equal(t, 3.0, hp.a.metric(t, "request_total", `direction="outbound"`, `authority="`+hp.target+`"`, `tls="true"`, `server_id="`+idB+`"`))
+			assert.Equal(t, 3.0, hp.a.metric(t, "route_request_total", `direction="outbound"`, `dst="`+hp.target+`"`, `rt_route="default"`))
+			assert.Equal(t, 3.0, hp.a.metric(t, "response_latency_ms_count", `direction="outbound"`, `authority="`+hp.target+`"`, `status_code="200"`))
+			assert.Equal(t, 3.0, hp.b.metric(t, "request_total", `direction="inbound"`, `client_id="`+idA+`"`, `srv_kind="default"`))
+		})
 	}
-	last := hp.app.last()
-	assert.Equal(t, "HTTP/1.1", last.Proto, "the inbound proxy restores the client's HTTP/1")
-	assert.Equal(t, "/hello?x=1", last.RequestURI)
-	assert.Equal(t, []string{idA}, last.Header["L5d-Client-Id"], "the application learns the verified client identity")
-	assert.Empty(t, last.Header["L5d-Orig-Proto"], "mesh-internal headers do not reach the application")
-	testutil.Eventually(t, 5*time.Second, func() bool {
-		return hp.b.metric(t, "response_total", `direction="inbound"`, `status_code="200"`, `classification="success"`) == 3
-	}, "the server proxy counts the responses")
-	assert.Equal(t, 3.0, hp.a.metric(t, "request_total", `direction="outbound"`, `authority="`+hp.target+`"`, `tls="true"`, `server_id="`+idB+`"`))
-	assert.Equal(t, 3.0, hp.a.metric(t, "route_request_total", `direction="outbound"`, `dst="`+hp.target+`"`, `rt_route="default"`))
-	assert.Equal(t, 3.0, hp.a.metric(t, "response_latency_ms_count", `direction="outbound"`, `authority="`+hp.target+`"`, `status_code="200"`))
-	assert.Equal(t, 3.0, hp.b.metric(t, "request_total", `direction="inbound"`, `client_id="`+idA+`"`, `srv_kind="default"`))
 }
 
 func TestHTTP2FromTheApplicationStaysHTTP2(t *testing.T) {
@@ -71,8 +87,8 @@ func TestPostBodiesAndStreamingResponsesArriveWhole(t *testing.T) {
 	}
 }
 
-func TestHTTP1ConnectionsShareAFewPooledHTTP2ConnectionsBetweenProxies(t *testing.T) {
-	hp := startHTTPPair(t, httpPairOptions{})
+func TestWithHTTP1OverH2HTTP1ConnectionsShareAFewPooledHTTP2ConnectionsBetweenProxies(t *testing.T) {
+	hp := startHTTPPair(t, httpPairOptions{cfgA: func(c *dataplane.Config) { c.HTTP1OverH2 = true }})
 	for i := 0; i < 20; i++ {
 		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
 		resp, _ := get(t, c, hp.url("/"))
@@ -94,6 +110,7 @@ func TestHTTP1ConnectionsShareAFewPooledHTTP2ConnectionsBetweenProxies(t *testin
 	wg.Wait()
 	assert.Equal(t, int32(40), hp.app.requests.Load())
 	assert.LessOrEqual(t, hp.inB.accepted.Load(), int32(2), "40 client connections, concurrent ones included, crossed on one multiplexed connection")
+	assert.Equal(t, "HTTP/1.1", hp.app.last().Proto, "the inbound proxy restored the version l5d-orig-proto carried")
 }
 
 func TestIdleStreamsTimeOut(t *testing.T) {

@@ -407,6 +407,7 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 		<-drained
 	}
 	p.http.pool.closeAll()
+	p.http.peerH1.closeAll()
 	p.http.appH1.CloseIdle(true)
 	p.http.extH1.CloseIdle(true)
 	p.dests.closeAll()

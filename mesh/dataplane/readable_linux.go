@@ -15,3 +15,19 @@ func readable(fd uintptr) bool {
 		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
 	return errno != unix.EAGAIN && errno != unix.EINTR
 }
+
+// peekIdle is the RawConn.Read callback that tells, without waiting or
+// consuming anything, what an idle socket holds: nothing yet (peerOpen),
+// the end of the stream or an error (peerClosed), or bytes (peerBytes).
+func peekIdle(fd uintptr) peerIdleState {
+	var b [1]byte
+	n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	switch {
+	case errno == unix.EAGAIN || errno == unix.EINTR:
+		return peerOpen
+	case errno != 0 || n == 0:
+		return peerClosed
+	}
+	return peerBytes
+}

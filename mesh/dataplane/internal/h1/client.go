@@ -31,8 +31,18 @@ type Client struct {
 	// MaxIdlePerAddr bounds kept-alive connections per address (default
 	// 64).
 	MaxIdlePerAddr int
+	// MaxConnsPerAddr, when positive, bounds the connections open to one
+	// address, idle and busy together: a request that finds none idle and
+	// the bound reached waits, within its context, for one to come back
+	// or to close. Zero means no bound.
+	MaxConnsPerAddr int
 	// IdleTimeout closes connections idle for longer (default 90s).
 	IdleTimeout time.Duration
+	// Reusable, if set, is asked before an idle connection is reused,
+	// with the connection Dial returned and how long it has been idle;
+	// false closes it (the server closed it meanwhile, or sent bytes
+	// nobody asked for) and the request takes another one.
+	Reusable func(c net.Conn, idle time.Duration) bool
 	// Limits bound response heads (MaxHeaderBytes, MaxHeaders).
 	Limits Limits
 	// OmitTrailer, if set, names request trailer fields that are neither
@@ -43,11 +53,102 @@ type Client struct {
 
 	mu     sync.Mutex
 	idle   map[string][]*clientConn
+	open   map[string]int           // connections open per address (MaxConnsPerAddr)
+	wake   map[string]chan struct{} // closed when a connection to the address comes back or closes
 	closed bool
 }
 
+// slotConn releases its address's slot once, on its first Close.
+type slotConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// NetConn returns the connection slotConn wraps.
+func (c *slotConn) NetConn() net.Conn { return c.Conn }
+
+// signal wakes the requests waiting for a connection to addr. cl.mu is
+// held.
+func (cl *Client) signal(addr string) {
+	if ch := cl.wake[addr]; ch != nil {
+		close(ch)
+		delete(cl.wake, addr)
+	}
+}
+
+// release forgets one open connection to addr.
+func (cl *Client) release(addr string) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.open[addr]--; cl.open[addr] <= 0 {
+		delete(cl.open, addr)
+	}
+	cl.signal(addr)
+}
+
+// acquire returns an idle connection to addr, or reserves a slot for a
+// new one (cc nil), waiting while MaxConnsPerAddr connections are open
+// and none is idle.
+func (cl *Client) acquire(ctx context.Context, addr string) (*clientConn, error) {
+	for {
+		if cc := cl.get(addr); cc != nil {
+			if cl.Reusable != nil && !cl.Reusable(cc.raw, time.Since(cc.since)) {
+				cc.c.Close()
+				continue
+			}
+			return cc, nil
+		}
+		cl.mu.Lock()
+		if cl.closed {
+			cl.mu.Unlock()
+			return nil, ErrClientClosed
+		}
+		if len(cl.idle[addr]) > 0 {
+			cl.mu.Unlock()
+			continue // one came back meanwhile
+		}
+		if cl.MaxConnsPerAddr <= 0 || cl.open[addr] < cl.MaxConnsPerAddr {
+			if cl.open == nil {
+				cl.open = map[string]int{}
+			}
+			cl.open[addr]++
+			cl.mu.Unlock()
+			return nil, nil
+		}
+		if cl.wake == nil {
+			cl.wake = map[string]chan struct{}{}
+		}
+		ch := cl.wake[addr]
+		if ch == nil {
+			ch = make(chan struct{})
+			cl.wake[addr] = ch
+		}
+		cl.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, &DialError{fmt.Errorf("h1: waiting for one of the %d connections to %s: %w", cl.MaxConnsPerAddr, addr, ctx.Err())}
+		}
+	}
+}
+
+// Open reports the connections open to addr, idle and busy.
+func (cl *Client) Open(addr string) int {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.open[addr]
+}
+
 type clientConn struct {
-	c     net.Conn
+	c     net.Conn // raw, wrapped to release its slot on its first Close
+	raw   net.Conn // what Dial returned (for Reusable)
 	br    *bufio.Reader
 	bw    *bufio.Writer
 	addr  string
@@ -75,28 +176,39 @@ func (cl *Client) idleTimeout() time.Duration {
 	return 90 * time.Second
 }
 
-// get returns an idle connection to addr, or nil.
+// get returns an idle connection to addr, or nil. Connections idle past
+// the idle timeout are closed (outside cl.mu: closing one releases its
+// slot).
 func (cl *Client) get(addr string) *clientConn {
+	var stale []*clientConn
+	defer func() { closeAll(stale) }() // runs after the unlock below
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	list := cl.idle[addr]
 	for len(list) > 0 {
 		cc := list[len(list)-1]
+		list[len(list)-1] = nil
 		list = list[:len(list)-1]
 		if time.Since(cc.since) < cl.idleTimeout() {
 			cl.idle[addr] = list
 			return cc
 		}
-		cc.c.Close()
+		stale = append(stale, cc)
 	}
 	delete(cl.idle, addr)
 	return nil
 }
 
+func closeAll(list []*clientConn) {
+	for _, cc := range list {
+		cc.c.Close()
+	}
+}
+
 func (cl *Client) put(cc *clientConn) {
 	cl.mu.Lock()
-	defer cl.mu.Unlock()
 	if cl.closed || len(cl.idle[cc.addr]) >= cl.maxIdle() {
+		cl.mu.Unlock()
 		cc.c.Close()
 		return
 	}
@@ -105,6 +217,8 @@ func (cl *Client) put(cc *clientConn) {
 	}
 	cc.since = time.Now()
 	cl.idle[cc.addr] = append(cl.idle[cc.addr], cc)
+	cl.signal(cc.addr)
+	cl.mu.Unlock()
 }
 
 // CloseIdle closes every idle connection; close also refuses new
@@ -124,23 +238,26 @@ func (cl *Client) CloseIdle(close bool) {
 
 // Sweep closes connections idle past the idle timeout.
 func (cl *Client) Sweep() {
+	var stale []*clientConn
 	cl.mu.Lock()
-	defer cl.mu.Unlock()
 	for addr, list := range cl.idle {
 		keep := list[:0]
 		for _, cc := range list {
 			if time.Since(cc.since) < cl.idleTimeout() {
 				keep = append(keep, cc)
 			} else {
-				cc.c.Close()
+				stale = append(stale, cc)
 			}
 		}
+		clear(list[len(keep):])
 		if len(keep) == 0 {
 			delete(cl.idle, addr)
 		} else {
 			cl.idle[addr] = keep
 		}
 	}
+	cl.mu.Unlock()
+	closeAll(stale)
 }
 
 // DialError marks a failure to connect: the request was not sent.
@@ -179,20 +296,20 @@ func (cl *Client) RoundTrip(req *http.Request, addr string) (*http.Response, err
 	ctx := req.Context()
 	noBody := req.Body == nil || req.Body == http.NoBody
 	for attempt := 0; ; attempt++ {
-		cc := cl.get(addr)
+		cc, err := cl.acquire(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
 		reused := cc != nil
 		if cc == nil {
-			cl.mu.Lock()
-			closed := cl.closed
-			cl.mu.Unlock()
-			if closed {
-				return nil, ErrClientClosed
-			}
 			c, err := cl.Dial(ctx, addr)
 			if err != nil {
+				cl.release(addr)
 				return nil, &DialError{err}
 			}
-			cc = &clientConn{c: c, br: bufio.NewReaderSize(c, 4096), bw: bufio.NewWriterSize(c, 4096), addr: addr}
+			raw := c
+			c = &slotConn{Conn: c, release: func() { cl.release(addr) }}
+			cc = &clientConn{c: c, raw: raw, br: bufio.NewReaderSize(c, 4096), bw: bufio.NewWriterSize(c, 4096), addr: addr}
 		}
 		resp, err := cl.exchange(cc, req, noBody)
 		if err != nil && reused && attempt == 0 && errors.Is(err, errStale) && noBody && replayable(req) {
@@ -269,6 +386,12 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 				err = fmt.Errorf("%w: %w", errStale, err)
 			}
 			return fail(err)
+		}
+		if be := async.failure(); be != nil {
+			// The body failed first, and closing the connection for it
+			// may be what the upstream answered (its own "client went
+			// away"): the answer is discarded, as documented.
+			return fail(be)
 		}
 		if r.StatusCode >= 200 || r.StatusCode == http.StatusSwitchingProtocols {
 			resp = r

@@ -55,9 +55,12 @@
 // unknown or large size is written by a second goroutine while the
 // response is read; when reading that body fails (the sender went away or
 // sent a malformed chunk) the exchange ends at once with a
-// [RequestBodyError], the upstream connection closed and never reused.
-// The connection returns to the pool only when the response and the body
-// both ended cleanly.
+// [RequestBodyError], the upstream connection closed and never reused,
+// and an answer read after the failure (the upstream's reaction to it) is
+// discarded. The connection returns to the pool only when the response
+// and the body both ended cleanly. [Client.MaxConnsPerAddr] bounds the
+// connections open to one address (requests wait for one within their
+// context), and [Client.Reusable] vets an idle connection before reuse.
 //
 // # Serving
 //

@@ -1,0 +1,225 @@
+package dataplane
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/transport"
+)
+
+// maxPeerH1ConnsPerEndpoint bounds the HTTP/1.1 connections to one peer
+// proxy's endpoint (idle and busy): the 65th concurrent request waits for
+// one of them. It matches the inbound side's cost per connection (one
+// goroutine, the TLS state) to what a peer may reasonably hold.
+const maxPeerH1ConnsPerEndpoint = 64
+
+// peerH1Pool keeps HTTP/1.1 connections over mesh TLS to peer proxies:
+// the hop an HTTP/1.1 request takes to a meshed endpoint unless the
+// proxy is configured to carry it over HTTP/2 (Extras.HTTP1OverH2). Each
+// connection is dialled as the HTTP/2 hop's are (mutual TLS, the peer's
+// identity verified, the transport header naming the application port),
+// with the transport header announcing HTTP/1. One request at a time per
+// connection; up to maxPeerH1ConnsPerEndpoint per endpoint.
+type peerH1Pool struct {
+	p      *Proxy
+	mu     sync.Mutex
+	m      map[poolKey]*peerH1Entry
+	closed bool
+}
+
+// peerH1Entry is one endpoint's client; addr is its address as the
+// client's key (the client serves that one address).
+type peerH1Entry struct {
+	cl       *h1.Client
+	addr     string
+	inflight atomic.Int32 // requests between entry and the end of RoundTrip
+}
+
+func newPeerH1Pool(p *Proxy) *peerH1Pool { return &peerH1Pool{p: p, m: map[poolKey]*peerH1Entry{}} }
+
+// peerH1IdleTimeout is how long a connection to a peer proxy stays idle
+// in the pool: half the proxy's own HTTP idle timeout, so that with equal
+// settings this side closes an idle connection well before the peer's
+// inbound server does and a request rarely meets a connection the peer
+// is closing.
+func (pp *peerH1Pool) idleTimeout() time.Duration {
+	d := pp.p.cfg.HTTPIdleTimeout / 2
+	if d <= 0 || d > 90*time.Second {
+		d = 90 * time.Second
+	}
+	return d
+}
+
+// entry returns the client for key, made on first use with ep's labels
+// for the connections it dials.
+func (pp *peerH1Pool) entry(key poolKey, ep Endpoint) (*peerH1Entry, error) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if pp.closed {
+		return nil, &dialError{errors.New("dataplane: proxy is stopping")}
+	}
+	if e := pp.m[key]; e != nil {
+		e.inflight.Add(1)
+		return e, nil
+	}
+	p := pp.p
+	lbl := dialLabels{ep: ep}
+	e := &peerH1Entry{addr: key.addr.String()}
+	e.cl = &h1.Client{
+		Dial: func(ctx context.Context, _ string) (net.Conn, error) {
+			conn, err := p.dialEndpoint(ctx, Endpoint{Addr: netip.AddrPortFrom(key.addr.Addr(), key.port), Identity: key.identity, OpaqueTransportPort: key.addr.Port()}, "", transport.HTTP1, nil)
+			if err != nil {
+				return nil, fmt.Errorf("dataplane: connecting to %s: %w", key.addr, err)
+			}
+			return p.countedDial(conn, lbl.labels()), nil
+		},
+		Reusable:        peerConnReusable,
+		MaxIdlePerAddr:  maxPeerH1ConnsPerEndpoint,
+		MaxConnsPerAddr: maxPeerH1ConnsPerEndpoint,
+		IdleTimeout:     pp.idleTimeout(),
+		Limits:          h1.Limits{MaxHeaderBytes: p.cfg.HTTPMaxHeaderBytes},
+		OmitTrailer:     isMeshHeader,
+	}
+	pp.m[key] = e
+	e.inflight.Add(1)
+	return e, nil
+}
+
+// roundTrip sends req to the peer proxy of key. A failure to connect is
+// a dialError (the request was not sent); the client itself sends a
+// request once more, on a new connection, only when a kept-alive one
+// failed before any byte of the response and the request has no body
+// and is idempotent.
+func (pp *peerH1Pool) roundTrip(key poolKey, ep Endpoint, req *http.Request) (*http.Response, error) {
+	e, err := pp.entry(key, ep)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := e.cl.RoundTrip(req, e.addr)
+	e.inflight.Add(-1)
+	var de *h1.DialError
+	if errors.As(err, &de) {
+		return nil, &dialError{err}
+	}
+	return resp, err
+}
+
+// sweep closes connections idle past the idle timeout and forgets
+// endpoints without open connections or requests on their way (a request
+// counts from entry on, under pp.mu, so that none dials in a forgotten
+// client).
+func (pp *peerH1Pool) sweep() {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	for k, e := range pp.m {
+		e.cl.Sweep()
+		if e.inflight.Load() == 0 && e.cl.Open(e.addr) == 0 {
+			delete(pp.m, k)
+		}
+	}
+}
+
+// closeAll closes every idle connection and refuses new requests; busy
+// connections close when their exchange ends.
+func (pp *peerH1Pool) closeAll() {
+	pp.mu.Lock()
+	pp.closed = true
+	m := pp.m
+	pp.m = map[poolKey]*peerH1Entry{}
+	pp.mu.Unlock()
+	for _, e := range m {
+		e.cl.CloseIdle(true)
+	}
+}
+
+// size reports the open connections (idle and busy), for tests and
+// diagnostics.
+func (pp *peerH1Pool) size() int {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	n := 0
+	for _, e := range pp.m {
+		n += e.cl.Open(e.addr)
+	}
+	return n
+}
+
+// peerIdleState is what an idle connection's socket holds (peekIdle).
+type peerIdleState uint8
+
+const (
+	peerOpen   peerIdleState = iota // nothing to read
+	peerClosed                      // the end of the stream, or an error
+	peerBytes                       // bytes to read
+)
+
+// peerCheckAfter is how long a connection must have been idle before it
+// is checked for a close by the peer on reuse. Under load connections
+// are reused within microseconds and are not checked (a system call per
+// request); one idle for longer may have been closed by the peer (its
+// idle timeout, a drain, a restart), and a request sent on it could not
+// be retried unless idempotent and without body.
+const peerCheckAfter = 5 * time.Millisecond
+
+// peerConnReusable reports whether an idle connection to a peer proxy
+// may carry another request: not when the peer closed it. A peek at the
+// socket tells most cases without reading: nothing waiting (open), or
+// the end of the stream. Bytes waiting are read through TLS, within a
+// millisecond: the peer's close_notify alert
+// (closed), a post-handshake message TLS consumes itself (open), or
+// response bytes nobody asked for (closed: the connection is out of
+// step).
+func peerConnReusable(c net.Conn, idle time.Duration) bool {
+	if idle < peerCheckAfter {
+		return true
+	}
+	sc, ok := c.(*statsConn)
+	if !ok {
+		return true
+	}
+	tc, ok := sc.Conn.(*tls.Conn)
+	if !ok {
+		return true
+	}
+	raw, ok := tc.NetConn().(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := raw.SyscallConn()
+	if err != nil {
+		return false
+	}
+	state := peerOpen
+	if err := rc.Read(func(fd uintptr) bool { state = peekIdle(fd); return true }); err != nil {
+		return false
+	}
+	switch state {
+	case peerOpen:
+		return true
+	case peerClosed:
+		return false
+	}
+	// Go fails a read whose deadline has passed before trying it: the
+	// deadline is a millisecond away, which bytes already waiting never
+	// reach.
+	if tc.SetReadDeadline(time.Now().Add(time.Millisecond)) != nil {
+		return false
+	}
+	var b [1]byte
+	n, err := tc.Read(b[:])
+	if n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	return tc.SetReadDeadline(time.Time{}) == nil
+}
