@@ -5,8 +5,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/apis/vocab"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/envcheck"
 	"github.com/weftmesh/weft/mesh/dataplane/iptables"
 )
 
@@ -25,7 +24,7 @@ func ParseIdentities(s string) ([]string, error) {
 		if id = strings.ToLower(strings.TrimSpace(id)); id == "" {
 			continue
 		}
-		if err := checkDNSName(id); err != nil {
+		if err := envcheck.DNSName(id); err != nil {
 			return nil, fmt.Errorf("identity %q: %w", id, err)
 		}
 		out = append(out, id)
@@ -33,9 +32,13 @@ func ParseIdentities(s string) ([]string, error) {
 	return out, nil
 }
 
-// Config holds every setting of the proxy. FromEnv fills it from the
+// Config holds the settings New, Listen and Run use: listeners, ports,
+// policy defaults, timeouts and limits. FromEnv fills it from the
 // WEFT_PROXY_* environment variables the injector sets; DefaultConfig gives
-// the defaults. An empty listener address turns that listener off.
+// the defaults. An empty listener address turns that listener off. The
+// control plane's addresses and the workload's identity are not here: they
+// are mesh/dataplane/control's Config, which Connect reads; the log level
+// and format belong to the program that builds the logger (WithLogger).
 type Config struct {
 	InboundAddr  string // WEFT_PROXY_INBOUND_ADDR, 0.0.0.0:4143
 	OutboundAddr string // WEFT_PROXY_OUTBOUND_ADDR, 127.0.0.1:4140 (transparent)
@@ -44,20 +47,6 @@ type Config struct {
 	// Explicit outbound mode, for hosts without iptables.
 	ConnectAddr string    // WEFT_PROXY_OUTBOUND_CONNECT_ADDR: HTTP CONNECT listener, off by default
 	Mappings    []Mapping // WEFT_PROXY_OUTBOUND_MAPPINGS: "127.0.0.1:9000=web.shop.svc.cluster.local:8080,..."
-
-	// Control plane and identity inputs (used by the binary's wiring).
-	IdentityAddr       string // WEFT_PROXY_IDENTITY_ADDR
-	DestinationAddr    string // WEFT_PROXY_DESTINATION_ADDR
-	PolicyAddr         string // WEFT_PROXY_POLICY_ADDR
-	TrustAnchorsPEM    []byte // WEFT_PROXY_TRUST_ANCHORS (PEM content)
-	IdentityTokenFile  string // WEFT_PROXY_IDENTITY_TOKEN_FILE
-	IdentityName       string // WEFT_PROXY_IDENTITY_NAME
-	DestinationContext string // WEFT_PROXY_DESTINATION_CONTEXT
-
-	// Workload context.
-	Namespace      string // WEFT_PROXY_NAMESPACE
-	Pod            string // WEFT_PROXY_POD
-	ServiceAccount string // WEFT_PROXY_SERVICE_ACCOUNT
 
 	// Ports.
 	InboundPorts       Ports // WEFT_PROXY_INBOUND_PORTS: application ports whose policy is fetched at startup
@@ -99,10 +88,6 @@ type Config struct {
 	TapMaxTaps            int      // WEFT_PROXY_TAP_MAX_TAPS, 16: taps open at once
 	TapMaxEventsPerSecond int      // WEFT_PROXY_TAP_MAX_EVENTS_PER_SECOND, 1000: events per second one tap receives
 
-	// Logging.
-	LogLevel  string // WEFT_PROXY_LOG_LEVEL, info ("warn,linkerd=info" style accepted)
-	LogFormat string // WEFT_PROXY_LOG_FORMAT, plain or json
-
 	// Per-direction settings and Linkerd's optional proxy behaviour; see
 	// config_extra.go. Zero values fall back to the settings above.
 	Extras
@@ -142,8 +127,6 @@ func DefaultConfig() Config {
 		TapAddr:                "0.0.0.0:4190",
 		TapMaxTaps:             defaultTapMaxTaps,
 		TapMaxEventsPerSecond:  defaultTapEventsPerSec,
-		LogLevel:               "info",
-		LogFormat:              "plain",
 	}
 }
 
@@ -163,16 +146,6 @@ func Settings() []Setting {
 		{"WEFT_PROXY_ADMIN_ADDR", "0.0.0.0:4191", "admin server: /live, /ready, /metrics, /shutdown"},
 		{"WEFT_PROXY_OUTBOUND_CONNECT_ADDR", "", "explicit mode: HTTP CONNECT proxy listener (off when empty)"},
 		{"WEFT_PROXY_OUTBOUND_MAPPINGS", "", "explicit mode: comma-separated LISTEN=AUTHORITY static listeners, e.g. 127.0.0.1:9000=web.shop.svc.cluster.local:8080"},
-		{"WEFT_PROXY_IDENTITY_ADDR", "", "identity service address (host:port)"},
-		{"WEFT_PROXY_DESTINATION_ADDR", "", "destination service address (host:port)"},
-		{"WEFT_PROXY_POLICY_ADDR", "", "policy service address (host:port)"},
-		{"WEFT_PROXY_TRUST_ANCHORS", "", "PEM bundle of trust anchors (content, not a path)"},
-		{"WEFT_PROXY_IDENTITY_TOKEN_FILE", "", "service-account token file presented to the identity service"},
-		{"WEFT_PROXY_IDENTITY_NAME", "", "this workload's identity name"},
-		{"WEFT_PROXY_DESTINATION_CONTEXT", "", "context token sent with destination lookups"},
-		{"WEFT_PROXY_NAMESPACE", "", "workload namespace"},
-		{"WEFT_PROXY_POD", "", "workload pod name"},
-		{"WEFT_PROXY_SERVICE_ACCOUNT", "", "workload service account"},
 		{"WEFT_PROXY_INBOUND_PORTS", "", "application ports whose inbound policy is fetched at startup (readiness waits for them)"},
 		{"WEFT_PROXY_INBOUND_OPAQUE_PORTS", "", "inbound ports that skip protocol detection (ports and ranges, e.g. 25,3306,9000-9100)"},
 		{"WEFT_PROXY_INBOUND_SKIP_PORTS", "", "inbound ports never proxied (weft-init leaves them alone; the proxy refuses them)"},
@@ -200,8 +173,6 @@ func Settings() []Setting {
 		{vocab.EnvTapIdentities, "", "comma-separated identities accepted as tappers (e.g. the tap service's); empty turns tap off"},
 		{vocab.EnvTapMaxTaps, "16", "taps open at once; more are refused with RESOURCE_EXHAUSTED"},
 		{vocab.EnvTapMaxEventsPerSecond, "1000", "events one tap receives per second; requests beyond it are not reported and are counted in tap_events_dropped_total"},
-		{"WEFT_PROXY_LOG_LEVEL", "info", "trace, debug, info, warn, error or off; Linkerd's 'warn,linkerd=info' form is accepted (its first bare level counts)"},
-		{"WEFT_PROXY_LOG_FORMAT", "plain", "plain or json"},
 	}, extraSettings()...)
 }
 
@@ -224,11 +195,6 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	bad := func(name, val string, err error) {
 		errs = append(errs, fmt.Errorf("dataplane: %s=%q: %w", name, val, err))
 	}
-	str := func(name string, dst *string) {
-		if v, ok := lookup(name); ok {
-			*dst = strings.TrimSpace(v)
-		}
-	}
 	listen := func(name string, dst *string) {
 		v, ok := lookup(name)
 		if !ok {
@@ -239,21 +205,11 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 			*dst = ""
 			return
 		}
-		if err := checkHostPort(v, true); err != nil {
+		if err := envcheck.HostPort(v, true); err != nil {
 			bad(name, v, err)
 			return
 		}
 		*dst = v
-	}
-	addr := func(name string, dst *string) {
-		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
-			v = strings.TrimSpace(v)
-			if err := checkHostPort(v, false); err != nil {
-				bad(name, v, err)
-				return
-			}
-			*dst = v
-		}
 	}
 	ports := func(name string, dst *Ports) {
 		if v, ok := lookup(name); ok {
@@ -290,29 +246,6 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		}
 		cfg.Mappings = m
 	}
-	addr("WEFT_PROXY_IDENTITY_ADDR", &cfg.IdentityAddr)
-	addr("WEFT_PROXY_DESTINATION_ADDR", &cfg.DestinationAddr)
-	addr("WEFT_PROXY_POLICY_ADDR", &cfg.PolicyAddr)
-	if v, ok := lookup("WEFT_PROXY_TRUST_ANCHORS"); ok && strings.TrimSpace(v) != "" {
-		if _, err := ParseTrustAnchors([]byte(v)); err != nil {
-			bad("WEFT_PROXY_TRUST_ANCHORS", abbreviate(v), err)
-		} else {
-			cfg.TrustAnchorsPEM = []byte(v)
-		}
-	}
-	str("WEFT_PROXY_IDENTITY_TOKEN_FILE", &cfg.IdentityTokenFile)
-	if v, ok := lookup("WEFT_PROXY_IDENTITY_NAME"); ok && strings.TrimSpace(v) != "" {
-		v = strings.TrimSpace(v)
-		if err := checkDNSName(v); err != nil {
-			bad("WEFT_PROXY_IDENTITY_NAME", v, err)
-		} else {
-			cfg.IdentityName = v
-		}
-	}
-	str("WEFT_PROXY_DESTINATION_CONTEXT", &cfg.DestinationContext)
-	str("WEFT_PROXY_NAMESPACE", &cfg.Namespace)
-	str("WEFT_PROXY_POD", &cfg.Pod)
-	str("WEFT_PROXY_SERVICE_ACCOUNT", &cfg.ServiceAccount)
 	ports("WEFT_PROXY_INBOUND_PORTS", &cfg.InboundPorts)
 	ports("WEFT_PROXY_INBOUND_OPAQUE_PORTS", &cfg.InboundOpaquePorts)
 	ports("WEFT_PROXY_INBOUND_SKIP_PORTS", &cfg.InboundSkipPorts)
@@ -392,21 +325,6 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 			bad("WEFT_PROXY_ADMIN_SHUTDOWN", v, errors.New("not a boolean"))
 		} else {
 			cfg.AdminShutdown = b
-		}
-	}
-	if v, ok := lookup("WEFT_PROXY_LOG_LEVEL"); ok && strings.TrimSpace(v) != "" {
-		if _, err := ParseLogLevel(v); err != nil {
-			bad("WEFT_PROXY_LOG_LEVEL", v, err)
-		} else {
-			cfg.LogLevel = strings.TrimSpace(v)
-		}
-	}
-	if v, ok := lookup("WEFT_PROXY_LOG_FORMAT"); ok && strings.TrimSpace(v) != "" {
-		switch f := strings.ToLower(strings.TrimSpace(v)); f {
-		case "plain", "json":
-			cfg.LogFormat = f
-		default:
-			bad("WEFT_PROXY_LOG_FORMAT", v, errors.New("want plain or json"))
 		}
 	}
 	readExtras(lookup, &cfg, bad)
@@ -544,10 +462,10 @@ func ParseMappings(s string) ([]Mapping, error) {
 			return nil, fmt.Errorf("mapping %q: want LISTEN=AUTHORITY", item)
 		}
 		listen, authority = strings.TrimSpace(listen), strings.TrimSpace(authority)
-		if err := checkHostPort(listen, true); err != nil {
+		if err := envcheck.HostPort(listen, true); err != nil {
 			return nil, fmt.Errorf("mapping %q: listen address: %w", item, err)
 		}
-		if err := checkHostPort(authority, false); err != nil {
+		if err := envcheck.HostPort(authority, false); err != nil {
 			return nil, fmt.Errorf("mapping %q: authority: %w", item, err)
 		}
 		out = append(out, Mapping{Listen: listen, Authority: authority})
@@ -584,51 +502,6 @@ func ParseTrustAnchors(b []byte) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// ParseLogLevel maps a level (or Linkerd's "level,target=level" directive
-// list, whose first bare level counts) to a slog level. "off" is above
-// every level.
-func ParseLogLevel(s string) (slog.Level, error) {
-	level := ""
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		if target, lvl, ok := strings.Cut(part, "="); ok {
-			if target == "" {
-				return 0, fmt.Errorf("directive %q has no target", part)
-			}
-			if _, err := levelOf(lvl); err != nil {
-				return 0, err
-			}
-			continue
-		}
-		if level == "" {
-			level = part
-		}
-	}
-	if level == "" {
-		level = "info"
-	}
-	return levelOf(level)
-}
-
-func levelOf(s string) (slog.Level, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "trace", "debug":
-		return slog.LevelDebug, nil
-	case "info":
-		return slog.LevelInfo, nil
-	case "warn", "warning":
-		return slog.LevelWarn, nil
-	case "error":
-		return slog.LevelError, nil
-	case "off":
-		return slog.LevelError + 100, nil
-	}
-	return 0, fmt.Errorf("unknown level %q (want trace, debug, info, warn, error or off)", s)
-}
-
 // parseDuration accepts Go durations and a bare number of seconds.
 func parseDuration(s string) (time.Duration, error) {
 	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
@@ -639,58 +512,4 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, errors.New("not a duration (like 10s or 2m)")
 	}
 	return d, nil
-}
-
-func checkHostPort(s string, listen bool) error {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return errors.New("want HOST:PORT")
-	}
-	n, err := strconv.ParseUint(port, 10, 16)
-	if err != nil || (n == 0 && !listen) {
-		return fmt.Errorf("port %q is not in 1..65535", port)
-	}
-	if listen {
-		if host == "" {
-			return nil
-		}
-		if _, err := netip.ParseAddr(host); err != nil && host != "localhost" {
-			return fmt.Errorf("listen host %q is not an IP address", host)
-		}
-		return nil
-	}
-	if host == "" {
-		return errors.New("host is empty")
-	}
-	if _, err := netip.ParseAddr(host); err == nil {
-		return nil
-	}
-	return checkDNSName(host)
-}
-
-func checkDNSName(s string) error {
-	s = strings.TrimSuffix(s, ".")
-	if s == "" || len(s) > 253 {
-		return errors.New("not a DNS name")
-	}
-	for _, label := range strings.Split(s, ".") {
-		if label == "" || len(label) > 63 {
-			return fmt.Errorf("label %q is not a DNS label", label)
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
-			if !ok {
-				return fmt.Errorf("label %q has character %q", label, c)
-			}
-		}
-	}
-	return nil
-}
-
-func abbreviate(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
-	}
-	return s
 }

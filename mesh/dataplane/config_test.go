@@ -30,22 +30,12 @@ func TestFromEnvWithNothingSetGivesTheDefaults(t *testing.T) {
 }
 
 func TestFromEnvReadsEverySetting(t *testing.T) {
-	pk := newPKI(t)
 	cfg, err := dataplane.FromEnv(env(map[string]string{
 		"WEFT_PROXY_INBOUND_ADDR":                 "0.0.0.0:5143",
 		"WEFT_PROXY_OUTBOUND_ADDR":                "off",
 		"WEFT_PROXY_ADMIN_ADDR":                   "127.0.0.1:5191",
 		"WEFT_PROXY_OUTBOUND_CONNECT_ADDR":        "127.0.0.1:5140",
 		"WEFT_PROXY_OUTBOUND_MAPPINGS":            "127.0.0.1:9000=web.shop.svc.cluster.local:8080, 127.0.0.1:9001=10.0.0.1:80",
-		"WEFT_PROXY_IDENTITY_ADDR":                "linkerd-identity.linkerd.svc.cluster.local:8080",
-		"WEFT_PROXY_DESTINATION_ADDR":             "linkerd-dst.linkerd.svc.cluster.local:8086",
-		"WEFT_PROXY_POLICY_ADDR":                  "127.0.0.1:8090",
-		"WEFT_PROXY_TRUST_ANCHORS":                string(pk.anchor.CertPEM),
-		"WEFT_PROXY_IDENTITY_TOKEN_FILE":          "/var/run/secrets/tokens/weft-identity-token",
-		"WEFT_PROXY_IDENTITY_NAME":                idA,
-		"WEFT_PROXY_NAMESPACE":                    "shop",
-		"WEFT_PROXY_POD":                          "web-1",
-		"WEFT_PROXY_SERVICE_ACCOUNT":              "client",
 		"WEFT_PROXY_INBOUND_PORTS":                "8080,9090",
 		"WEFT_PROXY_INBOUND_OPAQUE_PORTS":         "25,587,3306,4444,5432,6379,9300,11211",
 		"WEFT_PROXY_INBOUND_SKIP_PORTS":           "4190-4191",
@@ -59,9 +49,6 @@ func TestFromEnvReadsEverySetting(t *testing.T) {
 		"WEFT_PROXY_POLICY_TIMEOUT":               "3",
 		"WEFT_PROXY_SHUTDOWN_GRACE_PERIOD":        "30s",
 		"WEFT_PROXY_ADMIN_SHUTDOWN":               "true",
-		"WEFT_PROXY_LOG_LEVEL":                    "warn,linkerd=info",
-		"WEFT_PROXY_LOG_FORMAT":                   "JSON",
-		"WEFT_PROXY_DESTINATION_CONTEXT":          `{"ns":"shop","nodeName":"n1"}`,
 		"WEFT_PROXY_HTTP_IDLE_TIMEOUT":            "30s",
 		"WEFT_PROXY_HTTP_HEADER_TIMEOUT":          "5s",
 		"WEFT_PROXY_HTTP_MAX_HEADER_BYTES":        "32768",
@@ -78,12 +65,6 @@ func TestFromEnvReadsEverySetting(t *testing.T) {
 	assert.Empty(t, cfg.OutboundAddr)
 	assert.Equal(t, "127.0.0.1:5140", cfg.ConnectAddr)
 	assert.Equal(t, []dataplane.Mapping{{"127.0.0.1:9000", "web.shop.svc.cluster.local:8080"}, {"127.0.0.1:9001", "10.0.0.1:80"}}, cfg.Mappings)
-	assert.Equal(t, "127.0.0.1:8090", cfg.PolicyAddr)
-	assert.Equal(t, pk.anchor.CertPEM, cfg.TrustAnchorsPEM)
-	assert.Equal(t, idA, cfg.IdentityName)
-	assert.Equal(t, "shop", cfg.Namespace)
-	assert.Equal(t, "web-1", cfg.Pod)
-	assert.Equal(t, "client", cfg.ServiceAccount)
 	assert.Equal(t, []uint16{8080, 9090}, cfg.InboundPorts.List())
 	assert.True(t, cfg.InboundOpaquePorts.Contains(3306))
 	assert.False(t, cfg.InboundOpaquePorts.Contains(3307))
@@ -97,9 +78,6 @@ func TestFromEnvReadsEverySetting(t *testing.T) {
 	assert.Equal(t, 3*time.Second, cfg.PolicyTimeout)
 	assert.Equal(t, 30*time.Second, cfg.ShutdownGracePeriod)
 	assert.True(t, cfg.AdminShutdown)
-	assert.Equal(t, "warn,linkerd=info", cfg.LogLevel)
-	assert.Equal(t, "json", cfg.LogFormat)
-	assert.Equal(t, `{"ns":"shop","nodeName":"n1"}`, cfg.DestinationContext)
 	assert.Equal(t, 30*time.Second, cfg.HTTPIdleTimeout)
 	assert.Equal(t, 5*time.Second, cfg.HTTPHeaderTimeout)
 	assert.Equal(t, 32768, cfg.HTTPMaxHeaderBytes)
@@ -116,10 +94,6 @@ func TestFromEnvNamesEachBadVariableAndValue(t *testing.T) {
 	cases := map[string]string{
 		"WEFT_PROXY_INBOUND_ADDR":                 "4143",
 		"WEFT_PROXY_ADMIN_ADDR":                   "example.com:4191",
-		"WEFT_PROXY_IDENTITY_ADDR":                "identity:http",
-		"WEFT_PROXY_DESTINATION_ADDR":             "bad host:8086",
-		"WEFT_PROXY_TRUST_ANCHORS":                "not a pem",
-		"WEFT_PROXY_IDENTITY_NAME":                "web..shop",
 		"WEFT_PROXY_INBOUND_OPAQUE_PORTS":         "3306,99999",
 		"WEFT_PROXY_INBOUND_SKIP_PORTS":           "9000-8000",
 		"WEFT_PROXY_OUTBOUND_SKIP_PORTS":          "https",
@@ -132,8 +106,6 @@ func TestFromEnvNamesEachBadVariableAndValue(t *testing.T) {
 		"WEFT_PROXY_CONNECT_TIMEOUT":              "-1s",
 		"WEFT_PROXY_SHUTDOWN_GRACE_PERIOD":        "2 minutes",
 		"WEFT_PROXY_ADMIN_SHUTDOWN":               "yes please",
-		"WEFT_PROXY_LOG_LEVEL":                    "loud",
-		"WEFT_PROXY_LOG_FORMAT":                   "xml",
 		"WEFT_PROXY_HTTP_IDLE_TIMEOUT":            "0",
 		"WEFT_PROXY_HTTP_MAX_HEADER_BYTES":        "100",
 		"WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS": "many",
@@ -155,9 +127,9 @@ func TestFromEnvNamesEachBadVariableAndValue(t *testing.T) {
 }
 
 func TestFromEnvReportsEveryBadValueAtOnce(t *testing.T) {
-	_, err := dataplane.FromEnv(env(map[string]string{"WEFT_PROXY_LOG_FORMAT": "xml", "WEFT_PROXY_DETECT_TIMEOUT": "soon"}))
+	_, err := dataplane.FromEnv(env(map[string]string{"WEFT_PROXY_CONNECT_TIMEOUT": "-1s", "WEFT_PROXY_DETECT_TIMEOUT": "soon"}))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "WEFT_PROXY_LOG_FORMAT")
+	assert.Contains(t, err.Error(), "WEFT_PROXY_CONNECT_TIMEOUT")
 	assert.Contains(t, err.Error(), "WEFT_PROXY_DETECT_TIMEOUT")
 }
 

@@ -500,8 +500,9 @@ func writeObjects(dir string, plan *Plan) ([]string, error) {
 	return files, nil
 }
 
-// ProxyConfig is the configuration of a pod's proxy in explicit mode.
-func ProxyConfig(pod Pod, cp ControlPlane, anchors []byte, tokenFile, defaultPolicy string) dataplane.Config {
+// ProxyConfig is the configuration of a pod's proxy in explicit mode: its
+// own settings, and the control plane and workload it connects with.
+func ProxyConfig(pod Pod, cp ControlPlane, anchors []byte, tokenFile, defaultPolicy string) (dataplane.Config, control.Config) {
 	cfg := dataplane.DefaultConfig()
 	cfg.InboundAddr = pod.Inbound.String()
 	cfg.AdminAddr = pod.Admin.String()
@@ -509,12 +510,6 @@ func ProxyConfig(pod Pod, cp ControlPlane, anchors []byte, tokenFile, defaultPol
 	for _, m := range pod.Mappings {
 		cfg.Mappings = append(cfg.Mappings, dataplane.Mapping{Listen: m.Listen.String(), Authority: m.Authority})
 	}
-	cfg.IdentityAddr, cfg.DestinationAddr, cfg.PolicyAddr = cp.Identity, cp.Destination, cp.Policy
-	cfg.TrustAnchorsPEM = anchors
-	cfg.IdentityTokenFile = tokenFile
-	cfg.IdentityName = pod.Identity
-	cfg.DestinationContext = fmt.Sprintf(`{"ns":%q,"pod":%q}`, pod.Namespace, pod.Name)
-	cfg.Namespace, cfg.Pod, cfg.ServiceAccount = pod.Namespace, pod.Name, pod.ServiceAccount
 	cfg.InboundForwardHost = pod.IP.String()
 	cfg.DefaultInboundPolicy = defaultPolicy
 	cfg.ClusterNetworks = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
@@ -527,16 +522,28 @@ func ProxyConfig(pod Pod, cp ControlPlane, anchors []byte, tokenFile, defaultPol
 			cfg.InboundOpaquePorts = append(cfg.InboundOpaquePorts, pr...)
 		}
 	}
-	return cfg
+	cc := control.Config{
+		IdentityAddr:       cp.Identity,
+		DestinationAddr:    cp.Destination,
+		PolicyAddr:         cp.Policy,
+		TrustAnchorsPEM:    anchors,
+		IdentityTokenFile:  tokenFile,
+		IdentityName:       pod.Identity,
+		DestinationContext: fmt.Sprintf(`{"ns":%q,"pod":%q}`, pod.Namespace, pod.Name),
+		Namespace:          pod.Namespace,
+		Pod:                pod.Name,
+		ServiceAccount:     pod.ServiceAccount,
+	}
+	return cfg, cc
 }
 
 func (r *Runner) startProxy(run, ctx context.Context, wg *sync.WaitGroup, pod Pod, ls *podListeners, cp ControlPlane, anchors []byte, tokenFile string, fail context.CancelCauseFunc) (*Proxy, error) {
-	cfg := ProxyConfig(pod, cp, anchors, tokenFile, r.file.DefaultInboundPolicy)
+	cfg, cc := ProxyConfig(pod, cp, anchors, tokenFile, r.file.DefaultInboundPolicy)
 	cfg.ShutdownGracePeriod = r.opts.grace
 	plog := r.opts.proxyLog.With("pod", pod.Namespace+"/"+pod.Name)
 	cctx, cancel := context.WithTimeout(run, r.opts.readyWait)
 	defer cancel()
-	src, err := control.Connect(cctx, cfg, control.WithExplicitMode(InboundPort), control.WithLogger(plog))
+	src, err := control.Connect(cctx, cc, control.WithExplicitMode(InboundPort), control.WithLogger(plog))
 	if err != nil {
 		return nil, fmt.Errorf("local: proxy of %s: %w", pod.Name, err)
 	}

@@ -37,8 +37,8 @@ type ProxyInputs struct {
 	Cleanup func()
 }
 
-// ProxySources builds the proxy's inputs from its configuration.
-type ProxySources func(ctx context.Context, cfg dataplane.Config, log *slog.Logger) (ProxyInputs, error)
+// ProxySources builds the proxy's inputs from its settings.
+type ProxySources func(ctx context.Context, env ProxyEnv, log *slog.Logger) (ProxyInputs, error)
 
 // ProxyRunCommand is `weft-proxy run`: it reads the WEFT_PROXY_* settings
 // (each also a flag, which wins), opens the listeners and runs the proxy
@@ -70,7 +70,7 @@ func flagName(env string) string {
 }
 
 func setupProxy(fs *core.FlagSet, lookup func(string) (string, bool), sources ProxySources) core.Action {
-	settings := dataplane.Settings()
+	settings := ProxySettings()
 	values := map[string]*string{}
 	for _, s := range settings {
 		values[s.Env] = fs.String(flagName(s.Env), "", fmt.Sprintf("%s (env %s, default %q)", s.Help, s.Env, s.Default))
@@ -79,7 +79,7 @@ func setupProxy(fs *core.FlagSet, lookup func(string) (string, bool), sources Pr
 	return func(ctx context.Context, args []string, stdio core.IO) int {
 		set := map[string]bool{}
 		fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
-		cfg, err := dataplane.FromEnv(func(k string) (string, bool) {
+		env, err := ReadProxyEnv(func(k string) (string, bool) {
 			if set[flagName(k)] {
 				return *values[k], true
 			}
@@ -92,7 +92,8 @@ func setupProxy(fs *core.FlagSet, lookup func(string) (string, bool), sources Pr
 		// The logger and the access log share stderr; one lock keeps their
 		// lines whole.
 		errw := &lockedWriter{w: stdio.Stderr}
-		log, err := proxyLogger(cfg, errw)
+		cfg := env.Proxy
+		log, err := proxyLogger(env, errw)
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
 			return core.ExitUsage
@@ -110,7 +111,7 @@ func setupProxy(fs *core.FlagSet, lookup func(string) (string, bool), sources Pr
 			in = ProxyInputs{Identity: src.Identity, Resolver: src.Resolver, Policies: src.Policies,
 				OutboundPolicies: src.OutboundPolicies, Profiles: src.Profiles}
 		case sources != nil:
-			in, err = sources(ctx, cfg, log)
+			in, err = sources(ctx, env, log)
 			if err != nil {
 				fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
 				return core.ExitFailure
@@ -130,7 +131,7 @@ func setupProxy(fs *core.FlagSet, lookup func(string) (string, bool), sources Pr
 			log.Info("worker threads capped by the CPU ratio limit", "gomaxprocs", n, "ratio", cfg.CPURatioLimit)
 		}
 		opts := []dataplane.Option{dataplane.WithLogger(log), dataplane.WithAccessLog(errw)}
-		if cfg.Pod != "" {
+		if env.Control.Pod != "" {
 			// In a pod, loopback is the pod's own: its processes reach the
 			// application whatever the policy, as with Linkerd's proxy.
 			opts = append(opts, dataplane.WithLoopbackAllowed())
@@ -175,13 +176,13 @@ func applyMemoryLimit(log *slog.Logger, lookup func(string) (string, bool)) {
 	}
 }
 
-func proxyLogger(cfg dataplane.Config, w io.Writer) (*slog.Logger, error) {
-	level, err := dataplane.ParseLogLevel(cfg.LogLevel)
+func proxyLogger(env ProxyEnv, w io.Writer) (*slog.Logger, error) {
+	level, err := parseLogLevel(env.LogLevel)
 	if err != nil {
 		return nil, err
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	if cfg.LogFormat == "json" {
+	if env.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil

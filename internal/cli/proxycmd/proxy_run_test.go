@@ -17,7 +17,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/weftmesh/weft/mesh/dataplane"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -27,7 +26,7 @@ func TestProxyRunHelpListsEverySetting(t *testing.T) {
 	code := ProxyRunCommand(nil).Run(context.Background(), []string{"--help"}, core.IO{Stdout: &out, Stderr: &errb})
 	assert.Equal(t, core.ExitOK, code)
 	// Help goes to stdout, as in every cobra command tree.
-	for _, s := range dataplane.Settings() {
+	for _, s := range ProxySettings() {
 		assert.Contains(t, out.String(), s.Env)
 		assert.Contains(t, out.String(), "--"+flagName(s.Env)+" ")
 	}

@@ -6,7 +6,6 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/weftmesh/weft/mesh/dataplane"
 	"github.com/weftmesh/weft/mesh/dataplane/control"
 )
 
@@ -21,7 +20,8 @@ import (
 // a peer's connection to its proxy, so meshed endpoints are dialled at the
 // port of this proxy's own WEFT_PROXY_INBOUND_ADDR (every proxy of a local
 // mesh listens on the same inbound port, 4143 by default).
-func ControlPlaneSources(ctx context.Context, cfg dataplane.Config, log *slog.Logger) (ProxyInputs, error) {
+func ControlPlaneSources(ctx context.Context, env ProxyEnv, log *slog.Logger) (ProxyInputs, error) {
+	cfg := env.Proxy
 	opts := []control.Option{control.WithLogger(log)}
 	if cfg.OutboundAddr == "" {
 		if _, p, err := net.SplitHostPort(cfg.InboundAddr); err == nil {
@@ -30,7 +30,7 @@ func ControlPlaneSources(ctx context.Context, cfg dataplane.Config, log *slog.Lo
 			}
 		}
 	}
-	src, err := control.Connect(ctx, cfg, opts...)
+	src, err := control.Connect(ctx, env.Control, opts...)
 	if err != nil {
 		return ProxyInputs{}, err
 	}

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/weftmesh/weft/mesh/dataplane"
 	dclient "github.com/weftmesh/weft/mesh/discovery/client"
 	"github.com/weftmesh/weft/mesh/identity"
 	idclient "github.com/weftmesh/weft/mesh/identity/client"
@@ -65,7 +64,7 @@ func WithIdentityOptions(opts ...idclient.Option) Option {
 }
 
 // WithToken supplies the identity token from a function instead of
-// cfg.IdentityTokenFile.
+// Config.IdentityTokenFile.
 func WithToken(f func() ([]byte, error)) Option {
 	return func(c *connectConfig) { c.token = f }
 }
@@ -79,11 +78,11 @@ func WithExplicitMode(inboundPort uint16) Option {
 
 // Connect dials the identity, destination and policy services named in
 // cfg (IdentityAddr, DestinationAddr, PolicyAddr) and builds the proxy's
-// sources. It returns once the workload holds its first certificate, or
+// sources for the workload cfg names. It returns once the workload holds its first certificate, or
 // fails when ctx ends first. Required: the three addresses,
 // TrustAnchorsPEM, IdentityName, IdentityTokenFile (or WithToken),
 // Namespace and Pod.
-func Connect(ctx context.Context, cfg dataplane.Config, opts ...Option) (*Sources, error) {
+func Connect(ctx context.Context, cfg Config, opts ...Option) (*Sources, error) {
 	cc := connectConfig{log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(&cc)

@@ -306,7 +306,7 @@ func TestPoliciesKeepTheLastPolicyAndReconnectWhenTheStreamBreaks(t *testing.T) 
 }
 
 func TestConnectObtainsACertificateAndNamesMissingSettings(t *testing.T) {
-	_, err := control.Connect(testContext(t), dataplane.Config{})
+	_, err := control.Connect(testContext(t), control.Config{})
 	require.Error(t, err)
 	for _, v := range []string{"WEFT_PROXY_IDENTITY_ADDR", "WEFT_PROXY_DESTINATION_ADDR", "WEFT_PROXY_POLICY_ADDR", "WEFT_PROXY_TRUST_ANCHORS", "WEFT_PROXY_IDENTITY_NAME", "WEFT_PROXY_NAMESPACE", "WEFT_PROXY_POD"} {
 		assert.Contains(t, err.Error(), v)
@@ -332,7 +332,7 @@ func TestConnectObtainsACertificateAndNamesMissingSettings(t *testing.T) {
 	dir := t.TempDir()
 	tok := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(tok, []byte("tok-web-0123456789"), 0o600))
-	cfg := dataplane.DefaultConfig()
+	var cfg control.Config
 	cfg.IdentityAddr, cfg.DestinationAddr, cfg.PolicyAddr = idAddr, dstConn.Target(), polConn.Target()
 	cfg.TrustAnchorsPEM = anchor.CertPEM
 	cfg.IdentityName = "web.shop.serviceaccount.identity.weft.cluster.local"

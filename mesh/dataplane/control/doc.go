@@ -8,12 +8,16 @@
 //	dataplane.InboundPolicies  <- Policies, a client of io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort
 //	dataplane.OutboundPolicies <- OutboundPolicies, a client of io.linkerd.proxy.outbound.OutboundPolicies/Watch
 //
-// Most programs call Connect, which reads the control-plane addresses and the
-// workload's settings from a dataplane.Config (the WEFT_PROXY_* variables),
-// dials the three services and returns all the sources together:
+// Most programs call Connect, which takes the control-plane addresses, trust
+// anchors and the workload's identity from a Config (FromEnv and LoadEnv read
+// it from the WEFT_PROXY_*_ADDR, _TRUST_ANCHORS, _IDENTITY_*, _NAMESPACE,
+// _POD, _SERVICE_ACCOUNT and _DESTINATION_CONTEXT variables; Settings lists
+// them), dials the three services and returns all the sources together. The
+// proxy's own settings are a separate dataplane.Config:
 //
 //	cfg, _ := dataplane.LoadEnv()
-//	src, err := control.Connect(ctx, cfg)
+//	cc, _ := control.LoadEnv()
+//	src, err := control.Connect(ctx, cc)
 //	if err != nil { ... }
 //	defer src.Close()
 //	p, _ := dataplane.New(ctx, cfg, src.Identity, src.Resolver, src.Policies,

@@ -9,7 +9,8 @@ import (
 )
 
 // Connect wires a proxy to the control plane named by its WEFT_PROXY_*
-// settings, as weft-proxy does.
+// settings, as weft-proxy does: the proxy's own settings come from
+// dataplane.LoadEnv, the control plane and workload from control.LoadEnv.
 func ExampleConnect() {
 	ctx := context.Background()
 	cfg, err := dataplane.LoadEnv()
@@ -17,7 +18,12 @@ func ExampleConnect() {
 		fmt.Println(err)
 		return
 	}
-	src, err := control.Connect(ctx, cfg)
+	cc, err := control.LoadEnv()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src, err := control.Connect(ctx, cc)
 	if err != nil {
 		fmt.Println(err)
 		return
