@@ -38,6 +38,13 @@
 //	ls, err := dataplane.Listen(ctx, cfg)
 //	err = p.Run(ctx, ls)                      // returns nil after the drain
 //
+// [Config] holds only the proxy's own settings (listeners, ports, policy
+// defaults, timeouts, limits; [Settings] lists their variables). Where the
+// control plane is and which workload the proxy speaks for are the
+// business of whatever builds the inputs: mesh/dataplane/control reads
+// them into its own Config for Connect. The log level and format are the
+// binary's: a program passes its logger with [WithLogger].
+//
 // # Connections
 //
 // Outbound, a connection arrives redirected by iptables (its original

@@ -53,7 +53,7 @@ func ReadProxyEnv(lookup func(string) (string, bool)) (ProxyEnv, error) {
 		errs = append(errs, err)
 	}
 	bad := func(name, val string, err error) {
-		errs = append(errs, fmt.Errorf("weft-proxy: %s=%q: %w", name, val, err))
+		errs = append(errs, fmt.Errorf("proxycmd: %s=%q: %w", name, val, err))
 	}
 	if v, ok := lookup("WEFT_PROXY_LOG_LEVEL"); ok && strings.TrimSpace(v) != "" {
 		if _, err := parseLogLevel(v); err != nil {

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-
 )
 
 func noEnv(string) (string, bool) { return "", false }
