@@ -34,7 +34,10 @@ import (
 // health, any other method or service.
 
 // tapObservePath is the only method served.
-const tapObservePath = "/" + "io.linkerd.proxy.tap.Tap" + "/" + "Observe"
+const tapObservePath = "/" + tapServiceName + "/Observe"
+
+// tapServiceName is the one service served, by its full name.
+const tapServiceName = "io.linkerd.proxy.tap.Tap"
 
 // tapRequestWait bounds how long a stream may take to send its request.
 const tapRequestWait = 10 * time.Second
@@ -49,6 +52,20 @@ func (s *tapStatus) Error() string { return fmt.Sprintf("dataplane: tap: %v: %s"
 
 func tapStatusf(c codes.Code, format string, args ...any) *tapStatus {
 	return &tapStatus{code: c, msg: fmt.Sprintf(format, args...)}
+}
+
+// unknownMethod is the status of a call to another path, in grpc-go's
+// words.
+func unknownMethod(path string) *tapStatus {
+	sm := strings.TrimPrefix(path, "/")
+	at := strings.LastIndex(sm, "/")
+	if at < 0 {
+		return tapStatusf(codes.Unimplemented, "malformed method name: %q", path)
+	}
+	if service := sm[:at]; service != tapServiceName {
+		return tapStatusf(codes.Unimplemented, "unknown service %v", service)
+	}
+	return tapStatusf(codes.Unimplemented, "unknown method %v for service %v", sm[at+1:], tapServiceName)
 }
 
 // isGRPCContentType reports whether a request's content-type is gRPC's:

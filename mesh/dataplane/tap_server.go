@@ -144,8 +144,8 @@ func (t *tapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := &tapStream{w: w, rc: http.NewResponseController(w)}
-	if r.URL.Path != tapObservePath || r.URL.RawQuery != "" {
-		s.finish(tapStatusf(codes.Unimplemented, "unknown method or service %q", r.URL.Path))
+	if r.RequestURI != tapObservePath {
+		s.finish(unknownMethod(r.RequestURI))
 		return
 	}
 	if enc := r.Header.Get("Grpc-Encoding"); enc != "" && enc != "identity" {
