@@ -24,25 +24,30 @@ import (
 // same checks as proxy-to-proxy TLS); its identity is the certificate's
 // single DNS SAN. Only identities in Config.TapIdentities may call
 // Observe; any other gets PERMISSION_DENIED before its request is read.
-// Caps: tapMaxConns connections, Config.TapMaxTaps open taps
-// (RESOURCE_EXHAUSTED beyond), a 64 KiB request, a bounded match, and per
-// tap Config.TapMaxEventsPerSecond events and a tapBuffer-event buffer.
+// Caps: tapMaxConns connections, Config.TapMaxTaps+4 streams on one,
+// Config.TapMaxTaps open taps (RESOURCE_EXHAUSTED beyond), a 64 KiB
+// request that must arrive within tapRequestWait, 64 KiB of request
+// headers, a bounded match, and per tap Config.TapMaxEventsPerSecond
+// events and a tapBuffer-event buffer. The gRPC side (tap_h2.go) is this
+// package's own: one method, grpc-go's answers, a batch in one write.
 
 // tapMaxRequest bounds an ObserveRequest, in bytes.
 const tapMaxRequest = 64 << 10
 
 // A tap's goroutine sends events in batches: once one arrives, it sleeps
 // tapBatchWait, or until tapBatchMax events wait, while the requests' events
-// queue in its buffer, then sends what waits back to back, which gRPC
-// writes to the connection together. A batch has fixed costs, whatever its
-// size: waking the goroutine and gRPC's writer, a write to the connection,
-// and the tapper's window updates and pings to read and answer. At 5 ms
-// they made a tap of every request cost the proxy about a quarter more CPU
-// per request at a few hundred requests a second (BenchmarkTapProxyCPU);
-// at 50 ms there are a tenth as many batches, and that share fell to about
-// a tenth. Events reach the tapper at most tapBatchWait
-// later, which a person watching a tap does not notice. The requests'
-// goroutines wake the tap's once per batch, not once per event.
+// queue in its buffer, then frames what waits as consecutive gRPC messages
+// and writes them in one Write and one Flush (tapStream.flush). A batch has
+// fixed costs, whatever its size: waking the goroutine and HTTP/2's
+// writer, a write to the connection, and the tapper's window updates and
+// pings to read and answer. At 5 ms they made a tap of every request cost
+// the proxy about a quarter more CPU per request at a few hundred requests
+// a second (BenchmarkTapProxyCPU); at 50 ms there are a tenth as many
+// batches. Events reach the tapper at most tapBatchWait later, which a
+// person watching a tap does not notice. The requests' goroutines wake the
+// tap's once per batch, not once per event. Per event, what is left is
+// its encoding (tap_wire.go) and 5 bytes of framing: grpc-go's per-message
+// stream bookkeeping, queue and DATA frame are gone (docs/decisions.md).
 const (
 	tapBatchWait = 50 * time.Millisecond
 	tapBatchMax  = 256
