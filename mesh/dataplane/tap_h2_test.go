@@ -325,3 +325,30 @@ func TestAGRPCGoClientReceivesEveryEventAsTheTapSentIt(t *testing.T) {
 		require.Equal(t, uint64(i/3), idOf(&ev).GetStream(), "event %d is of request %d", i, i/3)
 	}
 }
+
+func TestTheTapServerSpeaksOnlyHTTP2(t *testing.T) {
+	hp := startHTTPPair(t, httpPairOptions{cfgA: tapConfig})
+	leaf := hp.pki.issuer.Leaf(t, testutil.CertOptions{Name: idTapper})
+	dial := func(protos ...string) (*tls.Conn, error) {
+		d := &tls.Dialer{Config: &tls.Config{
+			RootCAs: testutil.Pool(hp.pki.anchor), ServerName: idA, MinVersion: tls.VersionTLS13,
+			Certificates: []tls.Certificate{leaf.TLS}, NextProtos: protos,
+		}}
+		c, err := d.DialContext(ctxTimeout(t, 10*time.Second), "tcp", hp.tapA.Addr().String())
+		if err != nil {
+			return nil, err
+		}
+		return c.(*tls.Conn), nil
+	}
+	_, err := dial("http/1.1")
+	assert.Error(t, err, "a client that offers only HTTP/1.1 fails the handshake")
+
+	c, err := dial() // no ALPN: the handshake completes, and the server closes
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	_, _ = c.Write([]byte("POST /io.linkerd.proxy.tap.Tap/Observe HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"))
+	n, err := c.Read(make([]byte, 1))
+	assert.Zero(t, n, "no answer")
+	assert.ErrorIs(t, err, io.EOF, "the connection is closed, not timed out")
+}
