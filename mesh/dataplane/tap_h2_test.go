@@ -340,15 +340,21 @@ func TestTheTapServerSpeaksOnlyHTTP2(t *testing.T) {
 		}
 		return c.(*tls.Conn), nil
 	}
-	_, err := dial("http/1.1")
-	assert.Error(t, err, "a client that offers only HTTP/1.1 fails the handshake")
+	_, err := dial("spdy/3")
+	assert.Error(t, err, "a client that offers no protocol the server has fails the handshake")
 
-	c, err := dial() // no ALPN: the handshake completes, and the server closes
-	require.NoError(t, err)
-	defer c.Close()
-	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
-	_, _ = c.Write([]byte("POST /io.linkerd.proxy.tap.Tap/Observe HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"))
-	n, err := c.Read(make([]byte, 1))
-	assert.Zero(t, n, "no answer")
-	assert.ErrorIs(t, err, io.EOF, "the connection is closed, not timed out")
+	// A client offering HTTP/1.1 (crypto/tls lets it through with no
+	// protocol chosen) or nothing completes the handshake, and the server
+	// closes the connection without an answer.
+	for _, protos := range [][]string{{"http/1.1"}, nil} {
+		c, err := dial(protos...)
+		require.NoError(t, err)
+		assert.Empty(t, c.ConnectionState().NegotiatedProtocol)
+		require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+		_, _ = c.Write([]byte("POST /io.linkerd.proxy.tap.Tap/Observe HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"))
+		n, err := c.Read(make([]byte, 1))
+		assert.Zero(t, n, "%v: no answer", protos)
+		assert.ErrorIs(t, err, io.EOF, "%v: the connection is closed, not timed out", protos)
+		c.Close()
+	}
 }
