@@ -19,15 +19,7 @@ func TapFeedForTest(p *Proxy, n int) {
 	if sessions == nil {
 		return
 	}
-	start := time.Now()
-	tr := &tapRequest{
-		direction: ptap.TapEvent_OUTBOUND, src: netip.MustParseAddrPort("127.0.0.1:40000"), dst: netip.MustParseAddrPort("10.0.0.7:8080"),
-		dstMeta: []tapLabel{{"namespace", "shop"}, {"deployment", "web"}, {"pod", "web-1"}, {"tls", "true"}, {"server_id", "web.shop.serviceaccount.identity.weft.cluster.local"}},
-		start:   start, method: "GET", scheme: "http", authority: "web:8080", path: "/",
-		headAt: start.Add(time.Millisecond), status: 200,
-		sinceRequest: 2 * time.Millisecond, sinceResponse: time.Millisecond, bytes: 27, grpcStatus: -1, resetCode: -1,
-	}
-	tr.srcMeta = append(tr.srcBuf[:0], tapLabel{"tls", noTLSLoopback})
+	tr := feedRequest(time.Now())
 	for i := 0; i < n; i++ {
 		for _, s := range *sessions {
 			for _, kind := range []tapEventKind{tapRequestInit, tapResponseInit, tapResponseEnd} {
@@ -46,4 +38,36 @@ func TapFeedForTest(p *Proxy, n int) {
 			runtime.Gosched()
 		}
 	}
+}
+
+// TapEncodedForTest returns the encoded events TapFeedForTest(p, n) makes
+// for the one tap open on p, in order, as its goroutine encodes them.
+func TapEncodedForTest(p *Proxy, n int) [][]byte {
+	sessions := p.tap.sessions.Load()
+	if sessions == nil || len(*sessions) != 1 {
+		return nil
+	}
+	s := (*sessions)[0]
+	tr := feedRequest(time.Now())
+	var enc tapEncoder
+	var out [][]byte
+	for i := 0; i < n; i++ {
+		for _, kind := range []tapEventKind{tapRequestInit, tapResponseInit, tapResponseEnd} {
+			out = append(out, append([]byte(nil), enc.encode(s, tapItem{tr: tr, id: uint64(i), kind: kind})...))
+		}
+	}
+	return out
+}
+
+// feedRequest is the request TapFeedForTest reports, started at start.
+func feedRequest(start time.Time) *tapRequest {
+	tr := &tapRequest{
+		direction: ptap.TapEvent_OUTBOUND, src: netip.MustParseAddrPort("127.0.0.1:40000"), dst: netip.MustParseAddrPort("10.0.0.7:8080"),
+		dstMeta: []tapLabel{{"namespace", "shop"}, {"deployment", "web"}, {"pod", "web-1"}, {"tls", "true"}, {"server_id", "web.shop.serviceaccount.identity.weft.cluster.local"}},
+		start:   start, method: "GET", scheme: "http", authority: "web:8080", path: "/",
+		headAt: start.Add(time.Millisecond), status: 200,
+		sinceRequest: 2 * time.Millisecond, sinceResponse: time.Millisecond, bytes: 27, grpcStatus: -1, resetCode: -1,
+	}
+	tr.srcMeta = append(tr.srcBuf[:0], tapLabel{"tls", noTLSLoopback})
+	return tr
 }

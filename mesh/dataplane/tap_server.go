@@ -3,17 +3,16 @@ package dataplane
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"log/slog"
 	"net"
+	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/net/netutil"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
 	ptap "github.com/weftmesh/weft/apis/proxy/tap"
 )
@@ -25,25 +24,30 @@ import (
 // same checks as proxy-to-proxy TLS); its identity is the certificate's
 // single DNS SAN. Only identities in Config.TapIdentities may call
 // Observe; any other gets PERMISSION_DENIED before its request is read.
-// Caps: tapMaxConns connections, Config.TapMaxTaps open taps
-// (RESOURCE_EXHAUSTED beyond), a 64 KiB request, a bounded match, and per
-// tap Config.TapMaxEventsPerSecond events and a tapBuffer-event buffer.
+// Caps: tapMaxConns connections, Config.TapMaxTaps+4 streams on one,
+// Config.TapMaxTaps open taps (RESOURCE_EXHAUSTED beyond), a 64 KiB
+// request that must arrive within tapRequestWait, 64 KiB of request
+// headers, a bounded match, and per tap Config.TapMaxEventsPerSecond
+// events and a tapBuffer-event buffer. The gRPC side (tap_h2.go) is this
+// package's own: one method, grpc-go's answers, a batch in one write.
 
 // tapMaxRequest bounds an ObserveRequest, in bytes.
 const tapMaxRequest = 64 << 10
 
 // A tap's goroutine sends events in batches: once one arrives, it sleeps
 // tapBatchWait, or until tapBatchMax events wait, while the requests' events
-// queue in its buffer, then sends what waits back to back, which gRPC
-// writes to the connection together. A batch has fixed costs, whatever its
-// size: waking the goroutine and gRPC's writer, a write to the connection,
-// and the tapper's window updates and pings to read and answer. At 5 ms
-// they made a tap of every request cost the proxy about a quarter more CPU
-// per request at a few hundred requests a second (BenchmarkTapProxyCPU);
-// at 50 ms there are a tenth as many batches, and that share fell to about
-// a tenth. Events reach the tapper at most tapBatchWait
-// later, which a person watching a tap does not notice. The requests'
-// goroutines wake the tap's once per batch, not once per event.
+// queue in its buffer, then frames what waits as consecutive gRPC messages
+// and writes them in one Write and one Flush (tapStream.flush). A batch has
+// fixed costs, whatever its size: waking the goroutine and HTTP/2's
+// writer, a write to the connection, and the tapper's window updates and
+// pings to read and answer. At 5 ms they made a tap of every request cost
+// the proxy about a quarter more CPU per request at a few hundred requests
+// a second (BenchmarkTapProxyCPU); at 50 ms there are a tenth as many
+// batches. Events reach the tapper at most tapBatchWait later, which a
+// person watching a tap does not notice. The requests' goroutines wake the
+// tap's once per batch, not once per event. Per event, what is left is
+// its encoding (tap_wire.go) and 5 bytes of framing: grpc-go's per-message
+// stream bookkeeping, queue and DATA frame are gone (docs/decisions.md).
 const (
 	tapBatchWait = 50 * time.Millisecond
 	tapBatchMax  = 256
@@ -58,106 +62,173 @@ func tapServerTLS(id Identity, now func() time.Time) *tls.Config {
 	return c
 }
 
-// tapIdentityOf returns the verified identity of the caller of a tap
-// request, from the gRPC peer's TLS state.
-func tapIdentityOf(ctx context.Context) string {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return ""
-	}
-	ti, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok {
-		return ""
-	}
-	return PeerIdentity(ti.State)
-}
-
 // serveTap serves the tap API on l until ctx ends. It returns once the
-// server has stopped.
+// server has stopped and its handlers returned.
+//
+// The server is net/http's: its HTTP/2 server is golang.org/x/net/http2's
+// (bundled; x/net's own Server is deprecated for it), over TLS with ALPN
+// h2 only, so a client that does not speak h2 is closed after the
+// handshake. Caps: tapMaxConns connections, TapMaxTaps+4 streams per
+// connection, the TLS handshake within 10 s, 64 KiB of request headers,
+// a ping after 30 s of silence and the connection closed if unanswered in
+// 10 s, an idle connection (no stream) closed after 5 minutes.
 func (p *Proxy) serveTap(ctx context.Context, l net.Listener) {
-	allowed := p.cfg.TapIdentities
-	auth := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		id := tapIdentityOf(ss.Context())
-		if id == "" || !slices.Contains(allowed, id) {
-			p.tap.refused.WithLabelValues("identity").Inc()
-			p.log.Info("tap refused", "client_id", id)
-			return status.Errorf(codes.PermissionDenied, "dataplane: %q is not an accepted tapper", id)
-		}
-		return handler(srv, ss)
+	h := &tapHandler{p: p}
+	var protos http.Protocols
+	protos.SetHTTP2(true)
+	srv := &http.Server{
+		Handler:           h,
+		TLSConfig:         tapServerTLS(p.id, p.now),
+		Protocols:         &protos,
+		ReadHeaderTimeout: 10 * time.Second, // the TLS handshake
+		IdleTimeout:       5 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: p.cfg.TapMaxTaps + 4,
+			SendPingTimeout:      30 * time.Second,
+			PingTimeout:          10 * time.Second,
+		},
+		ErrorLog:    slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
-	unary := func(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
-		return nil, status.Error(codes.Unimplemented, "dataplane: the tap server has no unary methods")
-	}
-	codec, err := newTapCodec()
-	if err != nil {
-		p.log.Error("tap server not started", "err", err)
-		<-ctx.Done()
-		return
-	}
-	srv := grpc.NewServer(
-		grpc.ForceServerCodecV2(codec),
-		grpc.Creds(credentials.NewTLS(tapServerTLS(p.id, p.now))),
-		grpc.StreamInterceptor(auth),
-		grpc.UnaryInterceptor(unary),
-		grpc.MaxRecvMsgSize(tapMaxRequest),
-		grpc.MaxConcurrentStreams(uint32(p.cfg.TapMaxTaps)+4),
-		grpc.ConnectionTimeout(10*time.Second),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	)
-	ptap.RegisterTapServer(srv, &tapService{p: p})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = srv.Serve(netutil.LimitListener(l, tapMaxConns))
+		_ = srv.ServeTLS(netutil.LimitListener(l, tapMaxConns), "", "")
 	}()
 	<-ctx.Done()
-	srv.Stop()
+	_ = srv.Close() // closes the connections: their streams' contexts end
 	<-done
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.calls.Wait()
 }
 
-// tapService implements the Tap API.
+// tapHandler answers the tap server's HTTP/2 streams.
+type tapHandler struct {
+	p      *Proxy
+	mu     sync.Mutex
+	closed bool
+	calls  sync.WaitGroup // the handlers running
+}
+
+// ServeHTTP checks a stream as grpc-go's server did, in its order, then
+// runs the call.
+func (t *tapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := t.p
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.calls.Add(1)
+	t.mu.Unlock()
+	defer t.calls.Done()
+	if r.ProtoMajor != 2 || r.TLS == nil {
+		http.Error(w, "dataplane: the tap server speaks gRPC over HTTP/2 with TLS", http.StatusHTTPVersionNotSupported)
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !isGRPCContentType(ct) {
+		earlyAbort(w, http.StatusUnsupportedMediaType, tapStatusf(codes.InvalidArgument, "invalid gRPC request content-type %q", ct))
+		return
+	}
+	ctx := r.Context()
+	if v := r.Header.Get("Grpc-Timeout"); v != "" {
+		d, err := parseGRPCTimeout(v)
+		if err != nil {
+			earlyAbort(w, http.StatusBadRequest, tapStatusf(codes.Internal, "malformed grpc-timeout: %v", err))
+			return
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	if r.Method != http.MethodPost {
+		earlyAbort(w, http.StatusMethodNotAllowed, tapStatusf(codes.Internal, "Received a HEADERS frame with :method %q which should be POST", r.Method))
+		return
+	}
+	s := &tapStream{w: w, rc: http.NewResponseController(w)}
+	if r.RequestURI != tapObservePath {
+		s.finish(unknownMethod(r.RequestURI))
+		return
+	}
+	if enc := r.Header.Get("Grpc-Encoding"); enc != "" && enc != "identity" {
+		s.finish(tapStatusf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", enc))
+		return
+	}
+	id := PeerIdentity(*r.TLS)
+	if id == "" || !slices.Contains(p.cfg.TapIdentities, id) {
+		p.tap.refused.WithLabelValues("identity").Inc()
+		p.log.Info("tap refused", "client_id", id)
+		s.finish(tapStatusf(codes.PermissionDenied, "dataplane: %q is not an accepted tapper", id))
+		return
+	}
+	deadline := time.Now().Add(tapRequestWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = s.rc.SetReadDeadline(deadline)
+	req, st := readTapRequest(r)
+	if st != nil {
+		if ctx.Err() != nil && st.code == codes.DeadlineExceeded {
+			st = tapStatusf(codes.DeadlineExceeded, "dataplane: the call's deadline passed")
+		}
+		s.finish(st)
+		return
+	}
+	st = (&tapService{p: p}).Observe(ctx, id, req, s)
+	if r.Context().Err() != nil {
+		return // the client reset the stream or went away: nothing to say
+	}
+	s.finish(st)
+}
+
+// tapService runs Observe calls.
 type tapService struct {
-	ptap.UnimplementedTapServer
 	p *Proxy
 }
 
-// Observe streams the events of the requests that match, until the
-// client goes away or the tap took limit requests and all of them ended.
-func (t *tapService) Observe(req *ptap.ObserveRequest, stream grpc.ServerStreamingServer[ptap.TapEvent]) error {
+// Observe streams the events of the requests that match req, for the
+// tapper id, until ctx ends or the tap took its limit of requests and all
+// of them ended. It returns the status to end the call with (nil: OK).
+func (t *tapService) Observe(ctx context.Context, id string, req *ptap.ObserveRequest, stream *tapStream) *tapStatus {
 	h := t.p.tap
 	if req.GetLimit() == 0 {
 		h.refused.WithLabelValues("invalid").Inc()
-		return status.Error(codes.InvalidArgument, "dataplane: limit must be positive")
+		return tapStatusf(codes.InvalidArgument, "dataplane: limit must be positive")
 	}
 	m, err := compileMatch(req.GetMatch())
 	if err != nil {
 		h.refused.WithLabelValues("invalid").Inc()
-		return status.Error(codes.InvalidArgument, err.Error())
+		return tapStatusf(codes.InvalidArgument, "%s", err.Error())
 	}
 	headers := req.GetExtract().GetHttp().GetHeaders() != nil
 	s := h.newSession(m, headers, req.GetLimit())
 	if !h.add(s) {
 		h.refused.WithLabelValues("limit").Inc()
-		return status.Errorf(codes.ResourceExhausted, "dataplane: %d taps are open, the most this proxy serves", h.maxTaps)
+		return tapStatusf(codes.ResourceExhausted, "dataplane: %d taps are open, the most this proxy serves", h.maxTaps)
 	}
 	defer func() {
 		s.closed.Store(true)
 		h.remove(s)
 	}()
-	t.p.log.Info("tap opened", "client_id", tapIdentityOf(stream.Context()), "limit", req.GetLimit(), "headers", headers)
-	ctx := stream.Context()
+	t.p.log.Info("tap opened", "client_id", id, "limit", req.GetLimit(), "headers", headers)
+	ended := func() *tapStatus {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return tapStatusf(codes.DeadlineExceeded, "dataplane: the call's deadline passed")
+		}
+		return tapStatusf(codes.Canceled, "dataplane: the call was canceled")
+	}
 	var enc tapEncoder
-	var slab tapSlab
 	batch := make([]tapItem, 0, tapBatchMax)
-	var wires [tapBatchMax]tapWire
 	wait := time.NewTimer(time.Hour)
 	wait.Stop()
 	defer wait.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return ended()
 		case it := <-s.events:
 			batch = append(batch, it)
 		case <-s.idle:
@@ -171,7 +242,7 @@ func (t *tapService) Observe(req *ptap.ObserveRequest, stream grpc.ServerStreami
 			wait.Reset(tapBatchWait)
 			select {
 			case <-ctx.Done():
-				return nil
+				return ended()
 			case <-wait.C:
 			case <-s.kick:
 			}
@@ -185,19 +256,19 @@ func (t *tapService) Observe(req *ptap.ObserveRequest, stream grpc.ServerStreami
 					batch = append(batch, it)
 				}
 				full := len(batch) == tapBatchMax
-				// Encode them all, then send them all: the sends come
-				// back to back, so gRPC's writer finds them queued
-				// together and writes them to the connection at once.
-				for i, it := range batch {
-					wires[i] = slab.wire(enc.encode(s, it))
+				// Frame them all, then write them at once: one Write
+				// and one Flush, one trip through HTTP/2's writer.
+				for _, it := range batch {
+					stream.appendMessage(enc.encode(s, it))
 				}
 				clear(batch) // hold no request past its events
-				for i := range len(batch) {
-					if err := stream.SendMsg(&wires[i]); err != nil {
-						return err
-					}
-				}
 				batch = batch[:0]
+				if err := stream.flush(); err != nil {
+					if ctx.Err() != nil {
+						return ended()
+					}
+					return tapStatusf(codes.Unavailable, "dataplane: writing tap events: %v", err)
+				}
 				if !full {
 					break
 				}

@@ -2,15 +2,12 @@ package dataplane
 
 import (
 	"encoding/binary"
-	"fmt"
 	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
 	"time"
 
-	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/weftmesh/weft/apis/proxy/httptypes"
@@ -20,8 +17,9 @@ import (
 // numbers below) straight into a buffer it reuses, from the tapRequest,
 // instead of building the generated messages and marshalling them: an
 // event costs a few hundred bytes of appends and no allocation. The
-// bytes are copied to a tapSlab and sent through tapCodec as they are. TestTapWireMatchesTheGeneratedMessages decodes
-// what this writes with the generated types and compares.
+// tap server frames the bytes as gRPC messages (tap_h2.go).
+// TestTapWireMatchesTheGeneratedMessages decodes what this writes with
+// the generated types and compares.
 
 // Field numbers of tap.proto, net.proto and http_types.proto.
 const (
@@ -330,49 +328,3 @@ func appendHeader(b []byte, name, value string) []byte {
 	b = protowire.AppendString(b, value)
 	return closeField(b, m)
 }
-
-// tapWire is an encoded TapEvent on its way to the stream. Its bytes
-// belong to gRPC once sent: nothing writes them again.
-type tapWire struct{ b []byte }
-
-// tapSlab hands out the bytes of sent events from a shared block, so that
-// sending an event does not allocate: each event is copied to the end of
-// the block and the block is never written again below that point; a full
-// block is left to the garbage collector (once gRPC has written the events
-// in it) and a new one started.
-type tapSlab struct{ block []byte }
-
-const tapSlabSize = 64 << 10
-
-// wire copies an encoded event into the slab.
-func (s *tapSlab) wire(b []byte) tapWire {
-	if cap(s.block)-len(s.block) < len(b) {
-		s.block = make([]byte, 0, max(tapSlabSize, len(b)))
-	}
-	at := len(s.block)
-	s.block = append(s.block, b...)
-	return tapWire{b: s.block[at:len(s.block):len(s.block)]}
-}
-
-// tapCodec is the tap server's codec: tapWire goes out as is, anything
-// else (the ObserveRequest coming in) goes through the protobuf codec.
-type tapCodec struct{ proto encoding.CodecV2 }
-
-func newTapCodec() (tapCodec, error) {
-	c := encoding.GetCodecV2("proto")
-	if c == nil {
-		return tapCodec{}, fmt.Errorf("dataplane: the protobuf codec is not registered")
-	}
-	return tapCodec{proto: c}, nil
-}
-
-func (c tapCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if w, ok := v.(*tapWire); ok {
-		return mem.BufferSlice{mem.SliceBuffer(w.b)}, nil
-	}
-	return c.proto.Marshal(v)
-}
-
-func (c tapCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
-
-func (tapCodec) Name() string { return "proto" }

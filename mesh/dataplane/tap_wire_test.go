@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -194,43 +193,6 @@ func TestTapEncoderReusesItsBufferAcrossEvents(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { enc.encode(s, tapItem{tr: tr, kind: tapRequestInit}) })
 	assert.Zero(t, allocs, "an event is written into the encoder's buffer")
 	assert.Equal(t, want, enc.encode(s, tapItem{tr: tr, kind: tapRequestInit}))
-}
-
-func TestTapSlabNeverRewritesWhatItHandedOut(t *testing.T) {
-	var slab tapSlab
-	var sent []tapWire
-	var want [][]byte
-	buf := make([]byte, 0, 5000)
-	for i := 0; i < 200; i++ { // several blocks, with events larger than what is left
-		buf = buf[:0]
-		for j := 0; j < 1+(i*37)%4000; j++ {
-			buf = append(buf, byte(i))
-		}
-		w := slab.wire(buf)
-		sent = append(sent, w)
-		want = append(want, append([]byte(nil), buf...))
-		require.Len(t, w.b, cap(w.b), "an event's bytes cannot be appended to")
-	}
-	for i := range sent {
-		assert.Equal(t, want[i], sent[i].b, "event %d is as it was sent", i)
-	}
-	assert.Zero(t, testing.AllocsPerRun(100, func() { slab.wire(buf[:100]) }), "events share a block")
-}
-
-func TestTapCodecSendsEventsAsTheyAreAndDecodesRequests(t *testing.T) {
-	c, err := newTapCodec()
-	require.NoError(t, err)
-	out, err := c.Marshal(&tapWire{b: []byte{1, 2, 3}})
-	require.NoError(t, err)
-	assert.Equal(t, []byte{1, 2, 3}, out.Materialize())
-
-	req := &ptap.ObserveRequest{Limit: 5}
-	in, err := c.Marshal(req)
-	require.NoError(t, err)
-	var back ptap.ObserveRequest
-	require.NoError(t, c.Unmarshal(in, &back))
-	assert.Equal(t, uint32(5), back.GetLimit())
-	require.Error(t, c.Unmarshal(mem.BufferSlice{mem.SliceBuffer{0xff}}, &back), "bad bytes are refused")
 }
 
 func TestTapDestinationLabelsMatchAsTheyAreReported(t *testing.T) {
