@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -82,7 +83,7 @@ func VerifyPeerChain(roots *x509.CertPool, chain []*x509.Certificate, now time.T
 	if leaf.IsCA || leaf.KeyUsage&(x509.KeyUsageCertSign|x509.KeyUsageCRLSign) != 0 {
 		return Name{}, fmt.Errorf("identity: peer leaf %q is a CA or may sign certificates: %w", leaf.Subject, ErrPeerRejected)
 	}
-	if !hasUsage(leaf, usage) {
+	if !slices.Contains(leaf.ExtKeyUsage, usage) { // listed explicitly: anyEKU or no EKU does not count
 		return Name{}, fmt.Errorf("identity: peer leaf lacks the %s extended key usage: %w", usageName(usage), ErrPeerRejected)
 	}
 	if n := len(leaf.URIs) + len(leaf.IPAddresses) + len(leaf.EmailAddresses); n != 0 {
@@ -121,16 +122,6 @@ func checkPeerCount(n int) error {
 		return fmt.Errorf("identity: peer presented %d certificates, more than %d: %w", n, MaxPeerChain, ErrPeerRejected)
 	}
 	return nil
-}
-
-// hasUsage reports whether leaf lists usage explicitly.
-func hasUsage(leaf *x509.Certificate, usage x509.ExtKeyUsage) bool {
-	for _, u := range leaf.ExtKeyUsage {
-		if u == usage {
-			return true
-		}
-	}
-	return false
 }
 
 func usageName(u x509.ExtKeyUsage) string {
