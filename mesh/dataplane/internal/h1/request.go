@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -269,8 +270,12 @@ func checkTarget(method, t string) error {
 		if strings.HasPrefix(t, "/") {
 			return bad("CONNECT needs an authority target")
 		}
-		if _, _, err := splitHostPort(t); err != nil {
+		host, _, err := splitHostPort(t)
+		if err != nil {
 			return bad("CONNECT target must be host:port")
+		}
+		if !validURIHost(host) {
+			return bad("CONNECT target's host is not a valid host")
 		}
 	case strings.HasPrefix(t, "/"):
 	case strings.HasPrefix(t, "http://"), strings.HasPrefix(t, "https://"):
@@ -278,6 +283,31 @@ func checkTarget(method, t string) error {
 		return bad("invalid request target form")
 	}
 	return nil
+}
+
+// validURIHost reports whether h is RFC 3986's uri-host: an IP literal in
+// brackets, or a reg-name of unreserved characters, sub-delims and
+// well-formed percent-encodings (which covers an IPv4 address).
+func validURIHost(h string) bool {
+	if strings.HasPrefix(h, "[") {
+		if !strings.HasSuffix(h, "]") {
+			return false
+		}
+		a, err := netip.ParseAddr(h[1 : len(h)-1])
+		return err == nil && a.Is6() && a.Zone() == ""
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("-._~!$&'()*+,;=", c) >= 0:
+		case c == '%' && i+2 < len(h) && isHex(h[i+1]) && isHex(h[i+2]):
+			i += 2
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func splitHostPort(s string) (string, string, error) {

@@ -173,6 +173,20 @@ func TestReadRequestRefusesBadRequestLinesWithTheRightStatus(t *testing.T) {
 	}
 }
 
+func TestConnectTargetsNeedAValidHost(t *testing.T) {
+	for _, host := range []string{"web.shop", "10.0.0.1", "[fd00::1]", "a%2Db", "x_y~z"} {
+		req, err := read("CONNECT " + host + ":443 HTTP/1.1\r\nHost: " + host + ":443\r\n\r\n")
+		if assert.NoError(t, err, host) {
+			assert.Equal(t, host+":443", req.Host)
+		}
+	}
+	// found by FuzzReadRequestAgainstNetHTTP: a bad percent-encoding
+	for _, host := range []string{"%", "%4", "%zz", "a b", "a/b", "a@b", "[fd00::1", "[10.0.0.1]", "[fe80::1%25eth0]", "a:b"} {
+		_, err := read("CONNECT " + host + ":443 HTTP/1.1\r\nHost: x:443\r\n\r\n")
+		assert.Error(t, err, "CONNECT to %q", host)
+	}
+}
+
 func TestReadRequestUnderstandsEveryTargetForm(t *testing.T) {
 	req, err := read("GET http://web.shop:8080/a/b?x=1 HTTP/1.1\r\nHost: ignored\r\n\r\n")
 	require.NoError(t, err)
