@@ -272,14 +272,7 @@ func resolve(pod *corev1.Pod, ns *corev1.Namespace, values Values, callerMode, p
 	w.Mode = mode.Value
 	w.Settings = append(w.Settings, mode)
 
-	table := settingsTable()
-	// known maps each annotation key to the setting it belongs to.
-	known := map[string]int{}
-	for i, s := range table {
-		for _, k := range s.keys {
-			known[k] = i
-		}
-	}
+	table, known := settingsIndex()
 	var applyErrs []error
 	for _, s := range table {
 		key, val, src, found := lookup(s.keys, pod.Annotations, nsAnn)
