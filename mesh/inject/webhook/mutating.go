@@ -77,7 +77,7 @@ func (h *Injector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, herr)
 		return
 	}
-	if err := writeResponse(w, resp); err != nil {
+	if err := writeResponse(w, resp, h.opts.out); err != nil {
 		h.opts.logger.Warn("webhook: writing response", "error", err)
 	}
 }

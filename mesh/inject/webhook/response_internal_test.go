@@ -1,0 +1,62 @@
+package webhook
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// TestWriteResponseSendsWhatMarshalGivesWithItsLength: the recycled-buffer
+// encoding answers byte for byte what json.Marshal of the review gives
+// (no trailing newline, HTML characters escaped alike), with a matching
+// Content-Length, for a small answer, one with a patch, and one larger
+// than the buffers kept for reuse; a buffer reused after a larger answer
+// carries nothing of it.
+func TestWriteResponseSendsWhatMarshalGivesWithItsLength(t *testing.T) {
+	pt := admissionv1.PatchTypeJSONPatch
+	responses := []*admissionv1.AdmissionResponse{
+		{UID: types.UID("a"), Allowed: true},
+		{UID: types.UID("b<&>"), Allowed: true, PatchType: &pt, Patch: []byte(`[{"op":"add","path":"/metadata/annotations/x","value":"<&>"}]`),
+			Warnings: []string{"a warning with <html> & \u2028"}},
+		{UID: types.UID("c"), Allowed: false, Result: &metav1.Status{Message: strings.Repeat("m", 2*maxPooledResponse)}},
+		{UID: types.UID("d"), Allowed: true},
+	}
+	bufs := new(responseBuffers)
+	for _, resp := range responses {
+		rec := httptest.NewRecorder()
+		require.NoError(t, writeResponse(rec, resp, bufs))
+		want, err := json.Marshal(&admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Response: resp,
+		})
+		require.NoError(t, err)
+		assert.Equal(t, string(want), rec.Body.String(), "uid %s", resp.UID)
+		assert.Equal(t, strconv.Itoa(len(want)), rec.Header().Get("Content-Length"), "uid %s", resp.UID)
+		assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	}
+}
+
+// TestResponseBuffersDropWhatGrewPastTheCap: a buffer grown past
+// maxPooledResponse is not kept; a small one comes back empty.
+func TestResponseBuffersDropWhatGrewPastTheCap(t *testing.T) {
+	var p responseBuffers
+	big := p.get()
+	big.Grow(2 * maxPooledResponse)
+	p.put(big)
+	small := p.get()
+	small.WriteString("left over")
+	p.put(small)
+	for range 4 {
+		b := p.get()
+		assert.LessOrEqual(t, b.Cap(), maxPooledResponse, "a buffer past the cap came back")
+		assert.Zero(t, b.Len(), "a recycled buffer kept its content")
+	}
+}
