@@ -11,7 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/weftmesh/weft/internal/testutil"
+	"github.com/weftmesh/weft/mesh/inject"
 )
 
 // TestWriteResponseSendsWhatMarshalGivesWithItsLength: the recycled-buffer
@@ -59,4 +63,30 @@ func TestResponseBuffersDropWhatGrewPastTheCap(t *testing.T) {
 		assert.LessOrEqual(t, b.Cap(), maxPooledResponse, "a buffer past the cap came back")
 		assert.Zero(t, b.Len(), "a recycled buffer kept its content")
 	}
+}
+
+// TestEncodedPatchIsWhatMarshalGives: a rendered pod's patch, encoded into
+// a recycled buffer that held a larger document before, is byte for byte
+// json.Marshal's (the form the inject golden tests pin).
+func TestEncodedPatchIsWhatMarshalGives(t *testing.T) {
+	values := inject.DefaultValues()
+	values.IdentityTrustAnchorsPEM = string(testutil.NewAnchor(t, testutil.CertOptions{Name: "root.weft.test"}).CertPEM)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", Annotations: map[string]string{"linkerd.io/inject": "enabled", "note": "<&>"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "example.com/web:1"}}},
+	}
+	patch, _, err := inject.Render(pod, nil, values)
+	require.NoError(t, err)
+	require.NotEmpty(t, patch)
+	want, err := json.Marshal(patch)
+	require.NoError(t, err)
+
+	bufs := new(responseBuffers)
+	old := bufs.get()
+	old.WriteString(strings.Repeat("x", 2*len(want)))
+	bufs.put(old)
+	buf := bufs.get()
+	got, err := encodeJSON(buf, patch)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(got))
 }

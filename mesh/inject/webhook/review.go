@@ -243,15 +243,23 @@ func writeResponse(w http.ResponseWriter, resp *admissionv1.AdmissionResponse, b
 	}
 	buf := bufs.get()
 	defer bufs.put(buf)
-	if err := json.NewEncoder(buf).Encode(&out); err != nil {
+	b, err := encodeJSON(buf, &out)
+	if err != nil {
 		return err
 	}
-	// Encode ends the document with a newline; Marshal does not.
-	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	_, err := w.Write(b)
+	_, err = w.Write(b)
 	return err
+}
+
+// encodeJSON encodes v into buf and returns the bytes json.Marshal would
+// give (Encode adds a newline, Marshal does not); they live in buf.
+func encodeJSON(buf *bytes.Buffer, v any) ([]byte, error) {
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // maxPooledResponse is the largest buffer kept for reuse: a typical
