@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -104,7 +105,14 @@ func benchServer(dir string) error {
 	fmt.Println(lis.Addr().String())
 	done := make(chan struct{})
 	go func() {
-		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+		// Each line asks for the collector's count so far; the end of
+		// stdin stops the server.
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			fmt.Println(ms.NumGC, ms.PauseTotalNs)
+		}
 		close(done)
 	}()
 	select {
@@ -136,7 +144,8 @@ func procCPU(b *testing.B, pid int) time.Duration {
 // server-cpu-µs/op); the latencies are the client's, from the request's
 // start to the end of the response body.
 //
-// A review beyond the injector's in-flight cap (DefaultMaxInFlight) is
+// It also reports the server's garbage collections per thousand reviews
+// and their stop-the-world pause per review. A review beyond the injector's in-flight cap (DefaultMaxInFlight) is
 // answered 429 at once; those are counted (refused-429), their latency
 // kept with the others.
 //
@@ -163,9 +172,10 @@ func BenchmarkInjectorHTTPSServerProcess(b *testing.B) {
 		_ = stdin.Close()
 		_ = cmd.Wait()
 	}()
+	out := bufio.NewReader(stdout)
 	addrCh := make(chan string, 1)
 	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		line, _ := out.ReadString('\n')
 		addrCh <- strings.TrimSpace(line)
 	}()
 	var addr string
@@ -210,6 +220,7 @@ func BenchmarkInjectorHTTPSServerProcess(b *testing.B) {
 		var failed, refused atomic.Int64
 		slots := make(chan struct{}, maxInFlight)
 		cpu0 := procCPU(b, cmd.Process.Pid)
+		gc0, pause0 := serverGC(b, stdin, out)
 		b.ResetTimer()
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -240,6 +251,9 @@ func BenchmarkInjectorHTTPSServerProcess(b *testing.B) {
 		elapsed := time.Since(start)
 		b.StopTimer()
 		b.ReportMetric(float64((procCPU(b, cmd.Process.Pid)-cpu0).Microseconds())/float64(b.N), "server-cpu-µs/op")
+		gc1, pause1 := serverGC(b, stdin, out)
+		b.ReportMetric(float64(gc1-gc0)*1000/float64(b.N), "server-GCs/1k-reviews")
+		b.ReportMetric(float64(pause1-pause0)/1e3/float64(b.N), "server-GC-pause-µs/op")
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		pct := func(p float64) float64 {
 			return float64(lat[int(float64(len(lat)-1)*p)].Microseconds()) / 1000
@@ -250,6 +264,18 @@ func BenchmarkInjectorHTTPSServerProcess(b *testing.B) {
 		b.ReportMetric(pct(0.999), "p99.9-ms")
 		b.ReportMetric(float64(refused.Load()), "refused-429")
 	})
+}
+
+// serverGC asks the server process for its garbage collections so far and
+// their total stop-the-world pause in nanoseconds.
+func serverGC(b *testing.B, stdin io.Writer, out *bufio.Reader) (count, pauseNs uint64) {
+	_, err := io.WriteString(stdin, "gc\n")
+	require.NoError(b, err)
+	line, err := out.ReadString('\n')
+	require.NoError(b, err)
+	_, err = fmt.Sscan(line, &count, &pauseNs)
+	require.NoError(b, err, "the server answered %q", line)
+	return count, pauseNs
 }
 
 // maxInFlight bounds the requests the load generator holds open at once
