@@ -33,6 +33,10 @@ const benchServerEnv = "WEFT_IDENTITY_BENCH_SERVER"
 // profile there (the server's side alone, without the load's).
 const benchProfileEnv = "WEFT_IDENTITY_BENCH_CPUPROFILE"
 
+// benchServerCPUsEnv, when set to a CPU list ("1"), starts the server
+// process pinned to those CPUs with taskset.
+const benchServerCPUsEnv = "WEFT_IDENTITY_BENCH_SERVER_CPUS"
+
 // startCPUProfile starts a CPU profile written to path; stop ends it.
 func startCPUProfile(path string) (stop func(), err error) {
 	f, err := os.Create(path)
@@ -125,8 +129,8 @@ func procCPU(b *testing.B, pid int) time.Duration {
 }
 
 // BenchmarkCertifyServerProcess runs the identity server in a child
-// process (set WEFT_IDENTITY_BENCH_CPUPROFILE=path for its CPU profile)
-// and reports the server's own CPU time per Certify
+// process (set WEFT_IDENTITY_BENCH_CPUPROFILE=path for its CPU profile,
+// WEFT_IDENTITY_BENCH_SERVER_CPUS=1 to pin it to CPU 1) and reports the server's own CPU time per Certify
 // (server-cpu-µs/op), the figure to compare with the bare in-process work
 // of BenchmarkCertify: 2 cores sustain 2 s / server-cpu-µs/op calls per
 // second when the callers are other machines' proxies.
@@ -136,6 +140,13 @@ func BenchmarkCertifyServerProcess(b *testing.B) {
 	exe, err := os.Executable()
 	require.NoError(b, err)
 	cmd := exec.Command(exe)
+	if cpus := os.Getenv(benchServerCPUsEnv); cpus != "" {
+		// The server on its own cores (its GOMAXPROCS follows), the
+		// callers (run this binary under taskset too) on the others.
+		taskset, err := exec.LookPath("taskset")
+		require.NoError(b, err, "%s needs taskset", benchServerCPUsEnv)
+		cmd = exec.Command(taskset, "-c", cpus, exe)
+	}
 	cmd.Env = append(os.Environ(), benchServerEnv+"=1")
 	stdin, err := cmd.StdinPipe()
 	require.NoError(b, err)
