@@ -495,7 +495,7 @@ func BenchmarkTapStreamPaced(b *testing.B) {
 			defer func() { cancel(); readers.Wait() }()
 			startTapperProcess(ctx, b, hp, &ptap.ObserveRequest{Limit: 1 << 31, Match: everything()}, &readers)
 			testutil.Eventually(b, 10*time.Second, func() bool { return hp.a.metric(b, "tap_streams_open") == 1 }, "tap open")
-			n := rate // a second per run
+			n := rate                                       // a second per run
 			dataplane.TapPaceForTest(hp.a.proxy, n/4, rate) // warm the stream
 			var diffs []float64
 			b.ResetTimer()
