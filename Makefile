@@ -19,7 +19,7 @@ build:
 
 # The five binaries, version-stamped, into bin/.
 binaries:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/weft ./cmd/weft-controller ./cmd/weft-proxy ./cmd/weft-init ./cmd/weft-policy
+	$(GO) build -tags grpcnotrace -ldflags "$(LDFLAGS)" -o bin/ ./cmd/weft ./cmd/weft-controller ./cmd/weft-proxy ./cmd/weft-init ./cmd/weft-policy
 
 # Regenerate the CLI reference (docs/cli/) from the command trees.
 docs-cli:

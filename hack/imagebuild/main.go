@@ -90,7 +90,7 @@ func buildBinaries(ctx context.Context, goBin, dir, version string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	args := []string{"build", "-trimpath",
+	args := []string{"build", "-trimpath", "-tags", "grpcnotrace",
 		"-ldflags", "-s -w -X github.com/weftmesh/weft/internal/cli/core.Version=" + version,
 		"-o", dir + string(filepath.Separator)}
 	cmd := exec.CommandContext(ctx, goBin, append(args, packages...)...)

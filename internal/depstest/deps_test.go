@@ -40,6 +40,14 @@ var rules = []depstest.Rule{
 	},
 	{
 		Packages: []string{
+			weft("cmd/weft-proxy"), weft("internal/cli/proxycmd"), weft("mesh/dataplane/..."),
+			weft("mesh/discovery/model"), weft("mesh/discovery/client"),
+		},
+		Deny: []string{"k8s.io/..."},
+		Why:  "the proxy links nothing of k8s.io: its package init and text pages cost every proxy memory (docs/benchmarks.md)",
+	},
+	{
+		Packages: []string{
 			weft("mesh/policy/authz"), weft("mesh/policy/pathnorm"),
 			weft("mesh/identity"), weft("mesh/identity/pki"), weft("mesh/identity/localca"),
 			weft("mesh/identity/client"), weft("mesh/identity/static"), weft("mesh/identity/identitytest"),

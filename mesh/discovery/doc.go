@@ -8,12 +8,15 @@
 //
 // A newcomer can read the package in this order:
 //
-//  1. The model (model.go): Endpoint (address, weight, TLS identity,
+//  1. The model (subpackage model): Endpoint (address, weight, TLS identity,
 //     protocol hint, opaque transport port, zone, metric labels),
 //     EndpointSet, and Profile (ServiceProfile routes with request
 //     conditions and response classes, retry budget, timeouts, opaque
 //     protocol, traffic split). These are plain values with no proto or
-//     Kubernetes types in them.
+//     Kubernetes types in them. They, their proxy API conversions and
+//     ParseContextToken live in the subpackage model, which links nothing
+//     of Kubernetes so that proxies do not carry this package's
+//     translators; this package names each under its old name.
 //  2. Destination paths (target.go): ParseTarget reads what proxies send,
 //     <svc>.<ns>.svc.<cluster-domain>[:port],
 //     <hostname>.<svc>.<ns>.svc.<cluster-domain>[:port], a pod IP or a

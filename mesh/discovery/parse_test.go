@@ -102,49 +102,6 @@ func canonical(t discovery.Target) string {
 	return host + ":" + strings.Split(t.String(), ":")[1]
 }
 
-func TestParseContextTokenReadsJSONAndTheLegacyForm(t *testing.T) {
-	tok, err := discovery.ParseContextToken(`{"ns":"shop","nodeName":"node-1","pod":"web-1"}`)
-	require.NoError(t, err)
-	assert.Equal(t, discovery.ContextToken{Namespace: "shop", NodeName: "node-1", Pod: "web-1"}, tok)
-	tok, err = discovery.ParseContextToken("ns:shop")
-	require.NoError(t, err)
-	assert.Equal(t, "shop", tok.Namespace)
-	tok, err = discovery.ParseContextToken("")
-	require.NoError(t, err)
-	assert.Zero(t, tok)
-}
-
-func TestParseContextTokenRefusesBadTokens(t *testing.T) {
-	for _, tc := range []struct{ tok, why string }{
-		{"{", "unexpected end"},
-		{`{"ns": 7}`, "cannot unmarshal"},
-		{`{"ns": "Not_Valid"}`, "namespace"},
-		{"ns:", ""},
-		{"pod:web", "neither JSON"},
-		{strings.Repeat("x", 5000), "over the limit"},
-	} {
-		_, err := discovery.ParseContextToken(tc.tok)
-		if tc.tok == "ns:" {
-			assert.NoError(t, err, "an empty legacy namespace is no namespace")
-			continue
-		}
-		require.Error(t, err, "%.30q", tc.tok)
-		assert.Contains(t, err.Error(), tc.why)
-	}
-}
-
-func FuzzParseContextToken(f *testing.F) {
-	for _, s := range []string{`{"ns":"a"}`, "ns:a", "", "{", `{"ns":1}`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		tok, err := discovery.ParseContextToken(s)
-		if err == nil && len(tok.Namespace) > 63 {
-			t.Fatalf("accepted namespace %q", tok.Namespace)
-		}
-	})
-}
-
 func TestParsePortSetReadsPortsRangesAndNames(t *testing.T) {
 	ps, err := discovery.ParsePortSet(" 25, 4000-4100,mysql,4050-4200 ,,", map[string]int32{"mysql": 3306})
 	require.NoError(t, err)

@@ -22,15 +22,6 @@ const maxPathLen = 253 + 6
 // Linkerd.
 const DefaultPort = 80
 
-// ServiceID names a Kubernetes Service.
-type ServiceID struct {
-	Namespace string
-	Name      string
-}
-
-// String formats the ID as namespace/name.
-func (id ServiceID) String() string { return id.Namespace + "/" + id.Name }
-
 // Target is a parsed destination path: either a service name (optionally
 // with the hostname of one of its pods, as StatefulSets give them) or an IP
 // address, with a port.

@@ -11,8 +11,8 @@ import (
 
 	pdst "github.com/weftmesh/weft/apis/proxy/destination"
 	"github.com/weftmesh/weft/mesh/dataplane"
-	"github.com/weftmesh/weft/mesh/discovery"
 	"github.com/weftmesh/weft/mesh/discovery/client"
+	"github.com/weftmesh/weft/mesh/discovery/model"
 )
 
 // Profiles is a dataplane.Profiles over the discovery client's
@@ -57,7 +57,7 @@ func (p *Profiles) Watch(ctx context.Context, target string) (<-chan *pdst.Desti
 		w.Close()
 		return nil, fmt.Errorf("control: profile of %s: %w: no Service or endpoint", target, dataplane.ErrNotFound)
 	}
-	last := discovery.ProfileToProto(prof)
+	last := model.ProfileToProto(prof)
 	out := make(chan *pdst.DestinationProfile, 1)
 	out <- last
 	go follow(ctx, w, out, func() (*pdst.DestinationProfile, bool) {
@@ -67,7 +67,7 @@ func (p *Profiles) Watch(ctx context.Context, target string) (<-chan *pdst.Desti
 		}
 		// Updated also fires when the stream breaks or recovers with the
 		// same profile; send only changes.
-		msg := discovery.ProfileToProto(prof)
+		msg := model.ProfileToProto(prof)
 		if proto.Equal(msg, last) {
 			return nil, false
 		}
@@ -79,6 +79,6 @@ func (p *Profiles) Watch(ctx context.Context, target string) (<-chan *pdst.Desti
 
 // known reports whether a profile is about something discovery knows: a
 // Service, a single endpoint, or a ServiceProfile.
-func known(p discovery.Profile) bool {
+func known(p model.Profile) bool {
 	return p.Service != nil || p.Endpoint != nil || p.Source != "" || len(p.Routes) > 0 || len(p.DstOverrides) > 0
 }

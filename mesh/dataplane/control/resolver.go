@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/weftmesh/weft/mesh/dataplane"
-	"github.com/weftmesh/weft/mesh/discovery"
 	"github.com/weftmesh/weft/mesh/discovery/client"
+	"github.com/weftmesh/weft/mesh/discovery/model"
 )
 
 // Resolver is a dataplane.Resolver over the discovery client.
@@ -101,7 +101,7 @@ func follow[T any](ctx context.Context, w discoveryWatch, out chan T, next func(
 
 // translate turns a discovery set into the proxy's endpoints. A set that
 // no longer exists has none.
-func (r *Resolver) translate(set discovery.EndpointSet) []dataplane.Endpoint {
+func (r *Resolver) translate(set model.EndpointSet) []dataplane.Endpoint {
 	if !set.Exists {
 		return []dataplane.Endpoint{}
 	}
@@ -138,7 +138,7 @@ func mergeLabels(set, ep map[string]string) map[string]string {
 // not 0, becomes the opaque transport port of a meshed endpoint (one with an
 // identity) that has none. An opaque transport port outside 1..65535 is
 // dropped.
-func TranslateEndpoint(e discovery.Endpoint, meshedInboundPort uint16) dataplane.Endpoint {
+func TranslateEndpoint(e model.Endpoint, meshedInboundPort uint16) dataplane.Endpoint {
 	out := dataplane.Endpoint{
 		Addr:         e.Addr,
 		Identity:     e.Identity,
@@ -146,9 +146,9 @@ func TranslateEndpoint(e discovery.Endpoint, meshedInboundPort uint16) dataplane
 		MetricLabels: e.MetricLabels,
 	}
 	switch e.Hint {
-	case discovery.HintH2:
+	case model.HintH2:
 		out.Protocol = dataplane.HintH2
-	case discovery.HintOpaque:
+	case model.HintOpaque:
 		out.Protocol = dataplane.HintOpaque
 	}
 	if e.OpaqueTransportPort > 0 && e.OpaqueTransportPort <= 65535 {

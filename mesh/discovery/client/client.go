@@ -12,7 +12,7 @@ import (
 	"time"
 
 	pb "github.com/weftmesh/weft/apis/proxy/destination"
-	"github.com/weftmesh/weft/mesh/discovery"
+	"github.com/weftmesh/weft/mesh/discovery/model"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -80,7 +80,7 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, opts ...Option) (*C
 	if cfg.minBackoff <= 0 || cfg.maxBackoff < cfg.minBackoff {
 		return nil, fmt.Errorf("client: backoff %s..%s: want 0 < first <= max", cfg.minBackoff, cfg.maxBackoff)
 	}
-	if _, err := discovery.ParseContextToken(cfg.token); err != nil {
+	if _, err := model.ParseContextToken(cfg.token); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	cctx, cancel := context.WithCancel(context.Background())
@@ -223,7 +223,7 @@ func run[M any](ctx context.Context, c *Client, what string, open func(context.C
 
 // Watch is a live endpoint set for one authority.
 type Watch struct {
-	st *state[discovery.EndpointSet]
+	st *state[model.EndpointSet]
 }
 
 // Watch starts watching authority (as a proxy would send it, such as
@@ -235,9 +235,9 @@ func (c *Client) Watch(ctx context.Context, authority string) (*Watch, error) {
 		return nil, err
 	}
 	wctx, cancel := mergeCancel(ctx, c.ctx)
-	w := &Watch{st: newState[discovery.EndpointSet](cancel)}
+	w := &Watch{st: newState[model.EndpointSet](cancel)}
 	req := &pb.GetDestination{Scheme: "k8s", Path: authority, ContextToken: c.cfg.token}
-	eps := map[netip.AddrPort]discovery.Endpoint{}
+	eps := map[netip.AddrPort]model.Endpoint{}
 	var labels map[string]string
 	exists := false
 	c.wg.Add(1)
@@ -262,7 +262,7 @@ func (c *Client) Watch(ctx context.Context, authority string) (*Watch, error) {
 					exists = true
 					labels = v.Add.GetMetricLabels()
 					for _, wa := range v.Add.GetAddrs() {
-						e, err := discovery.EndpointFromProto(wa)
+						e, err := model.EndpointFromProto(wa)
 						if err != nil {
 							c.cfg.logger.Warn("client: skipping bad address", "authority", authority, "error", err)
 							continue
@@ -271,7 +271,7 @@ func (c *Client) Watch(ctx context.Context, authority string) (*Watch, error) {
 					}
 				case *pb.Update_Remove:
 					for _, a := range v.Remove.GetAddrs() {
-						if ap, err := discovery.TCPAddressFromProto(a); err == nil {
+						if ap, err := model.TCPAddressFromProto(a); err == nil {
 							delete(eps, ap)
 						}
 					}
@@ -281,11 +281,11 @@ func (c *Client) Watch(ctx context.Context, authority string) (*Watch, error) {
 				default:
 					return
 				}
-				set := discovery.EndpointSet{Exists: exists, MetricLabels: labels, Endpoints: make([]discovery.Endpoint, 0, len(eps))}
+				set := model.EndpointSet{Exists: exists, MetricLabels: labels, Endpoints: make([]model.Endpoint, 0, len(eps))}
 				for _, e := range eps {
 					set.Endpoints = append(set.Endpoints, e)
 				}
-				slices.SortFunc(set.Endpoints, func(a, b discovery.Endpoint) int { return a.Addr.Compare(b.Addr) })
+				slices.SortFunc(set.Endpoints, func(a, b model.Endpoint) int { return a.Addr.Compare(b.Addr) })
 				w.st.set(set)
 			},
 			w.st.fail)
@@ -295,7 +295,7 @@ func (c *Client) Watch(ctx context.Context, authority string) (*Watch, error) {
 
 // Endpoints returns the current endpoint set and whether any answer has
 // arrived yet. While the server is away it is the last known set.
-func (w *Watch) Endpoints() (discovery.EndpointSet, bool) { return w.st.get() }
+func (w *Watch) Endpoints() (model.EndpointSet, bool) { return w.st.get() }
 
 // Updated receives a signal after the set or the error changes; signals
 // coalesce, so read Endpoints after each.
@@ -317,7 +317,7 @@ func (w *Watch) Close() { w.st.close() }
 
 // ProfileWatch is a live profile for one authority.
 type ProfileWatch struct {
-	st *state[discovery.Profile]
+	st *state[model.Profile]
 }
 
 // WatchProfile starts watching authority's profile and returns at once;
@@ -327,7 +327,7 @@ func (c *Client) WatchProfile(ctx context.Context, authority string) (*ProfileWa
 		return nil, err
 	}
 	wctx, cancel := mergeCancel(ctx, c.ctx)
-	w := &ProfileWatch{st: newState[discovery.Profile](cancel)}
+	w := &ProfileWatch{st: newState[model.Profile](cancel)}
 	req := &pb.GetDestination{Scheme: "k8s", Path: authority, ContextToken: c.cfg.token}
 	c.wg.Add(1)
 	go func() {
@@ -341,14 +341,14 @@ func (c *Client) WatchProfile(ctx context.Context, authority string) (*ProfileWa
 				}
 				return s.Recv, nil
 			},
-			func(p *pb.DestinationProfile, _ bool) { w.st.set(discovery.ProfileFromProto(p)) },
+			func(p *pb.DestinationProfile, _ bool) { w.st.set(model.ProfileFromProto(p)) },
 			w.st.fail)
 	}()
 	return w, nil
 }
 
 // Profile returns the current profile and whether any answer has arrived.
-func (w *ProfileWatch) Profile() (discovery.Profile, bool) { return w.st.get() }
+func (w *ProfileWatch) Profile() (model.Profile, bool) { return w.st.get() }
 
 // Updated receives a signal after the profile or the error changes.
 func (w *ProfileWatch) Updated() <-chan struct{} { return w.st.updated }

@@ -1,4 +1,4 @@
-package discovery
+package model
 
 import (
 	"encoding/binary"
@@ -35,10 +35,10 @@ func ipToProto(ip netip.Addr) *pbnet.IPAddress {
 // TCPAddressFromProto converts the proxy API's TcpAddress to an address.
 func TCPAddressFromProto(a *pbnet.TcpAddress) (netip.AddrPort, error) {
 	if a == nil || a.GetIp() == nil {
-		return netip.AddrPort{}, fmt.Errorf("discovery: address without an IP")
+		return netip.AddrPort{}, fmt.Errorf("model: address without an IP")
 	}
 	if a.GetPort() == 0 || a.GetPort() > 65535 {
-		return netip.AddrPort{}, fmt.Errorf("discovery: address port %d is out of range", a.GetPort())
+		return netip.AddrPort{}, fmt.Errorf("model: address port %d is out of range", a.GetPort())
 	}
 	var ip netip.Addr
 	switch v := a.GetIp().GetIp().(type) {
@@ -52,7 +52,7 @@ func TCPAddressFromProto(a *pbnet.TcpAddress) (netip.AddrPort, error) {
 		binary.BigEndian.PutUint64(b[8:], v.Ipv6.GetLast())
 		ip = netip.AddrFrom16(b).Unmap()
 	default:
-		return netip.AddrPort{}, fmt.Errorf("discovery: address with an unknown IP kind")
+		return netip.AddrPort{}, fmt.Errorf("model: address with an unknown IP kind")
 	}
 	return netip.AddrPortFrom(ip, uint16(a.GetPort())), nil
 }

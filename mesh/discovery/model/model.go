@@ -1,4 +1,4 @@
-package discovery
+package model
 
 import (
 	"maps"
@@ -211,3 +211,12 @@ type ResponseMatch struct {
 type StatusRange struct {
 	Min, Max uint32
 }
+
+// ServiceID names a Kubernetes Service.
+type ServiceID struct {
+	Namespace string
+	Name      string
+}
+
+// String formats the ID as namespace/name.
+func (id ServiceID) String() string { return id.Namespace + "/" + id.Name }
