@@ -61,6 +61,7 @@ func TestAPeerHoldingEveryRequestBoundsTheConnectionsToItAtSixtyFour(t *testing.
 	// connection. 70 concurrent requests open 64 connections; the other 6
 	// wait for one instead of opening more.
 	const held, total = 64, 70
+	const clientTimeout = 90 * time.Second
 	app := startHTTPApp(t)
 	release := make(chan struct{})
 	arrived := make(chan struct{}, total)
@@ -71,29 +72,43 @@ func TestAPeerHoldingEveryRequestBoundsTheConnectionsToItAtSixtyFour(t *testing.
 		}
 		io.WriteString(w, "ok\n")
 	}
-	hp := startHTTPPair(t, httpPairOptions{app: app})
+	// 64 mesh handshakes at once can take longer than the default 1 s
+	// connect timeout on a busy machine under -race; a failed connect
+	// answers 503, which is not what this test is about.
+	slowConnect := func(c *dataplane.Config) { c.ConnectTimeout = clientTimeout }
+	hp := startHTTPPair(t, httpPairOptions{app: app, cfgA: slowConnect})
 	var once sync.Once
 	stop := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(stop)
 
-	statuses := make(chan int, total)
+	type answer struct {
+		status int // 0: no answer
+		body   string
+	}
+	statuses := make(chan answer, total)
 	for i := 0; i < total; i++ {
 		go func() {
-			c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
+			c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: clientTimeout}
 			resp, err := c.Get(hp.url("/hold"))
 			if err != nil {
-				statuses <- 0
+				statuses <- answer{body: err.Error()}
 				return
 			}
-			io.Copy(io.Discard, resp.Body)
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 			resp.Body.Close()
-			statuses <- resp.StatusCode
+			statuses <- answer{resp.StatusCode, string(body)}
 		}()
 	}
+	// Until 64 are held, no request may end: each one ends only by
+	// failing. The wait is bounded by the clients' own timeout, since a
+	// busy machine under -race can take seconds for 64 mesh handshakes.
+	giveUp := time.After(clientTimeout + 10*time.Second)
 	for i := 0; i < held; i++ {
 		select {
 		case <-arrived:
-		case <-time.After(20 * time.Second):
+		case a := <-statuses:
+			t.Fatalf("a request ended (status %d, 0: no answer: %q) while only %d were held", a.status, a.body, i)
+		case <-giveUp:
 			t.Fatalf("only %d requests reached the application", i)
 		}
 	}
@@ -106,8 +121,8 @@ func TestAPeerHoldingEveryRequestBoundsTheConnectionsToItAtSixtyFour(t *testing.
 	stop()
 	for i := 0; i < total; i++ {
 		select {
-		case st := <-statuses:
-			assert.Equal(t, http.StatusOK, st, "the queued requests were sent once connections came back")
+		case a := <-statuses:
+			assert.Equal(t, http.StatusOK, a.status, "the queued requests were sent once connections came back: %q", a.body)
 		case <-time.After(20 * time.Second):
 			t.Fatal("a queued request never got a connection")
 		}
