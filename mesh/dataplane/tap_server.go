@@ -42,14 +42,17 @@ const tapMaxRequest = 64 << 10
 // writer, a write to the connection, and the tapper's window updates and
 // pings to read and answer. At 5 ms they made a tap of every request cost
 // the proxy about a quarter more CPU per request at a few hundred requests
-// a second (BenchmarkTapProxyCPU); at 50 ms there are a tenth as many
-// batches. Events reach the tapper at most tapBatchWait later, which a
-// person watching a tap does not notice. The requests' goroutines wake the
+// a second (BenchmarkTapProxyCPU); at 50 ms, with a tenth as many batches,
+// still 6 to 9%, most of it the stream's per-batch costs
+// (BenchmarkTapStreamPaced); at 200 ms there are a quarter as many again.
+// Events reach the tapper at most tapBatchWait later: a person watching a
+// tap sees its lines arrive in bursts five times a second, and `weft viz
+// top` and the dashboard aggregate over seconds. The requests' goroutines wake the
 // tap's once per batch, not once per event. Per event, what is left is
 // its encoding (tap_wire.go) and 5 bytes of framing: grpc-go's per-message
 // stream bookkeeping, queue and DATA frame are gone (docs/decisions.md).
 const (
-	tapBatchWait = 50 * time.Millisecond
+	tapBatchWait = 200 * time.Millisecond
 	tapBatchMax  = 256
 )
 
