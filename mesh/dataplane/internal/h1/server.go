@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -61,10 +62,21 @@ type serverConn struct {
 	br *bufio.Reader
 	bw *bufio.Writer
 
+	remote string // c.RemoteAddr(), formatted once
+
 	wmu sync.Mutex // guards bw between the handler and 100 Continue
 
+	// waitMu guards waiting, which is true while the loop waits for the
+	// next request: only then does the end of the serving context
+	// interrupt the read.
+	waitMu  sync.Mutex
+	waiting bool
+
 	bgMu      sync.Mutex
-	bgTimer   *time.Timer
+	bgTimer   *time.Timer // armed while bgArmed; re-armed lazily
+	bgArmed   bool
+	bgWant    bool      // the current request asked for the watch
+	bgStart   time.Time // when it asked
 	bgDone    chan struct{}
 	bgClosed  bool // no new background reads (the handler returned)
 	bgCancel  context.CancelFunc
@@ -89,22 +101,50 @@ func (sc *serverConn) headerTimeout() time.Duration {
 // hijacked.
 func (sc *serverConn) serve(ctx context.Context) bool {
 	base := context.WithoutCancel(ctx)
+	sc.remote = sc.c.RemoteAddr().String()
+	// One watch per connection, not per request: the end of ctx cuts
+	// the wait for the next request short, never an exchange.
+	stop := context.AfterFunc(ctx, func() {
+		sc.waitMu.Lock()
+		if sc.waiting {
+			_ = sc.c.SetReadDeadline(aLongTimeAgo)
+		}
+		sc.waitMu.Unlock()
+	})
+	defer stop()
 	for first := true; ; first = false {
 		if ctx.Err() != nil && sc.br.Buffered() == 0 {
 			return true
 		}
-		wait := sc.idle()
-		if first {
-			wait = sc.headerTimeout()
+		// A read deadline costs a runtime timer update each time it is
+		// set: the loop sets one only around reads that may block (the
+		// wait for a request, a head not yet all buffered) and clears it
+		// once, before the handler runs.
+		deadline := false
+		if sc.br.Buffered() == 0 {
+			wait := sc.idle()
+			if first {
+				wait = sc.headerTimeout()
+			}
+			sc.setWaiting(true)
+			_ = sc.c.SetReadDeadline(time.Now().Add(wait))
+			deadline = true
+			if ctx.Err() != nil {
+				// Ended between the check above and the deadline: the
+				// watch may have run before waiting was set.
+				sc.setWaiting(false)
+				return true
+			}
+			_, err := sc.br.Peek(1)
+			sc.setWaiting(false)
+			if err != nil {
+				return true
+			}
 		}
-		_ = sc.c.SetReadDeadline(time.Now().Add(wait))
-		stop := context.AfterFunc(ctx, func() { _ = sc.c.SetReadDeadline(aLongTimeAgo) })
-		_, err := sc.br.Peek(1)
-		stop()
-		if err != nil {
-			return true
+		if !headBuffered(sc.br) {
+			_ = sc.c.SetReadDeadline(time.Now().Add(sc.headerTimeout()))
+			deadline = true
 		}
-		_ = sc.c.SetReadDeadline(time.Now().Add(sc.headerTimeout()))
 		req, err := ReadRequest(sc.br, sc.s.Limits)
 		if err != nil {
 			if st := StatusOf(err); st != 0 {
@@ -120,15 +160,17 @@ func (sc *serverConn) serve(ctx context.Context) bool {
 			}
 			return true
 		}
-		_ = sc.c.SetReadDeadline(time.Time{})
+		if deadline {
+			_ = sc.c.SetReadDeadline(time.Time{})
+		}
 
 		reqCtx, cancel := context.WithCancel(base)
 		req = req.WithContext(reqCtx)
-		req.RemoteAddr = sc.c.RemoteAddr().String()
+		req.RemoteAddr = sc.remote
 		w := &response{sc: sc, req: req, header: make(http.Header, 8), draining: ctx.Err() != nil}
 
 		sc.bgMu.Lock()
-		sc.bgClosed, sc.bgCancel = false, cancel
+		sc.bgClosed, sc.bgWant, sc.bgCancel = false, false, cancel
 		sc.bgMu.Unlock()
 		body, sized := req.Body.(*Body)
 		if sized {
@@ -170,6 +212,24 @@ func (sc *serverConn) serve(ctx context.Context) bool {
 	}
 }
 
+// setWaiting marks whether the loop waits for the next request (the only
+// read the end of the serving context interrupts).
+func (sc *serverConn) setWaiting(w bool) {
+	sc.waitMu.Lock()
+	sc.waiting = w
+	sc.waitMu.Unlock()
+}
+
+// headBuffered reports whether br holds a whole request head (up to its
+// CRLF CRLF), so that reading it cannot block. Anything else (a partial
+// head, other line ends) is read under the header deadline.
+func headBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bytes.Contains(b, crlfcrlf)
+}
+
+var crlfcrlf = []byte("\r\n\r\n")
+
 // runHandler runs the handler, turning a panic (http.ErrAbortHandler or
 // any other) into an aborted exchange.
 func (sc *serverConn) runHandler(w *response, req *http.Request) (ok bool) {
@@ -187,26 +247,54 @@ func (sc *serverConn) runHandler(w *response, req *http.Request) (ok bool) {
 // never pay for the watch.
 const clientWatchDelay = 50 * time.Millisecond
 
-// watchClient arms the client watch for the current request.
+// watchClient arms the client watch for the current request: it starts
+// clientWatchDelay from now unless the request ended first. The timer is
+// not reset and stopped per request (a runtime timer update each, and at
+// low rates a scheduler wake-up): one still pending from an earlier
+// request is left to fire, and re-armed then for what remains of this
+// request's delay.
 func (sc *serverConn) watchClient() {
 	sc.bgMu.Lock()
 	defer sc.bgMu.Unlock()
 	if sc.bgClosed {
 		return
 	}
+	sc.bgWant, sc.bgStart = true, time.Now()
+	if sc.bgArmed {
+		return
+	}
+	sc.bgArmed = true
 	if sc.bgTimer == nil {
-		sc.bgTimer = time.AfterFunc(clientWatchDelay, sc.startBackgroundRead)
+		sc.bgTimer = time.AfterFunc(clientWatchDelay, sc.clientWatchDue)
 		return
 	}
 	sc.bgTimer.Reset(clientWatchDelay)
 }
 
-// startBackgroundRead watches the idle connection for the client going
-// away once the request body has been read: a read error cancels the
-// request; a byte read early (a pipelined request) is kept for later.
-func (sc *serverConn) startBackgroundRead() {
+// clientWatchDue runs when the watch timer fires: it starts the watch if
+// a request has waited clientWatchDelay since it asked for one, re-arms
+// the timer for a request that asked later, and lets it rest when no
+// request is running.
+func (sc *serverConn) clientWatchDue() {
 	sc.bgMu.Lock()
 	defer sc.bgMu.Unlock()
+	if sc.bgClosed || !sc.bgWant {
+		sc.bgArmed = false
+		return
+	}
+	if left := clientWatchDelay - time.Since(sc.bgStart); left > 0 {
+		sc.bgTimer.Reset(left)
+		return
+	}
+	sc.bgArmed = false
+	sc.startBackgroundReadLocked()
+}
+
+// startBackgroundReadLocked watches the idle connection for the client
+// going away once the request body has been read: a read error cancels
+// the request; a byte read early (a pipelined request) is kept for later.
+// sc.bgMu is held.
+func (sc *serverConn) startBackgroundReadLocked() {
 	if sc.bgClosed || sc.bgDone != nil || sc.br.Buffered() > 0 || sc.pc.has {
 		return
 	}
@@ -234,9 +322,6 @@ func (sc *serverConn) startBackgroundRead() {
 func (sc *serverConn) stopBackgroundRead() {
 	sc.bgMu.Lock()
 	sc.bgClosed = true
-	if sc.bgTimer != nil {
-		sc.bgTimer.Stop()
-	}
 	done := sc.bgDone
 	if done != nil {
 		sc.bgAborted = true
