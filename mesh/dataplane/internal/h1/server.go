@@ -66,11 +66,15 @@ type serverConn struct {
 
 	wmu sync.Mutex // guards bw between the handler and 100 Continue
 
-	// waitMu guards waiting, which is true while the loop waits for the
-	// next request: only then does the end of the serving context
-	// interrupt the read.
-	waitMu  sync.Mutex
-	waiting bool
+	// waitMu guards the wait for the next request: only that read is
+	// cut short, by the end of the serving context or the idle timer.
+	waitMu    sync.Mutex
+	waiting   bool
+	cut       bool // the wait's read deadline was moved to the past
+	ended     bool // serve returned: the timer and watch leave c alone
+	waitSince time.Time
+	waitLimit time.Duration
+	idleTimer *time.Timer // bounds waits after the first (idleDue)
 
 	bgMu      sync.Mutex
 	bgTimer   *time.Timer // armed while bgArmed; re-armed lazily
@@ -106,38 +110,48 @@ func (sc *serverConn) serve(ctx context.Context) bool {
 	// the wait for the next request short, never an exchange.
 	stop := context.AfterFunc(ctx, func() {
 		sc.waitMu.Lock()
-		if sc.waiting {
-			_ = sc.c.SetReadDeadline(aLongTimeAgo)
-		}
+		sc.cutWaitLocked()
 		sc.waitMu.Unlock()
 	})
-	defer stop()
+	defer func() {
+		stop()
+		sc.waitMu.Lock()
+		sc.ended = true
+		if sc.idleTimer != nil {
+			sc.idleTimer.Stop()
+		}
+		sc.waitMu.Unlock()
+	}()
 	for first := true; ; first = false {
 		if ctx.Err() != nil && sc.br.Buffered() == 0 {
 			return true
 		}
 		// A read deadline costs a runtime timer update each time it is
-		// set: the loop sets one only around reads that may block (the
-		// wait for a request, a head not yet all buffered) and clears it
-		// once, before the handler runs.
+		// set (and at low rates a scheduler wake-up): the wait for a
+		// kept-alive connection's next request is bounded by one timer
+		// per connection instead (idleDue), and a deadline is set only
+		// for the first request and a head not yet all buffered, and
+		// cleared once before the handler runs.
 		deadline := false
 		if sc.br.Buffered() == 0 {
 			wait := sc.idle()
 			if first {
 				wait = sc.headerTimeout()
+				_ = sc.c.SetReadDeadline(time.Now().Add(wait))
+				deadline = true
 			}
-			sc.setWaiting(true)
-			_ = sc.c.SetReadDeadline(time.Now().Add(wait))
-			deadline = true
+			sc.beginWait(wait, !first)
 			if ctx.Err() != nil {
-				// Ended between the check above and the deadline: the
-				// watch may have run before waiting was set.
-				sc.setWaiting(false)
+				// Ended between the check above and beginWait: the
+				// watch may have run before the wait began.
+				sc.endWait()
 				return true
 			}
 			_, err := sc.br.Peek(1)
-			sc.setWaiting(false)
-			if err != nil {
+			if sc.endWait() || err != nil {
+				// Cut short (idle timeout, shutdown) or failed: a
+				// request that arrived meanwhile is not served, its
+				// read deadline being in the past.
 				return true
 			}
 		}
@@ -212,12 +226,54 @@ func (sc *serverConn) serve(ctx context.Context) bool {
 	}
 }
 
-// setWaiting marks whether the loop waits for the next request (the only
-// read the end of the serving context interrupts).
-func (sc *serverConn) setWaiting(w bool) {
+// beginWait marks the loop as waiting up to limit for the next request;
+// timed says that the idle timer (not a read deadline) bounds the wait.
+func (sc *serverConn) beginWait(limit time.Duration, timed bool) {
 	sc.waitMu.Lock()
-	sc.waiting = w
-	sc.waitMu.Unlock()
+	defer sc.waitMu.Unlock()
+	sc.waiting, sc.cut = true, false
+	sc.waitSince, sc.waitLimit = time.Now(), limit
+	if timed && sc.idleTimer == nil {
+		sc.idleTimer = time.AfterFunc(limit, sc.idleDue)
+	}
+}
+
+// endWait ends the wait and reports whether it was cut short.
+func (sc *serverConn) endWait() bool {
+	sc.waitMu.Lock()
+	defer sc.waitMu.Unlock()
+	sc.waiting = false
+	return sc.cut
+}
+
+// cutWaitLocked moves the read deadline to the past when the loop waits
+// for a request, so that the wait ends. sc.waitMu is held.
+func (sc *serverConn) cutWaitLocked() {
+	if sc.waiting && !sc.cut && !sc.ended {
+		sc.cut = true
+		_ = sc.c.SetReadDeadline(aLongTimeAgo)
+	}
+}
+
+// idleDue runs when the idle timer fires: it ends a wait that has lasted
+// its limit, and otherwise re-arms the timer for the rest of the current
+// wait or, during an exchange, for a whole idle timeout. So a busy
+// connection costs one timer firing per idle timeout, not a timer update
+// per request.
+func (sc *serverConn) idleDue() {
+	sc.waitMu.Lock()
+	defer sc.waitMu.Unlock()
+	if sc.ended {
+		return
+	}
+	next := sc.idle()
+	if sc.waiting {
+		if next = sc.waitLimit - time.Since(sc.waitSince); next <= 0 {
+			sc.cutWaitLocked()
+			return
+		}
+	}
+	sc.idleTimer.Reset(next)
 }
 
 // headBuffered reports whether br holds a whole request head (up to its

@@ -318,3 +318,23 @@ func TestServerFinishesTheExchangeInProgressWhenDraining(t *testing.T) {
 	_, err = br.ReadByte()
 	assert.Error(t, err, "the connection closes after the exchange")
 }
+
+func TestServerClosesAKeptAliveConnectionIdlePastItsTimeout(t *testing.T) {
+	// The wait for a second request is bounded by the connection's idle
+	// timer, not by a read deadline set per request.
+	s := &h1.Server{IdleTimeout: 100 * time.Millisecond,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
+	c, _ := serve(t, s)
+	br := bufio.NewReader(c)
+	for i := 0; i < 3; i++ {
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := br.ReadByte()
+	require.Error(t, err)
+	var ne net.Error
+	assert.False(t, errors.As(err, &ne) && ne.Timeout(), "the server closed the idle connection, not the test's deadline: %v", err)
+}
