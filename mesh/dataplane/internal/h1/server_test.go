@@ -229,6 +229,28 @@ func TestHijackHandsOverBufferedBytes(t *testing.T) {
 	assert.Equal(t, "early", string(buf), "bytes sent with the request head reach the new protocol")
 }
 
+// roundTrip sends one request head on c and reads its whole answer.
+func roundTrip(t *testing.T, c net.Conn, br *bufio.Reader, head string) {
+	t.Helper()
+	_, err := io.WriteString(c, head)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+}
+
+// requireClosedByServer reads from c until the server closes it, within
+// 5 seconds.
+func requireClosedByServer(t *testing.T, c net.Conn, br *bufio.Reader) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := br.ReadByte()
+	require.Error(t, err)
+	var ne net.Error
+	assert.False(t, errors.As(err, &ne) && ne.Timeout(), "the server closed the connection, not the test's deadline: %v", err)
+}
+
 func TestServerWatchesForTheClientGoingAwayOnALaterRequestOfTheConnection(t *testing.T) {
 	// The watch timer of a quick first request is left pending; the
 	// second request's watch must still start and see the close.
@@ -246,11 +268,7 @@ func TestServerWatchesForTheClientGoingAwayOnALaterRequestOfTheConnection(t *tes
 		}
 	})}
 	c, _ := serve(t, s)
-	br := bufio.NewReader(c)
-	io.WriteString(c, "GET /quick HTTP/1.1\r\nHost: x\r\n\r\n")
-	resp, err := http.ReadResponse(br, nil)
-	require.NoError(t, err)
-	io.Copy(io.Discard, resp.Body)
+	roundTrip(t, c, bufio.NewReader(c), "GET /quick HTTP/1.1\r\nHost: x\r\n\r\n")
 	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-started
 	c.Close()
@@ -269,16 +287,9 @@ func TestServerBoundsAHeadThatStopsHalfwayOnAKeptAliveConnection(t *testing.T) {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
 	c, _ := serve(t, s)
 	br := bufio.NewReader(c)
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	resp, err := http.ReadResponse(br, nil)
-	require.NoError(t, err)
-	io.Copy(io.Discard, resp.Body)
+	roundTrip(t, c, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	io.WriteString(c, "GET / HTTP/1.1\r\nHo")
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, err = br.ReadByte()
-	require.Error(t, err)
-	var ne net.Error
-	assert.False(t, errors.As(err, &ne) && ne.Timeout(), "the server closed the connection, not the test's deadline: %v", err)
+	requireClosedByServer(t, c, br)
 }
 
 func TestServerServesAHeadThatArrivesInPieces(t *testing.T) {
@@ -327,14 +338,7 @@ func TestServerClosesAKeptAliveConnectionIdlePastItsTimeout(t *testing.T) {
 	c, _ := serve(t, s)
 	br := bufio.NewReader(c)
 	for i := 0; i < 3; i++ {
-		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-		resp, err := http.ReadResponse(br, nil)
-		require.NoError(t, err)
-		io.Copy(io.Discard, resp.Body)
+		roundTrip(t, c, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	}
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, err := br.ReadByte()
-	require.Error(t, err)
-	var ne net.Error
-	assert.False(t, errors.As(err, &ne) && ne.Timeout(), "the server closed the idle connection, not the test's deadline: %v", err)
+	requireClosedByServer(t, c, br)
 }
