@@ -469,6 +469,52 @@ func BenchmarkTapStream(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// BenchmarkTapStreamPaced measures what a tap's stream costs the proxy
+// per request at the rates a tap of every request sees: events handed
+// over as the data path hands them (three per request), paced at 333
+// requests a second (the default budget of 1,000 events a second) and at
+// 1,000, to a tapper in a process of its own. Unlike BenchmarkTapStream,
+// whose batches are full, batches here are what tapBatchWait gathers, so
+// the per-batch costs (waking the tap's goroutine and HTTP/2's, the
+// write, the tapper's window updates and pings) are counted. Each round
+// runs the same pace with no tap open (the pacing's own cost, and the
+// process's idle CPU) and with the tap; the result is the median over
+// rounds of their difference, per request.
+//
+//	go test -run XXX -bench TapStreamPaced -benchtime 4x ./mesh/dataplane
+func BenchmarkTapStreamPaced(b *testing.B) {
+	for _, rate := range []int{333, 1000} {
+		b.Run(fmt.Sprintf("%d-req-per-s", rate), func(b *testing.B) {
+			hp := startHTTPPair(b, httpPairOptions{serverPolicy: allowAll(b), cfgA: func(c *dataplane.Config) {
+				tapConfig(c)
+				c.TapMaxEventsPerSecond = 1 << 20
+			}})
+			idle := startHTTPPair(b, httpPairOptions{serverPolicy: allowAll(b), cfgA: tapConfig})
+			ctx, cancel := context.WithCancel(context.Background())
+			var readers sync.WaitGroup
+			defer func() { cancel(); readers.Wait() }()
+			startTapperProcess(ctx, b, hp, &ptap.ObserveRequest{Limit: 1 << 31, Match: everything()}, &readers)
+			testutil.Eventually(b, 10*time.Second, func() bool { return hp.a.metric(b, "tap_streams_open") == 1 }, "tap open")
+			n := rate                                       // a second per run
+			dataplane.TapPaceForTest(hp.a.proxy, n/4, rate) // warm the stream
+			var diffs []float64
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := cpuTime()
+				dataplane.TapPaceForTest(idle.a.proxy, n, rate)
+				mid := cpuTime()
+				dataplane.TapPaceForTest(hp.a.proxy, n, rate)
+				end := cpuTime()
+				diffs = append(diffs, float64((end-mid)-(mid-start))/float64(time.Microsecond)/float64(n))
+			}
+			b.StopTimer()
+			b.ReportMetric(medianOf(diffs), "cpu-us/req")
+			b.Logf("per round: %.2f", diffs)
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
 // startTapperProcess runs a tapper in a process of its own (this test
 // binary, as TestTapperProcess), so that its CPU is not counted with the
 // proxies'. It reads the tap's events as bytes and discards them, until

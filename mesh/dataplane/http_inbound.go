@@ -88,13 +88,13 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	var tr *tapRequest // set when an open tap takes the request
 	if p.tap.on() {
 		tr = p.tapInbound(r, info, st, &res)
-		defer tr.responseEnd(0, -1, -1, nil) // ends an upgraded or aborted request; no-op once ended
+		defer tapEnd(&tr, 0, -1, -1, nil) // ends an upgraded or aborted request; no-op once ended
 	}
 	if deny != nil {
 		p.log.Info("inbound request denied", "port", info.port, "reason", deny.class, "peer_id", info.peer.Identity, "method", r.Method)
 		writeProxyError(w, grpc, deny, true)
 		tr.responseInit(deny.status, w.Header(), info.h2)
-		tr.responseEnd(0, tapGRPCStatus(grpcStatusOf(grpc, deny)), -1, nil)
+		tapEnd(&tr, 0, tapGRPCStatus(grpcStatusOf(grpc, deny)), -1, nil)
 		return
 	}
 	if res.Decision == authz.Audit {
@@ -109,7 +109,7 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		stats.head(e.status)
 		stats.done(e.status, grpcStatusOf(grpc, e), true, e.class)
 		tr.responseInit(e.status, w.Header(), info.h2)
-		tr.responseEnd(0, tapGRPCStatus(grpcStatusOf(grpc, e)), -1, nil)
+		tapEnd(&tr, 0, tapGRPCStatus(grpcStatusOf(grpc, e)), -1, nil)
 	}
 
 	// The request as the application sees it: the normalized path the
@@ -194,14 +194,14 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	}
 	if err != nil {
 		stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
-		tr.responseEnd(n, -1, tapResetCode(err), nil)
+		tapEnd(&tr, n, -1, tapResetCode(err), nil)
 		if errors.Is(err, errUpstreamBody) {
 			abort()
 		}
 		return
 	}
 	stats.done(resp.StatusCode, gs, failure, "")
-	tr.responseEnd(n, tapGRPCStatus(gs), -1, trailer)
+	tapEnd(&tr, n, tapGRPCStatus(gs), -1, trailer)
 }
 
 // grpcStatusOf is the grpc-status of an answer the proxy made itself

@@ -89,7 +89,7 @@ func (c *outboundCall) selectRoute() {
 	c.stats.begin(c.svc.routeSeries(c.rt.Name), time.Now())
 }
 
-func (c *outboundCall) endTap() { c.tr.responseEnd(0, -1, -1, nil) }
+func (c *outboundCall) endTap() { tapEnd(&c.tr, 0, -1, -1, nil) }
 
 // answeredByRoute answers the requests that are not sent on: CONNECT
 // (served by its own listener), no matching route, a redirect, a failure
@@ -122,7 +122,7 @@ func (c *outboundCall) redirect() {
 	c.stats.head(rt.Redirect.Status)
 	c.stats.done(rt.Redirect.Status, "", false, "")
 	c.tr.responseInit(rt.Redirect.Status, w.Header(), c.info.h2)
-	c.tr.responseEnd(0, -1, -1, nil)
+	tapEnd(&c.tr, 0, -1, -1, nil)
 }
 
 // bound puts the route's request and idle timeouts on the request's
@@ -163,14 +163,14 @@ func (c *outboundCall) relay(a *outboundAttempt) {
 	}
 	if err != nil {
 		c.stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
-		c.tr.responseEnd(n, -1, tapResetCode(err), nil)
+		tapEnd(&c.tr, n, -1, tapResetCode(err), nil)
 		if errors.Is(err, errUpstreamBody) {
 			abort()
 		}
 		return
 	}
 	c.stats.done(resp.StatusCode, gs, failure, "")
-	c.tr.responseEnd(n, tapGRPCStatus(gs), -1, trailer)
+	tapEnd(&c.tr, n, tapGRPCStatus(gs), -1, trailer)
 }
 
 // faultErr is the answer of a failure injector: its HTTP status, or its

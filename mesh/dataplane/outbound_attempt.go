@@ -48,7 +48,7 @@ type outboundCall struct {
 
 // tapStart offers the request to the open taps once, with the endpoint
 // of h it is sent to (zero without one, when the proxy answers itself).
-// The endpoint is copied to the heap only when a tap is open.
+// Nothing is allocated unless a tap takes the request.
 func (c *outboundCall) tapStart(h *balance.Handle[Endpoint]) {
 	if c.tapped || !c.p.tap.on() {
 		return
@@ -58,7 +58,7 @@ func (c *outboundCall) tapStart(h *balance.Handle[Endpoint]) {
 	if h != nil {
 		ep = h.Value()
 	}
-	c.tr = c.p.tapOutbound(c.r, c.info, c.rt.Name, &ep)
+	c.tr = c.p.tapOutbound(c.r, c.info, c.rt.Name, ep)
 }
 
 // fail answers the request for the proxy, for the reason err gives
@@ -75,7 +75,7 @@ func (c *outboundCall) fail(err error) {
 	c.stats.head(e.status)
 	c.stats.done(e.status, gs, true, e.class)
 	c.tr.responseInit(e.status, c.w.Header(), c.info.h2)
-	c.tr.responseEnd(0, tapGRPCStatus(gs), -1, nil)
+	tapEnd(&c.tr, 0, tapGRPCStatus(gs), -1, nil)
 }
 
 // prepareBody wraps the client's body: it keeps its first read error,

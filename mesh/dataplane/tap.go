@@ -26,6 +26,10 @@ import (
 // a bounded channel, never waiting (a full channel drops and counts). The
 // tap's goroutine encodes the event from the tapRequest and sends it
 // (tap_wire.go), so marshalling and writing are off the request's path.
+// tapRequests are reused (tapRequestPool): each counts the items that
+// still point at it and the request's own hold, and goes back to the pool
+// when the last one is done, so that a tap of every request allocates
+// nothing per request once warm.
 
 // tapHub holds the open taps.
 type tapHub struct {
@@ -218,9 +222,11 @@ type tapView struct {
 	path      string
 	route     string
 
-	// What the labels are made of: the endpoint (outbound), or the
-	// connection and the policy decision (inbound).
-	ep   *Endpoint
+	// What the labels are made of: the endpoint (outbound, held by
+	// value so that offering a request to the taps leaves it on the
+	// handler's stack), or the connection and the policy decision
+	// (inbound).
+	ep   Endpoint
 	info *connInfo
 	st   *portState
 	res  *authz.Result
@@ -233,7 +239,12 @@ type tapLabel struct{ k, v string }
 // events say. The request's goroutine writes each step's fields once,
 // before handing that step's items over (the channel orders the write
 // before the tap goroutine's read); no field is written after its step.
+//
+// refs counts the holds on it: the request's own until responseEnd, and
+// one per item handed to a tap and not yet encoded. The last release puts
+// it back in tapRequestPool; nothing may touch it after its own release.
 type tapRequest struct {
+	refs    atomic.Int32
 	subs    []tapSub
 	subsBuf [1]tapSub // the usual single tap, without a second allocation
 	ended   bool
@@ -242,7 +253,7 @@ type tapRequest struct {
 	direction ptap.TapEvent_ProxyDirection
 	src, dst  netip.AddrPort
 	srcMeta   []tapLabel
-	dstMeta   []tapLabel
+	dstMeta   []tapLabel // its array is kept for the next request
 	srcBuf    [2]tapLabel
 	route     string
 	start     time.Time
@@ -288,6 +299,27 @@ type tapItem struct {
 	kind tapEventKind
 }
 
+// tapRequestPool holds tapRequests no item or request points at any more.
+var tapRequestPool = sync.Pool{New: func() any { return new(tapRequest) }}
+
+// unref releases one hold on tr; the last puts it back in the pool,
+// holding no request's strings, headers or endpoint.
+func (tr *tapRequest) unref() {
+	if tr.refs.Add(-1) != 0 {
+		return
+	}
+	dst := tr.dstMeta
+	clear(dst[:cap(dst)])
+	if cap(dst) > 64 {
+		dst = nil // an endpoint with many labels does not keep a big array
+	}
+	*tr = tapRequest{dstMeta: dst[:0]}
+	tapRequestPool.Put(tr)
+}
+
+// done is called by a tap's goroutine once it encoded the item's event.
+func (it tapItem) done() { it.tr.unref() }
+
 // start matches a request against the open taps and, when one or more
 // take it within their budgets, sends their request-init events. It
 // returns nil when no tap takes the request.
@@ -330,7 +362,7 @@ func (h *tapHub) start(v *tapView) *tapRequest {
 	}
 	kept := tr.subs[:0]
 	for _, sub := range tr.subs {
-		if sub.s.send(tapItem{tr: tr, id: sub.id, kind: tapRequestInit}) {
+		if tr.send(sub, tapRequestInit) {
 			kept = append(kept, sub)
 		} else {
 			// Not reported at all rather than in part: its other two
@@ -340,21 +372,33 @@ func (h *tapHub) start(v *tapView) *tapRequest {
 		}
 	}
 	if len(kept) == 0 {
+		tr.unref()
 		return nil
 	}
 	tr.subs = kept
 	return tr
 }
 
-// newTapRequest holds what the events of an admitted request say.
-func newTapRequest(v *tapView, now time.Time) *tapRequest {
-	tr := &tapRequest{
-		direction: v.direction, src: v.src, dst: v.dst, route: v.route, start: now,
-		method: v.method, scheme: v.scheme, authority: v.authority, path: v.path, reqH2: v.r.ProtoMajor == 2,
-		grpcStatus: -1, resetCode: -1,
+// send hands sub's tap the item of step kind, holding tr for it.
+func (tr *tapRequest) send(sub tapSub, kind tapEventKind) bool {
+	tr.refs.Add(1) // before the tap's goroutine can see the item
+	if sub.s.send(tapItem{tr: tr, id: sub.id, kind: kind}) {
+		return true
 	}
+	tr.refs.Add(-1) // not the last hold: the request's own remains
+	return false
+}
+
+// newTapRequest holds what the events of an admitted request say, in a
+// tapRequest from the pool, held by the request.
+func newTapRequest(v *tapView, now time.Time) *tapRequest {
+	tr := tapRequestPool.Get().(*tapRequest)
+	tr.refs.Store(1)
+	tr.direction, tr.src, tr.dst, tr.route, tr.start = v.direction, v.src, v.dst, v.route, now
+	tr.method, tr.scheme, tr.authority, tr.path, tr.reqH2 = v.method, v.scheme, v.authority, v.path, v.r.ProtoMajor == 2
+	tr.grpcStatus, tr.resetCode = -1, -1
 	tr.subs = tr.subsBuf[:0]
-	tr.srcMeta, tr.dstMeta = v.meta(tr.srcBuf[:0])
+	tr.srcMeta, tr.dstMeta = v.meta(tr.srcBuf[:0], tr.dstMeta[:0])
 	return tr
 }
 
@@ -372,17 +416,30 @@ func (tr *tapRequest) responseInit(status int, header http.Header, h2 bool) {
 		}
 	}
 	for _, sub := range tr.subs {
-		sub.s.send(tapItem{tr: tr, id: sub.id, kind: tapResponseInit})
+		tr.send(sub, tapResponseInit)
 	}
+}
+
+// tapEnd reports the end of the response of *trp (responseEnd) and
+// clears *trp: the request gives up its hold on the tapRequest, which may
+// be reused at once. It is safe on a nil *trp.
+func tapEnd(trp **tapRequest, bytes uint64, grpcStatus, resetCode int64, trailers http.Header) {
+	tr := *trp
+	if tr == nil {
+		return
+	}
+	*trp = nil
+	tr.responseEnd(bytes, grpcStatus, resetCode, trailers)
 }
 
 // responseEnd reports the end of the response: its body bytes, the gRPC
 // status (from trailers, or the head of a trailers-only response; -1 when
 // none), the HTTP/2 reset code when the stream was reset (-1 when not) and
-// the trailers. It releases the request's taps. It is safe on a nil
-// request and runs once.
+// the trailers (kept only for a tap that extracts headers). It releases
+// the request's taps and its hold on tr: callers go through tapEnd, which
+// forgets tr.
 func (tr *tapRequest) responseEnd(bytes uint64, grpcStatus, resetCode int64, trailers http.Header) {
-	if tr == nil || tr.ended {
+	if tr.ended {
 		return
 	}
 	tr.ended = true
@@ -391,9 +448,16 @@ func (tr *tapRequest) responseEnd(bytes uint64, grpcStatus, resetCode int64, tra
 	if !tr.headAt.IsZero() {
 		tr.sinceResponse = now.Sub(tr.headAt)
 	}
-	tr.bytes, tr.grpcStatus, tr.resetCode, tr.trailers = bytes, grpcStatus, resetCode, trailers
+	tr.bytes, tr.grpcStatus, tr.resetCode = bytes, grpcStatus, resetCode
 	for _, sub := range tr.subs {
-		sub.s.send(tapItem{tr: tr, id: sub.id, kind: tapResponseEnd})
+		if sub.s.headers {
+			tr.trailers = trailers
+			break
+		}
+	}
+	for _, sub := range tr.subs {
+		tr.send(sub, tapResponseEnd)
 		sub.s.release()
 	}
+	tr.unref()
 }

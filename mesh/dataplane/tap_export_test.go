@@ -69,5 +69,39 @@ func feedRequest(start time.Time) *tapRequest {
 		sinceRequest: 2 * time.Millisecond, sinceResponse: time.Millisecond, bytes: 27, grpcStatus: -1, resetCode: -1,
 	}
 	tr.srcMeta = append(tr.srcBuf[:0], tapLabel{"tls", noTLSLoopback})
+	tr.refs.Store(1 << 30) // shared by every item fed: never back in the pool
 	return tr
+}
+
+// TapPaceForTest hands n requests' events to every tap open on p as the
+// data path does (tapSession.send: never waiting, dropping when a buffer
+// is full), perSecond requests a second, in steps of 10 ms; with no tap
+// open it only keeps the pace. It returns once the taps' buffers are
+// empty. BenchmarkTapStreamPaced uses it to measure what a tap's stream
+// costs per request at a given rate, its per-batch costs included.
+func TapPaceForTest(p *Proxy, n, perSecond int) {
+	const step = 10 * time.Millisecond
+	perStep := max(perSecond/int(time.Second/step), 1)
+	var sessions []*tapSession
+	if s := p.tap.sessions.Load(); s != nil {
+		sessions = *s
+	}
+	tr := feedRequest(time.Now())
+	next := time.Now()
+	for i := 0; i < n; i++ {
+		if i%perStep == 0 {
+			next = next.Add(step)
+			time.Sleep(time.Until(next))
+		}
+		for _, s := range sessions {
+			for _, kind := range []tapEventKind{tapRequestInit, tapResponseInit, tapResponseEnd} {
+				s.send(tapItem{tr: tr, id: uint64(i), kind: kind})
+			}
+		}
+	}
+	for _, s := range sessions {
+		for len(s.events) > 0 {
+			time.Sleep(time.Millisecond) // not spinning: the batch may wait tapBatchWait
+		}
+	}
 }

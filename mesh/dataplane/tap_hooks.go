@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -20,7 +21,7 @@ import (
 
 // tapOutbound offers an outbound request to the open taps. ep is the
 // endpoint it is sent to (zero when the proxy answers it itself).
-func (p *Proxy) tapOutbound(r *http.Request, info *connInfo, route string, ep *Endpoint) *tapRequest {
+func (p *Proxy) tapOutbound(r *http.Request, info *connInfo, route string, ep Endpoint) *tapRequest {
 	v := tapView{
 		direction: ptap.TapEvent_OUTBOUND, src: info.remote, dst: ep.Addr, r: r,
 		scheme: "http", method: r.Method, authority: r.Host, path: escapedPath(r), route: route, ep: ep,
@@ -52,17 +53,18 @@ func routeLabel(res *authz.Result) string {
 }
 
 // meta renders the source and destination labels of an admitted request;
-// the source's go in buf (two at most).
+// the source's go in buf (two at most), the destination's in dstBuf
+// (reused from the request's last use).
 //
 // Outbound, the source is the local application over loopback and the
 // destination is described by its discovery labels and identity. Inbound,
 // the source is the client (its verified identity, or why there is none)
 // and the destination is the local application, described by the policy
 // that decided.
-func (v *tapView) meta(buf []tapLabel) (src, dst []tapLabel) {
-	if v.ep != nil { // outbound
-		ep := v.ep
-		dst = make([]tapLabel, 0, len(ep.MetricLabels)+2)
+func (v *tapView) meta(buf, dstBuf []tapLabel) (src, dst []tapLabel) {
+	if v.direction == ptap.TapEvent_OUTBOUND {
+		ep := &v.ep
+		dst = slices.Grow(dstBuf, len(ep.MetricLabels)+2)
 		for k, val := range ep.MetricLabels {
 			if k == "tls" || (k == "server_id" && ep.Identity != "") {
 				continue // replaced below
@@ -87,7 +89,7 @@ func (v *tapView) meta(buf []tapLabel) (src, dst []tapLabel) {
 			metaLabels(l, g.prefix, g.meta)
 		}
 	}
-	dst = make([]tapLabel, 0, len(l.names)+1)
+	dst = slices.Grow(dstBuf, len(l.names)+1)
 	for i, n := range l.names {
 		dst = append(dst, tapLabel{n, l.values[i]})
 	}
@@ -120,8 +122,8 @@ func (v *tapView) policyMetas() [3]tapPolicyMeta {
 // value want, as meta would render it, without rendering (allocating)
 // anything.
 func (v *tapView) dstLabelIs(k, want string) bool {
-	if v.ep != nil { // outbound
-		ep := v.ep
+	if v.direction == ptap.TapEvent_OUTBOUND {
+		ep := &v.ep
 		switch {
 		case k == "tls" && ep.Identity != "":
 			return want == "true"

@@ -52,10 +52,10 @@ func mDstLabel(k, v string) *ptap.ObserveRequest_Match {
 func TestTapMatchesEvaluateLikeLinkerds(t *testing.T) {
 	view := func() *tapView {
 		r, _ := http.NewRequest(http.MethodPost, "http://web/api/books", nil)
-		return &tapView{
+		return &tapView{direction: ptap.TapEvent_OUTBOUND,
 			src: netip.MustParseAddrPort("10.1.2.3:40000"), dst: netip.MustParseAddrPort("[fd00::7]:8080"), r: r,
 			scheme: "http", method: "POST", authority: "web.shop.svc.cluster.local:8080", path: "/api/books", route: "books",
-			ep: &Endpoint{MetricLabels: map[string]string{"deployment": "web"}, Identity: "web.shop"},
+			ep: Endpoint{MetricLabels: map[string]string{"deployment": "web"}, Identity: "web.shop"},
 		}
 	}
 	post := &ptap.ObserveRequest_Match_Http{Match: &ptap.ObserveRequest_Match_Http_Method{Method: authz.MethodToProto("POST")}}
@@ -202,9 +202,9 @@ func BenchmarkTapDataPath(b *testing.B) {
 		if !p.tap.on() {
 			return
 		}
-		tr := p.tapOutbound(r, info, "default", &ep)
+		tr := p.tapOutbound(r, info, "default", ep)
 		tr.responseInit(200, nil, false)
-		tr.responseEnd(27, -1, -1, nil)
+		tapEnd(&tr, 27, -1, -1, nil)
 	}
 	open := func(b *testing.B, h *tapHub, m *ptap.ObserveRequest_Match) {
 		cm, err := compileMatch(m)
@@ -220,6 +220,7 @@ func BenchmarkTapDataPath(b *testing.B) {
 				select {
 				case it := <-s.events:
 					_ = enc.encode(s, it)
+					it.done()
 				case <-stop:
 					return
 				}

@@ -260,6 +260,7 @@ func (t *tapService) Observe(ctx context.Context, id string, req *ptap.ObserveRe
 				// and one Flush, one trip through HTTP/2's writer.
 				for _, it := range batch {
 					stream.appendMessage(enc.encode(s, it))
+					it.done()
 				}
 				clear(batch) // hold no request past its events
 				batch = batch[:0]

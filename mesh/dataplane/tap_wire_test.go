@@ -199,10 +199,10 @@ func TestTapDestinationLabelsMatchAsTheyAreReported(t *testing.T) {
 	r, _ := http.NewRequest(http.MethodGet, "http://web/", nil)
 	srv := &authz.Server{Meta: authz.Meta{Group: "policy.linkerd.io", Kind: "Server", Name: "web-http"}}
 	views := map[string]*tapView{
-		"outbound, meshed": {direction: ptap.TapEvent_OUTBOUND, r: r, ep: &Endpoint{Identity: "web.shop",
+		"outbound, meshed": {direction: ptap.TapEvent_OUTBOUND, r: r, ep: Endpoint{Identity: "web.shop",
 			MetricLabels: map[string]string{"namespace": "shop", "pod": "web-1", "tls": "spoofed", "server_id": "spoofed"}}},
-		"outbound, not meshed":            {direction: ptap.TapEvent_OUTBOUND, r: r, ep: &Endpoint{MetricLabels: map[string]string{"server_id": "x"}}},
-		"outbound, answered by the proxy": {direction: ptap.TapEvent_OUTBOUND, r: r, ep: &Endpoint{}},
+		"outbound, not meshed":            {direction: ptap.TapEvent_OUTBOUND, r: r, ep: Endpoint{MetricLabels: map[string]string{"server_id": "x"}}},
+		"outbound, answered by the proxy": {direction: ptap.TapEvent_OUTBOUND, r: r, ep: Endpoint{}},
 		"inbound, a route and an authorization": {direction: ptap.TapEvent_INBOUND, r: r, info: &connInfo{peer: authz.Conn{TLS: true, Identity: "a.b"}},
 			st: &portState{srv: srv}, res: &authz.Result{
 				HTTPRoute:     &authz.HTTPRoute{Meta: authz.Meta{Group: "gateway.networking.k8s.io", Kind: "HTTPRoute", Name: "books"}},
@@ -212,7 +212,7 @@ func TestTapDestinationLabelsMatchAsTheyAreReported(t *testing.T) {
 	}
 	for name, v := range views {
 		t.Run(name, func(t *testing.T) {
-			_, dst := v.meta(nil)
+			_, dst := v.meta(nil, nil)
 			seen := map[string]bool{}
 			for _, l := range dst {
 				assert.False(t, seen[l.k], "label %s is reported once", l.k)

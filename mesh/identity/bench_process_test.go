@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +28,30 @@ import (
 // benchServerEnv makes the test binary run only an identity server on
 // loopback (for BenchmarkCertifyServerProcess) and print its address.
 const benchServerEnv = "WEFT_IDENTITY_BENCH_SERVER"
+
+// benchProfileEnv, when set to a path, has the server process write its CPU
+// profile there (the server's side alone, without the load's).
+const benchProfileEnv = "WEFT_IDENTITY_BENCH_CPUPROFILE"
+
+// benchServerCPUsEnv, when set to a CPU list ("1"), starts the server
+// process pinned to those CPUs with taskset.
+const benchServerCPUsEnv = "WEFT_IDENTITY_BENCH_SERVER_CPUS"
+
+// startCPUProfile starts a CPU profile written to path; stop ends it.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(benchServerEnv) == "1" {
@@ -63,6 +88,14 @@ func benchServer() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if path := os.Getenv(benchProfileEnv); path != "" {
+		stop, err := startCPUProfile(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer stop()
+	}
 	srv := grpc.NewServer()
 	svc.Register(srv)
 	go func() { _ = srv.Serve(lis) }()
@@ -96,7 +129,8 @@ func procCPU(b *testing.B, pid int) time.Duration {
 }
 
 // BenchmarkCertifyServerProcess runs the identity server in a child
-// process and reports the server's own CPU time per Certify
+// process (set WEFT_IDENTITY_BENCH_CPUPROFILE=path for its CPU profile,
+// WEFT_IDENTITY_BENCH_SERVER_CPUS=1 to pin it to CPU 1) and reports the server's own CPU time per Certify
 // (server-cpu-µs/op), the figure to compare with the bare in-process work
 // of BenchmarkCertify: 2 cores sustain 2 s / server-cpu-µs/op calls per
 // second when the callers are other machines' proxies.
@@ -106,6 +140,13 @@ func BenchmarkCertifyServerProcess(b *testing.B) {
 	exe, err := os.Executable()
 	require.NoError(b, err)
 	cmd := exec.Command(exe)
+	if cpus := os.Getenv(benchServerCPUsEnv); cpus != "" {
+		// The server on its own cores (its GOMAXPROCS follows), the
+		// callers (run this binary under taskset too) on the others.
+		taskset, err := exec.LookPath("taskset")
+		require.NoError(b, err, "%s needs taskset", benchServerCPUsEnv)
+		cmd = exec.Command(taskset, "-c", cpus, exe)
+	}
 	cmd.Env = append(os.Environ(), benchServerEnv+"=1")
 	stdin, err := cmd.StdinPipe()
 	require.NoError(b, err)

@@ -269,17 +269,13 @@ func resolve(pod *corev1.Pod, ns *corev1.Namespace, values Values, callerMode, p
 	} else if callerMode != "" {
 		mode = Setting{Name: "inject", Value: callerMode, Source: SourceCaller}
 	}
+	table, known := settingsIndex()
 	w.Mode = mode.Value
+	// One entry for the mode, one per setting and one for the additional
+	// environment (additionalEnv): sized once, not grown.
+	w.Settings = make([]Setting, 0, 2+len(table))
 	w.Settings = append(w.Settings, mode)
 
-	table := settingsTable()
-	// known maps each annotation key to the setting it belongs to.
-	known := map[string]int{}
-	for i, s := range table {
-		for _, k := range s.keys {
-			known[k] = i
-		}
-	}
 	var applyErrs []error
 	for _, s := range table {
 		key, val, src, found := lookup(s.keys, pod.Annotations, nsAnn)

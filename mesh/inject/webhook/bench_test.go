@@ -94,3 +94,23 @@ func BenchmarkInjectorHTTPS(b *testing.B) {
 	b.Run("saturated", func(b *testing.B) { run(b, 0) })
 	b.Run("500rps", func(b *testing.B) { run(b, 2*time.Millisecond) })
 }
+
+// BenchmarkInjectorReview serves one typical pod's review through the
+// injector's handler, without a network: the server's own work and
+// allocations per review (decode, render, patch, response).
+//
+//	go test -run '^$' -bench BenchmarkInjectorReview -benchmem ./mesh/inject/webhook/
+func BenchmarkInjectorReview(b *testing.B) {
+	nss := inject.NewStaticNamespaces(namespace("shop", map[string]string{vocab.AnnotationInject: "enabled"}))
+	h, err := webhook.NewInjector(testValues(b), nss)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := podReview(b, "bench", appPod("shop", map[string]string{vocab.AnnotationProxyCPURequest: "100m"}))
+	b.ReportAllocs()
+	for b.Loop() {
+		if code := serveOne(b, h, body); code != http.StatusOK {
+			b.Fatalf("status %d", code)
+		}
+	}
+}

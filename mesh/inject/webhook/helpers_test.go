@@ -32,6 +32,13 @@ func testValues(t testing.TB) inject.Values {
 	return v
 }
 
+// reviewTimeout bounds one review's round trip in these tests. It ends a
+// hung test; it does not time the server. The largest reviews (3 to 4 MiB,
+// several per test) cost seconds of CPU under the race detector, and on
+// a 2-core machine loaded ten times over (CI beside a CPU hog) one took
+// more than 10 s: so a minute.
+const reviewTimeout = time.Minute
+
 // serveTLS serves h over HTTPS on 127.0.0.1 with a certificate made at run
 // time and returns the base URL and a client that trusts it.
 func serveTLS(t testing.TB, h http.Handler) (string, *http.Client) {
@@ -45,7 +52,7 @@ func serveTLS(t testing.TB, h http.Handler) (string, *http.Client) {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	client := &http.Client{
-		Timeout: 10 * time.Second,
+		Timeout: reviewTimeout,
 		Transport: &http.Transport{
 			TLSClientConfig:     &tls.Config{RootCAs: testutil.Pool(ca), MinVersion: tls.VersionTLS12},
 			MaxIdleConnsPerHost: 32,

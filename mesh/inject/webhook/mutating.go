@@ -1,7 +1,7 @@
 package webhook
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -70,21 +70,26 @@ func (h *Injector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	resp, o, herr := h.admit(r, req)
+	// The patch is encoded into a recycled buffer, given back once the
+	// answer that carries it is written.
+	patchBuf := h.opts.out.get()
+	defer h.opts.out.put(patchBuf)
+	resp, o, herr := h.admit(r, req, patchBuf)
 	record(o)
 	if herr != nil {
 		h.opts.logger.Warn("webhook: cannot admit pod", "uid", req.UID, "error", herr.msg)
 		writeHTTPError(w, herr)
 		return
 	}
-	if err := writeResponse(w, resp); err != nil {
+	if err := writeResponse(w, resp, h.opts.out); err != nil {
 		h.opts.logger.Warn("webhook: writing response", "error", err)
 	}
 }
 
 // admit decides on one request; it returns the response and the outcome
-// label, or an HTTP error.
-func (h *Injector) admit(r *http.Request, req *request[podObject]) (*admissionv1.AdmissionResponse, string, *httpError) {
+// label, or an HTTP error. A patch in the response is encoded into
+// patchBuf.
+func (h *Injector) admit(r *http.Request, req *request[podObject], patchBuf *bytes.Buffer) (*admissionv1.AdmissionResponse, string, *httpError) {
 	uid := string(req.UID)
 	allow := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	isPod := req.Kind.Group == "" && req.Kind.Version == "v1" && req.Kind.Kind == "Pod"
@@ -131,7 +136,7 @@ func (h *Injector) admit(r *http.Request, req *request[podObject]) (*admissionv1
 		h.opts.logger.Debug("webhook: pod not injected", "namespace", nsName, "pod", report.Name, "reason", report.Reason, "message", report.Message)
 		return resp, "skipped", nil
 	}
-	body, err := json.Marshal(patch)
+	body, err := encodeJSON(patchBuf, patch)
 	if err != nil {
 		return nil, "error", &httpError{status: http.StatusInternalServerError, msg: "webhook: encoding patch: " + err.Error()}
 	}

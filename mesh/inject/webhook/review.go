@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -173,6 +175,7 @@ type options struct {
 	now     func() time.Time
 	maxBody int64
 	limiter *Limiter
+	out     *responseBuffers
 }
 
 // newOptions applies opts over the defaults; maxBody is the handler's
@@ -183,6 +186,7 @@ func newOptions(maxBody int64, opts []Option) options {
 		metrics: DiscardMetrics(),
 		now:     time.Now,
 		maxBody: maxBody,
+		out:     new(responseBuffers),
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -229,19 +233,59 @@ func WithMaxBodyBytes(n int64) Option {
 	}
 }
 
-// writeResponse answers with an AdmissionReview v1 carrying resp.
-func writeResponse(w http.ResponseWriter, resp *admissionv1.AdmissionResponse) error {
+// writeResponse answers with an AdmissionReview v1 carrying resp, encoded
+// into a recycled buffer and sent with its Content-Length (one write, no
+// chunked framing). The body is what json.Marshal gives.
+func writeResponse(w http.ResponseWriter, resp *admissionv1.AdmissionResponse, bufs *responseBuffers) error {
 	out := admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
 		Response: resp,
 	}
-	b, err := json.Marshal(&out)
+	buf := bufs.get()
+	defer bufs.put(buf)
+	b, err := encodeJSON(buf, &out)
 	if err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_, err = w.Write(b)
 	return err
+}
+
+// encodeJSON encodes v into buf and returns the bytes json.Marshal would
+// give (Encode adds a newline, Marshal does not); they live in buf.
+func encodeJSON(buf *bytes.Buffer, v any) ([]byte, error) {
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// maxPooledResponse is the largest buffer kept for reuse: a typical
+// injection answer (a few KiB of patch, base64) fits many times over, and
+// a buffer grown by a rare huge answer is left to the collector rather
+// than held for good.
+const maxPooledResponse = 64 << 10
+
+// responseBuffers recycles the buffers answers are encoded into, so that
+// a review does not allocate its response twice (the encoding and its
+// copy).
+type responseBuffers struct{ pool sync.Pool }
+
+func (p *responseBuffers) get() *bytes.Buffer {
+	if b, ok := p.pool.Get().(*bytes.Buffer); ok {
+		return b
+	}
+	return new(bytes.Buffer)
+}
+
+func (p *responseBuffers) put(b *bytes.Buffer) {
+	if b.Cap() > maxPooledResponse {
+		return
+	}
+	b.Reset()
+	p.pool.Put(b)
 }
 
 func writeHTTPError(w http.ResponseWriter, e *httpError) {

@@ -49,7 +49,7 @@ func (v *Validator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	resp, o := v.admit(req)
 	record(o)
-	if err := writeResponse(w, resp); err != nil {
+	if err := writeResponse(w, resp, v.opts.out); err != nil {
 		v.opts.logger.Warn("webhook: writing response", "error", err)
 	}
 }
