@@ -40,7 +40,9 @@ func denial(reason authz.Reason, detail string) *proxyErr {
 // forwards it there.
 func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connInfo) {
 	grpc := isGRPC(r)
-	portLabel := strconv.Itoa(int(info.port))
+	// The port's label is formatted only where a metric needs it (the
+	// error paths), not on every request.
+	portLabel := func() string { return strconv.Itoa(int(info.port)) }
 	now := time.Now()
 
 	if r.Method == http.MethodConnect {
@@ -48,7 +50,7 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		// the application is reached by plain requests only. Refused
 		// before policy, it is not an inbound request (request_total), as
 		// a denied one is not: http_errors_total counts it.
-		p.m.http.errors.WithLabelValues(Inbound, portLabel, "connect-refused").Inc()
+		p.m.http.errors.WithLabelValues(Inbound, portLabel(), "connect-refused").Inc()
 		writeProxyError(w, grpc, &proxyErr{http.StatusMethodNotAllowed, grpcUnimplemented, "connect-refused", "CONNECT is not forwarded to the application"}, false)
 		return
 	}
@@ -102,7 +104,7 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	stats.begin(series.rt, now)
 	stats.attempt(series.ep)
 	fail := func(e *proxyErr) {
-		p.m.http.errors.WithLabelValues(Inbound, portLabel, e.class).Inc()
+		p.m.http.errors.WithLabelValues(Inbound, portLabel(), e.class).Inc()
 		writeProxyError(w, grpc, e, false)
 		stats.head(e.status)
 		stats.done(e.status, grpcStatusOf(grpc, e), true, e.class)

@@ -19,7 +19,8 @@ type clientBody struct {
 	resp     *http.Response
 	reusable bool
 	stop     func() bool
-	async    *bodyWriter // the request body's writer, when it runs on its own
+	async    *bodyWriter      // the request body's writer, when it runs on its own
+	lim      io.LimitedReader // r for a body of known length
 	mu       sync.Mutex
 	done     bool
 }
@@ -82,7 +83,8 @@ func newClientBody(cl *Client, cc *clientConn, req *http.Request, resp *http.Res
 		}
 	case len(cls) > 0:
 		resp.ContentLength = length
-		b.r = io.LimitReader(cc.br, length)
+		b.lim = io.LimitedReader{R: cc.br, N: length}
+		b.r = &b.lim
 	default:
 		b.r = cc.br
 		closeAsked = true
@@ -106,7 +108,9 @@ func singleLength(vs []string) (int64, bool) {
 	}
 	var n int64 = -1
 	for _, v := range vs {
-		for _, part := range strings.Split(v, ",") {
+		for more := true; more; {
+			var part string
+			part, v, more = strings.Cut(v, ",")
 			m, ok := parseContentLength(strings.TrimSpace(part))
 			if !ok || (n >= 0 && m != n) {
 				return 0, false

@@ -7,10 +7,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // The codec is checked against net/http's readers, which read the same
@@ -311,4 +314,14 @@ func FuzzReadResponseAgainstNetHTTP(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string, head bool) {
 		checkResponse(t, raw, head)
 	})
+}
+
+func TestCanonicalKeyMatchesTextproto(t *testing.T) {
+	for _, name := range []string{
+		"content-type", "CONTENT-LENGTH", "x-forwarded-for", "l5d-dst-canonical", "Weft-Mesh",
+		"a", "-", "--x", "x--y", "x_y-z", "te", "Etag", "ETAG", "www-authenticate",
+		"x-0a-b9", "~!#$%&'*+.^`|", strings.Repeat("ab-", 30),
+	} {
+		assert.Equal(t, textproto.CanonicalMIMEHeaderKey(name), canonicalKey([]byte(name)), name)
+	}
 }

@@ -25,6 +25,10 @@ type fieldRules struct {
 // error it returns is an *Error.
 func readFields(lr *lineReader, r fieldRules) (http.Header, error) {
 	h := make(http.Header, 8)
+	// The first value of each field is sliced from one array, as
+	// net/textproto does: one allocation for the section, not one per
+	// field.
+	var firsts []string
 	n := 0
 	for {
 		line, err := lr.line(r.maxLine, r.tooLarge)
@@ -57,9 +61,62 @@ func readFields(lr *lineReader, r fieldRules) (http.Header, error) {
 				return nil, bad("invalid character 0x%02x in value of %q", c, abbreviate(string(name)))
 			}
 		}
-		key := textproto.CanonicalMIMEHeaderKey(string(name))
-		h[key] = append(h[key], string(value))
+		key := canonicalKey(name)
+		if vs, ok := h[key]; ok {
+			h[key] = append(vs, string(value))
+			continue
+		}
+		if len(firsts) == 0 {
+			firsts = make([]string, 8)
+		}
+		firsts[0] = string(value)
+		h[key], firsts = firsts[:1:1], firsts[1:]
 	}
+}
+
+// commonKeys are field names seen on most exchanges, in canonical form:
+// canonicalKey returns these strings instead of allocating new ones.
+var commonKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "Cache-Control",
+		"Connection", "Content-Encoding", "Content-Length", "Content-Type", "Cookie", "Date",
+		"Etag", "Expect", "Grpc-Encoding", "Grpc-Accept-Encoding", "Grpc-Timeout", "Host",
+		"If-Modified-Since", "If-None-Match", "Keep-Alive", "Last-Modified", "Location",
+		"Origin", "Referer", "Server", "Set-Cookie", "Te", "Trailer", "Traceparent",
+		"Tracestate", "Transfer-Encoding", "Upgrade", "User-Agent", "Vary", "Via",
+		"X-Forwarded-For", "X-Forwarded-Proto", "X-Request-Id",
+	} {
+		m[k] = k
+	}
+	return m
+}()
+
+// canonicalKey is textproto.CanonicalMIMEHeaderKey of a name checkName
+// accepted (token characters only): the first letter and each one after
+// "-" upper case, the others lower case. A common name costs no
+// allocation.
+func canonicalKey(name []byte) string {
+	var buf [64]byte
+	if len(name) > len(buf) {
+		return textproto.CanonicalMIMEHeaderKey(string(name))
+	}
+	k := buf[:len(name)]
+	upper := true
+	for i, c := range name {
+		switch {
+		case upper && 'a' <= c && c <= 'z':
+			c -= 'a' - 'A'
+		case !upper && 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		k[i] = c
+		upper = c == '-'
+	}
+	if s, ok := commonKeys[string(k)]; ok {
+		return s
+	}
+	return string(k)
 }
 
 // checkName refuses a field name that is not a token, or holds "_" when

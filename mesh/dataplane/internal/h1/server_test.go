@@ -3,6 +3,7 @@ package h1_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -226,4 +227,118 @@ func TestHijackHandsOverBufferedBytes(t *testing.T) {
 	_, err = io.ReadFull(br, buf)
 	require.NoError(t, err)
 	assert.Equal(t, "early", string(buf), "bytes sent with the request head reach the new protocol")
+}
+
+// roundTrip sends one request head on c and reads its whole answer.
+func roundTrip(t *testing.T, c net.Conn, br *bufio.Reader, head string) {
+	t.Helper()
+	_, err := io.WriteString(c, head)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+}
+
+// requireClosedByServer reads from c until the server closes it, within
+// 5 seconds.
+func requireClosedByServer(t *testing.T, c net.Conn, br *bufio.Reader) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := br.ReadByte()
+	require.Error(t, err)
+	var ne net.Error
+	assert.False(t, errors.As(err, &ne) && ne.Timeout(), "the server closed the connection, not the test's deadline: %v", err)
+}
+
+func TestServerWatchesForTheClientGoingAwayOnALaterRequestOfTheConnection(t *testing.T) {
+	// The watch timer of a quick first request is left pending; the
+	// second request's watch must still start and see the close.
+	started, canceled := make(chan struct{}), make(chan struct{})
+	s := &h1.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/quick" {
+			io.WriteString(w, "ok")
+			return
+		}
+		close(started)
+		select {
+		case <-r.Context().Done():
+			close(canceled)
+		case <-time.After(5 * time.Second):
+		}
+	})}
+	c, _ := serve(t, s)
+	roundTrip(t, c, bufio.NewReader(c), "GET /quick HTTP/1.1\r\nHost: x\r\n\r\n")
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-started
+	c.Close()
+	select {
+	case <-canceled:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the second request's context was not cancelled")
+	}
+}
+
+func TestServerBoundsAHeadThatStopsHalfwayOnAKeptAliveConnection(t *testing.T) {
+	// The head of a second request arrives in part and no more: the
+	// header deadline ends the connection although the idle timeout is
+	// long.
+	s := &h1.Server{HeaderTimeout: 100 * time.Millisecond, IdleTimeout: time.Hour,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
+	c, _ := serve(t, s)
+	br := bufio.NewReader(c)
+	roundTrip(t, c, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	io.WriteString(c, "GET / HTTP/1.1\r\nHo")
+	requireClosedByServer(t, c, br)
+}
+
+func TestServerServesAHeadThatArrivesInPieces(t *testing.T) {
+	got := make(chan string, 1)
+	s := &h1.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("X-Part")
+		io.WriteString(w, "ok")
+	})}
+	c, _ := serve(t, s)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n")
+	io.WriteString(c, "X-Part: two\r\n")
+	io.WriteString(c, "\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "two", <-got)
+}
+
+func TestServerFinishesTheExchangeInProgressWhenDraining(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	s := &h1.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		io.WriteString(w, "done")
+	})}
+	c, cancel := serve(t, s)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-entered
+	cancel()
+	close(release)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, "done", string(b))
+	_, err = br.ReadByte()
+	assert.Error(t, err, "the connection closes after the exchange")
+}
+
+func TestServerClosesAKeptAliveConnectionIdlePastItsTimeout(t *testing.T) {
+	// The wait for a second request is bounded by the connection's idle
+	// timer, not by a read deadline set per request.
+	s := &h1.Server{IdleTimeout: 100 * time.Millisecond,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
+	c, _ := serve(t, s)
+	br := bufio.NewReader(c)
+	for i := 0; i < 3; i++ {
+		roundTrip(t, c, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	}
+	requireClosedByServer(t, c, br)
 }
