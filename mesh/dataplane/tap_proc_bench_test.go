@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,14 +17,12 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -230,10 +227,9 @@ type tappedProxySpec struct {
 
 // tappedProxy is a proxy running in a process of its own.
 type tappedProxy struct {
-	pid                 int
-	Mapped, Tap, Admin  string // its listeners' addresses
-	ID                  string `json:"-"` // its identity
-	fallbackToProcStats bool
+	pid                int
+	Mapped, Tap, Admin string // its listeners' addresses
+	ID                 string `json:"-"` // its identity
 }
 
 // startTappedProxy runs the outbound proxy of spec in a process of its
@@ -304,29 +300,9 @@ func startTappedProxy(b *testing.B, pk *pki, spec tappedProxySpec) *tappedProxy 
 // reports its listeners.
 const tappedProxyAddrs = "WEFT_TAPPED_PROXY "
 
-// cpu is the process's CPU time (user and system, all its threads): its
-// process CPU clock, to the nanosecond, or /proc/PID/stat's ticks where
-// that clock cannot be read.
+// cpu is the process's CPU time (user and system, all its threads).
 func (tp *tappedProxy) cpu(b *testing.B) time.Duration {
-	if !tp.fallbackToProcStats {
-		// The process-wide CPU clock of another process (clock_getcpuclockid):
-		// (^pid << 3) | CPUCLOCK_SCHED.
-		clk := (^int64(tp.pid) << 3) | 2
-		var ts syscall.Timespec
-		if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, uintptr(clk), uintptr(unsafe.Pointer(&ts)), 0); e == 0 {
-			return time.Duration(ts.Nano())
-		}
-		tp.fallbackToProcStats = true
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", tp.pid))
-	require.NoError(b, err)
-	// Fields after the command's closing parenthesis: utime and stime are
-	// the 14th and 15th of the line, the 12th and 13th after it.
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	require.NoError(b, errors.Join(err1, err2))
-	return time.Duration(utime+stime) * (time.Second / 100) // USER_HZ
+	return testutil.ProcessCPU(b, tp.pid)
 }
 
 // metric reads one of the proxy's metrics from its admin listener.

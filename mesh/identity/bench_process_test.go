@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,21 +112,6 @@ func benchServer() int {
 	return 0
 }
 
-// procCPU reads a process's user+system CPU time from /proc.
-func procCPU(b *testing.B, pid int) time.Duration {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	require.NoError(b, err)
-	// Fields after the parenthesised command name; utime and stime are
-	// fields 14 and 15 of the whole line, in clock ticks (100 Hz).
-	rest := string(data[strings.LastIndexByte(string(data), ')')+2:])
-	f := strings.Fields(rest)
-	ut, err := strconv.ParseInt(f[11], 10, 64)
-	require.NoError(b, err)
-	st, err := strconv.ParseInt(f[12], 10, 64)
-	require.NoError(b, err)
-	return time.Duration(ut+st) * 10 * time.Millisecond
-}
-
 // BenchmarkCertifyServerProcess runs the identity server in a child
 // process (set WEFT_IDENTITY_BENCH_CPUPROFILE=path for its CPU profile,
 // WEFT_IDENTITY_BENCH_SERVER_CPUS=1 to pin it to CPU 1) and reports the server's own CPU time per Certify
@@ -186,9 +170,9 @@ func BenchmarkCertifyServerProcess(b *testing.B) {
 		return err
 	}
 	measure := func(b *testing.B, f func(*testing.B, func() error)) {
-		before := procCPU(b, cmd.Process.Pid)
+		before := testutil.ProcessCPU(b, cmd.Process.Pid)
 		f(b, certify)
-		b.ReportMetric(float64((procCPU(b, cmd.Process.Pid)-before).Microseconds())/float64(b.N), "server-cpu-µs/op")
+		b.ReportMetric(float64((testutil.ProcessCPU(b, cmd.Process.Pid)-before).Microseconds())/float64(b.N), "server-cpu-µs/op")
 	}
 	b.Run("throughput", func(b *testing.B) { measure(b, parallel) })
 	b.Run("one-caller", func(b *testing.B) { measure(b, serial) })

@@ -16,7 +16,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -122,19 +121,6 @@ func benchServer(dir string) error {
 	return srv.Close()
 }
 
-// procCPU reads a process's user+system CPU time from /proc.
-func procCPU(b *testing.B, pid int) time.Duration {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	require.NoError(b, err)
-	// utime and stime are fields 14 and 15, in clock ticks (100 Hz).
-	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
-	ut, err := strconv.ParseInt(f[11], 10, 64)
-	require.NoError(b, err)
-	st, err := strconv.ParseInt(f[12], 10, 64)
-	require.NoError(b, err)
-	return time.Duration(ut+st) * 10 * time.Millisecond
-}
-
 // BenchmarkInjectorHTTPSServerProcess runs the injector in a child process
 // (this test binary re-executed) and drives it from this one at a fixed
 // 500 requests per second over HTTPS with keep-alive connections, the
@@ -219,7 +205,7 @@ func BenchmarkInjectorHTTPSServerProcess(b *testing.B) {
 		lat := make([]time.Duration, b.N)
 		var failed, refused atomic.Int64
 		slots := make(chan struct{}, maxInFlight)
-		cpu0 := procCPU(b, cmd.Process.Pid)
+		cpu0 := testutil.ProcessCPU(b, cmd.Process.Pid)
 		gc0, pause0 := serverGC(b, stdin, out)
 		b.ResetTimer()
 		start := time.Now()
@@ -250,7 +236,7 @@ func BenchmarkInjectorHTTPSServerProcess(b *testing.B) {
 		wg.Wait()
 		elapsed := time.Since(start)
 		b.StopTimer()
-		b.ReportMetric(float64((procCPU(b, cmd.Process.Pid)-cpu0).Microseconds())/float64(b.N), "server-cpu-µs/op")
+		b.ReportMetric(float64((testutil.ProcessCPU(b, cmd.Process.Pid)-cpu0).Microseconds())/float64(b.N), "server-cpu-µs/op")
 		gc1, pause1 := serverGC(b, stdin, out)
 		b.ReportMetric(float64(gc1-gc0)*1000/float64(b.N), "server-GCs/1k-reviews")
 		b.ReportMetric(float64(pause1-pause0)/1e3/float64(b.N), "server-GC-pause-µs/op")
