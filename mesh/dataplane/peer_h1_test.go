@@ -72,11 +72,12 @@ func TestAPeerHoldingEveryRequestBoundsTheConnectionsToItAtSixtyFour(t *testing.
 		}
 		io.WriteString(w, "ok\n")
 	}
-	// 64 mesh handshakes at once can take longer than the default 1 s
-	// connect timeout on a busy machine under -race; a failed connect
-	// answers 503, which is not what this test is about.
+	// 64 mesh handshakes at once, and then 64 connects to the
+	// application, can take longer than the default 1 s connect timeout on
+	// a busy machine under -race; a failed connect answers 503 (outbound)
+	// or 502 (inbound), which is not what this test is about.
 	slowConnect := func(c *dataplane.Config) { c.ConnectTimeout = clientTimeout }
-	hp := startHTTPPair(t, httpPairOptions{app: app, cfgA: slowConnect})
+	hp := startHTTPPair(t, httpPairOptions{app: app, cfgA: slowConnect, cfgB: slowConnect})
 	var once sync.Once
 	stop := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(stop)
