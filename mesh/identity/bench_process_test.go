@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
-	"strings"
 	"testing"
 	"time"
 
@@ -132,28 +131,7 @@ func BenchmarkCertifyServerProcess(b *testing.B) {
 		cmd = exec.Command(taskset, "-c", cpus, exe)
 	}
 	cmd.Env = append(os.Environ(), benchServerEnv+"=1")
-	stdin, err := cmd.StdinPipe()
-	require.NoError(b, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(b, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(b, cmd.Start())
-	defer func() {
-		_ = stdin.Close()
-		_ = cmd.Wait()
-	}()
-	addrCh := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		addrCh <- strings.TrimSpace(line)
-	}()
-	var addr string
-	select {
-	case addr = <-addrCh:
-	case <-time.After(testutil.DefaultTimeout):
-		_ = cmd.Process.Kill()
-		b.Fatal("the server process did not start")
-	}
+	addr := testutil.StartServerProcess(b, cmd).Addr
 
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(b, err)

@@ -16,7 +16,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -148,30 +147,8 @@ func BenchmarkInjectorHTTPSServerProcess(b *testing.B) {
 	require.NoError(b, err)
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), benchServerEnv+"="+dir)
-	stdin, err := cmd.StdinPipe()
-	require.NoError(b, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(b, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(b, cmd.Start())
-	defer func() {
-		_ = stdin.Close()
-		_ = cmd.Wait()
-	}()
-	out := bufio.NewReader(stdout)
-	addrCh := make(chan string, 1)
-	go func() {
-		line, _ := out.ReadString('\n')
-		addrCh <- strings.TrimSpace(line)
-	}()
-	var addr string
-	select {
-	case addr = <-addrCh:
-	case <-time.After(testutil.DefaultTimeout):
-		_ = cmd.Process.Kill()
-		b.Fatal("the webhook server process did not start")
-	}
-	require.NotEmpty(b, addr, "the webhook server process printed no address")
+	srv := testutil.StartServerProcess(b, cmd)
+	addr, stdin, out := srv.Addr, srv.Stdin, srv.Stdout
 
 	client := &http.Client{
 		Timeout: 10 * time.Second,
