@@ -155,7 +155,7 @@ func (w *responseWriter) sendLocked(end bool) error {
 		w.sentHeader = true
 		c.writeHeadersLocked(s, w.status, w.header, end && len(data) == 0)
 		if end && len(data) == 0 {
-			s.localDone = true
+			s.endLocalLocked()
 			return nil
 		}
 	}
@@ -169,7 +169,7 @@ func (w *responseWriter) sendLocked(end bool) error {
 		}
 	}
 	if end {
-		s.localDone = true
+		s.endLocalLocked()
 	}
 	return nil
 }
@@ -198,7 +198,7 @@ func (w *responseWriter) finishLocked() {
 	}
 	if len(trailers) > 0 {
 		c.writeFieldsLocked(s, trailers, true)
-		s.localDone = true
+		s.endLocalLocked()
 	}
 	_ = c.flushLocked()
 }
@@ -336,8 +336,13 @@ func (c *conn) writeDataLocked(s *stream, p []byte, end bool) error {
 		n := min(int64(len(p)), s.sendWin, c.sendWin, int64(c.peerFrame))
 		if n <= 0 {
 			// The client must see what is queued before it grants more.
-			if err := c.flushLocked(); err != nil {
-				return err
+			// Flushing releases mu: a WINDOW_UPDATE may arrive meanwhile,
+			// so look again before waiting.
+			if len(c.out) > 0 && !c.flushing {
+				if err := c.flushLocked(); err != nil {
+					return err
+				}
+				continue
 			}
 			s.waitingWin = true
 			s.cond.Wait()

@@ -137,11 +137,11 @@ func TestAUnaryCallGetsItsBodyAndTrailers(t *testing.T) {
 func TestTheHandlerSeesTheRequestAsNetHTTPWould(t *testing.T) {
 	type seen struct {
 		method, host, path, query, proto, remote, uri string
-		major                                          int
-		cl                                             int64
-		hdr                                            string
-		trailer                                        http.Header
-		body                                           string
+		major                                         int
+		cl                                            int64
+		hdr                                           string
+		trailer                                       http.Header
+		body                                          string
 	}
 	got := make(chan seen, 1)
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -75,6 +75,16 @@ func (s *stream) endRemoteLocked() error {
 	return nil
 }
 
+// endLocalLocked records our END_STREAM; a stream closed both ways is
+// forgotten at once, before the flush that releases mu, so that a frame
+// the client sends after seeing the end finds it closed.
+func (s *stream) endLocalLocked() {
+	s.localDone = true
+	if s.remoteDone {
+		s.c.removeLocked(s)
+	}
+}
+
 // returnLocked gives n consumed bytes back to the stream window while
 // the client may still send, once half the window is owed.
 func (s *stream) returnLocked(n int64) {
