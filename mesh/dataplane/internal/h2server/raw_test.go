@@ -248,3 +248,73 @@ func TestConnectionErrorsSendGoAwayWithTheirCode(t *testing.T) {
 		})
 	}
 }
+
+func TestAWindowGrantedWhileTheWriterFlushesIsNotMissed(t *testing.T) {
+	// A writer out of window flushes (releasing the connection's lock)
+	// before it waits; a WINDOW_UPDATE processed during that flush must
+	// not be lost. The client grants small windows back as soon as data
+	// arrives, so that the race comes up at every stall.
+	body := bytes.Repeat([]byte("w"), 200<<10)
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(body)
+	}), nil)
+	c, err := net.DialTimeout("tcp", ts.addr, 5*time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	fr := http2.NewFramer(c, c)
+	_, err = c.Write([]byte(clientPreface))
+	require.NoError(t, err)
+	require.NoError(t, fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1000}))
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	for id := uint32(1); id <= 9; id += 2 {
+		require.NoError(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}))
+		got := 0
+		for ended := false; !ended; {
+			f, err := fr.ReadFrame()
+			require.NoError(t, err, "stream %d stalled after %d bytes", id, got)
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					require.NoError(t, fr.WriteSettingsAck())
+				}
+			case *http2.DataFrame:
+				n := len(f.Data())
+				got += n
+				ended = f.StreamEnded()
+				if n > 0 {
+					require.NoError(t, fr.WriteWindowUpdate(0, uint32(n)))
+					if !ended {
+						require.NoError(t, fr.WriteWindowUpdate(id, uint32(n)))
+					}
+				}
+			case *http2.HeadersFrame:
+				ended = f.StreamEnded()
+			}
+		}
+		assert.Equal(t, len(body), got)
+	}
+}
+
+func TestHeadersOnAStreamTheClientSawEndIsAConnectionError(t *testing.T) {
+	// The stream is forgotten before the flush that carries its end: a
+	// client that sees END_STREAM and reuses the stream ID finds it
+	// closed (connection error), not half-closed (stream error).
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), nil)
+	for i := 0; i < 5; i++ {
+		h := dialRaw(t, ts.addr)
+		require.True(t, h.headers(1, true, "GET", "/"))
+		require.Equal(t, "200", h.status(1))
+		require.True(t, h.headers(1, true, "GET", "/"))
+		g := h.waitGoAway()
+		require.NotNil(t, g, "round %d: GOAWAY", i)
+		assert.Equal(t, http2.ErrCodeProtocol, g.ErrCode)
+		_, reset := h.waitReset(1)
+		assert.False(t, reset, "round %d: no stream error", i)
+		h.c.Close()
+	}
+}

@@ -192,6 +192,18 @@ func (w *responseWriter) finishLocked() {
 	if !w.wroteHeader {
 		w.wroteHeader, w.status = true, http.StatusOK
 	}
+	if !w.sentHeader {
+		// The whole body is known: declare its length, as net/http's
+		// servers do.
+		n := 0
+		if w.buf != nil {
+			n = len(*w.buf)
+		}
+		_, has := w.header["Content-Length"]
+		if !has && bodyAllowed(w.status) && (n > 0 || w.req.Method != http.MethodHead) {
+			w.header["Content-Length"] = []string{strconv.Itoa(n)}
+		}
+	}
 	trailers := w.trailers()
 	if err := w.sendLocked(len(trailers) == 0); err != nil {
 		return
@@ -201,6 +213,10 @@ func (w *responseWriter) finishLocked() {
 		s.endLocalLocked()
 	}
 	_ = c.flushLocked()
+}
+
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
 }
 
 // trailers collects the trailers the handler set: keys declared in the

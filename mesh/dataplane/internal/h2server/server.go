@@ -56,6 +56,7 @@ const (
 	prefaceTimeout   = 10 * time.Second
 	closeLinger      = time.Second // reading after a final GOAWAY before closing
 	maxCanonCache    = 256
+	controlBatch     = 4 << 10 // queued answers the read loop flushes without waiting for a pause
 )
 
 const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -237,11 +238,29 @@ func (c *conn) serve(ctx context.Context) {
 			c.shutdown(errConnClosed)
 			return
 		}
-		if len(c.out) > 0 && c.br.Buffered() == 0 {
+		// Answers to the client's frames (SETTINGS and PING acks,
+		// resets, window updates) go out once the next frame is not
+		// already here, so that a batch of frames gets one write, or when
+		// enough of them wait.
+		if len(c.out) > 0 && (len(c.out) >= controlBatch || !c.frameBuffered()) {
 			_ = c.flushLocked()
 		}
 		c.mu.Unlock()
 	}
+}
+
+// frameBuffered reports whether a whole frame is buffered, so that the
+// next ReadFrame will not block.
+func (c *conn) frameBuffered() bool {
+	n := c.br.Buffered()
+	if n < 9 {
+		return false
+	}
+	h, err := c.br.Peek(9)
+	if err != nil {
+		return false
+	}
+	return n >= 9+(int(h[0])<<16|int(h[1])<<8|int(h[2]))
 }
 
 // handleError answers a protocol error; it reports false when the

@@ -83,7 +83,7 @@ func (ts *testServer) errCount(class string) int64 {
 }
 
 // h2cClient is x/net's HTTP/2 client over plain TCP.
-func h2cClient(t *testing.T) *http.Client {
+func h2cClient(t testing.TB) *http.Client {
 	tr := &http2.Transport{
 		AllowHTTP: true,
 		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
