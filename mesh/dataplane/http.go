@@ -438,7 +438,10 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Head
 					return nil, written, fmt.Errorf("%w: %w", errClientGone, werr)
 				}
 				written += uint64(n)
-				if stream && flusher != nil {
+				// The last chunk (read together with io.EOF) is not
+				// flushed here: the handler's return sends it with the
+				// trailers in one write.
+				if stream && flusher != nil && rerr != io.EOF {
 					flusher.Flush()
 				}
 			}

@@ -69,6 +69,9 @@ func copyFrame(f http2.Frame) http2.Frame {
 		return &http2.MetaHeadersFrame{HeadersFrame: &http2.HeadersFrame{FrameHeader: f.FrameHeader}, Fields: append([]hpack.HeaderField(nil), f.Fields...)}
 	case *http2.DataFrame:
 		return &http2.WindowUpdateFrame{FrameHeader: f.FrameHeader} // only the header matters
+	case *http2.PingFrame:
+		c := *f
+		return &c
 	}
 	return nil
 }
@@ -317,4 +320,52 @@ func TestHeadersOnAStreamTheClientSawEndIsAConnectionError(t *testing.T) {
 		assert.False(t, reset, "round %d: no stream error", i)
 		h.c.Close()
 	}
+}
+
+func TestAnIdleConnectionIsClosedWithGoAway(t *testing.T) {
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), func(c *Config) {
+		c.IdleTimeout = 100 * time.Millisecond
+	})
+	h := dialRaw(t, ts.addr)
+	require.True(t, h.headers(1, true, "GET", "/"))
+	require.Equal(t, "200", h.status(1))
+	g := h.waitGoAway()
+	require.NotNil(t, g, "GOAWAY once idle")
+	assert.Equal(t, http2.ErrCodeNo, g.ErrCode)
+	assert.Equal(t, uint32(1), g.LastStreamID)
+	select {
+	case <-h.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the idle connection was not closed")
+	}
+}
+
+func TestASilentClientIsPingedThenClosed(t *testing.T) {
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), func(c *Config) {
+		c.PingInterval, c.PingTimeout = 50*time.Millisecond, 50*time.Millisecond
+	})
+	h := dialRaw(t, ts.addr) // reads frames, never answers PING
+	select {
+	case <-h.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the silent connection was not closed")
+	}
+	assert.Positive(t, ts.errCount("ping_timeout"))
+}
+
+func TestAHandlerThatAbortsResetsItsStreamOnly(t *testing.T) {
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/abort" {
+			w.WriteHeader(200)
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}
+	}), nil)
+	h := dialRaw(t, ts.addr)
+	require.True(t, h.headers(1, true, "GET", "/abort"))
+	code, ok := h.waitReset(1)
+	require.True(t, ok, "the aborted stream is reset")
+	assert.Equal(t, http2.ErrCodeInternal, code)
+	require.True(t, h.headers(3, true, "GET", "/"))
+	assert.Equal(t, "200", h.status(3), "the connection serves on")
 }
