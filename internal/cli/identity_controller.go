@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -253,21 +254,18 @@ func serveIdentity(ctx context.Context, f identityFlags, logger *slog.Logger) er
 		return err
 	}
 
-	var tlsConfig *tls.Config
+	var opts []grpc.ServerOption
 	if f.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
 		if err != nil {
 			return fmt.Errorf("--tls-cert %s / --tls-key %s: %w", f.tlsCert, f.tlsKey, err)
 		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
 	}
-	srv, err := grpclimit.NewServer(limits)
+	srv, err := grpclimit.NewServer(limits, opts...)
 	if err != nil {
 		return err
 	}
-	// Certify is served by its own handler on Go's HTTP/2 server, without
-	// grpc-go's per-call transport (docs/decisions.md); it stays
-	// registered on srv too, so that the port's reflection lists it.
 	svc.Register(srv)
 	mode := "plaintext"
 	if f.tlsCert != "" {
@@ -282,8 +280,6 @@ func serveIdentity(ctx context.Context, f identityFlags, logger *slog.Logger) er
 		Registry:    reg,
 		Logger:      logger,
 		LogAttrs:    []any{"mode", mode, "trust_domain", f.trustDomain, "issuer", f.issuer, "token_backend", f.tokenBackend},
-		Lean:        map[string]http.Handler{identity.CertifyPath: svc.Handler(limits.MaxRecvMsgSize)},
-		TLS:         tlsConfig,
 	})
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -141,14 +140,6 @@ type grpcServing struct {
 	BeforeStop func()
 	// Runners run until ctx ends; an error from one stops everything.
 	Runners []func(context.Context) error
-	// Lean, when not nil, has Go's HTTP/2 server serve the port instead
-	// of grpc-go's transport: each path in Lean by its handler, every
-	// other (health, reflection) by Server through ServeHTTP, all under
-	// Server's limits (grpclimit.Server.HTTPHandler). TLS is then the
-	// port's TLS (nil: unencrypted HTTP/2), and Server's own credentials
-	// are not used.
-	Lean map[string]http.Handler
-	TLS  *tls.Config
 }
 
 // serveGRPC opens the listeners, serves until ctx is cancelled or something
@@ -201,18 +192,7 @@ func serveGRPC(ctx context.Context, s grpcServing) error {
 	for _, run := range s.Runners {
 		g.Go(func() error { return run(gctx) })
 	}
-	var h2 *http.Server
-	if s.Lean != nil {
-		h2 = s.Server.NewHTTPServer(s.Server.HTTPHandler(s.Lean), s.TLS)
-		h2.ErrorLog = slog.NewLogLogger(s.Logger.Handler(), slog.LevelDebug)
-	}
 	g.Go(func() error {
-		if h2 != nil {
-			if err := s.Server.ServeHTTP2(h2, lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		}
 		if err := s.Server.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return err
 		}
@@ -234,24 +214,12 @@ func serveGRPC(ctx context.Context, s grpcServing) error {
 		if s.BeforeStop != nil {
 			s.BeforeStop()
 		}
-		if h2 != nil {
-			// GOAWAY, then wait for the open calls; those still open
-			// after the timeout are closed, and Stop ends the streams
-			// grpc-go serves through ServeHTTP.
-			sctx, cancel := context.WithTimeout(context.Background(), gracefulStopTimeout)
-			if err := h2.Shutdown(sctx); err != nil {
-				_ = h2.Close()
-			}
-			cancel()
+		stopped := make(chan struct{})
+		go func() { s.Server.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(gracefulStopTimeout):
 			s.Server.Stop()
-		} else {
-			stopped := make(chan struct{})
-			go func() { s.Server.GracefulStop(); close(stopped) }()
-			select {
-			case <-stopped:
-			case <-time.After(gracefulStopTimeout):
-				s.Server.Stop()
-			}
 		}
 		if metricsSrv != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

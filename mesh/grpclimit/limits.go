@@ -167,11 +167,9 @@ func (l Limits) Validate() error {
 // services on it and serve it on a listener the caller owns.
 type Server struct {
 	*grpc.Server
-	limits   Limits
 	watches  *Watches
 	requests *counter
 	conns    *Connections
-	deadline *unaryDeadline
 }
 
 // RequestsInUse returns the unary RPCs in flight now, and
@@ -205,10 +203,9 @@ func NewServer(l Limits, opts ...grpc.ServerOption) (*Server, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{limits: l, watches: NewWatches(l.MaxWatches, l.MaxWatchesPerPeer), conns: NewConnections(l.MaxConnections, l.MaxConnectionsPerPeer)}
+	s := &Server{watches: NewWatches(l.MaxWatches, l.MaxWatchesPerPeer), conns: NewConnections(l.MaxConnections, l.MaxConnectionsPerPeer)}
 	s.requests = newCounter(l.MaxRequests, l.MaxRequestsPerPeer)
 	deadline := &unaryDeadline{timeout: l.RequestTimeout, requests: s.requests}
-	s.deadline = deadline
 	all := append([]grpc.ServerOption{
 		grpc.ConnectionTimeout(l.ConnectionTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: l.KeepaliveMinTime, PermitWithoutStream: true}),
@@ -244,12 +241,26 @@ type unaryDeadline struct {
 }
 
 func (u *unaryDeadline) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if u.streaming(info.FullMethodName) {
+	// Services are registered before Serve, and the tap only runs once
+	// Serve accepted a connection, so the table is complete here.
+	u.once.Do(func() {
+		u.streams = map[string]bool{}
+		for svc, si := range u.server.GetServiceInfo() {
+			for _, m := range si.Methods {
+				if m.IsClientStream || m.IsServerStream {
+					u.streams["/"+svc+"/"+m.Name] = true
+				}
+			}
+		}
+	})
+	if u.streams[info.FullMethodName] {
 		return ctx, nil
 	}
-	release, err := u.acquire(peerKey(ctx), info.FullMethodName)
+	release, err := u.requests.acquire(peerKey(ctx), func(which string, n int) error {
+		return status.Errorf(codes.ResourceExhausted, "grpclimit: %s refused: %s holds its maximum of %d requests in flight; retry later", info.FullMethodName, which, n)
+	})
 	if err != nil {
-		return nil, status.Error(codes.ResourceExhausted, err.Error())
+		return nil, err
 	}
 	// ctx is the stream's: gRPC cancels it when the stream ends, however
 	// it ends.
@@ -262,30 +273,4 @@ func (u *unaryDeadline) tap(ctx context.Context, info *tap.Info) (context.Contex
 	ctx, cancel := context.WithTimeout(ctx, u.timeout)
 	_ = cancel
 	return ctx, nil
-}
-
-// streaming reports whether method is a registered streaming method.
-func (u *unaryDeadline) streaming(method string) bool {
-	// Services are registered before serving starts, and this only runs
-	// for a stream of a served connection, so the table is complete here.
-	u.once.Do(func() {
-		u.streams = map[string]bool{}
-		for svc, si := range u.server.GetServiceInfo() {
-			for _, m := range si.Methods {
-				if m.IsClientStream || m.IsServerStream {
-					u.streams["/"+svc+"/"+m.Name] = true
-				}
-			}
-		}
-	})
-	return u.streams[method]
-}
-
-// acquire counts one unary request of method from the peer key against
-// the request caps, or returns the refusal, whose text is the
-// RESOURCE_EXHAUSTED status's message.
-func (u *unaryDeadline) acquire(key, method string) (func(), error) {
-	return u.requests.acquire(key, func(which string, n int) error {
-		return fmt.Errorf("grpclimit: %s refused: %s holds its maximum of %d requests in flight; retry later", method, which, n)
-	})
 }

@@ -26,6 +26,12 @@ const serviceName = "io.linkerd.proxy.identity.Identity"
 // with prior knowledge); the caller owns the server and its connection
 // limits, as with Register.
 //
+// The identity controller does not use it: on Go's HTTP/2 server a
+// Certify costs the server more CPU than on grpc-go's transport
+// (docs/benchmarks.md, "Certify without grpc-go"), so weft-controller
+// serves Register. It is for embedders whose port is already a net/http
+// HTTP/2 server.
+//
 // What it trusts of a caller: nothing before the token is checked. The
 // request is one message of at most maxRequestBytes bytes (larger:
 // RESOURCE_EXHAUSTED, before it is read), not compressed (UNIMPLEMENTED,
