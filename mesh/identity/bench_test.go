@@ -134,20 +134,7 @@ func BenchmarkCertify(b *testing.B) {
 		svc.Register(srv)
 		go func() { _ = srv.Serve(lis) }()
 		defer srv.Stop()
-		conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(b, err)
-		defer conn.Close()
-		client := pb.NewIdentityClient(conn)
-		msg := &pb.CertifyRequest{Identity: req.Identity, Token: req.Token, CertificateSigningRequest: req.CSR}
-		ctx := context.Background()
-		_, err = client.Certify(ctx, msg) // warm the connection
-		require.NoError(b, err)
-		certify := func() error {
-			_, err := client.Certify(ctx, msg)
-			return err
-		}
-		b.Run("throughput", func(b *testing.B) { parallel(b, certify) })
-		b.Run("one-caller", func(b *testing.B) { serial(b, certify) })
+		benchCalls(b, lis.Addr().String(), req)
 	})
 
 	b.Run("handler-loopback", func(b *testing.B) {
@@ -159,20 +146,7 @@ func BenchmarkCertify(b *testing.B) {
 		srv := &http.Server{Handler: svc.Handler(0), Protocols: &protos, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(lis) }()
 		defer srv.Close()
-		conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(b, err)
-		defer conn.Close()
-		client := pb.NewIdentityClient(conn)
-		msg := &pb.CertifyRequest{Identity: req.Identity, Token: req.Token, CertificateSigningRequest: req.CSR}
-		ctx := context.Background()
-		_, err = client.Certify(ctx, msg) // warm the connection
-		require.NoError(b, err)
-		certify := func() error {
-			_, err := client.Certify(ctx, msg)
-			return err
-		}
-		b.Run("throughput", func(b *testing.B) { parallel(b, certify) })
-		b.Run("one-caller", func(b *testing.B) { serial(b, certify) })
+		benchCalls(b, lis.Addr().String(), req)
 	})
 
 	b.Run("service-in-process", func(b *testing.B) {
@@ -220,6 +194,25 @@ func BenchmarkCertify(b *testing.B) {
 			return nil
 		})
 	})
+}
+
+// benchCalls runs the throughput and one-caller sub-benchmarks of
+// Certify over one plaintext gRPC connection to addr.
+func benchCalls(b *testing.B, addr string, req identity.Request) {
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(b, err)
+	defer conn.Close()
+	client := pb.NewIdentityClient(conn)
+	msg := &pb.CertifyRequest{Identity: req.Identity, Token: req.Token, CertificateSigningRequest: req.CSR}
+	ctx := context.Background()
+	_, err = client.Certify(ctx, msg) // warm the connection
+	require.NoError(b, err)
+	certify := func() error {
+		_, err := client.Certify(ctx, msg)
+		return err
+	}
+	b.Run("throughput", func(b *testing.B) { parallel(b, certify) })
+	b.Run("one-caller", func(b *testing.B) { serial(b, certify) })
 }
 
 type benchError string

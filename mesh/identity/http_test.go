@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/binary"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -245,49 +243,6 @@ func TestTheProxysIdentityClientGetsACertificateThroughTheHandler(t *testing.T) 
 	assert.Equal(t, []string{web.String()}, cert.Leaf.DNSNames)
 }
 
-// rawAnswer is what a server answered at the HTTP/2 level.
-type rawAnswer struct {
-	httpStatus int
-	code       string // grpc-status, from the head or the trailers
-	message    string
-}
-
-// rawCall sends one request as given (method, path, headers, body) over
-// HTTP/2 with TLS and returns the answer.
-func rawCall(t *testing.T, c *http.Client, addr, method, path string, header map[string]string, body []byte) rawAnswer {
-	t.Helper()
-	req, err := http.NewRequestWithContext(testutil.Context(t, 0), method, "https://"+addr+path, bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/grpc")
-	req.Header.Set("Te", "trailers")
-	for k, v := range header {
-		if v == "" {
-			req.Header.Del(k)
-		} else {
-			req.Header.Set(k, v)
-		}
-	}
-	resp, err := c.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	_, err = io.Copy(io.Discard, resp.Body)
-	require.NoError(t, err)
-	a := rawAnswer{httpStatus: resp.StatusCode}
-	if a.code = resp.Header.Get("Grpc-Status"); a.code != "" {
-		a.message = resp.Header.Get("Grpc-Message")
-	} else {
-		a.code, a.message = resp.Trailer.Get("Grpc-Status"), resp.Trailer.Get("Grpc-Message")
-	}
-	return a
-}
-
-func frame(flag byte, msg []byte) []byte {
-	b := make([]byte, 5, 5+len(msg))
-	b[0] = flag
-	binary.BigEndian.PutUint32(b[1:], uint32(len(msg)))
-	return append(b, msg...)
-}
-
 // TestCertifyHandlerRefusesBadRequestsAsGRPCGoDoes: malformed, hostile
 // and unknown requests get the same HTTP status and gRPC status from the
 // handler as from grpc-go, and none of them is certified.
@@ -316,29 +271,29 @@ func TestCertifyHandlerRefusesBadRequestsAsGRPCGoDoes(t *testing.T) {
 		code         codes.Code
 		sameMessage  bool
 	}{
-		{"an unknown method", "POST", "/io.linkerd.proxy.identity.Identity/Renew", nil, frame(0, good), codes.Unimplemented, true},
-		{"an unknown service", "POST", "/io.linkerd.proxy.tap.Tap/Observe", nil, frame(0, good), codes.Unimplemented, true},
-		{"a compressed message", "POST", identity.CertifyPath, map[string]string{"Grpc-Encoding": "gzip"}, frame(1, good), codes.Unimplemented, true},
-		{"the compressed flag without an encoding", "POST", identity.CertifyPath, nil, frame(1, good), codes.Internal, true},
-		{"an unknown payload format", "POST", identity.CertifyPath, nil, frame(2, good), codes.Internal, true},
-		{"a message over the cap", "POST", identity.CertifyPath, nil, frame(0, huge), codes.ResourceExhausted, true},
-		{"a truncated message", "POST", identity.CertifyPath, nil, frame(0, good)[:20], codes.Internal, false},
+		{"an unknown method", "POST", "/io.linkerd.proxy.identity.Identity/Renew", nil, testutil.GRPCFrame(0, good), codes.Unimplemented, true},
+		{"an unknown service", "POST", "/io.linkerd.proxy.tap.Tap/Observe", nil, testutil.GRPCFrame(0, good), codes.Unimplemented, true},
+		{"a compressed message", "POST", identity.CertifyPath, map[string]string{"Grpc-Encoding": "gzip"}, testutil.GRPCFrame(1, good), codes.Unimplemented, true},
+		{"the compressed flag without an encoding", "POST", identity.CertifyPath, nil, testutil.GRPCFrame(1, good), codes.Internal, true},
+		{"an unknown payload format", "POST", identity.CertifyPath, nil, testutil.GRPCFrame(2, good), codes.Internal, true},
+		{"a message over the cap", "POST", identity.CertifyPath, nil, testutil.GRPCFrame(0, huge), codes.ResourceExhausted, true},
+		{"a truncated message", "POST", identity.CertifyPath, nil, testutil.GRPCFrame(0, good)[:20], codes.Internal, false},
 		{"no message", "POST", identity.CertifyPath, nil, nil, codes.Internal, true},
-		{"two messages", "POST", identity.CertifyPath, nil, append(frame(0, good), frame(0, good)...), codes.Internal, true},
-		{"a message that is not protobuf", "POST", identity.CertifyPath, nil, frame(0, []byte{0xff, 0xff, 0xff}), codes.Internal, true},
-		{"a wrong content-type", "POST", identity.CertifyPath, map[string]string{"Content-Type": "application/json"}, frame(0, good), codes.InvalidArgument, true},
-		{"a malformed grpc-timeout", "POST", identity.CertifyPath, map[string]string{"Grpc-Timeout": "1x"}, frame(0, good), codes.Internal, false},
+		{"two messages", "POST", identity.CertifyPath, nil, append(testutil.GRPCFrame(0, good), testutil.GRPCFrame(0, good)...), codes.Internal, true},
+		{"a message that is not protobuf", "POST", identity.CertifyPath, nil, testutil.GRPCFrame(0, []byte{0xff, 0xff, 0xff}), codes.Internal, true},
+		{"a wrong content-type", "POST", identity.CertifyPath, map[string]string{"Content-Type": "application/json"}, testutil.GRPCFrame(0, good), codes.InvalidArgument, true},
+		{"a malformed grpc-timeout", "POST", identity.CertifyPath, map[string]string{"Grpc-Timeout": "1x"}, testutil.GRPCFrame(0, good), codes.Internal, false},
 		{"a GET", "GET", identity.CertifyPath, nil, nil, codes.Internal, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			want := rawCall(t, hc, paths[0].addr, tc.method, tc.path, tc.header, tc.body)
-			got := rawCall(t, hc, paths[1].addr, tc.method, tc.path, tc.header, tc.body)
-			require.Equal(t, strconv.Itoa(int(tc.code)), want.code, "grpc-go's answer: %+v", want)
-			assert.Equal(t, want.httpStatus, got.httpStatus, "the HTTP status: %+v", got)
-			assert.Equal(t, want.code, got.code, "the gRPC status: %+v", got)
+			want := testutil.RawGRPCCall(t, hc, paths[0].addr, tc.method, tc.path, tc.header, tc.body)
+			got := testutil.RawGRPCCall(t, hc, paths[1].addr, tc.method, tc.path, tc.header, tc.body)
+			require.Equal(t, strconv.Itoa(int(tc.code)), want.Code, "grpc-go's answer: %+v", want)
+			assert.Equal(t, want.HTTPStatus, got.HTTPStatus, "the HTTP status: %+v", got)
+			assert.Equal(t, want.Code, got.Code, "the gRPC status: %+v", got)
 			if tc.sameMessage {
-				assert.Equal(t, want.message, got.message, "the gRPC message")
+				assert.Equal(t, want.Message, got.Message, "the gRPC message")
 			}
 		})
 	}
@@ -347,7 +302,7 @@ func TestCertifyHandlerRefusesBadRequestsAsGRPCGoDoes(t *testing.T) {
 	t.Run("HTTP/1.1 is not served", func(t *testing.T) {
 		h1 := &http.Client{Transport: &http.Transport{TLSClientConfig: clientTLS, TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}, Timeout: testutil.DefaultTimeout}
 		t.Cleanup(h1.CloseIdleConnections)
-		_, err := h1.Post("https://"+paths[1].addr+identity.CertifyPath, "application/grpc", bytes.NewReader(frame(0, good)))
+		_, err := h1.Post("https://"+paths[1].addr+identity.CertifyPath, "application/grpc", bytes.NewReader(testutil.GRPCFrame(0, good)))
 		assert.Error(t, err, "an HTTP/1.1 client gets no answer")
 		var ne net.Error
 		assert.False(t, errors.As(err, &ne) && ne.Timeout(), "refused, not left hanging: %v", err)
