@@ -257,16 +257,8 @@ func (c *conn) appendField(out []hpack.HeaderField, k, v string) []hpack.HeaderF
 	return append(out, hpack.HeaderField{Name: c.lowerName(k), Value: v})
 }
 
-func (c *conn) lowerName(k string) string {
-	if l, ok := c.lower[k]; ok {
-		return l
-	}
-	l := strings.ToLower(k)
-	if len(c.lower) < maxCanonCache {
-		c.lower[k] = l
-	}
-	return l
-}
+// lowerName is a response header's name on the wire (mu held).
+func (c *conn) lowerName(k string) string { return cachedName(c.lower, k, strings.ToLower) }
 
 // writeHeadersLocked encodes a response header block: the status and
 // the header's fields, leaving out trailers (declared or prefixed).

@@ -306,17 +306,22 @@ func (c *conn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, *stream, er
 	return req.WithContext(ctx), s, nil
 }
 
-// canonical returns the canonical form of a lower-case header name,
-// cached per connection (bounded).
+// canonical returns the canonical form of a lower-case header name.
 func (c *conn) canonical(name string) string {
-	if k, ok := c.canon[name]; ok {
-		return k
+	return cachedName(c.canon, name, http.CanonicalHeaderKey)
+}
+
+// cachedName returns f(name), remembered per connection in m for the
+// first maxCanonCache names (a client cannot grow it further).
+func cachedName(m map[string]string, name string, f func(string) string) string {
+	if v, ok := m[name]; ok {
+		return v
 	}
-	k := http.CanonicalHeaderKey(name)
-	if len(c.canon) < maxCanonCache {
-		c.canon[name] = k
+	v := f(name)
+	if len(m) < maxCanonCache {
+		m[name] = v
 	}
-	return k
+	return v
 }
 
 // runHandler runs one stream's handler and finishes its response.
