@@ -1,7 +1,6 @@
 package h2server
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -19,8 +18,6 @@ const respBufSize = 16 << 10
 
 var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, respBufSize); return &b }}
 
-var errBodyNotAllowed = errors.New("h2server: this response has no body")
-var errTooLong = errors.New("h2server: wrote more than the declared Content-Length")
 
 // responseWriter is a handler's http.ResponseWriter. The header is
 // encoded when the first DATA leaves (Flush, a full buffer) or when the
@@ -81,11 +78,14 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
+	if w.req.Method == http.MethodHead {
+		return len(p), nil // a HEAD response's body is dropped, as net/http does
+	}
 	if w.bodyless {
-		return 0, errBodyNotAllowed
+		return 0, http.ErrBodyNotAllowed
 	}
 	if w.clen >= 0 && w.written+int64(len(p)) > w.clen {
-		return 0, errTooLong
+		return 0, http.ErrContentLength
 	}
 	if w.buf == nil {
 		if len(p) >= respBufSize {

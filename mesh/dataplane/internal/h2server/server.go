@@ -272,6 +272,9 @@ func (c *conn) handleError(f http2.Frame, err error) bool {
 	case errors.As(err, &se):
 		c.count("stream_" + se.Code.String())
 		c.mu.Lock()
+		if se.StreamID > c.maxID && se.StreamID%2 == 1 {
+			c.maxID = se.StreamID // a malformed HEADERS still used its ID
+		}
 		c.resetLocked(se.StreamID, se.Code)
 		c.mu.Unlock()
 		return true
