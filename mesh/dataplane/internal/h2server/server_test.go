@@ -320,3 +320,47 @@ func TestStreamsBeyondTheLimitAreRefused(t *testing.T) {
 }
 
 var errNoFrame = errors.New("no frame")
+
+func TestResponsesKeepNetHTTPsBodyRules(t *testing.T) {
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/trailers-only":
+			w.Header().Set("Grpc-Status", "14")
+			w.WriteHeader(200)
+		case "/continue":
+			b, err := io.ReadAll(r.Body)
+			if err == nil {
+				_, _ = w.Write(b)
+			}
+		default:
+			_, err := io.WriteString(w, "dropped for HEAD")
+			if err != nil {
+				w.Header().Set("X-Err", err.Error())
+			}
+		}
+	}), nil)
+	c := h2cClient(t)
+
+	resp, err := c.Head("http://" + ts.addr + "/")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Empty(t, b, "a HEAD response has no body")
+
+	resp, err = c.Get("http://" + ts.addr + "/trailers-only")
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Empty(t, b)
+	assert.Equal(t, "14", resp.Header.Get("Grpc-Status"))
+	assert.Equal(t, int64(0), resp.ContentLength, "a complete empty response declares its length")
+
+	req, err := http.NewRequest("POST", "http://"+ts.addr+"/continue", strings.NewReader("after 100"))
+	require.NoError(t, err)
+	req.Header.Set("Expect", "100-continue")
+	resp, err = c.Do(req)
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "after 100", string(b))
+}
