@@ -18,7 +18,6 @@ const respBufSize = 16 << 10
 
 var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, respBufSize); return &b }}
 
-
 // responseWriter is a handler's http.ResponseWriter. The header is
 // encoded when the first DATA leaves (Flush, a full buffer) or when the
 // handler returns, so that a handler that returns without a body sends
