@@ -681,6 +681,9 @@ func (c *conn) removeLocked(s *stream) {
 	s.buf, s.off = nil, 0
 	if len(c.streams) == 0 {
 		c.idleSince = time.Now()
+		if cap(c.spare) > 16<<10 {
+			c.spare = nil // an idle connection keeps no large buffer
+		}
 	}
 	c.maybeCloseLocked()
 }
