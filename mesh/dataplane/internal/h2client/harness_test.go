@@ -273,8 +273,6 @@ func (rc *rawConn) waitClosed() *http2.GoAwayFrame {
 	}
 }
 
-
-
 func contextWithCancel(req *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithCancel(req.Context())
 }

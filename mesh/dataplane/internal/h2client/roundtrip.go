@@ -288,7 +288,7 @@ func (cc *Conn) removeLocked(cs *stream) {
 		cs.stopCtx()
 	}
 	delete(cc.streams, cs.id)
-	if cs.rerr != nil || cs.bodyDone {
+	if cs.bodyDone {
 		cc.dropBufLocked(cs)
 	}
 	cc.active--
