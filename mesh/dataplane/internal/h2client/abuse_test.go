@@ -98,7 +98,9 @@ func TestServersThatBreakTheProtocolGetClearErrorsAndNoLeak(t *testing.T) {
 		{name: "headers on a stream never opened", wantErr: "HEADERS on a stream never opened", class: "headers_idle_stream", goAway: http2.ErrCodeProtocol,
 			script: func(rc *rawConn, id uint32) { rc.headers(101, true, ":status", "200") }},
 		{name: "invalid frame size setting", wantErr: "PROTOCOL", class: "bad_settings", goAway: http2.ErrCodeProtocol,
-			script: func(rc *rawConn, id uint32) { _ = rc.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1}) }},
+			script: func(rc *rawConn, id uint32) {
+				_ = rc.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1})
+			}},
 		{name: "frame over the read limit", inBody: true, wantErr: "FRAME_SIZE", class: "frame_too_large", goAway: http2.ErrCodeFrameSize,
 			script: func(rc *rawConn, id uint32) {
 				rc.headers(id, false, ":status", "200")
