@@ -1,6 +1,7 @@
 package h2client
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -44,6 +45,9 @@ const (
 	// writers wait for a flush (the read loop too, which stops reading a
 	// peer that floods control frames without reading our answers).
 	maxWriteBuffer = 1 << 20
+
+	// readBufferSize is the read buffer per connection.
+	readBufferSize = 4 << 10
 
 	// max1xx bounds the informational responses one stream may receive.
 	max1xx = 16
@@ -199,7 +203,9 @@ func New(ctx context.Context, conn net.Conn, opts ...Option) (*Conn, error) {
 	}
 	cc.wcond.L = &cc.wmu
 	cc.cond.L = &cc.mu
-	cc.fr = http2.NewFramer(&cc.wb, conn)
+	// Reads go through a small buffer: the framer reads a frame's
+	// header and payload separately.
+	cc.fr = http2.NewFramer(&cc.wb, bufio.NewReaderSize(conn, readBufferSize))
 	cc.fr.SetMaxReadFrameSize(cfg.readFrameSize)
 	cc.fr.MaxHeaderListSize = cfg.maxHeaderBytes
 	cc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
