@@ -79,8 +79,8 @@ type httpRuntime struct {
 	h2     *http2.Server
 	h2base *http.Server
 	h2opts []h2client.Option // for the pool's HTTP/2 client connections
-	appH1  *h1.Client // HTTP/1 to the local application (inbound)
-	extH1  *h1.Client // HTTP/1 to unmeshed endpoints (outbound)
+	appH1  *h1.Client        // HTTP/1 to the local application (inbound)
+	extH1  *h1.Client        // HTTP/1 to unmeshed endpoints (outbound)
 	pool   *connPool
 	peerH1 *peerH1Pool // HTTP/1.1 over mesh TLS to peer proxies
 }

@@ -282,7 +282,7 @@ func (cc *Conn) Shutdown(ctx context.Context) error {
 	cc.mu.Unlock()
 	cc.wmu.Lock()
 	err := cc.fr.WriteGoAway(0, http2.ErrCodeNo, nil)
-	cc.flushLocked()
+	cc.flushSyncLocked()
 	if err != nil {
 		cc.Close()
 		return fmt.Errorf("h2client: shutdown: %w", err)
@@ -330,7 +330,7 @@ func (cc *Conn) connError(code http2.ErrCode, class, msg string) error {
 	err := fmt.Errorf("h2client: server broke the protocol (%s): %s", code, msg)
 	cc.wmu.Lock()
 	_ = cc.fr.WriteGoAway(0, code, nil)
-	cc.flushLocked()
+	cc.flushSyncLocked()
 	cc.shut(err)
 	return err
 }

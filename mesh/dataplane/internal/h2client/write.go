@@ -66,6 +66,16 @@ func (cc *Conn) flushLocked() {
 	}
 }
 
+// flushSyncLocked is flushLocked for a goroutine that must know its
+// frames reached the socket (a GOAWAY before closing): it waits for a
+// flush in progress to end, then flushes itself.
+func (cc *Conn) flushSyncLocked() {
+	for cc.flushing && cc.werr == nil {
+		cc.wcond.Wait()
+	}
+	cc.flushLocked()
+}
+
 // writeControl queues frames written by fn and flushes them, for the read
 // loop and timers.
 func (cc *Conn) writeControl(fn func() error) error {
