@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 func (cc *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
@@ -49,11 +50,7 @@ func (cc *Conn) onResponse(cs *stream, f *http2.MetaHeadersFrame) {
 		cc.streamError(f.StreamID, http2.ErrCodeProtocol, "bad_status", fmt.Errorf("h2client: malformed response status %q", status))
 		return
 	}
-	header := make(http.Header, len(f.Fields))
-	for _, hf := range f.RegularFields() {
-		k := http.CanonicalHeaderKey(hf.Name)
-		header[k] = append(header[k], hf.Value)
-	}
+	header := toHeader(f.RegularFields())
 	if code < 200 {
 		cc.onInformational(cs, f, code, header)
 		return
@@ -76,7 +73,9 @@ func (cc *Conn) onResponse(cs *stream, f *http2.MetaHeadersFrame) {
 		resp.ContentLength = 0
 	}
 	for _, v := range header["Trailer"] {
-		for _, k := range strings.Split(v, ",") {
+		for v != "" {
+			var k string
+			k, v, _ = strings.Cut(v, ",")
 			if k = textproto.TrimString(k); k != "" {
 				if resp.Trailer == nil {
 					resp.Trailer = http.Header{}
@@ -146,17 +145,30 @@ func (cc *Conn) onTrailers(cs *stream, f *http2.MetaHeadersFrame) {
 		cc.streamError(f.StreamID, http2.ErrCodeProtocol, "bad_trailers", errors.New("h2client: pseudo-header field in trailers"))
 		return
 	}
-	tr := make(http.Header, len(f.Fields))
-	for _, hf := range f.RegularFields() {
-		k := http.CanonicalHeaderKey(hf.Name)
-		tr[k] = append(tr[k], hf.Value)
-	}
+	tr := toHeader(f.RegularFields())
 	cc.mu.Lock()
 	cs.trailer = tr
 	cs.recvEnded = true
 	cc.maybeRemoveLocked(cs)
 	cs.cond.Broadcast()
 	cc.mu.Unlock()
+}
+
+// toHeader builds a header from decoded fields, the values of all keys
+// sharing one backing array.
+func toHeader(fields []hpack.HeaderField) http.Header {
+	h := make(http.Header, len(fields))
+	strs := make([]string, len(fields))
+	for i, hf := range fields {
+		k := http.CanonicalHeaderKey(hf.Name)
+		if vv, ok := h[k]; ok {
+			h[k] = append(vv, hf.Value)
+			continue
+		}
+		strs[i] = hf.Value
+		h[k] = strs[i : i+1 : i+1]
+	}
+	return h
 }
 
 // body is a response body. Read returns io.EOF with the last bytes when
