@@ -57,7 +57,9 @@ type roundTripper interface {
 // BenchmarkUnaryGRPCRoundTrip compares one unary gRPC-shaped call through
 // h2client and through x/net's ClientConn, against the same server (x/net's
 // HTTP/2 server with a minimal handler, and grpc-go's interop service), on
-// one h2c loopback connection, one call at a time. writes/op and reads/op
+// one h2c loopback connection, one call at a time. h2client-unready-body
+// sends a body without ReadReady (as x/net's server's request bodies are):
+// headers first, then the body from a goroutine. writes/op and reads/op
 // are the client's socket calls per call.
 func BenchmarkUnaryGRPCRoundTrip(b *testing.B) {
 	reqMsg := make([]byte, 5+20)
@@ -77,13 +79,13 @@ func BenchmarkUnaryGRPCRoundTrip(b *testing.B) {
 	for _, srv := range servers {
 		b.Run(srv.name, func(b *testing.B) {
 			addr, path, msg := srv.addr(b)
-			for _, client := range []string{"h2client", "xnet"} {
+			for _, client := range []string{"h2client", "h2client-unready-body", "xnet"} {
 				b.Run(client, func(b *testing.B) {
 					raw, err := net.Dial("tcp", addr)
 					require.NoError(b, err)
 					conn := &syscallConn{Conn: raw}
 					var rt roundTripper
-					if client == "h2client" {
+					if client != "xnet" {
 						cc, err := h2client.New(context.Background(), conn)
 						require.NoError(b, err)
 						defer cc.Close()
@@ -95,7 +97,12 @@ func BenchmarkUnaryGRPCRoundTrip(b *testing.B) {
 						rt = cc
 					}
 					call := func() {
-						req, _ := http.NewRequest("POST", "http://"+addr+path, readyBody{bytes.NewReader(msg)})
+						var body io.Reader = readyBody{bytes.NewReader(msg)}
+						if client != "h2client" {
+							// No ReadReady: what x/net's server hands the proxy.
+							body = io.NopCloser(bytes.NewReader(msg))
+						}
+						req, _ := http.NewRequest("POST", "http://"+addr+path, body)
 						req.Header.Set("Content-Type", "application/grpc")
 						req.Header.Set("Te", "trailers")
 						req.Header.Set("User-Agent", "")
