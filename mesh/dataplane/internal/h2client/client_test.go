@@ -2,6 +2,7 @@ package h2client_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
@@ -247,6 +248,62 @@ func TestCancellingTheContextMidStreamResetsTheStreamAndClosesTheBody(t *testing
 	waitChan(t, body.closed, "the request body is closed")
 	assert.Equal(t, 0, cc.State().Streams)
 	noClientGoroutinesAfter(t, cc)
+}
+
+func TestCancellingBeforeTheResponseHeadersEndsRoundTrip(t *testing.T) {
+	entered := make(chan struct{})
+	serverGone := make(chan struct{})
+	srv := startH2(t, false, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-r.Context().Done()
+		close(serverGone)
+	}))
+	cc := srv.dial(t)
+	req := request(t, "GET", srv.addr, "/", nil)
+	ctx, cancel := contextWithCancel(req)
+	go func() {
+		<-entered
+		cancel()
+	}()
+	_, err := cc.RoundTrip(req.WithContext(ctx))
+	require.ErrorContains(t, err, "request cancelled")
+	require.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, h2client.ErrUnprocessed, "the server had the request")
+	waitChan(t, serverGone, "the server sees the stream reset")
+	noClientGoroutinesAfter(t, cc)
+}
+
+func TestAReservationOnAClosingConnectionIsNotSent(t *testing.T) {
+	var headers atomic.Int32
+	srv := startRaw(t, nil, func(rc *rawConn) {
+		// Counts requests, answers none, sends no GOAWAY of its own.
+		for {
+			f, err := rc.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if _, ok := f.(*http2.MetaHeadersFrame); ok {
+				headers.Add(1)
+			}
+		}
+	})
+	cc := dialAddr(t, srv.addr, nil)
+	first := make(chan error, 1)
+	go func() {
+		_, err := cc.RoundTrip(request(t, "GET", srv.addr, "/", nil))
+		first <- err
+	}()
+	require.True(t, testutil.Poll(testutil.Context(t, 0), func() bool { return headers.Load() == 1 }))
+	require.True(t, cc.ReserveNewRequest())
+	shut := make(chan error, 1)
+	go func() { shut <- cc.Shutdown(testutil.Context(t, 0)) }()
+	require.True(t, testutil.Poll(testutil.Context(t, 0), func() bool { return cc.State().Closing }))
+	_, err := cc.RoundTrip(request(t, "GET", srv.addr, "/", nil))
+	require.ErrorIs(t, err, h2client.ErrUnprocessed)
+	require.NoError(t, cc.Close())
+	require.Error(t, <-first)
+	<-shut
+	assert.Equal(t, int32(1), headers.Load(), "the reserved request was never sent")
 }
 
 func TestStreamLimitMakesRoundTripWaitAndReservationsRespectIt(t *testing.T) {

@@ -106,7 +106,7 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("h2client: connection lost: %w: %w", err, ErrUnprocessed)
 	}
 	cc.mu.Lock()
-	if cc.closed || cc.gotGoAway || cc.nextID > maxStreamID {
+	if cc.closing || cc.closed || cc.nextID > maxStreamID {
 		cc.mu.Unlock()
 		cc.wmu.Unlock()
 		cc.release()
