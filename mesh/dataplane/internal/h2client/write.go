@@ -9,7 +9,7 @@ func (w *wbuf) Write(p []byte) (int, error) {
 }
 
 // maxKeptBuffer is the largest write buffer kept for reuse after a flush.
-const maxKeptBuffer = 256 << 10
+const maxKeptBuffer = 32 << 10
 
 // lockWrite takes the write lock for a goroutine about to queue frames,
 // first waiting while the buffer is full and a flush is in progress (so
