@@ -2,7 +2,9 @@ package h2client_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -263,4 +265,43 @@ func TestAConnectionLostMidResponseFailsTheBodyRead(t *testing.T) {
 	_, err = cc.RoundTrip(request(t, "GET", srv.addr, "/", nil))
 	require.ErrorIs(t, err, h2client.ErrUnprocessed)
 	noClientGoroutinesAfter(t, cc)
+}
+
+// Random frames (random types, flags, streams and payloads, after a valid
+// response head) end in an error or a response, never a panic, a hang or
+// a leaked goroutine.
+func TestRandomFramesFromTheServerNeverPanicOrHang(t *testing.T) {
+	for seed := range uint64(40) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 16))
+			srv := startRaw(t, nil, func(rc *rawConn) {
+				h, ok := readUntil[*http2.MetaHeadersFrame](rc)
+				if !ok {
+					return
+				}
+				if rng.IntN(2) == 0 {
+					rc.headers(h.StreamID, false, ":status", "200")
+				}
+				ids := []uint32{0, h.StreamID, h.StreamID + 2, 2, 1 << 30}
+				for range 1 + rng.IntN(12) {
+					payload := make([]byte, rng.IntN(40))
+					for i := range payload {
+						payload[i] = byte(rng.Uint32())
+					}
+					if err := rc.fr.WriteRawFrame(http2.FrameType(rng.IntN(11)), http2.Flags(rng.Uint32()), ids[rng.IntN(len(ids))], payload); err != nil {
+						return
+					}
+				}
+				_ = rc.fr.WriteRSTStream(h.StreamID, http2.ErrCodeInternal)
+				rc.waitClosed()
+			})
+			cc := dialAddr(t, srv.addr, nil, h2client.WithKeepalive(0, 0))
+			resp, err := cc.RoundTrip(request(t, "GET", srv.addr, "/", nil))
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			noClientGoroutinesAfter(t, cc)
+		})
+	}
 }

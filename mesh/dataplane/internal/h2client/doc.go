@@ -21,6 +21,12 @@
 //     ReadReady too, and return io.EOF with the last bytes when the stream
 //     has already ended, so that a copy loop can skip a flush per chunk.
 //
+// Flow control is RFC 9113's both ways: request bodies wait for the
+// server's stream and connection windows; received bytes are returned
+// with WINDOW_UPDATE once the reader consumed half a window (per stream,
+// and for the connection, where bytes of streams reset or closed unread
+// count as consumed).
+//
 // What the server may do is bounded: response header lists by
 // [WithMaxHeaderBytes] (SETTINGS_MAX_HEADER_LIST_SIZE, enforced on
 // decoding), received data by the windows of [WithWindows] (a server that

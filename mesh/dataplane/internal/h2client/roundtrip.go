@@ -60,11 +60,8 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 			body.Close()
 		}
 	}
-	hasBody := body != nil && req.ContentLength != 0
-	if req.ContentLength == 0 && body != nil {
-		// 0 means unknown for a client request with a body.
-		hasBody = true
-	}
+	// A client request's ContentLength 0 with a body means unknown.
+	hasBody := body != nil
 	cs := &stream{cc: cc, req: req}
 	cs.cond.L = &cc.mu
 
@@ -174,7 +171,7 @@ func readReady(body io.Reader, rr readReadier, b []byte) ([]byte, bool) {
 		if err == io.EOF {
 			return b, true
 		}
-		if err != nil || !rr.ReadReady() {
+		if err != nil || n == 0 || !rr.ReadReady() {
 			// An error is read again by sendBody.
 			return b, false
 		}
