@@ -149,7 +149,7 @@ func TestServersThatBreakTheProtocolGetClearErrorsAndNoLeak(t *testing.T) {
 			mu.Unlock()
 			if tc.goAway != 0 {
 				require.True(t, testutil.Poll(testutil.Context(t, 0), func() bool { return cc.State().Closed }))
-				ga := <-gotGoAway
+				ga := recv(t, gotGoAway)
 				require.NotNil(t, ga, "the client says why in a GOAWAY")
 				assert.Equal(t, tc.goAway, ga.ErrCode)
 			}
@@ -196,7 +196,7 @@ func TestGoAwayFailsOnlyTheStreamsAboveTheLastOneAsUnprocessed(t *testing.T) {
 	go send()
 	var ok, refused int
 	for range 2 {
-		r := <-results
+		r := recv(t, results)
 		switch {
 		case r.err == nil:
 			assert.Equal(t, "kept", r.body)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -51,7 +52,7 @@ func TestGetOverTLSCarriesTheRequestAndReturnsTheResponse(t *testing.T) {
 	assert.Equal(t, "42", resp.Header.Get("X-Answer"))
 	require.NotNil(t, resp.TLS)
 
-	r := <-seen
+	r := recv(t, seen)
 	assert.Equal(t, "GET", r.Method)
 	assert.Equal(t, "/a%2Fb/c?q=1", r.RequestURI)
 	assert.Equal(t, "svc.example:8080", r.Host)
@@ -262,7 +263,10 @@ func TestCancellingBeforeTheResponseHeadersEndsRoundTrip(t *testing.T) {
 	req := request(t, "GET", srv.addr, "/", nil)
 	ctx, cancel := contextWithCancel(req)
 	go func() {
-		<-entered
+		select { // cancels in any case; the test's own waits are bounded
+		case <-entered:
+		case <-time.After(testutil.DefaultTimeout):
+		}
 		cancel()
 	}()
 	_, err := cc.RoundTrip(req.WithContext(ctx))
@@ -301,8 +305,8 @@ func TestAReservationOnAClosingConnectionIsNotSent(t *testing.T) {
 	_, err := cc.RoundTrip(request(t, "GET", srv.addr, "/", nil))
 	require.ErrorIs(t, err, h2client.ErrUnprocessed)
 	require.NoError(t, cc.Close())
-	require.Error(t, <-first)
-	<-shut
+	require.Error(t, recv(t, first))
+	recv(t, shut)
 	assert.Equal(t, int32(1), headers.Load(), "the reserved request was never sent")
 }
 
@@ -324,7 +328,7 @@ func TestStreamLimitMakesRoundTripWaitAndReservationsRespectIt(t *testing.T) {
 	resp, err := cc.RoundTrip(request(t, "GET", srv.addr, "/", nil))
 	require.NoError(t, err)
 	resp.Body.Close()
-	<-entered
+	recv(t, entered)
 	release = make(chan struct{})
 
 	require.True(t, cc.ReserveNewRequest())
@@ -343,7 +347,7 @@ func TestStreamLimitMakesRoundTripWaitAndReservationsRespectIt(t *testing.T) {
 			errs <- err
 		}()
 	}
-	<-entered
+	recv(t, entered)
 	// A request that gives up while waiting for a slot.
 	req := request(t, "GET", srv.addr, "/", nil)
 	ctx, cancel := contextWithCancel(req)
@@ -420,8 +424,8 @@ func TestGracefulShutdownLetsStreamsFinish(t *testing.T) {
 	_, err := cc.RoundTrip(request(t, "GET", srv.addr, "/", nil))
 	require.ErrorIs(t, err, h2client.ErrUnprocessed)
 	close(release)
-	assert.Equal(t, "done", <-result)
-	require.NoError(t, <-shut)
+	assert.Equal(t, "done", recv(t, result))
+	require.NoError(t, recv(t, shut))
 	assert.True(t, cc.State().Closed)
 	noClientGoroutines(t)
 }

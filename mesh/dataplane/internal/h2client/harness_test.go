@@ -276,3 +276,15 @@ func (rc *rawConn) waitClosed() *http2.GoAwayFrame {
 func contextWithCancel(req *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithCancel(req.Context())
 }
+
+// recv receives from c under the test's timeout.
+func recv[T any](t *testing.T, c <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(testutil.DefaultTimeout):
+		t.Fatal("timed out waiting on a channel")
+		panic("unreachable")
+	}
+}
