@@ -40,6 +40,7 @@ func TestGetOverTLSCarriesTheRequestAndReturnsTheResponse(t *testing.T) {
 	req.Header.Set("Te", "trailers")
 	req.Header.Set("Connection", "keep-alive")
 	req.Header["X-Multi"] = []string{"a", "b"}
+	req.Header.Set("Cookie", "a=1; b=2;c=3")
 	resp, err := cc.RoundTrip(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -58,6 +59,7 @@ func TestGetOverTLSCarriesTheRequestAndReturnsTheResponse(t *testing.T) {
 	assert.Equal(t, "svc.example:8080", r.Host)
 	assert.Equal(t, []string{"trailers"}, r.Header["Te"])
 	assert.Equal(t, []string{"a", "b"}, r.Header["X-Multi"])
+	assert.Equal(t, "a=1; b=2; c=3", r.Header.Get("Cookie"), "split in pairs on the wire, joined by the server")
 	assert.NotContains(t, r.Header, "User-Agent")
 	assert.NotContains(t, r.Header, "Connection")
 	noClientGoroutinesAfter(t, cc)

@@ -49,6 +49,9 @@ func (cc *Conn) encodeRequest(req *http.Request, hasBody bool) (*reqHeaders, err
 	if h.authority == "" {
 		h.authority = req.URL.Host
 	}
+	if a, err := httpguts.PunycodeHostPort(h.authority); err == nil {
+		h.authority = a
+	}
 	if !httpguts.ValidHostHeader(h.authority) {
 		return nil, fmt.Errorf("h2client: invalid request authority %q", h.authority)
 	}
@@ -155,10 +158,23 @@ func (h *reqHeaders) fields(method string, f func(name, value string)) error {
 			if !httpguts.ValidHeaderFieldValue(v) {
 				return fmt.Errorf("h2client: invalid value for request header %q", k)
 			}
-			if name == "te" && !strings.EqualFold(v, "trailers") {
-				continue
+			switch {
+			case name == "te" && !strings.EqualFold(v, "trailers"):
+				// RFC 9113 8.2.2: TE may only say "trailers".
+			case name == "cookie":
+				// One field per cookie pair compresses better
+				// (RFC 9113 8.2.3); servers join them again.
+				for v != "" {
+					var pair string
+					pair, v, _ = strings.Cut(v, ";")
+					v = strings.TrimLeft(v, " ")
+					if pair != "" {
+						f(name, pair)
+					}
+				}
+			default:
+				f(name, v)
 			}
-			f(name, v)
 		}
 	}
 	if h.contentLength != "" {
