@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -468,3 +469,42 @@ func waitChan(t *testing.T, c <-chan struct{}, what string) {
 func errorsIsUnprocessed(err error) bool { return errors.Is(err, h2client.ErrUnprocessed) }
 
 var _ = strings.Contains
+
+func TestManyConcurrentStreamsWithMixedBodiesAllComeBackWhole(t *testing.T) {
+	srv := startH2(t, true, &http2.Server{MaxConcurrentStreams: 16}, http.HandlerFunc(echo))
+	cc := srv.dial(t, h2client.WithWindows(65535, 65535))
+	var wg sync.WaitGroup
+	errs := make(chan error, 32*20)
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				payload := bytes.Repeat([]byte{byte(g), byte(i)}, (g*i*97)%40000+1)
+				var body io.Reader = readyBody{bytes.NewReader(payload)}
+				if (g+i)%2 == 0 {
+					body = io.NopCloser(bytes.NewReader(payload))
+				}
+				req := request(t, "POST", srv.addr, "/echo", body)
+				resp, err := cc.RoundTrip(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || !bytes.Equal(got, payload) {
+					errs <- fmt.Errorf("goroutine %d call %d: %d bytes back of %d, %v", g, i, len(got), len(payload), err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	assert.Equal(t, 0, cc.State().Streams)
+	noClientGoroutinesAfter(t, cc)
+}
