@@ -265,7 +265,6 @@ func (cc *Conn) writeDataLocked(cs *stream, data []byte, eof bool, maxFrame int)
 	if end {
 		cc.mu.Lock()
 		cs.sentEnd = true
-		cs.bodyOpen = false
 		cc.maybeRemoveLocked(cs)
 		cc.mu.Unlock()
 	}

@@ -36,13 +36,12 @@ type stream struct {
 	bodyDone  bool  // the response body was closed by the caller
 
 	// Sending.
-	sendWin  int64
-	sentEnd  bool // END_STREAM sent
-	reset    bool // RST_STREAM sent or received: nothing more is written
-	removed  bool
-	stopCtx  func() bool
-	bodyOpen bool          // the request body is still being sent
-	reqBody  io.ReadCloser // the body sendBody reads, closed on reset
+	sendWin int64
+	sentEnd bool // END_STREAM sent
+	reset   bool // RST_STREAM sent or received: nothing more is written
+	removed bool
+	stopCtx func() bool
+	reqBody io.ReadCloser // the body sendBody reads, closed on reset
 }
 
 // RoundTrip sends req and returns the response once its headers arrive.
@@ -117,7 +116,6 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	cs.sendWin = int64(cc.peerInitWin)
 	cs.inflow = int64(cc.cfg.streamWindow)
-	cs.bodyOpen = hasBody
 	cs.sentEnd = !hasBody
 	cc.streams[cs.id] = cs
 	maxFrame := int(cc.peerMaxFrame)
