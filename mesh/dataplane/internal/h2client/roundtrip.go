@@ -178,21 +178,26 @@ func readReady(body io.Reader, rr readReadier, b []byte) ([]byte, bool) {
 }
 
 // acquire takes a stream slot: a reservation, or one free under the
-// server's MAX_CONCURRENT_STREAMS (waiting for it).
+// server's MAX_CONCURRENT_STREAMS (waiting for it). Until the server's
+// SETTINGS have arrived only one stream is open at a time, so that a
+// server whose limit is lower than the 100 assumed meanwhile never has to
+// refuse streams; its SETTINGS follow its preface at once.
 func (cc *Conn) acquire(ctx context.Context) error {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if cc.reserved > 0 {
+	reserved := cc.reserved > 0
+	if reserved {
 		cc.reserved--
-		cc.active++
-		return nil
 	}
 	var stop func() bool
-	for cc.active >= cc.maxStreams && !cc.closing && !cc.closed {
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	for !cc.closing && !cc.closed &&
+		(!reserved && cc.active >= cc.maxStreams || !cc.seenSettings && cc.active >= 1) {
 		if err := ctx.Err(); err != nil {
-			if stop != nil {
-				stop()
-			}
 			return fmt.Errorf("h2client: waiting for a stream: %w", err)
 		}
 		if stop == nil && ctx.Done() != nil {
@@ -203,9 +208,6 @@ func (cc *Conn) acquire(ctx context.Context) error {
 			})
 		}
 		cc.cond.Wait()
-	}
-	if stop != nil {
-		stop()
 	}
 	if cc.closing || cc.closed {
 		return errClosing
