@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"testing"
 	"time"
@@ -112,4 +114,60 @@ func HalfSentGRPC(t testing.TB, addr, method string, announced int, partial []by
 // String describes the result for assertion messages.
 func (r HalfSentResult) String() string {
 	return fmt.Sprintf("status %d %q reset=%v after %s", r.Status, r.Message, r.Reset, r.Elapsed)
+}
+
+// GRPCAnswer is what a gRPC server answered to [RawGRPCCall].
+type GRPCAnswer struct {
+	HTTPStatus   int
+	ContentType  string
+	Code         string // grpc-status, from the head or the trailers
+	Message      string // grpc-message, as sent (percent-encoded)
+	TrailersOnly bool   // the status came in the response head
+	Body         []byte
+}
+
+// RawGRPCCall sends one HTTP/2 request to https://addr+path as given
+// (method, headers over the gRPC defaults, a header set to "" removed,
+// body sent as is) with c, and reads the whole answer within
+// DefaultTimeout: for holding a server's answers to malformed calls to
+// grpc-go's.
+func RawGRPCCall(t testing.TB, c *http.Client, addr, method, path string, header map[string]string, body []byte) GRPCAnswer {
+	t.Helper()
+	req, err := http.NewRequestWithContext(Context(t, 0), method, "https://"+addr+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("testutil: request: %v", err)
+	}
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	for k, v := range header {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("testutil: %s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("testutil: reading the answer to %s %s: %v", method, path, err)
+	}
+	a := GRPCAnswer{HTTPStatus: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: got}
+	if a.Code = resp.Header.Get("Grpc-Status"); a.Code != "" {
+		a.TrailersOnly, a.Message = true, resp.Header.Get("Grpc-Message")
+	} else {
+		a.Code, a.Message = resp.Trailer.Get("Grpc-Status"), resp.Trailer.Get("Grpc-Message")
+	}
+	return a
+}
+
+// GRPCFrame is one gRPC length-prefixed message with the given flag byte
+// (0: not compressed).
+func GRPCFrame(flag byte, msg []byte) []byte {
+	b := []byte{flag, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(b[1:], uint32(len(msg)))
+	return append(b, msg...)
 }

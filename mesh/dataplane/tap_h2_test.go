@@ -1,10 +1,8 @@
 package dataplane_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"net/http"
@@ -46,52 +44,6 @@ func tapH2Client(t testing.TB, pk *pki, name, serverID string) (*http.Client, *h
 	return &http.Client{Transport: tr}, tr
 }
 
-// tapAnswer is what a server said to a raw call.
-type tapAnswer struct {
-	httpStatus   int
-	contentType  string
-	code         string // grpc-status
-	message      string // grpc-message
-	trailersOnly bool   // the status came in the response head
-	body         []byte
-}
-
-// rawCall sends one HTTP/2 request to the tap server at addr and reads
-// the whole answer.
-func rawCall(t testing.TB, c *http.Client, addr, method, path string, header map[string]string, body []byte) tapAnswer {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctxTimeout(t, 10*time.Second), method, "https://"+addr+path, bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/grpc")
-	req.Header.Set("Te", "trailers")
-	for k, v := range header {
-		if v == "" {
-			req.Header.Del(k)
-		} else {
-			req.Header.Set(k, v)
-		}
-	}
-	resp, err := c.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	got, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	a := tapAnswer{httpStatus: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: got}
-	if a.code = resp.Header.Get("Grpc-Status"); a.code != "" {
-		a.trailersOnly, a.message = true, resp.Header.Get("Grpc-Message")
-	} else {
-		a.code, a.message = resp.Trailer.Get("Grpc-Status"), resp.Trailer.Get("Grpc-Message")
-	}
-	return a
-}
-
-// grpcFrame is one gRPC length-prefixed message.
-func grpcFrame(flag byte, msg []byte) []byte {
-	b := []byte{flag, 0, 0, 0, 0}
-	binary.BigEndian.PutUint32(b[1:], uint32(len(msg)))
-	return append(b, msg...)
-}
-
 // referenceTap is grpc-go's server with the tap service, configured as
 // the tap server was before it left grpc-go: it answers a valid request
 // with OK at once.
@@ -131,23 +83,23 @@ func TestTheTapServerAnswersBadCallsAsGRPCGoDid(t *testing.T) {
 		code         codes.Code
 		sameMessage  bool // grpc-go's message is deterministic and ours repeats it
 	}{
-		{name: "an unknown method", path: "/io.linkerd.proxy.tap.Tap/Nope", body: grpcFrame(0, valid), code: codes.Unimplemented, sameMessage: true},
-		{name: "an unknown service", path: "/grpc.health.v1.Health/Check", body: grpcFrame(0, valid), code: codes.Unimplemented, sameMessage: true},
-		{name: "a malformed method name", path: "/nothing", body: grpcFrame(0, valid), code: codes.Unimplemented, sameMessage: true},
-		{name: "a query after the method", path: "/io.linkerd.proxy.tap.Tap/Observe?x=1", body: grpcFrame(0, valid), code: codes.Unimplemented, sameMessage: true},
-		{name: "another content-type", header: map[string]string{"Content-Type": "application/json"}, body: grpcFrame(0, valid), code: codes.InvalidArgument, sameMessage: true},
-		{name: "no content-type", header: map[string]string{"Content-Type": ""}, body: grpcFrame(0, valid), code: codes.InvalidArgument, sameMessage: true},
+		{name: "an unknown method", path: "/io.linkerd.proxy.tap.Tap/Nope", body: testutil.GRPCFrame(0, valid), code: codes.Unimplemented, sameMessage: true},
+		{name: "an unknown service", path: "/grpc.health.v1.Health/Check", body: testutil.GRPCFrame(0, valid), code: codes.Unimplemented, sameMessage: true},
+		{name: "a malformed method name", path: "/nothing", body: testutil.GRPCFrame(0, valid), code: codes.Unimplemented, sameMessage: true},
+		{name: "a query after the method", path: "/io.linkerd.proxy.tap.Tap/Observe?x=1", body: testutil.GRPCFrame(0, valid), code: codes.Unimplemented, sameMessage: true},
+		{name: "another content-type", header: map[string]string{"Content-Type": "application/json"}, body: testutil.GRPCFrame(0, valid), code: codes.InvalidArgument, sameMessage: true},
+		{name: "no content-type", header: map[string]string{"Content-Type": ""}, body: testutil.GRPCFrame(0, valid), code: codes.InvalidArgument, sameMessage: true},
 		{name: "a GET", method: http.MethodGet, code: codes.Internal, sameMessage: true},
-		{name: "a malformed grpc-timeout", header: map[string]string{"Grpc-Timeout": "12x"}, body: grpcFrame(0, valid), code: codes.Internal},
-		{name: "a request over the size limit", body: grpcFrame(0, huge), code: codes.ResourceExhausted, sameMessage: true},
-		{name: "a compressed request, no encoding named", body: grpcFrame(1, valid), code: codes.Internal, sameMessage: true},
-		{name: "a compressed request in an unknown encoding", header: map[string]string{"Grpc-Encoding": "weft-zip"}, body: grpcFrame(1, valid), code: codes.Unimplemented, sameMessage: true},
-		{name: "a bad prefix flag", body: grpcFrame(7, valid), code: codes.Internal, sameMessage: true},
-		{name: "two requests", body: append(grpcFrame(0, valid), grpcFrame(0, valid)...), code: codes.Internal, sameMessage: true},
+		{name: "a malformed grpc-timeout", header: map[string]string{"Grpc-Timeout": "12x"}, body: testutil.GRPCFrame(0, valid), code: codes.Internal},
+		{name: "a request over the size limit", body: testutil.GRPCFrame(0, huge), code: codes.ResourceExhausted, sameMessage: true},
+		{name: "a compressed request, no encoding named", body: testutil.GRPCFrame(1, valid), code: codes.Internal, sameMessage: true},
+		{name: "a compressed request in an unknown encoding", header: map[string]string{"Grpc-Encoding": "weft-zip"}, body: testutil.GRPCFrame(1, valid), code: codes.Unimplemented, sameMessage: true},
+		{name: "a bad prefix flag", body: testutil.GRPCFrame(7, valid), code: codes.Internal, sameMessage: true},
+		{name: "two requests", body: append(testutil.GRPCFrame(0, valid), testutil.GRPCFrame(0, valid)...), code: codes.Internal, sameMessage: true},
 		{name: "no request", body: nil, code: codes.Internal, sameMessage: true},
-		{name: "a truncated prefix", body: grpcFrame(0, valid)[:3], code: codes.Internal, sameMessage: true},
-		{name: "a truncated message", body: grpcFrame(0, valid)[:len(valid)], code: codes.Internal, sameMessage: true},
-		{name: "a message that is not protobuf", body: grpcFrame(0, []byte{0xff, 0xff, 0xff}), code: codes.Internal},
+		{name: "a truncated prefix", body: testutil.GRPCFrame(0, valid)[:3], code: codes.Internal, sameMessage: true},
+		{name: "a truncated message", body: testutil.GRPCFrame(0, valid)[:len(valid)], code: codes.Internal, sameMessage: true},
+		{name: "a message that is not protobuf", body: testutil.GRPCFrame(0, []byte{0xff, 0xff, 0xff}), code: codes.Internal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			method, path := tc.method, tc.path
@@ -157,18 +109,18 @@ func TestTheTapServerAnswersBadCallsAsGRPCGoDid(t *testing.T) {
 			if path == "" {
 				path = "/io.linkerd.proxy.tap.Tap/Observe"
 			}
-			want := rawCall(t, c, ref, method, path, tc.header, tc.body)
-			got := rawCall(t, c, hp.tapA.Addr().String(), method, path, tc.header, tc.body)
-			require.Equal(t, strconv.Itoa(int(tc.code)), want.code, "grpc-go's answer: %+v", want)
-			assert.Equal(t, want.httpStatus, got.httpStatus, "the HTTP status")
-			assert.Equal(t, want.contentType, got.contentType)
-			assert.Equal(t, want.code, got.code, "the gRPC status: %q", got.message)
-			assert.Equal(t, want.trailersOnly, got.trailersOnly, "where the status comes")
-			assert.Empty(t, got.body)
+			want := testutil.RawGRPCCall(t, c, ref, method, path, tc.header, tc.body)
+			got := testutil.RawGRPCCall(t, c, hp.tapA.Addr().String(), method, path, tc.header, tc.body)
+			require.Equal(t, strconv.Itoa(int(tc.code)), want.Code, "grpc-go's answer: %+v", want)
+			assert.Equal(t, want.HTTPStatus, got.HTTPStatus, "the HTTP status")
+			assert.Equal(t, want.ContentType, got.ContentType)
+			assert.Equal(t, want.Code, got.Code, "the gRPC status: %q", got.Message)
+			assert.Equal(t, want.TrailersOnly, got.TrailersOnly, "where the status comes")
+			assert.Empty(t, got.Body)
 			if tc.sameMessage {
-				assert.Equal(t, want.message, got.message)
+				assert.Equal(t, want.Message, got.Message)
 			} else {
-				assert.NotEmpty(t, got.message)
+				assert.NotEmpty(t, got.Message)
 			}
 		})
 	}
@@ -181,12 +133,12 @@ func TestTheTapServerRefusesANonTapperInTheResponseHead(t *testing.T) {
 	c, _ := tapH2Client(t, hp.pki, idC, idA)
 	valid, err := proto.Marshal(&ptap.ObserveRequest{Limit: 1, Match: everything()})
 	require.NoError(t, err)
-	got := rawCall(t, c, hp.tapA.Addr().String(), http.MethodPost, "/io.linkerd.proxy.tap.Tap/Observe", nil, grpcFrame(0, valid))
-	assert.Equal(t, http.StatusOK, got.httpStatus)
-	assert.Equal(t, "application/grpc", got.contentType)
-	assert.Equal(t, strconv.Itoa(int(codes.PermissionDenied)), got.code)
-	assert.True(t, got.trailersOnly, "refused before any event")
-	assert.Equal(t, "dataplane: \""+idC+"\" is not an accepted tapper", got.message)
+	got := testutil.RawGRPCCall(t, c, hp.tapA.Addr().String(), http.MethodPost, "/io.linkerd.proxy.tap.Tap/Observe", nil, testutil.GRPCFrame(0, valid))
+	assert.Equal(t, http.StatusOK, got.HTTPStatus)
+	assert.Equal(t, "application/grpc", got.ContentType)
+	assert.Equal(t, strconv.Itoa(int(codes.PermissionDenied)), got.Code)
+	assert.True(t, got.TrailersOnly, "refused before any event")
+	assert.Equal(t, "dataplane: \""+idC+"\" is not an accepted tapper", got.Message)
 	assert.Equal(t, 1.0, hp.a.metric(t, "tap_streams_refused_total", `reason="identity"`))
 	assert.Equal(t, 0.0, hp.a.metric(t, "tap_streams_open"))
 }
@@ -207,7 +159,7 @@ func TestGarbageFromAnHTTP2ClientGetsAnErrorAndLeavesNothingBehind(t *testing.T)
 	}
 	c0, tr0 := tapH2Client(t, hp.pki, idTapper, idA)
 	transports = append(transports, tr0)
-	rawCall(t, c0, addr, http.MethodPost, "/nothing", nil, nil)
+	testutil.RawGRPCCall(t, c0, addr, http.MethodPost, "/nothing", nil, nil)
 	assert.Equal(t, 0.0, hp.a.metric(t, "tap_streams_open"))
 	baseline := -1
 	testutil.Eventually(t, 10*time.Second, func() bool {
@@ -222,14 +174,14 @@ func TestGarbageFromAnHTTP2ClientGetsAnErrorAndLeavesNothingBehind(t *testing.T)
 		c, tr := tapH2Client(t, hp.pki, idTapper, idA)
 		transports = append(transports, tr)
 		for _, body := range [][]byte{
-			{0xde, 0xad, 0xbe, 0xef, 0x00, 0x01},                // a bad prefix
-			append(grpcFrame(0, valid), grpcFrame(0, valid)...), // two requests
-			grpcFrame(0, valid)[:4+len(valid)/2],                // a truncated message
-			grpcFrame(0, []byte{0x0a, 0xff, 0xff}),              // a message that is not protobuf
+			{0xde, 0xad, 0xbe, 0xef, 0x00, 0x01},                                  // a bad prefix
+			append(testutil.GRPCFrame(0, valid), testutil.GRPCFrame(0, valid)...), // two requests
+			testutil.GRPCFrame(0, valid)[:4+len(valid)/2],                         // a truncated message
+			testutil.GRPCFrame(0, []byte{0x0a, 0xff, 0xff}),                       // a message that is not protobuf
 		} {
-			got := rawCall(t, c, addr, http.MethodPost, "/io.linkerd.proxy.tap.Tap/Observe", nil, body)
-			assert.NotEqual(t, "0", got.code, "%x gets an error status", body)
-			assert.NotEmpty(t, got.code, "%x gets a gRPC status", body)
+			got := testutil.RawGRPCCall(t, c, addr, http.MethodPost, "/io.linkerd.proxy.tap.Tap/Observe", nil, body)
+			assert.NotEqual(t, "0", got.Code, "%x gets an error status", body)
+			assert.NotEmpty(t, got.Code, "%x gets a gRPC status", body)
 		}
 	}
 	require.NoError(t, hp.a.proxy.Ready(), "the proxy still serves")
@@ -245,9 +197,9 @@ func TestATapWithADeadlineEndsWithDeadlineExceeded(t *testing.T) {
 	c, _ := tapH2Client(t, hp.pki, idTapper, idA)
 	valid, err := proto.Marshal(&ptap.ObserveRequest{Limit: 10, Match: everything()})
 	require.NoError(t, err)
-	got := rawCall(t, c, hp.tapA.Addr().String(), http.MethodPost, "/io.linkerd.proxy.tap.Tap/Observe",
-		map[string]string{"Grpc-Timeout": "200m"}, grpcFrame(0, valid))
-	assert.Equal(t, strconv.Itoa(int(codes.DeadlineExceeded)), got.code, "%+v", got)
+	got := testutil.RawGRPCCall(t, c, hp.tapA.Addr().String(), http.MethodPost, "/io.linkerd.proxy.tap.Tap/Observe",
+		map[string]string{"Grpc-Timeout": "200m"}, testutil.GRPCFrame(0, valid))
+	assert.Equal(t, strconv.Itoa(int(codes.DeadlineExceeded)), got.Code, "%+v", got)
 	testutil.Eventually(t, 5*time.Second, func() bool { return hp.a.metric(t, "tap_streams_open") == 0 }, "the tap is unregistered")
 }
 

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	ptap "github.com/weftmesh/weft/apis/proxy/tap"
+	"github.com/weftmesh/weft/mesh/internal/grpcwire"
 )
 
 // The tap server: io.linkerd.proxy.tap.Tap/Observe over mutual TLS.
@@ -132,15 +133,15 @@ func (t *tapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "dataplane: the tap server speaks gRPC over HTTP/2 with TLS", http.StatusHTTPVersionNotSupported)
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); !isGRPCContentType(ct) {
-		earlyAbort(w, http.StatusUnsupportedMediaType, tapStatusf(codes.InvalidArgument, "invalid gRPC request content-type %q", ct))
+	if ct := r.Header.Get("Content-Type"); !grpcwire.IsContentType(ct) {
+		grpcwire.EarlyAbort(w, http.StatusUnsupportedMediaType, tapStatusf(codes.InvalidArgument, "invalid gRPC request content-type %q", ct))
 		return
 	}
 	ctx := r.Context()
 	if v := r.Header.Get("Grpc-Timeout"); v != "" {
-		d, err := parseGRPCTimeout(v)
+		d, err := grpcwire.ParseTimeout(v)
 		if err != nil {
-			earlyAbort(w, http.StatusBadRequest, tapStatusf(codes.Internal, "malformed grpc-timeout: %v", err))
+			grpcwire.EarlyAbort(w, http.StatusBadRequest, tapStatusf(codes.Internal, "malformed grpc-timeout: %v", err))
 			return
 		}
 		var cancel context.CancelFunc
@@ -148,12 +149,12 @@ func (t *tapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 	}
 	if r.Method != http.MethodPost {
-		earlyAbort(w, http.StatusMethodNotAllowed, tapStatusf(codes.Internal, "Received a HEADERS frame with :method %q which should be POST", r.Method))
+		grpcwire.EarlyAbort(w, http.StatusMethodNotAllowed, tapStatusf(codes.Internal, "Received a HEADERS frame with :method %q which should be POST", r.Method))
 		return
 	}
-	s := &tapStream{w: w, rc: http.NewResponseController(w)}
+	s := newTapStream(w)
 	if r.RequestURI != tapObservePath {
-		s.finish(unknownMethod(r.RequestURI))
+		s.finish(grpcwire.UnknownMethod(r.RequestURI, tapServiceName))
 		return
 	}
 	if enc := r.Header.Get("Grpc-Encoding"); enc != "" && enc != "identity" {
@@ -174,7 +175,7 @@ func (t *tapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = s.rc.SetReadDeadline(deadline)
 	req, st := readTapRequest(r)
 	if st != nil {
-		if ctx.Err() != nil && st.code == codes.DeadlineExceeded {
+		if ctx.Err() != nil && st.Code == codes.DeadlineExceeded {
 			st = tapStatusf(codes.DeadlineExceeded, "dataplane: the call's deadline passed")
 		}
 		s.finish(st)

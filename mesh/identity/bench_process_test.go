@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime/pprof"
@@ -19,12 +20,16 @@ import (
 
 	pb "github.com/weftmesh/weft/apis/proxy/identity"
 	"github.com/weftmesh/weft/internal/testutil"
+	"github.com/weftmesh/weft/mesh/grpclimit"
 	"github.com/weftmesh/weft/mesh/identity"
 	"github.com/weftmesh/weft/mesh/identity/pki"
 )
 
 // benchServerEnv makes the test binary run only an identity server on
-// loopback (for BenchmarkCertifyServerProcess) and print its address.
+// loopback (for BenchmarkCertifyServerProcess) and print its address:
+// "grpc-go" (or "1") serves Certify as the identity controller does
+// (grpclimit.NewServer, grpc-go's transport), "handler" through
+// Service.Handler on Go's HTTP/2 server.
 const benchServerEnv = "WEFT_IDENTITY_BENCH_SERVER"
 
 // benchProfileEnv, when set to a path, has the server process write its CPU
@@ -52,15 +57,15 @@ func startCPUProfile(path string) (stop func(), err error) {
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv(benchServerEnv) == "1" {
-		os.Exit(benchServer())
+	if mode := os.Getenv(benchServerEnv); mode != "" {
+		os.Exit(benchServer(mode))
 	}
 	os.Exit(m.Run())
 }
 
 // benchServer serves Certify on 127.0.0.1 until stdin closes (the parent
 // exits or kills it) or five minutes pass.
-func benchServer() int {
+func benchServer(mode string) int {
 	anchor, err := pki.NewAnchor(pki.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -94,9 +99,35 @@ func benchServer() int {
 		}
 		defer stop()
 	}
-	srv := grpc.NewServer()
-	svc.Register(srv)
-	go func() { _ = srv.Serve(lis) }()
+	var stop func()
+	if mode == "handler" {
+		// Go's HTTP/2 server with grpclimit's per-connection defaults
+		// where net/http has the knob.
+		var protos http.Protocols
+		protos.SetUnencryptedHTTP2(true)
+		hs := &http.Server{
+			Handler:           svc.Handler(grpclimit.DefaultMaxRecvMsgSize),
+			Protocols:         &protos,
+			ReadHeaderTimeout: grpclimit.DefaultConnectionTimeout,
+			IdleTimeout:       grpclimit.DefaultMaxConnectionIdle,
+			HTTP2: &http.HTTP2Config{
+				MaxConcurrentStreams: grpclimit.DefaultMaxStreamsPerConnection,
+				SendPingTimeout:      grpclimit.DefaultKeepaliveTime,
+				PingTimeout:          grpclimit.DefaultKeepaliveTimeout,
+			},
+		}
+		go func() { _ = hs.Serve(lis) }()
+		stop = func() { _ = hs.Close() }
+	} else {
+		srv, err := grpclimit.NewServer(grpclimit.Defaults())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		svc.Register(srv)
+		go func() { _ = srv.Serve(lis) }()
+		stop = srv.Stop
+	}
 	fmt.Println(lis.Addr().String())
 	done := make(chan struct{})
 	go func() {
@@ -107,51 +138,72 @@ func benchServer() int {
 	case <-done:
 	case <-time.After(5 * time.Minute):
 	}
-	srv.Stop()
+	stop()
 	return 0
 }
 
 // BenchmarkCertifyServerProcess runs the identity server in a child
-// process (set WEFT_IDENTITY_BENCH_CPUPROFILE=path for its CPU profile,
-// WEFT_IDENTITY_BENCH_SERVER_CPUS=1 to pin it to CPU 1) and reports the server's own CPU time per Certify
-// (server-cpu-µs/op), the figure to compare with the bare in-process work
-// of BenchmarkCertify: 2 cores sustain 2 s / server-cpu-µs/op calls per
-// second when the callers are other machines' proxies.
+// process, once as the identity controller serves it (grpc-go's
+// transport, grpclimit's defaults) and once through Service.Handler on
+// Go's HTTP/2 server, and reports the server's own
+// CPU time per Certify (server-cpu-µs/op), the figure to compare with the
+// bare in-process work of BenchmarkCertify: 2 cores sustain
+// 2 s / server-cpu-µs/op calls per second when the callers are other
+// machines' proxies. The two servers run side by side and their
+// sub-benchmarks alternate within a run (-count repeats each one back to
+// back: for rounds, run the test binary several times). Set WEFT_IDENTITY_BENCH_CPUPROFILE=path for a
+// server's CPU profile (path.grpc-go, path.handler),
+// WEFT_IDENTITY_BENCH_SERVER_CPUS=1 to pin the servers to CPU 1.
 //
 //	go test -run '^$' -bench 'BenchmarkCertify' -benchtime 3s ./mesh/identity/
 func BenchmarkCertifyServerProcess(b *testing.B) {
 	exe, err := os.Executable()
 	require.NoError(b, err)
-	cmd := exec.Command(exe)
-	if cpus := os.Getenv(benchServerCPUsEnv); cpus != "" {
-		// The server on its own cores (its GOMAXPROCS follows), the
-		// callers (run this binary under taskset too) on the others.
-		taskset, err := exec.LookPath("taskset")
-		require.NoError(b, err, "%s needs taskset", benchServerCPUsEnv)
-		cmd = exec.Command(taskset, "-c", cpus, exe)
-	}
-	cmd.Env = append(os.Environ(), benchServerEnv+"=1")
-	addr := testutil.StartServerProcess(b, cmd).Addr
-
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(b, err)
-	defer conn.Close()
-	client := pb.NewIdentityClient(conn)
 	name := mustName(b, "shop", "web")
 	msg := &pb.CertifyRequest{Identity: name.String(), Token: []byte("web-token"),
 		CertificateSigningRequest: testutil.CSR(b, testutil.GenerateKey(b, testutil.ECDSAP256), name.String())}
 	ctx := context.Background()
-	_, err = client.Certify(ctx, msg)
-	require.NoError(b, err)
-	certify := func() error {
-		_, err := client.Certify(ctx, msg)
-		return err
+	type server struct {
+		mode   string
+		pid    int
+		client pb.IdentityClient
 	}
-	measure := func(b *testing.B, f func(*testing.B, func() error)) {
-		before := testutil.ProcessCPU(b, cmd.Process.Pid)
-		f(b, certify)
-		b.ReportMetric(float64((testutil.ProcessCPU(b, cmd.Process.Pid)-before).Microseconds())/float64(b.N), "server-cpu-µs/op")
+	var servers []server
+	for _, mode := range []string{"grpc-go", "handler"} {
+		cmd := exec.Command(exe)
+		if cpus := os.Getenv(benchServerCPUsEnv); cpus != "" {
+			// The server on its own cores (its GOMAXPROCS follows), the
+			// callers (run this binary under taskset too) on the others.
+			taskset, err := exec.LookPath("taskset")
+			require.NoError(b, err, "%s needs taskset", benchServerCPUsEnv)
+			cmd = exec.Command(taskset, "-c", cpus, exe)
+		}
+		cmd.Env = append(os.Environ(), benchServerEnv+"="+mode)
+		if path := os.Getenv(benchProfileEnv); path != "" {
+			cmd.Env = append(cmd.Env, benchProfileEnv+"="+path+"."+mode)
+		}
+		addr := testutil.StartServerProcess(b, cmd).Addr
+		conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = conn.Close() })
+		client := pb.NewIdentityClient(conn)
+		_, err = client.Certify(ctx, msg)
+		require.NoError(b, err, mode)
+		servers = append(servers, server{mode, cmd.Process.Pid, client})
 	}
-	b.Run("throughput", func(b *testing.B) { measure(b, parallel) })
-	b.Run("one-caller", func(b *testing.B) { measure(b, serial) })
+	for _, load := range []struct {
+		name string
+		f    func(*testing.B, func() error)
+	}{{"throughput", parallel}, {"one-caller", serial}} {
+		for _, s := range servers {
+			b.Run(s.mode+"/"+load.name, func(b *testing.B) {
+				before := testutil.ProcessCPU(b, s.pid)
+				load.f(b, func() error {
+					_, err := s.client.Certify(ctx, msg)
+					return err
+				})
+				b.ReportMetric(float64((testutil.ProcessCPU(b, s.pid)-before).Microseconds())/float64(b.N), "server-cpu-µs/op")
+			})
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
+	"net/http"
 	"sort"
 	"sync"
 	"syscall"
@@ -110,8 +111,9 @@ func run(b *testing.B, par int, op func() error) {
 	l.report(b)
 }
 
-// BenchmarkCertify compares, in one run: Certify over gRPC on loopback,
-// the same service called in-process, the bare work (parse and verify the
+// BenchmarkCertify compares, in one run: Certify over gRPC on loopback
+// through grpc-go's server (Register) and through Service.Handler on Go's
+// HTTP/2 server, the same service called in-process, the bare work (parse and verify the
 // CSR, x509.CreateCertificate with the issuer key), and raw ECDSA P-256
 // sign+verify, the physical floor.
 //
@@ -132,20 +134,19 @@ func BenchmarkCertify(b *testing.B) {
 		svc.Register(srv)
 		go func() { _ = srv.Serve(lis) }()
 		defer srv.Stop()
-		conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(b, err)
-		defer conn.Close()
-		client := pb.NewIdentityClient(conn)
-		msg := &pb.CertifyRequest{Identity: req.Identity, Token: req.Token, CertificateSigningRequest: req.CSR}
-		ctx := context.Background()
-		_, err = client.Certify(ctx, msg) // warm the connection
-		require.NoError(b, err)
-		certify := func() error {
-			_, err := client.Certify(ctx, msg)
-			return err
-		}
-		b.Run("throughput", func(b *testing.B) { parallel(b, certify) })
-		b.Run("one-caller", func(b *testing.B) { serial(b, certify) })
+		benchCalls(b, lis.Addr().String(), req)
+	})
+
+	b.Run("handler-loopback", func(b *testing.B) {
+		// The same call through Service.Handler on Go's HTTP/2 server
+		// (unencrypted HTTP/2, as grpc-loopback is plaintext).
+		lis := testutil.Listen(b)
+		var protos http.Protocols
+		protos.SetUnencryptedHTTP2(true)
+		srv := &http.Server{Handler: svc.Handler(0), Protocols: &protos, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(lis) }()
+		defer srv.Close()
+		benchCalls(b, lis.Addr().String(), req)
 	})
 
 	b.Run("service-in-process", func(b *testing.B) {
@@ -193,6 +194,25 @@ func BenchmarkCertify(b *testing.B) {
 			return nil
 		})
 	})
+}
+
+// benchCalls runs the throughput and one-caller sub-benchmarks of
+// Certify over one plaintext gRPC connection to addr.
+func benchCalls(b *testing.B, addr string, req identity.Request) {
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(b, err)
+	defer conn.Close()
+	client := pb.NewIdentityClient(conn)
+	msg := &pb.CertifyRequest{Identity: req.Identity, Token: req.Token, CertificateSigningRequest: req.CSR}
+	ctx := context.Background()
+	_, err = client.Certify(ctx, msg) // warm the connection
+	require.NoError(b, err)
+	certify := func() error {
+		_, err := client.Certify(ctx, msg)
+		return err
+	}
+	b.Run("throughput", func(b *testing.B) { parallel(b, certify) })
+	b.Run("one-caller", func(b *testing.B) { serial(b, certify) })
 }
 
 type benchError string

@@ -54,6 +54,13 @@
 // ErrUnavailable); Register maps them to gRPC codes at the edge (see
 // Code). Nothing is issued on any error.
 //
+// Register serves Certify on a grpc.Server the caller owns (what
+// weft-controller does). Handler serves the same method as an
+// http.Handler for Go's HTTP/2 server, without grpc-go, with grpc-go's
+// answers status for status; it costs the server more CPU per call than
+// grpc-go's transport (docs/benchmarks.md), so it is for embedders whose
+// port is already a net/http server.
+//
 // Authenticator is the one token checker; every implementation applies
 // CheckToken first and passes identitytest.RunAuthenticator's table.
 // Authenticators: Tokens (in memory), static.Tokens (a YAML token file),
