@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
 
+	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
 )
 
@@ -62,8 +63,7 @@ type roundTripper interface {
 // headers first, then the body from a goroutine. writes/op and reads/op
 // are the client's socket calls per call.
 func BenchmarkUnaryGRPCRoundTrip(b *testing.B) {
-	reqMsg := make([]byte, 5+20)
-	binary.BigEndian.PutUint32(reqMsg[1:5], 20)
+	reqMsg := testutil.GRPCFrame(0, make([]byte, 20))
 	servers := []struct {
 		name string
 		addr func(b *testing.B) (string, string, []byte)
@@ -146,10 +146,7 @@ func unaryCallMsg(b *testing.B) []byte {
 	// SimpleRequest{response_size: 32, payload: {body: 20 bytes}}, encoded
 	// by hand to keep proto out of the loop.
 	body := []byte{0x10, 32, 0x1a, 22, 0x12, 20}
-	body = append(body, make([]byte, 20)...)
-	out := make([]byte, 5, 5+len(body))
-	binary.BigEndian.PutUint32(out[1:], uint32(len(body)))
-	return append(out, body...)
+	return testutil.GRPCFrame(0, append(body, make([]byte, 20)...))
 }
 
 func startH2Bench(b *testing.B, h http.Handler) string {

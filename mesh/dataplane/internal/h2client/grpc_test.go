@@ -35,9 +35,7 @@ func grpcFrame(t testing.TB, m proto.Message) []byte {
 	t.Helper()
 	b, err := proto.Marshal(m)
 	require.NoError(t, err)
-	out := make([]byte, 5, 5+len(b))
-	binary.BigEndian.PutUint32(out[1:], uint32(len(b)))
-	return append(out, b...)
+	return testutil.GRPCFrame(0, b)
 }
 
 // readGRPC reads one message into m.
