@@ -16,9 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2server"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 	"github.com/weftmesh/weft/mesh/policy/authz"
@@ -77,9 +76,9 @@ type httpRuntime struct {
 	h1      *h1.Server
 	h2      *h2server.Config
 	handler http.Handler
-	h2t     *http2.Transport
-	appH1   *h1.Client // HTTP/1 to the local application (inbound)
-	extH1   *h1.Client // HTTP/1 to unmeshed endpoints (outbound)
+	h2opts  []h2client.Option // for the pool's HTTP/2 client connections
+	appH1   *h1.Client        // HTTP/1 to the local application (inbound)
+	extH1   *h1.Client        // HTTP/1 to unmeshed endpoints (outbound)
 	pool    *connPool
 	peerH1  *peerH1Pool // HTTP/1.1 over mesh TLS to peer proxies
 }
@@ -124,32 +123,18 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 		Logger: p.log,
 	}
 
-	// Clients. One HTTP/2 transport for every multiplexed connection (to
-	// peer proxies over mesh TLS, and h2c to applications and unmeshed
-	// endpoints), with its windows set explicitly.
-	t1 := &http.Transport{
-		HTTP2: &http.HTTP2Config{
-			MaxReceiveBufferPerConnection: int(cfg.H2ConnectionWindow),
-			MaxReceiveBufferPerStream:     int(cfg.H2StreamWindow),
-			MaxDecoderHeaderTableSize:     4096,
-			MaxEncoderHeaderTableSize:     4096,
-			MaxReadFrameSize:              1 << 16,
-		},
+	// Clients. Every multiplexed connection (to peer proxies over mesh
+	// TLS, and h2c to applications and unmeshed endpoints) is an
+	// h2client.Conn with these settings.
+	rt.h2opts = []h2client.Option{
+		h2client.WithWindows(cfg.H2StreamWindow, cfg.H2ConnectionWindow),
+		h2client.WithMaxHeaderBytes(cfg.HTTPMaxHeaderBytes),
+		h2client.WithKeepalive(30*time.Second, 15*time.Second),
+		h2client.WithIdleTimeout(90 * time.Second),
+		h2client.WithCountError(func(class string) {
+			p.m.http.protocol.WithLabelValues("client", "http2-"+h2ErrorClass(class)).Inc()
+		}),
 	}
-	t2, err := http2.ConfigureTransports(t1)
-	if err != nil {
-		return nil, fmt.Errorf("dataplane: configuring HTTP/2 transport: %w", err)
-	}
-	t2.DisableCompression = true
-	t2.AllowHTTP = true
-	t2.MaxHeaderListSize = uint32(cfg.HTTPMaxHeaderBytes)
-	t2.ReadIdleTimeout = 30 * time.Second
-	t2.PingTimeout = 15 * time.Second
-	t2.IdleConnTimeout = 90 * time.Second
-	t2.CountError = func(errType string) {
-		p.m.http.protocol.WithLabelValues("client", "http2-"+h2ErrorClass(errType)).Inc()
-	}
-	rt.h2t = t2
 
 	// HTTP/1 to the application and to unmeshed endpoints: two clients,
 	// so that each connection is counted with the right transport labels.
@@ -438,10 +423,10 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Head
 					return nil, written, fmt.Errorf("%w: %w", errClientGone, werr)
 				}
 				written += uint64(n)
-				// The last chunk (read together with io.EOF) is not
-				// flushed here: the handler's return sends it with the
-				// trailers in one write.
-				if stream && flusher != nil && rerr != io.EOF {
+				// No flush when the body ended with these bytes (the
+				// handler's return flushes them with the trailers) or more
+				// are already there.
+				if stream && flusher != nil && rerr == nil && !readReady(resp.Body) {
 					flusher.Flush()
 				}
 			}
@@ -530,6 +515,17 @@ type clientBody struct {
 	io.ReadCloser
 	trailer http.Header
 	failure atomic.Pointer[error]
+}
+
+// ReadReady reports whether a Read would return at once (the HTTP/2
+// client then sends headers and body in one write).
+func (b *clientBody) ReadReady() bool { return readReady(b.ReadCloser) }
+
+// readReady asks a body whether a Read would return at once; bodies that
+// cannot tell are not ready.
+func readReady(r io.Reader) bool {
+	rr, ok := r.(interface{ ReadReady() bool })
+	return ok && rr.ReadReady()
 }
 
 func newClientBody(r *http.Request, cleanTrailer bool) *clientBody {

@@ -9,8 +9,7 @@ import (
 	"net/netip"
 	"sync"
 
-	"golang.org/x/net/http2"
-
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
 
@@ -36,13 +35,13 @@ type connPool struct {
 
 type poolEntry struct {
 	mu      sync.Mutex
-	conns   []*http2.ClientConn
+	conns   []*h2client.Conn
 	dialing *dialResult
 }
 
 type dialResult struct {
 	done chan struct{}
-	cc   *http2.ClientConn
+	cc   *h2client.Conn
 	err  error
 }
 
@@ -75,7 +74,7 @@ func (d dialLabels) labels() *labels {
 }
 
 // get returns a connection with a stream reserved for one request.
-func (cp *connPool) get(ctx context.Context, key poolKey, dl dialLabels) (*http2.ClientConn, error) {
+func (cp *connPool) get(ctx context.Context, key poolKey, dl dialLabels) (*h2client.Conn, error) {
 	cp.mu.Lock()
 	if cp.closed {
 		cp.mu.Unlock()
@@ -142,7 +141,7 @@ func (cp *connPool) get(ctx context.Context, key poolKey, dl dialLabels) (*http2
 	}
 }
 
-func (cp *connPool) dial(ctx context.Context, key poolKey, dl dialLabels) (*http2.ClientConn, error) {
+func (cp *connPool) dial(ctx context.Context, key poolKey, dl dialLabels) (*h2client.Conn, error) {
 	p := cp.p
 	var conn net.Conn
 	var err error
@@ -155,7 +154,7 @@ func (cp *connPool) dial(ctx context.Context, key poolKey, dl dialLabels) (*http
 		return nil, &dialError{fmt.Errorf("dataplane: connecting to %s: %w", key.addr, err)}
 	}
 	conn = p.countedDial(conn, dl.labels())
-	cc, err := p.http.h2t.NewClientConn(conn)
+	cc, err := h2client.New(ctx, conn, p.http.h2opts...)
 	if err != nil {
 		conn.Close()
 		return nil, &dialError{fmt.Errorf("dataplane: HTTP/2 with %s: %w", key.addr, err)}
@@ -181,20 +180,10 @@ func (cp *connPool) roundTrip(key poolKey, req *http.Request, replayable func() 
 }
 
 // unprocessed reports whether an HTTP/2 error means the server never
-// processed the request.
+// processed the request: the connection was closing or lost before it was
+// sent, a GOAWAY named a lower last stream, or the stream was refused.
 func unprocessed(err error) bool {
-	var se http2.StreamError
-	if errors.As(err, &se) {
-		return se.Code == http2.ErrCodeRefusedStream
-	}
-	switch err.Error() {
-	case "http2: client conn not usable",
-		"http2: Transport received Server's graceful shutdown GOAWAY",
-		"http2: client conn is closed",
-		"http2: client conn could not be established":
-		return true
-	}
-	return false
+	return errors.Is(err, h2client.ErrUnprocessed)
 }
 
 // sweep forgets upstreams without live connections.

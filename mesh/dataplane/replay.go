@@ -124,3 +124,16 @@ func (a *attemptBody) Read(p []byte) (int, error) {
 }
 
 func (a *attemptBody) Close() error { return nil }
+
+// ReadReady reports whether Read would return without waiting for the
+// client: kept bytes are there, the body ended, this attempt is stale, or
+// the client's body says so.
+func (a *attemptBody) ReadReady() bool {
+	rb := a.rb
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	if a.gen != rb.gen || a.pos < len(rb.buf) || rb.srcDone {
+		return true
+	}
+	return readReady(rb.src)
+}

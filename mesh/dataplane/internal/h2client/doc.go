@@ -1,0 +1,51 @@
+// Package h2client is the proxy's HTTP/2 client connection: requests to
+// peer proxies over mesh TLS and to h2c applications are multiplexed on a
+// [Conn] the caller dialled (and, for TLS, handshook with "h2").
+//
+// It exists to make a proxied call cheap. Frames and header blocks are
+// encoded and decoded with golang.org/x/net/http2's Framer and hpack; the
+// connection logic is its own:
+//
+//   - Writes are made by the goroutine that has something to send, into one
+//     buffer under a write lock, and flushed by "group commit": the
+//     goroutine that finds no flush in progress writes everything queued
+//     until the buffer is empty, and the others return at once. Nothing
+//     waits for more frames to come.
+//   - A request whose body is already there (nil, http.NoBody, or a body
+//     whose ReadReady method reports that a Read would not block) goes out
+//     as HEADERS, DATA and END_STREAM in one write, on the caller's
+//     goroutine. Only a body that is not ready is streamed by a goroutine,
+//     after the HEADERS are flushed (a bidirectional gRPC client may wait
+//     for the response headers before it sends).
+//   - One goroutine per connection reads frames. Response bodies implement
+//     ReadReady too, and return io.EOF with the last bytes when the stream
+//     has already ended, so that a copy loop can skip a flush per chunk.
+//
+// Flow control is RFC 9113's both ways: request bodies wait for the
+// server's stream and connection windows; received bytes are returned
+// with WINDOW_UPDATE once the reader consumed half a window (per stream,
+// and for the connection, where bytes of streams reset or closed unread
+// count as consumed).
+//
+// What the server may do is bounded: response header lists by
+// [WithMaxHeaderBytes] (SETTINGS_MAX_HEADER_LIST_SIZE, enforced on
+// decoding), received data by the windows of [WithWindows] (a server that
+// overruns them gets FLOW_CONTROL_ERROR), frames by a 64 KiB read frame
+// size, informational responses by 16 per stream, the server's stream
+// limit by 1000, and what waits for the socket by 1 MiB (writers then
+// wait, the read loop included, so a server that floods PINGs without
+// reading our answers is read no further). A server that breaks the
+// protocol gets a GOAWAY or RST_STREAM with the code RFC 9113 names, its
+// requests fail with an error naming what was wrong, and the hook of
+// [WithCountError] is called with a short class.
+//
+// Requests the server never processed (the connection closed or closing
+// before they were sent, a GOAWAY whose last stream id is below theirs,
+// REFUSED_STREAM) fail with an error wrapping [ErrUnprocessed]; a stream
+// reset wraps x/net's http2.StreamError with the code.
+//
+// Not supported: server push (disabled in our SETTINGS), CONNECT and
+// extended CONNECT, priorities, response compression (bodies are passed
+// as they are), and request bodies over HTTP/1-style "Expect:
+// 100-continue" waiting (a 100 is passed to httptrace only).
+package h2client

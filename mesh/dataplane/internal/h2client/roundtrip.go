@@ -1,0 +1,309 @@
+package h2client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// readReadier is a body that tells whether a Read would return at once.
+type readReadier interface{ ReadReady() bool }
+
+// stream is one request's state. Everything in it is guarded by the
+// connection's mu.
+type stream struct {
+	cc   *Conn
+	id   uint32
+	req  *http.Request
+	cond sync.Cond // L = &cc.mu: response, data or an end arrived
+
+	// Receiving.
+	resp      *http.Response
+	n1xx      int
+	buf       []byte // received body bytes; buf[off:] is not read yet
+	off       int
+	recvEnded bool  // END_STREAM received
+	rerr      error // the stream failed: reset, connection lost, cancelled
+	trailer   http.Header
+	inflow    int64 // bytes the server may still send on the stream
+	unacked   int64 // read, not yet returned with WINDOW_UPDATE
+	bodyDone  bool  // the response body was closed by the caller
+
+	// Sending.
+	sendWin int64
+	sentEnd bool // END_STREAM sent
+	reset   bool // RST_STREAM sent or received: nothing more is written
+	removed bool
+	stopCtx func() bool
+	reqBody io.ReadCloser // the body sendBody reads, closed on reset
+}
+
+// RoundTrip sends req and returns the response once its headers arrive.
+// The request's URL scheme, host and path, Host, Method, Header, Body and
+// Trailer are sent; its context cancels the stream. The body is closed
+// when sent or on failure. A request whose stream was never processed by
+// the server fails with an error wrapping [ErrUnprocessed].
+func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
+	body := req.Body
+	if body == http.NoBody {
+		body = nil
+	}
+	closeBody := func() {
+		if body != nil {
+			body.Close()
+		}
+	}
+	// A client request's ContentLength 0 with a body means unknown.
+	hasBody := body != nil
+	cs := &stream{cc: cc, req: req}
+	cs.cond.L = &cc.mu
+
+	// The fast path: read what the body already has, so that headers,
+	// data and the end go out in one write.
+	var first []byte
+	var firstEOF bool
+	var bufp *[]byte
+	if hasBody {
+		if rr, ok := body.(readReadier); ok && rr.ReadReady() {
+			bufp = getBuf()
+			first, firstEOF = readReady(body, rr, (*bufp)[:0])
+			if firstEOF && len(first) == 0 && !hasTrailers(req) {
+				hasBody = false
+			}
+		}
+	}
+	defer func() {
+		if bufp != nil {
+			putBuf(bufp)
+		}
+	}()
+
+	hdr, err := cc.encodeRequest(req, hasBody)
+	if err != nil {
+		closeBody()
+		return nil, err
+	}
+	ctx := req.Context()
+	if err := cc.acquire(ctx); err != nil {
+		closeBody()
+		return nil, err
+	}
+
+	// Headers, and the body when it is all there, in one flush.
+	if err := cc.lockWrite(); err != nil {
+		cc.release()
+		closeBody()
+		return nil, fmt.Errorf("h2client: connection lost: %w: %w", err, ErrUnprocessed)
+	}
+	cc.mu.Lock()
+	if cc.closing || cc.closed || cc.nextID > maxStreamID {
+		cc.mu.Unlock()
+		cc.wmu.Unlock()
+		cc.release()
+		closeBody()
+		return nil, errClosing
+	}
+	cs.id = cc.nextID
+	cc.nextID += 2
+	if cc.nextID > maxStreamID {
+		cc.closing = true
+	}
+	cs.sendWin = int64(cc.peerInitWin)
+	cs.inflow = int64(cc.cfg.streamWindow)
+	cs.sentEnd = !hasBody
+	cc.streams[cs.id] = cs
+	maxFrame := int(cc.peerMaxFrame)
+	cc.mu.Unlock()
+
+	cc.hbuf.b = cc.hbuf.b[:0]
+	block, err := cc.encodeHeaderBlock(hdr)
+	if err == nil {
+		err = cc.writeHeaderBlock(cs.id, block, !hasBody, maxFrame)
+	}
+	done := !hasBody
+	if err == nil && hasBody && (len(first) > 0 || firstEOF) {
+		var sent int
+		sent, done, err = cc.writeDataLocked(cs, first, firstEOF, maxFrame)
+		first = first[sent:]
+	}
+	cc.flushLocked()
+	if err != nil {
+		cc.failStream(cs, err, http2.ErrCodeInternal)
+		closeBody()
+		return nil, err
+	}
+	if hasBody && !done {
+		// The rest of the body is sent by a goroutine: the response
+		// may come before the body ends.
+		rest := append([]byte(nil), first...)
+		go cc.sendBody(cs, body, rest, firstEOF)
+		body = nil
+	} else {
+		closeBody()
+	}
+	if ctx.Done() != nil {
+		cc.mu.Lock()
+		if !cs.removed {
+			cs.stopCtx = context.AfterFunc(ctx, func() { cc.cancelStream(cs, ctx) })
+		}
+		cc.mu.Unlock()
+	}
+	return cc.awaitResponse(cs)
+}
+
+// hasTrailers reports whether req declares trailers to send.
+func hasTrailers(req *http.Request) bool { return len(req.Trailer) > 0 }
+
+// readReady reads from body while it says a read would not block, up to
+// the buffer's capacity; it reports whether the body ended.
+func readReady(body io.Reader, rr readReadier, b []byte) ([]byte, bool) {
+	for len(b) < cap(b) {
+		n, err := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, true
+		}
+		if err != nil || n == 0 || !rr.ReadReady() {
+			// An error is read again by sendBody.
+			return b, false
+		}
+	}
+	return b, false
+}
+
+// acquire takes a stream slot: a reservation, or one free under the
+// server's MAX_CONCURRENT_STREAMS (waiting for it). Until the server's
+// SETTINGS have arrived only one stream is open at a time, so that a
+// server whose limit is lower than the 100 assumed meanwhile never has to
+// refuse streams; its SETTINGS follow its preface at once.
+func (cc *Conn) acquire(ctx context.Context) error {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	reserved := cc.reserved > 0
+	if reserved {
+		cc.reserved--
+	}
+	var stop func() bool
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	for !cc.closing && !cc.closed &&
+		(!reserved && cc.active >= cc.maxStreams || !cc.seenSettings && cc.active >= 1) {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("h2client: waiting for a stream: %w", err)
+		}
+		if stop == nil && ctx.Done() != nil {
+			stop = context.AfterFunc(ctx, func() {
+				cc.mu.Lock()
+				cc.cond.Broadcast()
+				cc.mu.Unlock()
+			})
+		}
+		cc.cond.Wait()
+	}
+	if cc.closing || cc.closed {
+		return errClosing
+	}
+	cc.active++
+	return nil
+}
+
+// release gives back a slot whose stream never started.
+func (cc *Conn) release() {
+	cc.mu.Lock()
+	cc.active--
+	cc.becameIdleLocked()
+	cc.cond.Broadcast()
+	cc.mu.Unlock()
+}
+
+func (cc *Conn) becameIdleLocked() {
+	if cc.active == 0 {
+		cc.lastIdle = time.Now()
+		if cc.closing && cc.gotGoAway && !cc.closed {
+			go cc.shut(errors.New("h2client: connection closed after GOAWAY"))
+		}
+	}
+}
+
+// awaitResponse waits for the response headers or the stream's failure.
+func (cc *Conn) awaitResponse(cs *stream) (*http.Response, error) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for cs.resp == nil && cs.rerr == nil {
+		cs.cond.Wait()
+	}
+	if cs.resp != nil {
+		return cs.resp, nil
+	}
+	return nil, cs.rerr
+}
+
+// cancelStream ends a stream whose request context is done.
+func (cc *Conn) cancelStream(cs *stream, ctx context.Context) {
+	cc.failStream(cs, fmt.Errorf("h2client: request cancelled: %w", context.Cause(ctx)), http2.ErrCodeCancel)
+}
+
+// failStream ends a stream with err, resetting it with code unless it is
+// already finished both ways.
+func (cc *Conn) failStream(cs *stream, err error, code http2.ErrCode) {
+	cc.mu.Lock()
+	if cs.removed || cs.reset {
+		cc.mu.Unlock()
+		return
+	}
+	send := !(cs.recvEnded && cs.sentEnd)
+	cs.reset = true
+	if cs.rerr == nil {
+		cs.rerr = err
+	}
+	cc.removeLocked(cs)
+	cc.mu.Unlock()
+	if send {
+		_ = cc.writeControl(func() error { return cc.fr.WriteRSTStream(cs.id, code) })
+	}
+	cs.closeReqBody()
+	cc.returnCredit()
+}
+
+// removeLocked forgets a stream that ended both ways or was reset, and
+// returns its unread bytes to the connection window.
+func (cc *Conn) removeLocked(cs *stream) {
+	if cs.removed {
+		return
+	}
+	cs.removed = true
+	if cs.stopCtx != nil {
+		cs.stopCtx()
+	}
+	delete(cc.streams, cs.id)
+	if cs.bodyDone {
+		cc.dropBufLocked(cs)
+	}
+	cc.active--
+	cc.becameIdleLocked()
+	cs.cond.Broadcast()
+	cc.cond.Broadcast()
+}
+
+// dropBufLocked discards a stream's unread bytes, returning them to the
+// connection window.
+func (cc *Conn) dropBufLocked(cs *stream) {
+	cc.connUnacked += int64(len(cs.buf) - cs.off)
+	cs.buf, cs.off = nil, 0
+}
+
+// maybeRemoveLocked removes a stream finished both ways.
+func (cc *Conn) maybeRemoveLocked(cs *stream) {
+	if cs.recvEnded && cs.sentEnd {
+		cc.removeLocked(cs)
+	}
+}
