@@ -2,8 +2,10 @@ package h2server
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -368,4 +370,32 @@ func TestAHandlerThatAbortsResetsItsStreamOnly(t *testing.T) {
 	assert.Equal(t, http2.ErrCodeInternal, code)
 	require.True(t, h.headers(3, true, "GET", "/"))
 	assert.Equal(t, "200", h.status(3), "the connection serves on")
+}
+
+func TestTheLastBodyReadReturnsEOFWithTheData(t *testing.T) {
+	type result struct {
+		n   int
+		err error
+	}
+	got := make(chan result, 1)
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rr := r.Body.(interface{ ReadReady() bool })
+		deadline := time.Now().Add(5 * time.Second)
+		for !rr.ReadReady() && time.Now().Before(deadline) {
+			runtime.Gosched() // the DATA frame (with END_STREAM) is on its way
+		}
+		buf := make([]byte, 64)
+		n, err := r.Body.Read(buf)
+		got <- result{n, err}
+	}), nil)
+	h := dialRaw(t, ts.addr)
+	require.True(t, h.headers(1, false, "POST", "/"))
+	require.True(t, h.write(func(fr *http2.Framer) error { return fr.WriteData(1, true, []byte("abc")) }))
+	select {
+	case r := <-got:
+		assert.Equal(t, 3, r.n)
+		assert.Equal(t, io.EOF, r.err, "io.EOF comes with the last data")
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler did not read")
+	}
 }
