@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -17,10 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h2server"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
@@ -75,14 +73,14 @@ func infoOf(ctx context.Context) *connInfo {
 // httpRuntime holds the HTTP servers and clients a proxy shares between
 // connections.
 type httpRuntime struct {
-	h1     *h1.Server
-	h2     *http2.Server
-	h2base *http.Server
-	h2opts []h2client.Option // for the pool's HTTP/2 client connections
-	appH1  *h1.Client        // HTTP/1 to the local application (inbound)
-	extH1  *h1.Client        // HTTP/1 to unmeshed endpoints (outbound)
-	pool   *connPool
-	peerH1 *peerH1Pool // HTTP/1.1 over mesh TLS to peer proxies
+	h1      *h1.Server
+	h2      *h2server.Config
+	handler http.Handler
+	h2opts  []h2client.Option // for the pool's HTTP/2 client connections
+	appH1   *h1.Client        // HTTP/1 to the local application (inbound)
+	extH1   *h1.Client        // HTTP/1 to unmeshed endpoints (outbound)
+	pool    *connPool
+	peerH1  *peerH1Pool // HTTP/1.1 over mesh TLS to peer proxies
 }
 
 func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
@@ -104,35 +102,25 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 		},
 	}
 	// HTTP/2 server limits, all set explicitly: streams per connection,
-	// header list size (and HPACK table sizes), receive windows, frame
-	// size and idle time. Go's server also bounds handler goroutines per
-	// connection, control-frame queues and CONTINUATION header bytes; the
+	// header list size (HPACK tables are 4096 bytes), receive windows,
+	// frame size (16 KiB), idle time and keepalive. The server also
+	// bounds running handlers and queued output per connection; the
 	// h2Guard around each connection adds the reset and flood budgets.
-	rt.h2base = &http.Server{
-		Handler:        handler,
-		MaxHeaderBytes: cfg.HTTPMaxHeaderBytes,
-		IdleTimeout:    cfg.HTTPIdleTimeout,
-		HTTP2: &http.HTTP2Config{
-			MaxConcurrentStreams:          int(cfg.H2MaxConcurrentStreams),
-			MaxDecoderHeaderTableSize:     4096,
-			MaxEncoderHeaderTableSize:     4096,
-			MaxReadFrameSize:              16 << 10,
-			MaxReceiveBufferPerConnection: int(cfg.H2ConnectionWindow),
-			MaxReceiveBufferPerStream:     int(cfg.H2StreamWindow),
-			SendPingTimeout:               30 * time.Second,
-			PingTimeout:                   15 * time.Second,
-		},
-		// Go's HTTP/2 server reports connection errors here, not to the
-		// process-wide logger.
-		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
-	}
-	rt.h2 = &http2.Server{
+	// It is the proxy's own (internal/h2server), for applications and
+	// peer proxies alike.
+	rt.handler = handler
+	rt.h2 = &h2server.Config{
+		MaxConcurrentStreams: cfg.H2MaxConcurrentStreams,
+		MaxHeaderBytes:       cfg.HTTPMaxHeaderBytes,
+		StreamWindow:         cfg.H2StreamWindow,
+		ConnectionWindow:     cfg.H2ConnectionWindow,
+		IdleTimeout:          cfg.HTTPIdleTimeout,
+		PingInterval:         30 * time.Second,
+		PingTimeout:          15 * time.Second,
 		CountError: func(errType string) {
 			p.m.http.protocol.WithLabelValues("", "http2-"+h2ErrorClass(errType)).Inc()
 		},
-	}
-	if err := http2.ConfigureServer(rt.h2base, rt.h2); err != nil {
-		return nil, fmt.Errorf("dataplane: configuring HTTP/2: %w", err)
+		Logger: p.log,
 	}
 
 	// Clients. Every multiplexed connection (to peer proxies over mesh
@@ -207,11 +195,9 @@ func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInf
 				p.m.http.protocol.WithLabelValues(info.direction, reason).Inc()
 				p.log.Info("HTTP/2 connection closed for abuse", "direction", info.direction, "client", conn.RemoteAddr().String(), "reason", reason)
 			})
-			p.http.h2.ServeConn(g, &http2.ServeConnOpts{
-				Context:    context.WithoutCancel(ctx),
-				BaseConfig: p.http.h2base,
-				Handler:    p.http.h2base.Handler,
-			})
+			// The proxy's run context ending is the drain: GOAWAY, streams
+			// in flight finish.
+			h2server.ServeConn(ctx, g, p.http.handler, p.http.h2)
 			conn.Close()
 			return
 		}

@@ -384,14 +384,9 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	}
 	accepting.Wait()
 	p.log.Info("draining", "open", p.openConns(), "grace", p.cfg.ShutdownGracePeriod)
-	// HTTP/2 clients get GOAWAY: streams in flight finish, no new ones
-	// start; HTTP/1 connections close once idle (the drain signal is
-	// runCtx, which their servers watch).
-	go func() {
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = p.http.h2base.Shutdown(sctx)
-	}()
+	// HTTP/2 clients got GOAWAY when runCtx ended (their servers watch
+	// it): streams in flight finish, no new ones start; HTTP/1
+	// connections close once idle.
 	drained := make(chan struct{})
 	go func() {
 		p.active.Wait()

@@ -20,9 +20,6 @@ var h2specAllowed = map[string]string{
 	"http2/3.5: Sends invalid connection preface": "protocol detection: bytes that are not the HTTP/2 client " +
 		"preface are not HTTP/2 to the proxy; they are classified (here as opaque) and forwarded to the " +
 		"application, which answers, instead of the proxy closing an HTTP/2 connection that never began",
-	"http2/6.5.3: Sends multiple values of SETTINGS_INITIAL_WINDOW_SIZE": "Go's HTTP/2 server (x/net/http2, and " +
-		"net/http's copy) deliberately refuses a SETTINGS frame that repeats a parameter with PROTOCOL_ERROR " +
-		"(Framer HasDuplicates, a hardening against settings floods) where RFC 9113 says to apply them in order",
 }
 
 type junit struct {

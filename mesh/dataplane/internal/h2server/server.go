@@ -1,0 +1,689 @@
+package h2server
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// Config is what a server connection needs. Zero values take the
+// defaults named on each field.
+type Config struct {
+	// MaxConcurrentStreams is advertised to the client; streams beyond it
+	// are refused with REFUSED_STREAM. Default 100.
+	MaxConcurrentStreams uint32
+	// MaxHeaderBytes caps a request's decoded header list (and so any one
+	// field). Default 1 MiB.
+	MaxHeaderBytes int
+	// StreamWindow and ConnectionWindow are the receive windows granted
+	// to the client per stream and per connection. Defaults 1 MiB and
+	// 4 MiB.
+	StreamWindow     int32
+	ConnectionWindow int32
+	// IdleTimeout closes (with GOAWAY) a connection with no stream for
+	// that long. Zero: never.
+	IdleTimeout time.Duration
+	// PingInterval sends a PING when nothing was read for that long, and
+	// PingTimeout closes the connection when nothing arrives within it
+	// after the PING. Defaults 30 s and 15 s; a negative PingInterval
+	// disables keepalive.
+	PingInterval time.Duration
+	PingTimeout  time.Duration
+	// CountError is told the class of every protocol error (a short
+	// token such as "data_flow" or "headers_even").
+	CountError func(class string)
+	// Logger receives connection errors at debug level.
+	Logger *slog.Logger
+}
+
+// Fixed limits.
+const (
+	maxReadFrameSize = 16 << 10 // the frames we accept: the protocol's minimum
+	headerTableSize  = 4096     // HPACK tables both ways
+	highWater        = 64 << 10 // queued output past which writers wait for the socket
+	prefaceTimeout   = 10 * time.Second
+	closeLinger      = time.Second // reading after a final GOAWAY before closing
+	maxCanonCache    = 256
+	controlBatch     = 4 << 10 // queued answers the read loop flushes without waiting for a pause
+)
+
+const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	if out.MaxConcurrentStreams == 0 {
+		out.MaxConcurrentStreams = 100
+	}
+	if out.MaxHeaderBytes <= 0 {
+		out.MaxHeaderBytes = 1 << 20
+	}
+	if out.StreamWindow <= 0 {
+		out.StreamWindow = 1 << 20
+	}
+	if out.ConnectionWindow <= 0 {
+		out.ConnectionWindow = 4 << 20
+	}
+	if out.StreamWindow < 65535 {
+		out.StreamWindow = 65535
+	}
+	if out.ConnectionWindow < 65535 {
+		out.ConnectionWindow = 65535
+	}
+	if out.PingInterval == 0 {
+		out.PingInterval = 30 * time.Second
+	}
+	if out.PingTimeout <= 0 {
+		out.PingTimeout = 15 * time.Second
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	return out
+}
+
+var (
+	errStreamClosed = errors.New("h2server: stream closed")
+	errConnClosed   = errors.New("h2server: connection closed")
+	errBodyClosed   = errors.New("h2server: request body closed")
+)
+
+// conn is one server connection.
+type conn struct {
+	cfg     Config
+	nc      net.Conn
+	handler http.Handler
+	baseCtx context.Context
+	remote  string
+	tls     *tls.ConnectionState
+
+	br *bufio.Reader
+	rf *http2.Framer // read side; only the read loop touches it
+
+	framesRead atomic.Uint64
+	handlers   sync.WaitGroup
+	canon      map[string]string // canonical header names, read loop only
+
+	mu        sync.Mutex
+	flushDone sync.Cond // a flush ended (or the connection failed)
+	out       []byte    // encoded frames waiting to be written
+	spare     []byte
+	flushing  bool
+	werr      error // the connection is unusable for writes
+	wf        *http2.Framer
+	henc      *hpack.Encoder
+	hbuf      outBuffer
+	lower     map[string]string // lower-case response header names
+
+	streams     map[uint32]*stream
+	running     int // handlers running
+	maxID       uint32
+	sendWin     int64 // connection send window
+	initialWin  int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	peerFrame   int   // the client's SETTINGS_MAX_FRAME_SIZE
+	inflow      int64 // connection receive window left
+	unsent      int64 // consumed connection bytes not yet returned
+	unacked     int   // our SETTINGS not yet acknowledged
+	sawSettings bool
+	goAway      bool // GOAWAY sent: no new streams
+	goAwayCode  http2.ErrCode
+	closing     bool // the read loop is lingering before close
+	idleSince   time.Time
+	idleTimer   *time.Timer
+	pingTimer   *time.Timer
+	pingState   uint8 // 0 waiting for silence, 1 PING sent
+	pingSeen    uint64
+	stopCtx     func() bool
+}
+
+// ServeConn serves HTTP/2 on nc, whose next bytes are the client
+// preface, until the connection ends; it returns once every handler it
+// started has returned. Requests' contexts carry ctx's values but not its
+// cancellation: when ctx is done the connection shuts down gracefully
+// (GOAWAY; streams in flight finish). ServeConn does not close nc's
+// underlying listener; it closes nc.
+func ServeConn(ctx context.Context, nc net.Conn, handler http.Handler, cfg *Config) {
+	c := &conn{
+		cfg:        cfg.withDefaults(),
+		nc:         nc,
+		handler:    handler,
+		baseCtx:    context.WithoutCancel(ctx),
+		remote:     nc.RemoteAddr().String(),
+		streams:    make(map[uint32]*stream),
+		sendWin:    65535,
+		initialWin: 65535,
+		peerFrame:  16384,
+		canon:      make(map[string]string),
+		lower:      make(map[string]string),
+	}
+	if cs, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		st := cs.ConnectionState()
+		c.tls = &st
+	}
+	c.flushDone.L = &c.mu
+	c.inflow = int64(c.cfg.ConnectionWindow)
+	c.wf = http2.NewFramer(outWriter{c}, nil)
+	c.henc = hpack.NewEncoder(&c.hbuf)
+	c.henc.SetMaxDynamicTableSizeLimit(headerTableSize)
+	c.br = bufio.NewReaderSize(nc, 4096)
+	c.rf = http2.NewFramer(nil, c.br)
+	c.rf.SetMaxReadFrameSize(maxReadFrameSize)
+	c.rf.MaxHeaderListSize = uint32(c.cfg.MaxHeaderBytes)
+	c.rf.ReadMetaHeaders = hpack.NewDecoder(headerTableSize, nil)
+
+	c.serve(ctx)
+	c.handlers.Wait()
+}
+
+func (c *conn) serve(ctx context.Context) {
+	defer c.nc.Close()
+	c.mu.Lock()
+	settings := []http2.Setting{
+		{ID: http2.SettingMaxFrameSize, Val: maxReadFrameSize},
+		{ID: http2.SettingMaxConcurrentStreams, Val: c.cfg.MaxConcurrentStreams},
+		{ID: http2.SettingMaxHeaderListSize, Val: uint32(c.cfg.MaxHeaderBytes)},
+		{ID: http2.SettingHeaderTableSize, Val: headerTableSize},
+		{ID: http2.SettingInitialWindowSize, Val: uint32(c.cfg.StreamWindow)},
+	}
+	_ = c.wf.WriteSettings(settings...)
+	c.unacked++
+	if d := c.cfg.ConnectionWindow - 65535; d > 0 {
+		_ = c.wf.WriteWindowUpdate(0, uint32(d))
+	}
+	err := c.flushLocked()
+	c.mu.Unlock()
+	if err != nil {
+		c.shutdown(err)
+		return
+	}
+
+	_ = c.nc.SetReadDeadline(time.Now().Add(prefaceTimeout))
+	var pre [len(clientPreface)]byte
+	if _, err := io.ReadFull(c.br, pre[:]); err != nil || string(pre[:]) != clientPreface {
+		c.count("bad_preface")
+		c.shutdown(fmt.Errorf("h2server: bad client preface: %w", errors.Join(err)))
+		return
+	}
+	_ = c.nc.SetReadDeadline(time.Time{})
+
+	c.stopCtx = context.AfterFunc(ctx, func() { c.startGoAway(http2.ErrCodeNo) })
+	defer c.stopCtx()
+	c.startTimers()
+
+	for {
+		f, err := c.rf.ReadFrame()
+		c.framesRead.Add(1)
+		if err == nil {
+			err = c.process(f)
+		}
+		if err != nil && !c.handleError(f, err) {
+			c.shutdown(err)
+			return
+		}
+		c.mu.Lock()
+		if c.closing {
+			c.mu.Unlock()
+			c.linger()
+			c.shutdown(errConnClosed)
+			return
+		}
+		// Answers to the client's frames (SETTINGS and PING acks,
+		// resets, window updates) go out once the next frame is not
+		// already here, so that a batch of frames gets one write, or when
+		// enough of them wait.
+		if len(c.out) > 0 && (len(c.out) >= controlBatch || !c.frameBuffered()) {
+			_ = c.flushLocked()
+		}
+		c.mu.Unlock()
+	}
+}
+
+// frameBuffered reports whether a whole frame is buffered, so that the
+// next ReadFrame will not block.
+func (c *conn) frameBuffered() bool {
+	n := c.br.Buffered()
+	if n < 9 {
+		return false
+	}
+	h, err := c.br.Peek(9)
+	if err != nil {
+		return false
+	}
+	return n >= 9+(int(h[0])<<16|int(h[1])<<8|int(h[2]))
+}
+
+// handleError answers a protocol error; it reports false when the
+// connection must end now.
+func (c *conn) handleError(f http2.Frame, err error) bool {
+	var se http2.StreamError
+	var ce http2.ConnectionError
+	switch {
+	case errors.As(err, &se):
+		c.count("stream_" + se.Code.String())
+		c.mu.Lock()
+		if se.StreamID > c.maxID && se.StreamID%2 == 1 {
+			c.maxID = se.StreamID // a malformed HEADERS still used its ID
+		}
+		c.resetLocked(se.StreamID, se.Code)
+		c.mu.Unlock()
+		return true
+	case errors.As(err, &ce):
+		c.count("conn_" + http2.ErrCode(ce).String())
+		c.cfg.Logger.Debug("HTTP/2 connection error", "client", c.remote, "err", err)
+		if f != nil {
+			c.mu.Lock()
+			if id := f.Header().StreamID; id > c.maxID && id%2 == 1 {
+				c.maxID = id
+			}
+			c.mu.Unlock()
+		}
+		c.fail(http2.ErrCode(ce))
+		return true
+	case errors.Is(err, http2.ErrFrameTooLarge):
+		c.count("frame_too_large")
+		c.fail(http2.ErrCodeFrameSize)
+		return true
+	}
+	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		c.cfg.Logger.Debug("HTTP/2 connection ended", "client", c.remote, "err", err)
+	}
+	return false
+}
+
+func (c *conn) count(class string) {
+	if c.cfg.CountError != nil {
+		c.cfg.CountError(class)
+	}
+}
+
+// fail sends GOAWAY with code and ends the connection after a linger.
+func (c *conn) fail(code http2.ErrCode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return
+	}
+	c.goAway, c.goAwayCode, c.closing = true, code, true
+	_ = c.wf.WriteGoAway(c.maxID, code, nil)
+	_ = c.flushLocked()
+}
+
+// startGoAway starts a graceful shutdown: GOAWAY, streams in flight
+// finish, then the connection closes.
+func (c *conn) startGoAway(code http2.ErrCode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.startGoAwayLocked(code)
+}
+
+func (c *conn) startGoAwayLocked(code http2.ErrCode) {
+	if c.goAway || c.werr != nil {
+		return
+	}
+	c.goAway, c.goAwayCode = true, code
+	_ = c.wf.WriteGoAway(c.maxID, code, nil)
+	_ = c.flushLocked()
+	c.maybeCloseLocked()
+}
+
+// maybeCloseLocked ends a connection that sent GOAWAY once it has no
+// stream left: the read loop lingers, then closes.
+func (c *conn) maybeCloseLocked() {
+	if !c.goAway || c.closing || len(c.streams) > 0 || c.running > 0 {
+		return
+	}
+	c.closing = true
+	// Wake the read loop: it reads on until the client closes or the
+	// linger ends.
+	_ = c.nc.SetReadDeadline(time.Now().Add(closeLinger))
+}
+
+// linger reads and drops what the client still sends after the final
+// GOAWAY, so that closing does not reset the connection before the
+// client has read it.
+func (c *conn) linger() {
+	_ = c.nc.SetReadDeadline(time.Now().Add(closeLinger))
+	_, _ = io.Copy(io.Discard, io.LimitReader(c.br, 1<<20))
+}
+
+// shutdown ends the connection: every stream fails, writers and readers
+// wake up.
+func (c *conn) shutdown(err error) {
+	c.mu.Lock()
+	if c.werr == nil {
+		c.werr = errConnClosed
+	}
+	for id, s := range c.streams {
+		s.abortLocked(errConnClosed)
+		delete(c.streams, id)
+	}
+	if c.idleTimer != nil {
+		c.idleTimer.Stop()
+	}
+	if c.pingTimer != nil {
+		c.pingTimer.Stop()
+	}
+	c.flushDone.Broadcast()
+	c.mu.Unlock()
+	_ = c.nc.Close()
+	_ = err
+}
+
+// startTimers arms the idle and keepalive timers.
+func (c *conn) startTimers() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.idleSince = time.Now()
+	if d := c.cfg.IdleTimeout; d > 0 {
+		c.idleTimer = time.AfterFunc(d, c.checkIdle)
+	}
+	if c.cfg.PingInterval > 0 {
+		c.pingSeen = c.framesRead.Load()
+		c.pingTimer = time.AfterFunc(c.cfg.PingInterval, c.checkPing)
+	}
+}
+
+func (c *conn) checkIdle() {
+	c.mu.Lock()
+	d := c.cfg.IdleTimeout
+	if c.werr != nil {
+		c.mu.Unlock()
+		return
+	}
+	if len(c.streams) == 0 && c.running == 0 {
+		if idle := time.Since(c.idleSince); idle >= d {
+			c.mu.Unlock()
+			c.startGoAway(http2.ErrCodeNo)
+			return
+		} else {
+			d -= idle
+		}
+	}
+	c.idleTimer.Reset(d)
+	c.mu.Unlock()
+}
+
+// checkPing sends a PING after a silence of PingInterval and closes the
+// connection when the silence lasts PingTimeout more.
+func (c *conn) checkPing() {
+	n := c.framesRead.Load()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.werr != nil {
+		return
+	}
+	if n != c.pingSeen {
+		c.pingSeen, c.pingState = n, 0
+		c.pingTimer.Reset(c.cfg.PingInterval)
+		return
+	}
+	if c.pingState == 1 {
+		c.count("ping_timeout")
+		c.werr = errConnClosed
+		_ = c.nc.Close()
+		return
+	}
+	c.pingState = 1
+	_ = c.wf.WritePing(false, [8]byte{'w', 'e', 'f', 't'})
+	_ = c.flushLocked()
+	c.pingTimer.Reset(c.cfg.PingTimeout)
+}
+
+// process handles one frame from the client; it runs on the read loop.
+func (c *conn) process(f http2.Frame) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.sawSettings {
+		if _, ok := f.(*http2.SettingsFrame); !ok {
+			c.count("first_settings")
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		c.sawSettings = true
+	}
+	if c.closing {
+		return nil
+	}
+	if c.goAway && f.Header().StreamID > c.maxID {
+		// Streams the client opened after our GOAWAY are ignored; their
+		// data still counts against (and returns to) the connection
+		// window.
+		if d, ok := f.(*http2.DataFrame); ok {
+			if int64(d.Length) > c.inflow {
+				return http2.ConnectionError(http2.ErrCodeFlowControl)
+			}
+			c.inflow -= int64(d.Length)
+			c.returnConnLocked(int64(d.Length))
+		}
+		return nil
+	}
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		return c.processSettings(f)
+	case *http2.MetaHeadersFrame:
+		return c.processHeaders(f)
+	case *http2.DataFrame:
+		return c.processData(f)
+	case *http2.WindowUpdateFrame:
+		return c.processWindowUpdate(f)
+	case *http2.PingFrame:
+		if f.IsAck() {
+			return nil
+		}
+		_ = c.wf.WritePing(true, f.Data)
+		return nil
+	case *http2.RSTStreamFrame:
+		if c.idleLocked(f.StreamID) {
+			c.count("reset_idle_stream")
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		if s := c.streams[f.StreamID]; s != nil {
+			s.abortLocked(fmt.Errorf("%w: reset by the client (%v)", errStreamClosed, f.ErrCode))
+			c.removeLocked(s)
+		}
+		return nil
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			c.count("priority_self")
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol}
+		}
+		return nil
+	case *http2.GoAwayFrame:
+		c.startGoAwayLocked(http2.ErrCodeNo)
+		return nil
+	case *http2.PushPromiseFrame:
+		c.count("push_promise")
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	return nil // unknown frame types are ignored
+}
+
+// idleLocked reports whether a stream ID was never used by the client.
+func (c *conn) idleLocked(id uint32) bool {
+	if id%2 == 1 {
+		return id > c.maxID
+	}
+	return true // the server opens no streams
+}
+
+func (c *conn) processSettings(f *http2.SettingsFrame) error {
+	if f.IsAck() {
+		c.unacked--
+		if c.unacked < 0 {
+			c.count("ack_mystery")
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		return nil
+	}
+	if f.NumSettings() > 100 {
+		c.count("settings_big")
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	// Applied in order: a parameter repeated in one frame ends with its
+	// last value (RFC 9113 section 6.5.3).
+	err := f.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			return err
+		}
+		switch s.ID {
+		case http2.SettingHeaderTableSize:
+			c.henc.SetMaxDynamicTableSize(min(s.Val, headerTableSize))
+		case http2.SettingInitialWindowSize:
+			delta := int64(s.Val) - c.initialWin
+			c.initialWin = int64(s.Val)
+			for _, st := range c.streams {
+				st.sendWin += delta
+				if st.sendWin > 1<<31-1 {
+					c.count("setting_win_size")
+					return http2.ConnectionError(http2.ErrCodeFlowControl)
+				}
+				st.cond.Broadcast()
+			}
+		case http2.SettingMaxFrameSize:
+			c.peerFrame = int(s.Val)
+		case http2.SettingNoRFC7540Priorities:
+			if s.Val > 1 {
+				return http2.ConnectionError(http2.ErrCodeProtocol)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	_ = c.wf.WriteSettingsAck()
+	return nil
+}
+
+func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
+	if f.StreamID == 0 {
+		c.sendWin += int64(f.Increment)
+		if c.sendWin > 1<<31-1 {
+			c.count("bad_flow")
+			return http2.ConnectionError(http2.ErrCodeFlowControl)
+		}
+		for _, s := range c.streams {
+			if s.waitingWin {
+				s.cond.Broadcast()
+			}
+		}
+		return nil
+	}
+	if c.idleLocked(f.StreamID) {
+		c.count("stream_idle")
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	s := c.streams[f.StreamID]
+	if s == nil {
+		return nil
+	}
+	s.sendWin += int64(f.Increment)
+	if s.sendWin > 1<<31-1 {
+		c.count("bad_flow")
+		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
+	}
+	s.cond.Broadcast()
+	return nil
+}
+
+func (c *conn) processData(f *http2.DataFrame) error {
+	id := f.StreamID
+	if c.idleLocked(id) {
+		c.count("data_on_idle")
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	length := int64(f.Length)
+	if length > c.inflow {
+		c.count("data_flow")
+		return http2.ConnectionError(http2.ErrCodeFlowControl)
+	}
+	c.inflow -= length
+	s := c.streams[id]
+	if s == nil || s.remoteDone {
+		c.returnConnLocked(length)
+		c.count("closed")
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
+	}
+	if length > s.inflow {
+		c.returnConnLocked(length)
+		c.count("flow_on_data_length")
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
+	}
+	s.inflow -= length
+	data := f.Data()
+	s.received += int64(len(data))
+	if s.declared >= 0 && s.received > s.declared {
+		c.returnConnLocked(length)
+		c.count("send_too_much")
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	if pad := length - int64(len(data)); pad > 0 {
+		c.returnConnLocked(pad)
+		s.returnLocked(pad)
+	}
+	if len(data) > 0 {
+		if s.bodyClosed {
+			c.returnConnLocked(int64(len(data)))
+		} else {
+			s.buf = append(s.buf, data...)
+			s.cond.Broadcast()
+		}
+	}
+	if f.StreamEnded() {
+		return s.endRemoteLocked()
+	}
+	return nil
+}
+
+// returnConnLocked gives n consumed bytes back to the connection window,
+// sending WINDOW_UPDATE once half the window is owed.
+func (c *conn) returnConnLocked(n int64) {
+	c.unsent += n
+	if c.unsent >= int64(c.cfg.ConnectionWindow)/2 {
+		_ = c.wf.WriteWindowUpdate(0, uint32(c.unsent))
+		c.inflow += c.unsent
+		c.unsent = 0
+	}
+}
+
+// resetLocked sends RST_STREAM and forgets the stream.
+func (c *conn) resetLocked(id uint32, code http2.ErrCode) {
+	if c.werr != nil {
+		return
+	}
+	_ = c.wf.WriteRSTStream(id, code)
+	if s := c.streams[id]; s != nil {
+		s.abortLocked(fmt.Errorf("%w: reset (%v)", errStreamClosed, code))
+		c.removeLocked(s)
+	}
+}
+
+// removeLocked forgets a stream that is closed both ways (or reset),
+// returning its unread body bytes to the connection window.
+func (c *conn) removeLocked(s *stream) {
+	if c.streams[s.id] != s {
+		return
+	}
+	delete(c.streams, s.id)
+	if unread := int64(len(s.buf) - s.off); unread > 0 {
+		c.returnConnLocked(unread)
+	}
+	s.buf, s.off = nil, 0
+	if len(c.streams) == 0 {
+		c.idleSince = time.Now()
+		if cap(c.spare) > 16<<10 {
+			c.spare = nil // an idle connection keeps no large buffer
+		}
+	}
+	c.maybeCloseLocked()
+}

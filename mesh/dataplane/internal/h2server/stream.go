@@ -1,0 +1,447 @@
+package h2server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/http2"
+)
+
+// stream is one request/response exchange. Its fields are guarded by
+// the connection's mu.
+type stream struct {
+	c      *conn
+	id     uint32
+	cond   sync.Cond // body data, window changes, the end of the stream
+	cancel context.CancelFunc
+
+	// Receive side.
+	remoteDone  bool  // END_STREAM received
+	inflow      int64 // stream receive window left
+	unsent      int64 // consumed bytes not yet returned to the client
+	declared    int64 // content-length, or -1
+	received    int64
+	buf         []byte // body bytes received, from off
+	off         int
+	bodyErr     error // set when the body ends: io.EOF or why it failed
+	bodyClosed  bool  // the handler closed the body
+	trailer     http.Header
+	continueDue bool // 100-continue still to be sent
+
+	// Send side.
+	sendWin    int64
+	waitingWin bool
+	localDone  bool  // END_STREAM or RST_STREAM sent
+	err        error // the stream is dead (reset, connection gone)
+}
+
+// abortLocked ends the stream for both sides with err and wakes whoever
+// waits on it.
+func (s *stream) abortLocked(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+	if s.bodyErr == nil {
+		s.bodyErr = err
+	}
+	s.localDone = true
+	s.cond.Broadcast()
+	s.cancel()
+}
+
+// endRemoteLocked handles the client's END_STREAM.
+func (s *stream) endRemoteLocked() error {
+	s.remoteDone = true
+	if s.declared >= 0 && s.received != s.declared {
+		s.c.count("content_length_mismatch")
+		return http2.StreamError{StreamID: s.id, Code: http2.ErrCodeProtocol}
+	}
+	if s.bodyErr == nil {
+		s.bodyErr = io.EOF
+	}
+	s.cond.Broadcast()
+	if s.localDone {
+		s.c.removeLocked(s)
+	}
+	return nil
+}
+
+// endLocalLocked records our END_STREAM; a stream closed both ways is
+// forgotten at once, before the flush that releases mu, so that a frame
+// the client sends after seeing the end finds it closed.
+func (s *stream) endLocalLocked() {
+	s.localDone = true
+	if s.remoteDone {
+		s.c.removeLocked(s)
+	}
+}
+
+// returnLocked gives n consumed bytes back to the stream window while
+// the client may still send, once half the window is owed.
+func (s *stream) returnLocked(n int64) {
+	if s.remoteDone {
+		return
+	}
+	s.unsent += n
+	if s.unsent >= int64(s.c.cfg.StreamWindow)/2 {
+		_ = s.c.wf.WriteWindowUpdate(s.id, uint32(s.unsent))
+		s.inflow += s.unsent
+		s.unsent = 0
+	}
+}
+
+// processHeaders opens a stream or takes a stream's trailers.
+func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if id%2 != 1 {
+		c.count("headers_even")
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	if s := c.streams[id]; s != nil {
+		if s.remoteDone {
+			c.count("headers_half_closed")
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
+		}
+		return c.processTrailers(s, f)
+	}
+	if id <= c.maxID {
+		c.count("stream_went_down")
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	c.maxID = id
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		c.count("priority_self")
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	if uint32(len(c.streams)) >= c.cfg.MaxConcurrentStreams || c.running >= 2*int(c.cfg.MaxConcurrentStreams) {
+		c.count("over_max_streams")
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
+	}
+	req, s, err := c.newRequest(f)
+	if err != nil {
+		return err
+	}
+	handler := c.handler
+	if f.Truncated {
+		c.count("header_list_too_long")
+		handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "request header fields too large", http.StatusRequestHeaderFieldsTooLarge)
+		})
+	}
+	c.streams[id] = s
+	c.running++
+	c.handlers.Add(1)
+	w := &responseWriter{s: s, c: c, req: req, header: make(http.Header), clen: -1}
+	go c.runHandler(s, w, req, handler)
+	return nil
+}
+
+func (c *conn) processTrailers(s *stream, f *http2.MetaHeadersFrame) error {
+	if !f.StreamEnded() {
+		c.count("trailers_not_ended")
+		return http2.StreamError{StreamID: s.id, Code: http2.ErrCodeProtocol}
+	}
+	if len(f.PseudoFields()) > 0 {
+		c.count("trailers_pseudo")
+		return http2.StreamError{StreamID: s.id, Code: http2.ErrCodeProtocol}
+	}
+	for _, hf := range f.RegularFields() {
+		key := c.canonical(hf.Name)
+		if !httpguts.ValidTrailerHeader(key) {
+			c.count("trailers_bogus")
+			return http2.StreamError{StreamID: s.id, Code: http2.ErrCodeProtocol}
+		}
+		if _, declared := s.trailer[key]; declared {
+			s.trailer[key] = append(s.trailer[key], hf.Value)
+		}
+	}
+	return s.endRemoteLocked()
+}
+
+// connection-specific fields make a request malformed (RFC 9113 section
+// 8.2.2).
+var connHeaders = [...]string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade"}
+
+// newRequest builds a handler's request from a HEADERS block, or the
+// stream error that makes it malformed.
+func (c *conn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, *stream, error) {
+	id := f.StreamID
+	bad := func(class string) (*http.Request, *stream, error) {
+		c.count(class)
+		return nil, nil, http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	method, scheme := f.PseudoValue("method"), f.PseudoValue("scheme")
+	authority, path := f.PseudoValue("authority"), f.PseudoValue("path")
+	if f.PseudoValue("protocol") != "" {
+		return bad("bad_connect") // extended CONNECT is not offered
+	}
+	if method == "CONNECT" {
+		if path != "" || scheme != "" || authority == "" {
+			return bad("bad_connect")
+		}
+	} else if method == "" || path == "" || (scheme != "http" && scheme != "https") {
+		return bad("bad_path_method")
+	}
+	fields := f.RegularFields()
+	header := make(http.Header, len(fields))
+	for _, hf := range fields {
+		k := c.canonical(hf.Name)
+		header[k] = append(header[k], hf.Value)
+	}
+	for _, k := range connHeaders {
+		if _, ok := header[k]; ok {
+			return bad("connection_header")
+		}
+	}
+	if te := header["Te"]; len(te) > 1 || len(te) == 1 && te[0] != "trailers" {
+		return bad("te_header")
+	}
+	if host := header["Host"]; len(host) == 1 {
+		if authority == "" {
+			authority = host[0]
+		} else if host[0] != authority {
+			return bad("authority_host_mismatch")
+		}
+		delete(header, "Host")
+	} else if len(host) > 1 {
+		return bad("multiple_host_headers")
+	}
+	if strings.IndexByte(authority, '@') >= 0 || authority != "" && !httpguts.ValidHostHeader(authority) {
+		return bad("invalid_authority")
+	}
+	if cookies := header["Cookie"]; len(cookies) > 1 {
+		header["Cookie"] = []string{strings.Join(cookies, "; ")}
+	}
+	var u *url.URL
+	requestURI := path
+	if method == "CONNECT" {
+		u, requestURI = &url.URL{Host: authority}, authority
+	} else {
+		if path[0] != '/' && (path != "*" || method != "OPTIONS") {
+			return bad("bad_path")
+		}
+		var err error
+		if u, err = url.ParseRequestURI(path); err != nil {
+			return bad("bad_path")
+		}
+	}
+	declared := int64(-1)
+	if cl := header["Content-Length"]; len(cl) > 0 {
+		for _, v := range cl[1:] {
+			if v != cl[0] {
+				return bad("content_length")
+			}
+		}
+		n, err := strconv.ParseUint(cl[0], 10, 63)
+		if err != nil {
+			return bad("content_length")
+		}
+		declared = int64(n)
+	}
+	if f.StreamEnded() && declared > 0 {
+		return bad("content_length_mismatch")
+	}
+
+	ctx, cancel := context.WithCancel(c.baseCtx)
+	s := &stream{
+		c:        c,
+		id:       id,
+		cancel:   cancel,
+		inflow:   int64(c.cfg.StreamWindow),
+		declared: declared,
+		sendWin:  c.initialWin,
+	}
+	s.cond.L = &c.mu
+	var trailer http.Header
+	for _, v := range header["Trailer"] {
+		for _, key := range strings.Split(v, ",") {
+			key = textproto.CanonicalMIMEHeaderKey(textproto.TrimString(key))
+			switch key {
+			case "", "Transfer-Encoding", "Trailer", "Content-Length":
+			default:
+				if trailer == nil {
+					trailer = make(http.Header)
+				}
+				trailer[key] = nil
+			}
+		}
+	}
+	delete(header, "Trailer")
+	s.trailer = trailer
+	if httpguts.HeaderValuesContainsToken(header["Expect"], "100-continue") {
+		delete(header, "Expect")
+		s.continueDue = !f.StreamEnded()
+	}
+	req := &http.Request{
+		Method:     method,
+		URL:        u,
+		Proto:      "HTTP/2.0",
+		ProtoMajor: 2,
+		Header:     header,
+		Host:       authority,
+		RemoteAddr: c.remote,
+		RequestURI: requestURI,
+		Trailer:    trailer,
+	}
+	if scheme == "https" {
+		req.TLS = c.tls
+	}
+	if f.StreamEnded() {
+		s.remoteDone = true
+		s.bodyErr = io.EOF
+		req.Body = http.NoBody
+	} else {
+		req.ContentLength = declared
+		req.Body = &body{s: s}
+	}
+	return req.WithContext(ctx), s, nil
+}
+
+// canonical returns the canonical form of a lower-case header name.
+func (c *conn) canonical(name string) string {
+	return cachedName(c.canon, name, http.CanonicalHeaderKey)
+}
+
+// cachedName returns f(name), remembered per connection in m for the
+// first maxCanonCache names (a client cannot grow it further).
+func cachedName(m map[string]string, name string, f func(string) string) string {
+	if v, ok := m[name]; ok {
+		return v
+	}
+	v := f(name)
+	if len(m) < maxCanonCache {
+		m[name] = v
+	}
+	return v
+}
+
+// runHandler runs one stream's handler and finishes its response.
+func (c *conn) runHandler(s *stream, w *responseWriter, req *http.Request, h http.Handler) {
+	defer c.handlers.Done()
+	ok := false
+	defer func() {
+		if !ok {
+			e := recover()
+			if e != http.ErrAbortHandler {
+				c.cfg.Logger.Error("HTTP/2 handler panicked", "client", c.remote, "panic", fmt.Sprint(e))
+			}
+			c.mu.Lock()
+			if !s.localDone {
+				c.resetLocked(s.id, http2.ErrCodeInternal)
+				_ = c.flushLocked()
+			}
+			c.handlerEndLocked(s)
+			c.mu.Unlock()
+		}
+	}()
+	h.ServeHTTP(w, req)
+	ok = true
+	c.mu.Lock()
+	w.finishLocked()
+	c.handlerEndLocked(s)
+	c.mu.Unlock()
+}
+
+// handlerEndLocked accounts for a handler that returned: a client still
+// sending its body is told to stop (RST_STREAM NO_ERROR, after the
+// complete response), the stream is forgotten once closed both ways.
+func (c *conn) handlerEndLocked(s *stream) {
+	c.running--
+	s.cancel()
+	if c.streams[s.id] == s {
+		if !s.remoteDone && s.err == nil {
+			_ = c.wf.WriteRSTStream(s.id, http2.ErrCodeNo)
+			_ = c.flushLocked()
+			s.abortLocked(errStreamClosed)
+		}
+		if s.localDone {
+			c.removeLocked(s)
+		}
+	}
+	if s.buf != nil && c.streams[s.id] != s {
+		s.buf, s.off = nil, 0
+	}
+	c.maybeCloseLocked()
+}
+
+// body is a request body: what the client sent, in order, bounded by the
+// stream's receive window.
+type body struct {
+	s *stream
+}
+
+// Read reads body bytes; with the last of them it returns io.EOF when
+// the client's END_STREAM has arrived.
+func (b *body) Read(p []byte) (int, error) {
+	s := b.s
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.bodyClosed {
+		return 0, errBodyClosed
+	}
+	if s.continueDue && len(s.buf) == s.off && s.bodyErr == nil {
+		s.continueDue = false
+		c.writeHeadersLocked(s, 100, nil, false)
+		_ = c.flushLocked()
+	}
+	for len(s.buf) == s.off && s.bodyErr == nil {
+		s.cond.Wait()
+	}
+	s.continueDue = false
+	n := copy(p, s.buf[s.off:])
+	s.off += n
+	if s.off == len(s.buf) {
+		s.buf, s.off = s.buf[:0], 0
+	}
+	if n > 0 {
+		before := len(c.out)
+		c.returnConnLocked(int64(n))
+		s.returnLocked(int64(n))
+		if len(c.out) > before {
+			_ = c.flushLocked() // window updates: the client may be waiting
+		}
+	}
+	if s.off == len(s.buf) && s.bodyErr != nil {
+		if errors.Is(s.bodyErr, io.EOF) {
+			return n, io.EOF
+		}
+		return n, s.bodyErr
+	}
+	return n, nil
+}
+
+// ReadReady reports whether Read would return without blocking.
+func (b *body) ReadReady() bool {
+	c := b.s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(b.s.buf) > b.s.off || b.s.bodyErr != nil || b.s.bodyClosed
+}
+
+// Close drops the rest of the body; the client is told to stop sending
+// when the handler returns.
+func (b *body) Close() error {
+	s := b.s
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !s.bodyClosed {
+		s.bodyClosed = true
+		if unread := int64(len(s.buf) - s.off); unread > 0 {
+			c.returnConnLocked(unread)
+		}
+		s.buf, s.off = nil, 0
+		s.cond.Broadcast()
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+package h2server
+
+// The write path. Frames are encoded under the connection's mu into
+// c.out; flushLocked writes them. While one goroutine writes to the
+// socket (mu released), others keep appending, and the writer loops until
+// nothing is left: every flush carries what was queued during the
+// previous one (group commit). A goroutine that asks for a flush while
+// another is writing returns at once: its frames go out with the next
+// round of the writing goroutine, which never waits for more data.
+
+// outWriter lets the write Framer append to c.out (mu held).
+type outWriter struct{ c *conn }
+
+func (w outWriter) Write(p []byte) (int, error) {
+	w.c.out = append(w.c.out, p...)
+	return len(p), nil
+}
+
+// outBuffer collects one encoded header block.
+type outBuffer struct{ b []byte }
+
+func (b *outBuffer) Write(p []byte) (int, error) {
+	b.b = append(b.b, p...)
+	return len(p), nil
+}
+
+// flushLocked writes what is queued, or leaves it to the goroutine
+// already writing. mu is held on entry and exit, released while writing.
+func (c *conn) flushLocked() error {
+	for {
+		if c.werr != nil {
+			c.out = c.out[:0]
+			return c.werr
+		}
+		if len(c.out) == 0 || c.flushing {
+			return nil
+		}
+		c.flushing = true
+		b := c.out
+		c.out = c.spare[:0]
+		c.spare = nil
+		c.mu.Unlock()
+		_, err := c.nc.Write(b)
+		c.mu.Lock()
+		c.flushing = false
+		if cap(b) <= 4*highWater {
+			c.spare = b[:0]
+		}
+		if err != nil && c.werr == nil {
+			c.werr = err
+			_ = c.nc.Close() // the read loop ends and fails every stream
+			for _, s := range c.streams {
+				s.cond.Broadcast()
+			}
+		}
+		c.flushDone.Broadcast()
+	}
+}
+
+// backpressureLocked bounds the queued output: past highWater, the
+// caller writes it or waits for the goroutine writing.
+func (c *conn) backpressureLocked() error {
+	for len(c.out) >= highWater {
+		if c.werr != nil {
+			return c.werr
+		}
+		if !c.flushing {
+			return c.flushLocked()
+		}
+		c.flushDone.Wait()
+	}
+	return c.werr
+}
