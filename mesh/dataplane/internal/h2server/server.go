@@ -435,9 +435,11 @@ func (c *conn) checkPing() {
 		return
 	}
 	c.pingState = 1
+	// The timer is armed before the flush: a flush that blocks on a
+	// client that stopped reading must not keep the timeout from firing.
+	c.pingTimer.Reset(c.cfg.PingTimeout)
 	_ = c.wf.WritePing(false, [8]byte{'w', 'e', 'f', 't'})
 	_ = c.flushLocked()
-	c.pingTimer.Reset(c.cfg.PingTimeout)
 }
 
 // process handles one frame from the client; it runs on the read loop.
