@@ -399,3 +399,53 @@ func TestTheLastBodyReadReturnsEOFWithTheData(t *testing.T) {
 		t.Fatal("handler did not read")
 	}
 }
+
+// A handler may look at its request's Trailer map (the declared keys)
+// at any time; the values arrive in the map when the body's Read returns
+// io.EOF, on the goroutine reading the body. Here the handler looks only
+// after the read loop has taken the trailers (a later stream was
+// answered) and before it reads the body: under -race, a read loop that
+// filled the map itself is a race (the conformance suite caught one).
+func TestRequestTrailersReachTheMapOnlyAtTheBodysEnd(t *testing.T) {
+	look := make(chan struct{})
+	type seen struct {
+		declared      int
+		before, after string
+		err           error
+	}
+	got := make(chan seen, 1)
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/one" {
+			return
+		}
+		select {
+		case <-look:
+		case <-time.After(5 * time.Second):
+		}
+		s := seen{declared: len(r.Trailer), before: r.Trailer.Get("X-Sum")}
+		_, s.err = io.ReadAll(r.Body)
+		s.after = r.Trailer.Get("X-Sum")
+		got <- s
+	}), nil)
+	h := dialRaw(t, ts.addr)
+	require.True(t, h.headers(1, false, "POST", "/one", "trailer", "x-sum"))
+	require.True(t, h.write(func(fr *http2.Framer) error { return fr.WriteData(1, false, []byte("body")) }))
+	tr := h.block("x-sum", "42")
+	require.True(t, h.write(func(fr *http2.Framer) error {
+		return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: tr, EndStream: true, EndHeaders: true})
+	}))
+	// Frames are read in order: once stream 3 is answered, stream 1's
+	// trailers have been taken.
+	require.True(t, h.headers(3, true, "GET", "/two"))
+	require.Equal(t, "200", h.status(3))
+	close(look)
+	select {
+	case s := <-got:
+		require.NoError(t, s.err)
+		assert.Equal(t, 1, s.declared, "the declared key is in the map from the start")
+		assert.Empty(t, s.before, "no trailer value before the body's end")
+		assert.Equal(t, "42", s.after)
+	case <-time.After(5 * time.Second):
+		t.Fatal("handler did not finish")
+	}
+}

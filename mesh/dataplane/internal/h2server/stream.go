@@ -34,7 +34,8 @@ type stream struct {
 	off         int
 	bodyErr     error // set when the body ends: io.EOF or why it failed
 	bodyClosed  bool  // the handler closed the body
-	trailer     http.Header
+	trailer     http.Header // the request's Trailer: written only by the body's reader, at io.EOF
+	gotTrailer  http.Header // trailers received, not yet handed to the reader
 	continueDue bool // 100-continue still to be sent
 
 	// Send side.
@@ -161,7 +162,10 @@ func (c *conn) processTrailers(s *stream, f *http2.MetaHeadersFrame) error {
 			return http2.StreamError{StreamID: s.id, Code: http2.ErrCodeProtocol}
 		}
 		if _, declared := s.trailer[key]; declared {
-			s.trailer[key] = append(s.trailer[key], hf.Value)
+			if s.gotTrailer == nil {
+				s.gotTrailer = make(http.Header, len(s.trailer))
+			}
+			s.gotTrailer[key] = append(s.gotTrailer[key], hf.Value)
 		}
 	}
 	return s.endRemoteLocked()
@@ -413,6 +417,13 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	if s.off == len(s.buf) && s.bodyErr != nil {
 		if errors.Is(s.bodyErr, io.EOF) {
+			// The request's Trailer map is filled here, on the reader's
+			// goroutine, as net/http promises it: after the body's EOF.
+			// The read loop never touches a map the handler holds.
+			for k, vs := range s.gotTrailer {
+				s.trailer[k] = vs
+			}
+			s.gotTrailer = nil
 			return n, io.EOF
 		}
 		return n, s.bodyErr
