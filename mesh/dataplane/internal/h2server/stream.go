@@ -32,11 +32,11 @@ type stream struct {
 	received    int64
 	buf         []byte // body bytes received, from off
 	off         int
-	bodyErr     error // set when the body ends: io.EOF or why it failed
-	bodyClosed  bool  // the handler closed the body
+	bodyErr     error       // set when the body ends: io.EOF or why it failed
+	bodyClosed  bool        // the handler closed the body
 	trailer     http.Header // the request's Trailer: written only by the body's reader, at io.EOF
 	gotTrailer  http.Header // trailers received, not yet handed to the reader
-	continueDue bool // 100-continue still to be sent
+	continueDue bool        // 100-continue still to be sent
 
 	// Send side.
 	sendWin    int64
