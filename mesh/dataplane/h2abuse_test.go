@@ -439,3 +439,38 @@ func TestCancellingLongLivedStreamsIsNotARapidReset(t *testing.T) {
 	}
 	assert.False(t, h.waitClosed(500*time.Millisecond), "210 cancelled long-lived streams keep the connection open")
 }
+
+func TestAClientThatWaitsForEachPingAckIsNotAFlood(t *testing.T) {
+	// grpc-go's bandwidth estimator pings once per round trip, which on
+	// loopback is thousands of PINGs a second; each waits for the
+	// previous acknowledgement. The benchmark's grpc-go client was cut
+	// for a "control flood" at about 10,000 calls a second.
+	_, addr := h2Target(t)
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(60*time.Second)))
+	fr := http2.NewFramer(c, c)
+	_, err = io.WriteString(c, http2.ClientPreface)
+	require.NoError(t, err)
+	require.NoError(t, fr.WriteSettings())
+	const pings = 5000
+	for i := 0; i < pings; i++ {
+		data := [8]byte{byte(i >> 8), byte(i)}
+		require.NoError(t, fr.WritePing(false, data), "ping %d", i)
+		for acked := false; !acked; {
+			f, err := fr.ReadFrame()
+			require.NoError(t, err, "ping %d: the connection ended", i)
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					require.NoError(t, fr.WriteSettingsAck())
+				}
+			case *http2.PingFrame:
+				acked = f.IsAck() && f.Data == data
+			case *http2.GoAwayFrame:
+				t.Fatalf("ping %d: GOAWAY %v", i, f.ErrCode)
+			}
+		}
+	}
+}

@@ -21,7 +21,12 @@ import (
 //     (rapid reset, CVE-2023-44487). Cancelling long-lived streams (gRPC
 //     watches) does not count;
 //   - control floods: SETTINGS, PING and PRIORITY frames beyond a leaky
-//     bucket of 1000 frames draining at 1000 per second;
+//     bucket of 1000 frames draining at 1000 per second. A PING sent
+//     while none of the client's earlier PINGs is unanswered does not
+//     count: a client that waits for each acknowledgement (grpc-go's
+//     bandwidth estimator pings once per round trip, thousands of times
+//     a second on a fast link) is paced by the server's answers, while
+//     a flood sends PINGs faster than they are answered;
 //   - empty frames: DATA without END_STREAM, HEADERS and CONTINUATION
 //     frames with no payload beyond a bucket of 100 draining at 10 per
 //     second;
@@ -54,6 +59,7 @@ type h2Guard struct {
 	control  bucket
 	empty    bucket
 	contRun  int
+	pingsOut int // the client's PINGs not yet acknowledged
 	abuse    string
 	reported bool
 
@@ -156,6 +162,7 @@ const (
 	frameContinuation = 0x9
 
 	flagEndStream  = 0x1
+	flagAck        = 0x1 // SETTINGS and PING
 	flagEndHeaders = 0x4
 	flagPadded     = 0x8
 	flagPriority   = 0x20
@@ -266,7 +273,18 @@ func (g *h2Guard) clientFrame(typ, flags byte, length int, stream uint32) {
 		}
 	case frameRSTStream:
 		g.countReset(stream, now)
-	case frameSettings, framePing, framePriority:
+	case framePing:
+		if flags&flagAck != 0 {
+			if !g.control.take(now) {
+				g.abuse = "http2-control-flood"
+			}
+			break
+		}
+		if g.pingsOut > 0 && !g.control.take(now) {
+			g.abuse = "http2-control-flood"
+		}
+		g.pingsOut++
+	case frameSettings, framePriority:
 		if !g.control.take(now) {
 			g.abuse = "http2-control-flood"
 		}
@@ -274,9 +292,12 @@ func (g *h2Guard) clientFrame(typ, flags byte, length int, stream uint32) {
 }
 
 // serverFrame inspects a frame header the server writes; g.mu is held.
-func (g *h2Guard) serverFrame(typ, _ byte, _ int, stream uint32) {
-	if typ == frameRSTStream {
+func (g *h2Guard) serverFrame(typ, flags byte, _ int, stream uint32) {
+	switch {
+	case typ == frameRSTStream:
 		g.countReset(stream, time.Now())
+	case typ == framePing && flags&flagAck != 0 && g.pingsOut > 0:
+		g.pingsOut--
 	}
 }
 
