@@ -31,18 +31,20 @@ import (
 //     frames with no payload beyond a bucket of 100 draining at 10 per
 //     second;
 //   - CONTINUATION floods: more than 64 CONTINUATION frames in one header
-//     block (Go's server also bounds the header bytes);
+//     block (the server, internal/h2server, also bounds the header
+//     bytes);
 //   - connection-specific header fields (Connection, Keep-Alive,
 //     Proxy-Connection, Transfer-Encoding, Upgrade, TE other than
 //     "trailers"), which make a request malformed (RFC 9113 section
 //     8.2.2): the guard decodes header blocks with its own HPACK decoder
-//     and ends the connection. Go's server alone would answer 400, which
-//     a peer may take for an ordinary response.
+//     and ends the connection, where the server alone would only reset
+//     the stream.
 //
-// Go's HTTP/2 server already bounds running handlers per connection,
-// queued control frames, HPACK table and header list sizes, and answers
-// flow-control violations with FLOW_CONTROL_ERROR; the guard adds what it
-// does not count per connection.
+// The server (internal/h2server) already bounds streams and running
+// handlers per connection, queued output (its answers to control frames
+// included), HPACK table and header list sizes, and answers flow-control
+// violations with FLOW_CONTROL_ERROR; the guard adds what it does not
+// count per connection.
 type h2Guard struct {
 	net.Conn
 	budget  int
