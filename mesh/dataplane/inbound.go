@@ -294,7 +294,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	src := p.m.opened(inboundSrcLabels(target, ic.peer, srv, ic.port))
 	dst := p.m.opened(appLabels())
 	log.Debug("inbound connection open", "protocol", ic.protocol.String())
-	pipe(ic.conn, app, src, dst, func() {
+	p.pipe(c, ic.conn, app, src, dst, func() {
 		forget()
 		src.closed()
 		dst.closed()

@@ -226,7 +226,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		dst := p.m.opened(outboundDstLabels(p.m.http.authorityLabel(target), ep.Endpoint))
 		log.Debug("outbound connection open", "endpoint", ep.Addr.String(), "identity", ep.Identity, "protocol", proto.String())
 		handedOff = true
-		pipe(client, server, src, dst, func() {
+		p.pipe(client, client, server, src, dst, func() {
 			src.closed()
 			dst.closed()
 			ep.active.Add(-1)
@@ -312,7 +312,7 @@ func (p *Proxy) passthrough(ctx context.Context, client net.Conn, to netip.AddrP
 	}
 	src := p.m.opened(outboundSrcLabels(to))
 	dst := p.m.opened(outboundDstLabels("", Endpoint{Addr: to}))
-	pipe(client, server, src, dst, func() {
+	p.pipe(client, client, server, src, dst, func() {
 		src.closed()
 		dst.closed()
 		p.untrack(client)

@@ -60,8 +60,10 @@ type Proxy struct {
 	pols  *policyCache
 
 	connsMu sync.Mutex
-	conns   map[net.Conn]struct{}
+	conns   map[net.Conn]*pipeState // tracked connections; the pipe once piped
 	active  sync.WaitGroup
+
+	idle atomic.Pointer[idlePoller] // set by Run before it accepts; nil: idle copies keep their goroutines
 }
 
 // Option tunes a Proxy.
@@ -173,7 +175,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		dialer:       net.Dialer{Timeout: cfg.ConnectTimeout},
 		destIdle:     o.destIdle,
 		origDst:      o.origDst,
-		conns:        map[net.Conn]struct{}{},
+		conns:        map[net.Conn]*pipeState{},
 	}
 	for _, addr := range []string{cfg.InboundAddr, cfg.OutboundAddr, cfg.ConnectAddr, cfg.AdminAddr} {
 		p.own.add(configuredPort(addr))
@@ -347,6 +349,14 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 		close(tapDone)
 	}
 
+	// Idle copy directions park in an epoll set of the proxy's own
+	// (pipe); where there is none they keep their goroutines.
+	if ip, err := newIdlePoller(); err == nil {
+		p.idle.Store(ip)
+	} else {
+		p.log.Debug("idle connections keep their goroutines", "err", err)
+	}
+
 	var accepting sync.WaitGroup
 	serve := func(l net.Listener, handle func(context.Context, net.Conn) bool) {
 		if l == nil {
@@ -401,6 +411,7 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 		p.log.Warn("grace period over, closing connections", "closed", n)
 		<-drained
 	}
+	p.idle.Load().stop() // nothing is parked once every tracked connection ended
 	p.http.pool.closeAll()
 	p.http.peerH1.closeAll()
 	p.http.appH1.CloseIdle(true)
@@ -476,8 +487,26 @@ func (p *Proxy) track(c net.Conn) bool {
 	if p.conns == nil {
 		return false
 	}
-	p.conns[c] = struct{}{}
+	p.conns[c] = nil
 	p.active.Add(1)
+	return true
+}
+
+// piped records the pipe of a tracked connection, so that closeAll ends it
+// whole (its parked directions see no socket event when a connection
+// closes); false when the proxy is already closing everything.
+func (p *Proxy) piped(c net.Conn, ps *pipeState) bool {
+	if r, ok := c.(*replayConn); ok {
+		c = r.Conn
+	}
+	p.connsMu.Lock()
+	defer p.connsMu.Unlock()
+	if p.conns == nil {
+		return false
+	}
+	if _, ok := p.conns[c]; ok {
+		p.conns[c] = ps
+	}
 	return true
 }
 
@@ -505,7 +534,10 @@ func (p *Proxy) closeAll() int {
 	conns := p.conns
 	p.conns = nil
 	p.connsMu.Unlock()
-	for c := range conns {
+	for c, ps := range conns {
+		if ps != nil {
+			ps.closeConns()
+		}
 		c.Close()
 	}
 	return len(conns)

@@ -1,0 +1,380 @@
+package dataplane
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// pipe copies in both directions and returns at once; the direction that
+// finishes last closes both connections and calls done. Each direction runs
+// on a goroutine of its own while it has bytes to move and, on Linux, parks
+// in the proxy's idle poller after busyLinger without data: its goroutine
+// exits and no buffer is held until the source is readable again (see flow).
+// Handing the copies to fresh goroutines also lets the accepting goroutine,
+// whose stack grew during detection and the TLS handshake, exit.
+//
+// tracked is the accepted connection the proxy tracks for its drain: a
+// forced close of it (closeAll) ends both directions, parked or not. src
+// are the series of the client connection (bytes from client count as
+// read, bytes to it as written), dst those of the server connection (nil
+// when it is not counted); errors are recorded on the side they came from.
+func (p *Proxy) pipe(tracked, client, server net.Conn, src, dst *connStats, done func()) {
+	ps := &pipeState{poller: p.idle.Load(), client: client, server: server, done: done}
+	ps.left.Store(2)
+	var toClient, toServer byteCounter = src.wrt, src.read
+	if dst != nil {
+		toClient, toServer = both{src.wrt, dst.read}, both{src.read, dst.wrt}
+	}
+	ps.flows[0].init(ps, client, server, toClient, dst, src)
+	ps.flows[1].init(ps, server, client, toServer, src, dst)
+	if !p.piped(tracked, ps) {
+		// The proxy closed everything before the pipe was known to it.
+		ps.closeConns()
+	}
+	go ps.flows[0].run()
+	go ps.flows[1].run()
+}
+
+// pipeState is what a pipe keeps for its two directions.
+type pipeState struct {
+	mu      sync.Mutex
+	closing bool // closeConns ran: nothing parks any more
+	poller  *idlePoller
+	client  net.Conn
+	server  net.Conn
+	left    atomic.Int32 // directions not finished
+	done    func()
+	flows   [2]flow
+}
+
+// finish ends one direction; the last one closes both connections and
+// calls done.
+func (ps *pipeState) finish() {
+	if ps.left.Add(-1) == 0 {
+		ps.client.Close()
+		ps.server.Close()
+		ps.done()
+	}
+}
+
+// closeConns closes both connections, which ends both directions: a
+// running one sees its reads fail; a parked one (which no socket event
+// would wake: closing a socket drops it from epoll silently) has its
+// registration cancelled before the sockets close and is finished here.
+func (ps *pipeState) closeConns() {
+	var parked [2]*flow
+	n := 0
+	ps.mu.Lock()
+	ps.closing = true
+	for i := range ps.flows {
+		f := &ps.flows[i]
+		if f.state == flowParked {
+			ps.poller.unregister(f.raw, f.token)
+			f.state = flowEnded
+			parked[n] = f
+			n++
+		}
+	}
+	ps.mu.Unlock()
+	ps.client.Close()
+	ps.server.Close()
+	for range parked[:n] {
+		ps.finish()
+	}
+}
+
+type flowState uint8
+
+const (
+	flowRunning flowState = iota // a goroutine owns the direction
+	flowParked                   // registered in the idle poller, no goroutine
+	flowEnded                    // finished while parked
+)
+
+// flow is one direction of a pipe: bytes from src to dst.
+type flow struct {
+	ps     *pipeState
+	dst    net.Conn
+	src    net.Conn
+	count  byteCounter
+	from   *connStats // series of src: read errors are recorded here
+	to     *connStats // series of dst: write errors are recorded here
+	tcp    *net.TCPConn
+	tls    *tls.Conn
+	raw    syscall.RawConn // src's socket; nil when the direction cannot park
+	state  flowState       // guarded by ps.mu
+	token  uint64          // guarded by ps.mu; the poller's, while parked
+	noPark bool            // registering failed once: wait on the goroutine
+}
+
+func (f *flow) init(ps *pipeState, dst, src net.Conn, count byteCounter, from, to *connStats) {
+	f.ps, f.dst, f.src, f.count, f.from, f.to = ps, dst, src, count, from, to
+	var sock net.Conn
+	switch s := src.(type) {
+	case *net.TCPConn:
+		f.tcp, sock = s, s
+	case *tls.Conn:
+		f.tls, sock = s, s.NetConn()
+		if r, ok := sock.(*replayConn); ok && len(r.prefix) == 0 {
+			sock = r.Conn // the ClientHello it replayed is consumed
+		}
+	}
+	if tc, ok := sock.(*net.TCPConn); ok {
+		if rc, err := tc.SyscallConn(); err == nil {
+			f.raw = rc
+		}
+	}
+	if f.tcp != nil && f.raw == nil {
+		f.tcp = nil // the generic copy
+	}
+}
+
+// run moves bytes until the direction ends or parks; a parked direction
+// is run again by the poller when its source is readable.
+func (f *flow) run() {
+	var err error
+	switch {
+	case f.tcp != nil:
+		err = f.copyTCP()
+	case f.tls != nil:
+		err = f.copyTLS()
+	default:
+		err = copyConn(f.dst, f.src, f.count)
+	}
+	if err == errParked {
+		return // the flow belongs to the poller now: touch nothing
+	}
+	f.end(err)
+}
+
+// errParked is the error of a copy loop that parked its direction.
+var errParked = errors.New("dataplane: parked")
+
+// end shuts dst's write side after a clean end of src (or closes both
+// connections when that is not possible or the copy failed, which also ends
+// the other direction), then finishes the direction.
+func (f *flow) end(err error) {
+	if err == nil {
+		if hc, ok := f.dst.(halfCloser); ok && hc.CloseWrite() == nil {
+			f.ps.finish()
+			return
+		}
+	} else {
+		f.failed(err)
+	}
+	f.ps.closeConns()
+	f.ps.finish()
+}
+
+// failed records the error that ended the copy on the side it came from.
+func (f *flow) failed(err error) {
+	if err == nil || isClosedErr(err) {
+		return
+	}
+	side := f.from
+	var we writeError
+	if errors.As(err, &we) {
+		side = f.to
+	}
+	if side != nil {
+		side.fail(err)
+	}
+}
+
+// canPark reports whether the direction may park in the idle poller.
+func (f *flow) canPark() bool { return f.raw != nil && f.ps.poller != nil && !f.noPark }
+
+// park registers the direction in the idle poller. It returns true when
+// parked (the caller's goroutine must return at once: the poller may
+// already have started the next one), false with a nil error when the
+// poller could not take it (the caller waits on its goroutine from now on),
+// net.ErrClosed when the pipe is closing.
+func (f *flow) park() (bool, error) {
+	ps := f.ps
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.closing {
+		return false, net.ErrClosed
+	}
+	tok, ok := ps.poller.register(f)
+	if !ok {
+		f.noPark = true
+		return false, nil
+	}
+	f.state, f.token = flowParked, tok
+	return true, nil
+}
+
+// wake resumes the direction parked under tok on a new goroutine, unless
+// the registration was cancelled meanwhile.
+func (f *flow) wake(tok uint64) {
+	ps := f.ps
+	ps.mu.Lock()
+	if f.state != flowParked || f.token != tok {
+		ps.mu.Unlock()
+		return
+	}
+	f.state, f.token = flowRunning, 0
+	ps.mu.Unlock()
+	go f.run()
+}
+
+// copyTCP copies from a plaintext TCP source. While idle it waits for
+// readability with a zero-copy peek and holds no buffer; it takes a pooled
+// buffer only when bytes are waiting. After busyLinger without data it
+// parks the direction (errParked). It returns nil at EOF.
+func (f *flow) copyTCP() error {
+	src, rc := f.tcp, f.raw
+	lingering := false
+	var last time.Time
+	for {
+		if !lingering && f.canPark() {
+			last = time.Now()
+			_ = src.SetReadDeadline(last.Add(busyLinger))
+			lingering = true
+		}
+		if err := rc.Read(readable); err != nil {
+			if !lingering || !isTimeout(err) {
+				return err
+			}
+			if idle := time.Since(last); idle < busyLinger {
+				_ = src.SetReadDeadline(last.Add(busyLinger))
+				continue
+			}
+			parked, err := f.park()
+			if parked {
+				return errParked
+			}
+			if err != nil {
+				return err
+			}
+			_ = src.SetReadDeadline(time.Time{})
+			lingering = false
+			continue
+		}
+		buf := getBuf()
+		for {
+			n, err := src.Read(*buf)
+			if n > 0 {
+				if _, werr := f.dst.Write((*buf)[:n]); werr != nil {
+					putBuf(buf)
+					return writeError{werr}
+				}
+				f.count.Add(float64(n))
+			}
+			if err != nil {
+				putBuf(buf)
+				return eofIsNil(err)
+			}
+			if n < len(*buf) {
+				break // drained: wait without the buffer
+			}
+		}
+		putBuf(buf)
+		if lingering {
+			last = time.Now()
+		}
+	}
+}
+
+// copyTLS copies from a TLS source. While idle it waits in a one-byte read
+// (the record stays in the TLS layer) holding no buffer, takes a pooled
+// buffer for the burst and gives it back after busyLinger without data.
+// Quiet for busyLinger, it parks the direction (errParked): a read of the
+// TLS layer timed out, which in crypto/tls means no complete record is
+// buffered (Conn.Read only reads the socket when it lacks one) and leaves
+// no error behind (a timeout is not recorded as the connection's error).
+// A partial record stays buffered; its rest must come from the socket. A
+// wake-up that brings only post-handshake messages (session tickets, key
+// updates) yields no bytes and parks again after busyLinger. It returns nil
+// at EOF.
+func (f *flow) copyTLS() error {
+	src := f.tls
+	var first [1]byte
+	for {
+		park := f.canPark()
+		if park {
+			_ = src.SetReadDeadline(time.Now().Add(busyLinger))
+		}
+		// Idle: no buffer held; the TLS layer keeps the record.
+		n, err := src.Read(first[:])
+		if err != nil {
+			if park && isTimeout(err) {
+				if parked, err := f.parkTLS(); parked || err != nil {
+					return err
+				}
+				continue
+			}
+			return eofIsNil(err)
+		}
+		if n == 0 {
+			continue
+		}
+		buf := getBuf()
+		(*buf)[0] = first[0]
+		// Take what the TLS layer already holds without touching the socket.
+		_ = src.SetReadDeadline(aLongTimeAgo)
+		m, err := src.Read((*buf)[1:])
+		if _, werr := f.dst.Write((*buf)[:1+m]); werr != nil {
+			putBuf(buf)
+			return writeError{werr}
+		}
+		f.count.Add(float64(1 + m))
+		if err != nil && !isTimeout(err) {
+			putBuf(buf)
+			return eofIsNil(err)
+		}
+		// Busy: blocking reads with the buffer until the stream pauses for
+		// busyLinger.
+		last := time.Now()
+		_ = src.SetReadDeadline(last.Add(busyLinger))
+		for {
+			n, err := src.Read(*buf)
+			if n > 0 {
+				if _, werr := f.dst.Write((*buf)[:n]); werr != nil {
+					putBuf(buf)
+					return writeError{werr}
+				}
+				f.count.Add(float64(n))
+				last = time.Now()
+			}
+			if err != nil {
+				if !isTimeout(err) {
+					putBuf(buf)
+					return eofIsNil(err)
+				}
+				if time.Since(last) < busyLinger {
+					_ = src.SetReadDeadline(last.Add(busyLinger))
+					continue
+				}
+				break
+			}
+		}
+		putBuf(buf)
+		if f.canPark() {
+			if parked, err := f.parkTLS(); parked || err != nil {
+				return err
+			}
+		}
+		_ = src.SetReadDeadline(time.Time{})
+	}
+}
+
+// parkTLS parks a TLS direction whose last read timed out; false and nil
+// when it must wait on its goroutine instead.
+func (f *flow) parkTLS() (bool, error) {
+	parked, err := f.park()
+	if parked {
+		return true, errParked
+	}
+	if err != nil {
+		return false, err
+	}
+	_ = f.tls.SetReadDeadline(time.Time{})
+	return false, nil
+}
