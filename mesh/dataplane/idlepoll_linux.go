@@ -29,6 +29,7 @@ type idlePoller struct {
 	stopped bool
 	next    uint64           // last token given; 0 is the eventfd's
 	parked  map[uint64]*flow // token -> parked direction
+	woken   uint64           // directions resumed by an event, for tests
 }
 
 // idleEvents is how many readiness events one epoll_wait returns at most.
@@ -87,7 +88,8 @@ func (ip *idlePoller) fire(tok uint64) {
 	f := ip.parked[tok]
 	if f != nil {
 		delete(ip.parked, tok)
-		ip.ctlLocked(f.raw, unix.EPOLL_CTL_DEL, 0)
+		_ = ip.ctlLocked(f.raw, unix.EPOLL_CTL_DEL, 0)
+		ip.woken++
 	}
 	ip.mu.Unlock()
 	if f != nil {
@@ -158,6 +160,13 @@ func (ip *idlePoller) parkedCount() int {
 	ip.mu.Lock()
 	defer ip.mu.Unlock()
 	return len(ip.parked)
+}
+
+// wokenCount is the number of directions resumed by a socket event so far.
+func (ip *idlePoller) wokenCount() uint64 {
+	ip.mu.Lock()
+	defer ip.mu.Unlock()
+	return ip.woken
 }
 
 // stop ends the poller's goroutine and closes its descriptors. Directions

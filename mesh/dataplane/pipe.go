@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,7 +25,10 @@ import (
 // read, bytes to it as written), dst those of the server connection (nil
 // when it is not counted); errors are recorded on the side they came from.
 func (p *Proxy) pipe(tracked, client, server net.Conn, src, dst *connStats, done func()) {
-	ps := &pipeState{poller: p.idle.Load(), client: client, server: server, done: done}
+	ps := &pipeState{poller: p.idle.Load(), linger: p.idleLinger, client: client, server: server, done: done}
+	if ps.linger <= 0 {
+		ps.linger = busyLinger
+	}
 	ps.left.Store(2)
 	var toClient, toServer byteCounter = src.wrt, src.read
 	if dst != nil {
@@ -45,6 +49,7 @@ type pipeState struct {
 	mu      sync.Mutex
 	closing bool // closeConns ran: nothing parks any more
 	poller  *idlePoller
+	linger  time.Duration // busyLinger, or a test's
 	client  net.Conn
 	server  net.Conn
 	left    atomic.Int32 // directions not finished
@@ -98,18 +103,20 @@ const (
 
 // flow is one direction of a pipe: bytes from src to dst.
 type flow struct {
-	ps     *pipeState
-	dst    net.Conn
-	src    net.Conn
-	count  byteCounter
-	from   *connStats // series of src: read errors are recorded here
-	to     *connStats // series of dst: write errors are recorded here
-	tcp    *net.TCPConn
-	tls    *tls.Conn
-	raw    syscall.RawConn // src's socket; nil when the direction cannot park
-	state  flowState       // guarded by ps.mu
-	token  uint64          // guarded by ps.mu; the poller's, while parked
-	noPark bool            // registering failed once: wait on the goroutine
+	ps      *pipeState
+	dst     net.Conn
+	src     net.Conn
+	count   byteCounter
+	from    *connStats // series of src: read errors are recorded here
+	to      *connStats // series of dst: write errors are recorded here
+	tcp     *net.TCPConn
+	tls     *tls.Conn
+	raw     syscall.RawConn    // src's socket; nil when the direction cannot park
+	state   flowState          // guarded by ps.mu
+	token   uint64             // guarded by ps.mu; the poller's, while parked
+	noPark  bool               // registering failed once: wait on the goroutine
+	ready   func(uintptr) bool // peekReady on peekErr, for a TCP source
+	peekErr syscall.Errno
 }
 
 func (f *flow) init(ps *pipeState, dst, src net.Conn, count byteCounter, from, to *connStats) {
@@ -131,6 +138,9 @@ func (f *flow) init(ps *pipeState, dst, src net.Conn, count byteCounter, from, t
 	}
 	if f.tcp != nil && f.raw == nil {
 		f.tcp = nil // the generic copy
+	}
+	if f.tcp != nil {
+		f.ready = func(fd uintptr) bool { return peekReady(fd, &f.peekErr) }
 	}
 }
 
@@ -235,15 +245,20 @@ func (f *flow) copyTCP() error {
 	for {
 		if !lingering && f.canPark() {
 			last = time.Now()
-			_ = src.SetReadDeadline(last.Add(busyLinger))
+			_ = src.SetReadDeadline(last.Add(f.ps.linger))
 			lingering = true
 		}
-		if err := rc.Read(readable); err != nil {
+		err := rc.Read(f.ready)
+		if err == nil && f.peekErr != 0 {
+			err = &net.OpError{Op: "read", Net: "tcp", Source: src.LocalAddr(), Addr: src.RemoteAddr(),
+				Err: os.NewSyscallError("recvfrom", f.peekErr)}
+		}
+		if err != nil {
 			if !lingering || !isTimeout(err) {
 				return err
 			}
-			if idle := time.Since(last); idle < busyLinger {
-				_ = src.SetReadDeadline(last.Add(busyLinger))
+			if idle := time.Since(last); idle < f.ps.linger {
+				_ = src.SetReadDeadline(last.Add(f.ps.linger))
 				continue
 			}
 			parked, err := f.park()
@@ -299,7 +314,7 @@ func (f *flow) copyTLS() error {
 	for {
 		park := f.canPark()
 		if park {
-			_ = src.SetReadDeadline(time.Now().Add(busyLinger))
+			_ = src.SetReadDeadline(time.Now().Add(f.ps.linger))
 		}
 		// Idle: no buffer held; the TLS layer keeps the record.
 		n, err := src.Read(first[:])
@@ -332,7 +347,7 @@ func (f *flow) copyTLS() error {
 		// Busy: blocking reads with the buffer until the stream pauses for
 		// busyLinger.
 		last := time.Now()
-		_ = src.SetReadDeadline(last.Add(busyLinger))
+		_ = src.SetReadDeadline(last.Add(f.ps.linger))
 		for {
 			n, err := src.Read(*buf)
 			if n > 0 {
@@ -348,8 +363,8 @@ func (f *flow) copyTLS() error {
 					putBuf(buf)
 					return eofIsNil(err)
 				}
-				if time.Since(last) < busyLinger {
-					_ = src.SetReadDeadline(last.Add(busyLinger))
+				if time.Since(last) < f.ps.linger {
+					_ = src.SetReadDeadline(last.Add(f.ps.linger))
 					continue
 				}
 				break

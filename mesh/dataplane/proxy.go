@@ -63,7 +63,8 @@ type Proxy struct {
 	conns   map[net.Conn]*pipeState // tracked connections; the pipe once piped
 	active  sync.WaitGroup
 
-	idle atomic.Pointer[idlePoller] // set by Run before it accepts; nil: idle copies keep their goroutines
+	idle       atomic.Pointer[idlePoller] // set by Run before it accepts; nil: idle copies keep their goroutines
+	idleLinger time.Duration              // quiet time before a copy direction parks; 0: busyLinger (tests shorten it)
 }
 
 // Option tunes a Proxy.

@@ -1,19 +1,27 @@
 package dataplane
 
 import (
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// readable is the RawConn.Read callback that waits until a socket has bytes
-// (or EOF, or an error) without consuming them: a one-byte MSG_PEEK that
-// would block reports "not yet" and the runtime poller waits.
-func readable(fd uintptr) bool {
+// peekReady is the RawConn.Read callback of a plaintext copy: it waits
+// until a socket has bytes (or EOF, or an error) without consuming them: a
+// one-byte MSG_PEEK that would block reports "not yet" and the runtime
+// poller waits. A pending socket error (a reset) is reported by the peek
+// once and cleared, so it is kept in *errno for the copy to return: the
+// read that follows would only see the end of the stream.
+func peekReady(fd uintptr, errno *syscall.Errno) bool {
 	var b [1]byte
-	_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+	_, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
 		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-	return errno != unix.EAGAIN && errno != unix.EINTR
+	if e == unix.EAGAIN || e == unix.EINTR {
+		return false
+	}
+	*errno = e
+	return true
 }
 
 // peekIdle is the RawConn.Read callback that tells, without waiting or

@@ -2,9 +2,11 @@
 
 package dataplane
 
-// readable reports a socket as ready at once where peeking is not
+import "syscall"
+
+// peekReady reports a socket as ready at once where peeking is not
 // implemented; the copy then blocks in Read with its buffer.
-func readable(uintptr) bool { return true }
+func peekReady(uintptr, *syscall.Errno) bool { return true }
 
 // peekIdle reports an idle socket as open where peeking is not
 // implemented: a closed one is then found by the request sent on it.

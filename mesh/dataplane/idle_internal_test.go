@@ -1,0 +1,366 @@
+//go:build linux
+
+package dataplane
+
+import (
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftmesh/weft/internal/testutil"
+)
+
+// testLinger is the quiet time before a direction parks in these tests.
+const testLinger = 20 * time.Millisecond
+
+// newIdleProxy is a Proxy with only what pipe needs: the tracked
+// connections and an idle poller (stopped at the end of the test).
+func newIdleProxy(t *testing.T) (*Proxy, *idlePoller) {
+	t.Helper()
+	ip, err := newIdlePoller()
+	require.NoError(t, err)
+	t.Cleanup(ip.stop)
+	p := &Proxy{conns: map[net.Conn]*pipeState{}, idleLinger: testLinger}
+	p.idle.Store(ip)
+	return p, ip
+}
+
+// tcpPair returns the two ends of a new loopback TCP connection.
+func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	a, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, ln.(*net.TCPListener).SetDeadline(time.Now().Add(5*time.Second)))
+	b, err := ln.Accept()
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a.(*net.TCPConn), b.(*net.TCPConn)
+}
+
+// testPipe is a pipe between two loopback connections: the test holds app
+// (the client's end) and srv (the server's end).
+type testPipe struct {
+	app, srv net.Conn
+	tracked  net.Conn
+	stats    *connStats // the client connection's
+	dstStats *connStats // the server connection's
+	done     atomic.Int32
+	ended    chan struct{}
+}
+
+// startPipe pipes client (tracked by p) to server, as a proxy does.
+func startPipe(t *testing.T, p *Proxy, app, client, srv, server net.Conn) *testPipe {
+	t.Helper()
+	tp := &testPipe{app: app, srv: srv, tracked: client, ended: make(chan struct{}),
+		stats: &connStats{read: &series{}, wrt: &series{}}, dstStats: &connStats{read: &series{}, wrt: &series{}}}
+	require.True(t, p.track(client))
+	p.pipe(client, client, server, tp.stats, tp.dstStats, func() {
+		if tp.done.Add(1) == 1 {
+			close(tp.ended)
+		}
+		p.untrack(client)
+	})
+	return tp
+}
+
+func newPlainPipe(t *testing.T, p *Proxy) *testPipe {
+	app, client := tcpPair(t)
+	server, srv := tcpPair(t)
+	return startPipe(t, p, app, client, srv, server)
+}
+
+func (tp *testPipe) waitEnded(t *testing.T) {
+	t.Helper()
+	select {
+	case <-tp.ended:
+	case <-time.After(10 * time.Second):
+		buf := make([]byte, 1<<20)
+		t.Fatalf("the pipe did not end\n%s", buf[:runtime.Stack(buf, true)])
+	}
+}
+
+func waitParked(t *testing.T, ip *idlePoller, n int) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, func() bool { return ip.parkedCount() == n },
+		fmt.Sprintf("%d parked directions", n))
+}
+
+// readN reads exactly n bytes from c under a deadline.
+func readN(t *testing.T, c net.Conn, n int) string {
+	t.Helper()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	b := make([]byte, n)
+	_, err := io.ReadFull(c, b)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// readEOF reads c to its end under a deadline and returns what came.
+func readEOF(t *testing.T, c net.Conn) string {
+	t.Helper()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	b, err := io.ReadAll(c)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestIdlePipesHoldNoGoroutineAndDeliverAfterParking(t *testing.T) {
+	p, ip := newIdleProxy(t)
+	const n = 60
+	g0 := runtime.NumGoroutine()
+	var pipes []*testPipe
+	for i := 0; i < n; i++ {
+		pipes = append(pipes, newPlainPipe(t, p))
+	}
+	waitParked(t, ip, 2*n)
+	// The directions' goroutines exited when they parked; what is left
+	// is not per connection.
+	testutil.Eventually(t, 10*time.Second, func() bool { return runtime.NumGoroutine()-g0 <= 2 },
+		"the parked directions' goroutines to exit")
+
+	for round := 0; round < 2; round++ {
+		for i, tp := range pipes {
+			up, down := fmt.Sprintf("up %d.%d", round, i), fmt.Sprintf("down %d.%d", round, i)
+			_, err := io.WriteString(tp.app, up)
+			require.NoError(t, err)
+			_, err = io.WriteString(tp.srv, down)
+			require.NoError(t, err)
+			assert.Equal(t, up, readN(t, tp.srv, len(up)))
+			assert.Equal(t, down, readN(t, tp.app, len(down)))
+		}
+		waitParked(t, ip, 2*n)
+	}
+	for _, tp := range pipes {
+		tp.app.Close()
+		tp.srv.Close()
+	}
+	for _, tp := range pipes {
+		tp.waitEnded(t)
+		assert.EqualValues(t, 1, tp.done.Load())
+	}
+	waitParked(t, ip, 0)
+}
+
+func TestHalfCloseOfAParkedDirectionLeavesTheOtherWorking(t *testing.T) {
+	p, ip := newIdleProxy(t)
+	tp := newPlainPipe(t, p)
+	waitParked(t, ip, 2)
+	require.NoError(t, tp.app.(*net.TCPConn).CloseWrite())
+	assert.Equal(t, "", readEOF(t, tp.srv), "the server sees the client's FIN")
+	waitParked(t, ip, 1) // the reply direction is still parked
+	_, err := io.WriteString(tp.srv, "answer after the half-close")
+	require.NoError(t, err)
+	assert.Equal(t, "answer after the half-close", readN(t, tp.app, len("answer after the half-close")))
+	require.NoError(t, tp.srv.(*net.TCPConn).CloseWrite())
+	assert.Equal(t, "", readEOF(t, tp.app))
+	tp.waitEnded(t)
+	assert.EqualValues(t, 1, tp.done.Load())
+	waitParked(t, ip, 0)
+}
+
+func TestAFailedDirectionEndsTheParkedOneOnce(t *testing.T) {
+	p, ip := newIdleProxy(t)
+	tp := newPlainPipe(t, p)
+	waitParked(t, ip, 2)
+	// The server resets: its direction wakes with an error and closes
+	// both connections; the client's, parked, sees no socket event.
+	require.NoError(t, tp.srv.(*net.TCPConn).SetLinger(0))
+	require.NoError(t, tp.srv.Close())
+	tp.waitEnded(t)
+	assert.Equal(t, "", readEOF(t, tp.app), "the client's connection is closed")
+	waitParked(t, ip, 0)
+	assert.EqualValues(t, 1, tp.done.Load())
+	require.NotNil(t, tp.dstStats.failure.Load(), "the reset is recorded on the server connection's series")
+	assert.ErrorIs(t, *tp.dstStats.failure.Load(), syscall.ECONNRESET)
+	assert.Nil(t, tp.stats.failure.Load(), "the client's connection did not fail")
+}
+
+func TestClosingTrackedConnectionsEndsParkedPipes(t *testing.T) {
+	p, ip := newIdleProxy(t)
+	var pipes []*testPipe
+	for i := 0; i < 10; i++ {
+		pipes = append(pipes, newPlainPipe(t, p))
+	}
+	waitParked(t, ip, 20)
+	assert.Equal(t, 10, p.closeAll())
+	drained := make(chan struct{})
+	go func() { p.active.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drain did not end")
+	}
+	for _, tp := range pipes {
+		assert.EqualValues(t, 1, tp.done.Load())
+		assert.Equal(t, "", readEOF(t, tp.app))
+		assert.Equal(t, "", readEOF(t, tp.srv))
+	}
+	assert.Equal(t, 0, ip.parkedCount())
+}
+
+func TestReusedDescriptorsDoNotCrossParkedPipes(t *testing.T) {
+	p, ip := newIdleProxy(t)
+	for gen := 0; gen < 3; gen++ {
+		var pipes []*testPipe
+		for i := 0; i < 30; i++ {
+			pipes = append(pipes, newPlainPipe(t, p))
+		}
+		waitParked(t, ip, 60)
+		for i, tp := range pipes {
+			msg := fmt.Sprintf("gen %d pipe %d", gen, i)
+			_, err := io.WriteString(tp.app, msg)
+			require.NoError(t, err)
+			assert.Equal(t, msg, readN(t, tp.srv, len(msg)))
+		}
+		waitParked(t, ip, 60)
+		// Half of them closed by their peers, half by the proxy: the
+		// descriptors are free for the next generation.
+		for i, tp := range pipes {
+			if i%2 == 0 {
+				tp.app.Close()
+				tp.srv.Close()
+			}
+		}
+		p.closeAll()
+		for _, tp := range pipes {
+			tp.waitEnded(t)
+			assert.EqualValues(t, 1, tp.done.Load())
+		}
+		waitParked(t, ip, 0)
+		p.connsMu.Lock()
+		p.conns = map[net.Conn]*pipeState{}
+		p.connsMu.Unlock()
+	}
+}
+
+func TestAStoppedPollerHandsParkedDirectionsBackToGoroutines(t *testing.T) {
+	p, ip := newIdleProxy(t)
+	tp := newPlainPipe(t, p)
+	waitParked(t, ip, 2)
+	ip.stop()
+	_, err := io.WriteString(tp.app, "after the stop")
+	require.NoError(t, err)
+	assert.Equal(t, "after the stop", readN(t, tp.srv, len("after the stop")))
+	tp.app.Close()
+	tp.srv.Close()
+	tp.waitEnded(t)
+}
+
+// gatedConn holds what the TLS server writes after its first flight until
+// the test releases it.
+type gatedConn struct {
+	net.Conn
+	mu     sync.Mutex
+	writes int
+	held   []byte
+	open   bool // everything held went out; writes pass
+}
+
+// openUp releases what is held and lets later writes through.
+func (g *gatedConn) openUp(t *testing.T) {
+	t.Helper()
+	g.release(t, -1)
+	g.mu.Lock()
+	g.open = true
+	g.mu.Unlock()
+}
+
+func (g *gatedConn) Write(b []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.writes++
+	if g.writes == 1 || g.open {
+		return g.Conn.Write(b)
+	}
+	g.held = append(g.held, b...)
+	return len(b), nil
+}
+
+// release sends the first n held bytes (all when n < 0).
+func (g *gatedConn) release(t *testing.T, n int) {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n < 0 || n > len(g.held) {
+		n = len(g.held)
+	}
+	_, err := g.Conn.Write(g.held[:n])
+	require.NoError(t, err)
+	g.held = g.held[n:]
+}
+
+func (g *gatedConn) heldLen() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.held)
+}
+
+func TestAParkedTLSDirectionReparksAfterWakeUpsWithoutData(t *testing.T) {
+	p, ip := newIdleProxy(t)
+	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "root.test"})
+	cliCert := anchor.Leaf(t, testutil.CertOptions{Name: "client.test"})
+	srvCert := anchor.Leaf(t, testutil.CertOptions{Name: "server.test"})
+	pool := testutil.Pool(anchor)
+
+	raw, srvRaw := tcpPair(t)
+	gate := &gatedConn{Conn: srvRaw}
+	srv := tls.Server(gate, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{srvCert.TLS},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool})
+	server := tls.Client(raw, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cliCert.TLS},
+		RootCAs: pool, ServerName: "server.test", ClientSessionCache: tls.NewLRUClientSessionCache(1)})
+	ctx := testutil.Context(t, 10*time.Second)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.HandshakeContext(ctx) }()
+	require.NoError(t, server.HandshakeContext(ctx))
+	require.NoError(t, <-errc)
+	// With client certificates, a TLS 1.3 server sends its session
+	// tickets after the client's Finished: held back, they reach the
+	// proxy's side only once it parked.
+	require.NotZero(t, gate.heldLen(), "the server's session tickets are held")
+
+	app, client := tcpPair(t)
+	tp := startPipe(t, p, app, client, srv, server)
+	waitParked(t, ip, 2)
+
+	woken := ip.wokenCount()
+	gate.release(t, -1) // the tickets alone
+	testutil.Eventually(t, 10*time.Second, func() bool { return ip.wokenCount() == woken+1 }, "the wake-up")
+	waitParked(t, ip, 2)
+
+	// A record in two parts: the first wakes the direction, which reads
+	// no data and parks again with the part buffered.
+	_, err := srv.Write([]byte("a record in two parts"))
+	require.NoError(t, err)
+	woken = ip.wokenCount()
+	gate.release(t, 3)
+	testutil.Eventually(t, 10*time.Second, func() bool { return ip.wokenCount() == woken+1 }, "the wake-up")
+	waitParked(t, ip, 2)
+	gate.release(t, -1)
+	assert.Equal(t, "a record in two parts", readN(t, app, len("a record in two parts")))
+
+	_, err = io.WriteString(app, "and back")
+	require.NoError(t, err)
+	assert.Equal(t, "and back", readN(t, srv, len("and back")))
+	waitParked(t, ip, 2)
+
+	app.Close()
+	assert.Equal(t, "", readEOF(t, srv), "close_notify from the proxy's side")
+	gate.openUp(t)
+	require.NoError(t, srv.CloseWrite())
+	tp.waitEnded(t)
+	assert.EqualValues(t, 1, tp.done.Load())
+	waitParked(t, ip, 0)
+}
