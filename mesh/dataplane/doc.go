@@ -132,13 +132,17 @@
 //
 // # Hot path
 //
-// Each proxied connection costs at most two goroutines, both started fresh
-// once the connection is set up so that the stack grown by detection and
-// the handshake is released. Copy buffers are pooled (32 KiB) and held only
-// while bytes flow: a plaintext socket is polled with a zero-copy MSG_PEEK
-// before a buffer is taken, and a TLS stream parks in a one-byte read and
-// gives its buffer back after a second without data. Byte counters are
-// bound once per connection.
+// Each proxied connection costs at most two goroutines while bytes move,
+// both started fresh once the connection is set up so that the stack grown
+// by detection and the handshake is released. Copy buffers are pooled
+// (32 KiB) and held only while bytes flow: a plaintext socket is polled
+// with a zero-copy MSG_PEEK before a buffer is taken, and a TLS stream
+// waits in a one-byte read and gives its buffer back after a second without
+// data. On Linux an opaque connection's direction that has had no data for
+// a second parks in an epoll set of the proxy's own (one per Run, one
+// goroutine in epoll_wait): its goroutine exits and the set starts a new
+// one when the socket is readable, so an idle connection holds no goroutine
+// and no buffer. Byte counters are bound once per connection.
 //
 // # Metrics
 //

@@ -308,8 +308,11 @@ func (g *gatedConn) heldLen() int {
 	return len(g.held)
 }
 
-func TestAParkedTLSDirectionReparksAfterWakeUpsWithoutData(t *testing.T) {
-	p, ip := newIdleProxy(t)
+// newTLSPipe pipes a plaintext client to a mutual TLS 1.3 server, as
+// the outbound proxy does: the pipe's server connection is the TLS client
+// end, whose server's writes after its first flight pass through gate.
+func newTLSPipe(t *testing.T, p *Proxy) (*testPipe, *tls.Conn, *gatedConn) {
+	t.Helper()
 	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "root.test"})
 	cliCert := anchor.Leaf(t, testutil.CertOptions{Name: "client.test"})
 	srvCert := anchor.Leaf(t, testutil.CertOptions{Name: "server.test"})
@@ -326,13 +329,18 @@ func TestAParkedTLSDirectionReparksAfterWakeUpsWithoutData(t *testing.T) {
 	go func() { errc <- srv.HandshakeContext(ctx) }()
 	require.NoError(t, server.HandshakeContext(ctx))
 	require.NoError(t, <-errc)
+	app, client := tcpPair(t)
+	return startPipe(t, p, app, client, srv, server), srv, gate
+}
+
+func TestAParkedTLSDirectionReparksAfterWakeUpsWithoutData(t *testing.T) {
+	p, ip := newIdleProxy(t)
+	tp, srv, gate := newTLSPipe(t, p)
+	app := tp.app
 	// With client certificates, a TLS 1.3 server sends its session
 	// tickets after the client's Finished: held back, they reach the
 	// proxy's side only once it parked.
 	require.NotZero(t, gate.heldLen(), "the server's session tickets are held")
-
-	app, client := tcpPair(t)
-	tp := startPipe(t, p, app, client, srv, server)
 	waitParked(t, ip, 2)
 
 	woken := ip.wokenCount()
@@ -363,4 +371,72 @@ func TestAParkedTLSDirectionReparksAfterWakeUpsWithoutData(t *testing.T) {
 	tp.waitEnded(t)
 	assert.EqualValues(t, 1, tp.done.Load())
 	waitParked(t, ip, 0)
+}
+
+func TestAStreamLongerThanTheLingerFlowsWithoutABreak(t *testing.T) {
+	p, _ := newIdleProxy(t)
+	tp := newPlainPipe(t, p)
+	// The server reads slowly, so the proxy's reads keep finding a full
+	// socket: the copy never drains for many lingers in a row.
+	const total = 8 << 20
+	chunk := make([]byte, 64<<10)
+	for i := range chunk {
+		chunk[i] = byte(i)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		for sent := 0; sent < total; sent += len(chunk) {
+			if _, err := tp.app.Write(chunk); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- tp.app.(*net.TCPConn).CloseWrite()
+	}()
+	require.NoError(t, tp.srv.SetReadDeadline(time.Now().Add(60*time.Second)))
+	got := 0
+	b := make([]byte, 1<<10)
+	for {
+		n, err := tp.srv.Read(b)
+		got += n
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+	}
+	assert.Equal(t, total, got)
+	require.NoError(t, <-wrote)
+	assert.Nil(t, tp.stats.failure.Load())
+}
+
+func TestATLSStreamLongerThanTheLingerFlowsWithoutABreak(t *testing.T) {
+	p, _ := newIdleProxy(t)
+	tp, srv, gate := newTLSPipe(t, p)
+	gate.openUp(t)
+	const total = 8 << 20
+	chunk := make([]byte, 64<<10)
+	wrote := make(chan error, 1)
+	go func() {
+		for sent := 0; sent < total; sent += len(chunk) {
+			if _, err := srv.Write(chunk); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- srv.CloseWrite()
+	}()
+	require.NoError(t, tp.app.SetReadDeadline(time.Now().Add(60*time.Second)))
+	got := 0
+	b := make([]byte, 1<<10)
+	for {
+		n, err := tp.app.Read(b)
+		got += n
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+	}
+	assert.Equal(t, total, got)
+	require.NoError(t, <-wrote)
+	assert.Nil(t, tp.dstStats.failure.Load())
 }

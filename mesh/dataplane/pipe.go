@@ -281,8 +281,17 @@ func (f *flow) copyTCP() error {
 					return writeError{werr}
 				}
 				f.count.Add(float64(n))
+				if lingering {
+					last = time.Now()
+				}
 			}
 			if err != nil {
+				if lingering && isTimeout(err) {
+					// The linger's deadline, not the stream's end: a
+					// stream that never drains outlives it. The wait
+					// above re-arms it from the last byte.
+					break
+				}
 				putBuf(buf)
 				return eofIsNil(err)
 			}
@@ -291,9 +300,6 @@ func (f *flow) copyTCP() error {
 			}
 		}
 		putBuf(buf)
-		if lingering {
-			last = time.Now()
-		}
 	}
 }
 
