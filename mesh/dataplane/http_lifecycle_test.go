@@ -266,8 +266,15 @@ func TestStoppedProxiesLeaveNoGoroutinesBehind(t *testing.T) {
 	hp.a.stop(t)
 	hp.b.stop(t)
 	hp.app.srv.Close()
-	// goleak retries for about a second; a loaded machine may need longer
-	// for closed connections' goroutines to notice.
+	noLeakedGoroutines(t, ignore)
+}
+
+// noLeakedGoroutines fails the test when goroutines other than ignore's
+// are still running 10 s from now. goleak retries for about a second; a
+// loaded machine may need longer for closed connections' goroutines to
+// notice.
+func noLeakedGoroutines(t *testing.T, ignore goleak.Option) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := goleak.Find(ignore)

@@ -393,18 +393,7 @@ func TestAStreamLongerThanTheLingerFlowsWithoutABreak(t *testing.T) {
 		}
 		wrote <- tp.app.(*net.TCPConn).CloseWrite()
 	}()
-	require.NoError(t, tp.srv.SetReadDeadline(time.Now().Add(60*time.Second)))
-	got := 0
-	b := make([]byte, 1<<10)
-	for {
-		n, err := tp.srv.Read(b)
-		got += n
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-	}
-	assert.Equal(t, total, got)
+	assert.Equal(t, total, slowCount(t, tp.srv))
 	require.NoError(t, <-wrote)
 	assert.Nil(t, tp.stats.failure.Load())
 }
@@ -425,18 +414,24 @@ func TestATLSStreamLongerThanTheLingerFlowsWithoutABreak(t *testing.T) {
 		}
 		wrote <- srv.CloseWrite()
 	}()
-	require.NoError(t, tp.app.SetReadDeadline(time.Now().Add(60*time.Second)))
+	assert.Equal(t, total, slowCount(t, tp.app))
+	require.NoError(t, <-wrote)
+	assert.Nil(t, tp.dstStats.failure.Load())
+}
+
+// slowCount reads c to its end 1 KiB at a time (a slow reader keeps the
+// proxy's source socket full) and returns how many bytes came.
+func slowCount(t *testing.T, c net.Conn) int {
+	t.Helper()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(60*time.Second)))
 	got := 0
 	b := make([]byte, 1<<10)
 	for {
-		n, err := tp.app.Read(b)
+		n, err := c.Read(b)
 		got += n
 		if err == io.EOF {
-			break
+			return got
 		}
 		require.NoError(t, err)
 	}
-	assert.Equal(t, total, got)
-	require.NoError(t, <-wrote)
-	assert.Nil(t, tp.dstStats.failure.Load())
 }

@@ -92,14 +92,5 @@ func TestShutdownClosesParkedConnectionsAndLeavesNoGoroutines(t *testing.T) {
 		c.Close()
 	}
 	pr.app.ln.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := goleak.Find(ignore)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
+	noLeakedGoroutines(t, ignore)
 }

@@ -276,11 +276,10 @@ func (f *flow) copyTCP() error {
 		for {
 			n, err := src.Read(*buf)
 			if n > 0 {
-				if _, werr := f.dst.Write((*buf)[:n]); werr != nil {
+				if werr := f.forward((*buf)[:n]); werr != nil {
 					putBuf(buf)
-					return writeError{werr}
+					return werr
 				}
-				f.count.Add(float64(n))
 				if lingering {
 					last = time.Now()
 				}
@@ -341,11 +340,10 @@ func (f *flow) copyTLS() error {
 		// Take what the TLS layer already holds without touching the socket.
 		_ = src.SetReadDeadline(aLongTimeAgo)
 		m, err := src.Read((*buf)[1:])
-		if _, werr := f.dst.Write((*buf)[:1+m]); werr != nil {
+		if werr := f.forward((*buf)[:1+m]); werr != nil {
 			putBuf(buf)
-			return writeError{werr}
+			return werr
 		}
-		f.count.Add(float64(1 + m))
 		if err != nil && !isTimeout(err) {
 			putBuf(buf)
 			return eofIsNil(err)
@@ -357,11 +355,10 @@ func (f *flow) copyTLS() error {
 		for {
 			n, err := src.Read(*buf)
 			if n > 0 {
-				if _, werr := f.dst.Write((*buf)[:n]); werr != nil {
+				if werr := f.forward((*buf)[:n]); werr != nil {
 					putBuf(buf)
-					return writeError{werr}
+					return werr
 				}
-				f.count.Add(float64(n))
 				last = time.Now()
 			}
 			if err != nil {
@@ -384,6 +381,15 @@ func (f *flow) copyTLS() error {
 		}
 		_ = src.SetReadDeadline(time.Time{})
 	}
+}
+
+// forward writes b to dst and counts it; a failure is dst's (writeError).
+func (f *flow) forward(b []byte) error {
+	if _, err := f.dst.Write(b); err != nil {
+		return writeError{err}
+	}
+	f.count.Add(float64(len(b)))
+	return nil
 }
 
 // parkTLS parks a TLS direction whose last read timed out; false and nil
