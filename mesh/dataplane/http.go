@@ -593,6 +593,9 @@ func (c *countedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// NetConn returns the connection countedConn wraps.
+func (c *countedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *countedConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if n > 0 {
