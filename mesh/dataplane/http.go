@@ -148,6 +148,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 				}
 				return p.countedDial(c, l(addr)), nil
 			},
+			Reusable:       plainConnReusable,
 			MaxIdlePerAddr: 256,
 			IdleTimeout:    90 * time.Second,
 			Limits:         h1.Limits{MaxHeaderBytes: cfg.HTTPMaxHeaderBytes},
