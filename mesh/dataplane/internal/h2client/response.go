@@ -55,8 +55,9 @@ func (cc *Conn) onResponse(cs *stream, f *http2.MetaHeadersFrame) {
 		cc.onInformational(cs, f, code, header)
 		return
 	}
-	resp := &http.Response{
-		Status:        status + " " + http.StatusText(code),
+	resp := &cs.respVal
+	*resp = http.Response{
+		Status:        statusLine(code, status),
 		StatusCode:    code,
 		Proto:         "HTTP/2.0",
 		ProtoMajor:    2,
@@ -87,7 +88,8 @@ func (cc *Conn) onResponse(cs *stream, f *http2.MetaHeadersFrame) {
 	if f.StreamEnded() || cs.req.Method == http.MethodHead {
 		resp.Body = http.NoBody
 	} else {
-		resp.Body = &body{cs: cs, trailer: &resp.Trailer}
+		cs.respBody = body{cs: cs, trailer: &resp.Trailer}
+		resp.Body = &cs.respBody
 	}
 	cc.mu.Lock()
 	cs.resp = resp
@@ -152,6 +154,15 @@ func (cc *Conn) onTrailers(cs *stream, f *http2.MetaHeadersFrame) {
 	cc.maybeRemoveLocked(cs)
 	cs.cond.Broadcast()
 	cc.mu.Unlock()
+}
+
+// statusLine is the response's Status ("200 OK"), without building the
+// string for a 200.
+func statusLine(code int, status string) string {
+	if code == http.StatusOK {
+		return "200 OK"
+	}
+	return status + " " + http.StatusText(code)
 }
 
 // toHeader builds a header from decoded fields, the values of all keys

@@ -115,16 +115,17 @@ type conn struct {
 	handlers   sync.WaitGroup
 	canon      map[string]string // canonical header names, read loop only
 
-	mu        sync.Mutex
-	flushDone sync.Cond // a flush ended (or the connection failed)
-	out       []byte    // encoded frames waiting to be written
-	spare     []byte
-	flushing  bool
-	werr      error // the connection is unusable for writes
-	wf        *http2.Framer
-	henc      *hpack.Encoder
-	hbuf      outBuffer
-	lower     map[string]string // lower-case response header names
+	mu         sync.Mutex
+	flushDone  sync.Cond // a flush ended (or the connection failed)
+	out        []byte    // encoded frames waiting to be written
+	spare      []byte
+	flushing   bool
+	werr       error // the connection is unusable for writes
+	wf         *http2.Framer
+	henc       *hpack.Encoder
+	hbuf       outBuffer
+	lower      map[string]string   // lower-case response header names
+	trailerBuf []hpack.HeaderField // scratch for a response's trailers (mu)
 
 	streams     map[uint32]*stream
 	running     int // handlers running

@@ -43,6 +43,13 @@ type stream struct {
 	waitingWin bool
 	localDone  bool  // END_STREAM or RST_STREAM sent
 	err        error // the stream is dead (reset, connection gone)
+
+	// The handler's request body and response writer live in the
+	// stream: one allocation per stream instead of three. Nothing is
+	// pooled, so a handler that keeps them past its return holds this
+	// stream's memory, never another stream's.
+	body body
+	w    responseWriter
 }
 
 // abortLocked ends the stream for both sides with err and wakes whoever
@@ -141,7 +148,8 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 	c.streams[id] = s
 	c.running++
 	c.handlers.Add(1)
-	w := &responseWriter{s: s, c: c, req: req, header: make(http.Header), clen: -1}
+	w := &s.w
+	*w = responseWriter{s: s, c: c, req: req, header: make(http.Header), clen: -1}
 	go c.runHandler(s, w, req, handler)
 	return nil
 }
@@ -197,9 +205,17 @@ func (c *conn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, *stream, er
 	}
 	fields := f.RegularFields()
 	header := make(http.Header, len(fields))
-	for _, hf := range fields {
+	// The values of all keys share one backing array; a repeated key's
+	// append copies its values out of it (each key's slice is capped).
+	strs := make([]string, len(fields))
+	for i, hf := range fields {
 		k := c.canonical(hf.Name)
-		header[k] = append(header[k], hf.Value)
+		if vv, ok := header[k]; ok {
+			header[k] = append(vv, hf.Value)
+			continue
+		}
+		strs[i] = hf.Value
+		header[k] = strs[i : i+1 : i+1]
 	}
 	for _, k := range connHeaders {
 		if _, ok := header[k]; ok {
@@ -264,6 +280,7 @@ func (c *conn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, *stream, er
 		declared: declared,
 		sendWin:  c.initialWin,
 	}
+	s.body.s = s
 	s.cond.L = &c.mu
 	var trailer http.Header
 	for _, v := range header["Trailer"] {
@@ -305,7 +322,7 @@ func (c *conn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, *stream, er
 		req.Body = http.NoBody
 	} else {
 		req.ContentLength = declared
-		req.Body = &body{s: s}
+		req.Body = &s.body
 	}
 	return req.WithContext(ctx), s, nil
 }
