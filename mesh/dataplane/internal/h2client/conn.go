@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h2hdr"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -121,6 +122,7 @@ type Conn struct {
 	tlsState *tls.ConnectionState
 	cfg      config
 	fr       *http2.Framer
+	hr       *h2hdr.Reader // reads fr, decoding header blocks (read loop)
 	done     chan struct{} // closed when the read loop has ended
 
 	// Writing: the framer writes into wb under wmu; whoever finds no
@@ -207,8 +209,7 @@ func New(ctx context.Context, conn net.Conn, opts ...Option) (*Conn, error) {
 	// header and payload separately.
 	cc.fr = http2.NewFramer(&cc.wb, bufio.NewReaderSize(conn, readBufferSize))
 	cc.fr.SetMaxReadFrameSize(cfg.readFrameSize)
-	cc.fr.MaxHeaderListSize = cfg.maxHeaderBytes
-	cc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	cc.hr = h2hdr.NewReader(cc.fr, 4096, cfg.maxHeaderBytes)
 	cc.fr.SetReuseFrames()
 	cc.henc = hpack.NewEncoder(&cc.hbuf)
 

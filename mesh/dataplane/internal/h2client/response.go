@@ -10,11 +10,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h2hdr"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
 
-func (cc *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
+func (cc *Conn) onHeaders(f *h2hdr.Block) error {
 	id := f.StreamID
 	cs, idle := cc.lookup(id)
 	if idle {
@@ -43,7 +44,7 @@ func (cc *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 }
 
 // onResponse handles the response head (or an informational one).
-func (cc *Conn) onResponse(cs *stream, f *http2.MetaHeadersFrame) {
+func (cc *Conn) onResponse(cs *stream, f *h2hdr.Block) {
 	status := f.PseudoValue("status")
 	code, err := strconv.Atoi(status)
 	if len(status) != 3 || err != nil || code < 100 {
@@ -106,7 +107,7 @@ func (cc *Conn) onResponse(cs *stream, f *http2.MetaHeadersFrame) {
 
 // onInformational handles a 1xx response: passed to the request's
 // httptrace hooks, and counted.
-func (cc *Conn) onInformational(cs *stream, f *http2.MetaHeadersFrame, code int, header http.Header) {
+func (cc *Conn) onInformational(cs *stream, f *h2hdr.Block, code int, header http.Header) {
 	cc.mu.Lock()
 	cs.n1xx++
 	n := cs.n1xx
@@ -138,7 +139,7 @@ func (cc *Conn) onInformational(cs *stream, f *http2.MetaHeadersFrame, code int,
 }
 
 // onTrailers handles the trailing header block.
-func (cc *Conn) onTrailers(cs *stream, f *http2.MetaHeadersFrame) {
+func (cc *Conn) onTrailers(cs *stream, f *h2hdr.Block) {
 	if !f.StreamEnded() {
 		cc.streamError(f.StreamID, http2.ErrCodeProtocol, "bad_trailers", errors.New("h2client: trailers without END_STREAM"))
 		return

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h2hdr"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -110,6 +111,7 @@ type conn struct {
 
 	br *bufio.Reader
 	rf *http2.Framer // read side; only the read loop touches it
+	hr *h2hdr.Reader // reads rf, decoding header blocks (read loop)
 
 	framesRead atomic.Uint64
 	handlers   sync.WaitGroup
@@ -180,8 +182,7 @@ func ServeConn(ctx context.Context, nc net.Conn, handler http.Handler, cfg *Conf
 	c.br = bufio.NewReaderSize(nc, 4096)
 	c.rf = http2.NewFramer(nil, c.br)
 	c.rf.SetMaxReadFrameSize(maxReadFrameSize)
-	c.rf.MaxHeaderListSize = uint32(c.cfg.MaxHeaderBytes)
-	c.rf.ReadMetaHeaders = hpack.NewDecoder(headerTableSize, nil)
+	c.hr = h2hdr.NewReader(c.rf, headerTableSize, uint32(c.cfg.MaxHeaderBytes))
 
 	c.serve(ctx)
 	c.handlers.Wait()
@@ -223,7 +224,7 @@ func (c *conn) serve(ctx context.Context) {
 	c.startTimers()
 
 	for {
-		f, err := c.rf.ReadFrame()
+		f, err := c.hr.ReadFrame()
 		c.framesRead.Add(1)
 		if err == nil {
 			err = c.process(f)
@@ -473,8 +474,8 @@ func (c *conn) process(f http2.Frame) error {
 	switch f := f.(type) {
 	case *http2.SettingsFrame:
 		return c.processSettings(f)
-	case *http2.MetaHeadersFrame:
-		return c.processHeaders(f)
+	case *http2.HeadersFrame:
+		return c.processHeaders(&c.hr.Block)
 	case *http2.DataFrame:
 		return c.processData(f)
 	case *http2.WindowUpdateFrame:

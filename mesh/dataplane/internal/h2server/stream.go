@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h2hdr"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 )
@@ -108,7 +109,7 @@ func (s *stream) returnLocked(n int64) {
 }
 
 // processHeaders opens a stream or takes a stream's trailers.
-func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
+func (c *conn) processHeaders(f *h2hdr.Block) error {
 	id := f.StreamID
 	if id%2 != 1 {
 		c.count("headers_even")
@@ -154,7 +155,7 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 	return nil
 }
 
-func (c *conn) processTrailers(s *stream, f *http2.MetaHeadersFrame) error {
+func (c *conn) processTrailers(s *stream, f *h2hdr.Block) error {
 	if !f.StreamEnded() {
 		c.count("trailers_not_ended")
 		return http2.StreamError{StreamID: s.id, Code: http2.ErrCodeProtocol}
@@ -185,7 +186,7 @@ var connHeaders = [...]string{"Connection", "Keep-Alive", "Proxy-Connection", "T
 
 // newRequest builds a handler's request from a HEADERS block, or the
 // stream error that makes it malformed.
-func (c *conn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, *stream, error) {
+func (c *conn) newRequest(f *h2hdr.Block) (*http.Request, *stream, error) {
 	id := f.StreamID
 	bad := func(class string) (*http.Request, *stream, error) {
 		c.count(class)
