@@ -114,6 +114,7 @@ type conn struct {
 	hr *h2hdr.Reader // reads rf, decoding header blocks (read loop)
 
 	framesRead atomic.Uint64
+	pool       handlerPool
 	handlers   sync.WaitGroup
 	canon      map[string]string // canonical header names, read loop only
 
@@ -184,8 +185,10 @@ func ServeConn(ctx context.Context, nc net.Conn, handler http.Handler, cfg *Conf
 	c.rf.SetMaxReadFrameSize(maxReadFrameSize)
 	c.hr = h2hdr.NewReader(c.rf, headerTableSize, uint32(c.cfg.MaxHeaderBytes))
 
+	c.pool.init()
 	c.serve(ctx)
 	c.handlers.Wait()
+	c.pool.stop()
 }
 
 func (c *conn) serve(ctx context.Context) {

@@ -49,8 +49,9 @@ type stream struct {
 	// stream: one allocation per stream instead of three. Nothing is
 	// pooled, so a handler that keeps them past its return holds this
 	// stream's memory, never another stream's.
-	body body
-	w    responseWriter
+	body    body
+	w       responseWriter
+	handler http.Handler
 }
 
 // abortLocked ends the stream for both sides with err and wakes whoever
@@ -149,9 +150,9 @@ func (c *conn) processHeaders(f *h2hdr.Block) error {
 	c.streams[id] = s
 	c.running++
 	c.handlers.Add(1)
-	w := &s.w
-	*w = responseWriter{s: s, c: c, req: req, header: make(http.Header), clen: -1}
-	go c.runHandler(s, w, req, handler)
+	s.w = responseWriter{s: s, c: c, req: req, header: make(http.Header), clen: -1}
+	s.handler = handler
+	c.startHandler(s)
 	return nil
 }
 
@@ -347,7 +348,8 @@ func cachedName(m map[string]string, name string, f func(string) string) string 
 }
 
 // runHandler runs one stream's handler and finishes its response.
-func (c *conn) runHandler(s *stream, w *responseWriter, req *http.Request, h http.Handler) {
+func (c *conn) runHandler(s *stream) {
+	w, req, h := &s.w, s.w.req, s.handler
 	defer c.handlers.Done()
 	ok := false
 	defer func() {
