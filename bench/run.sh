@@ -29,12 +29,14 @@ OUT=""
 KEEP=0
 ROUNDS=""
 BASE_PORT=17000
+H2HOP=0
 COMMAND_LINE="bench/run.sh $*"
 
 usage() {
 	cat <<'EOF'
 Usage: bench/run.sh [--quick] [--l4-only | --http-only] [--duration SECONDS]
                     [--rounds N] [--idle-conns N] [--out FILE] [--base-port PORT] [--keep]
+                    [--h2hop]
 
   --quick           2 s per load point, 1 round, 200 idle connections (smoke run)
   --l4-only         only TCP: direct, Weft pair (mTLS), HAProxy pair (TLS)
@@ -46,6 +48,10 @@ Usage: bench/run.sh [--quick] [--l4-only | --http-only] [--duration SECONDS]
   --out FILE        where to write the markdown (default bench/results/<date>.md)
   --base-port P     first of the loopback ports used (default 17000; P..P+500)
   --keep            keep the work directory (logs, configs, raw load output)
+  --h2hop           HTTP section: add a second Weft client proxy, in front of the
+                    same server proxy, that carries HTTP/1.1 to it over the
+                    HTTP/2 hop (WEFT_PROXY_OUTBOUND_HTTP1_OVER_H2=true), measured
+                    in the same rounds as the default HTTP/1.1 hop
 
 Environment: WEFT_PROXY_BIN uses a prebuilt weft-proxy instead of building
 ./cmd/weft-proxy (built as the image is: CGO_ENABLED=0 -trimpath -tags grpcnotrace);
@@ -64,6 +70,7 @@ while [ $# -gt 0 ]; do
 	--out) OUT=${2:?--out needs a value}; shift ;;
 	--base-port) BASE_PORT=${2:?--base-port needs a value}; shift ;;
 	--keep) KEEP=1 ;;
+	--h2hop) H2HOP=1 ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
 	esac
@@ -408,6 +415,9 @@ WEFT_C_GRPC=$((P + 112))
 WEFT_S_INBOUND=$((P + 143))
 WEFT_C_ADMIN=$((P + 191))
 WEFT_S_ADMIN=$((P + 192))
+WEFT_C2_H1=$((P + 113))
+WEFT_C2_GRPC=$((P + 114))
+WEFT_C2_ADMIN=$((P + 193))
 HAP_C_L4=$((P + 201))
 HAP_S_L4=$((P + 202))
 HAP_C_L4NR=$((P + 203))
@@ -422,7 +432,7 @@ NGX_S_GRPC=$((P + 322))
 GRP_C=$((P + 411))
 GRP_S=$((P + 421))
 for port in $ECHO $BACKEND_HTTP $BACKEND_GRPC $WEFT_C_L4 $WEFT_C_H1 $WEFT_C_GRPC $WEFT_S_INBOUND \
-	$WEFT_C_ADMIN $WEFT_S_ADMIN $HAP_C_L4 $HAP_S_L4 $HAP_C_L4NR $HAP_C_H1 $HAP_C_GRPC $HAP_S_H1 $HAP_S_GRPC \
+	$WEFT_C_ADMIN $WEFT_S_ADMIN $WEFT_C2_H1 $WEFT_C2_GRPC $WEFT_C2_ADMIN $HAP_C_L4 $HAP_S_L4 $HAP_C_L4NR $HAP_C_H1 $HAP_C_GRPC $HAP_S_H1 $HAP_S_GRPC \
 	$NGX_C_H1 $NGX_C_GRPC $NGX_S_H1 $NGX_S_GRPC $GRP_C $GRP_S; do
 	if port_open "$port"; then
 		echo "run.sh: port 127.0.0.1:$port is in use; pick another --base-port" >&2
@@ -453,6 +463,7 @@ LABEL[weft]="Weft pair (mTLS)"
 LABEL[haproxy]="HAProxy pair (TLS)"
 LABEL[nginx]="NGINX pair (TLS)"
 LABEL[goproxy]="Go ReverseProxy pair (TLS)"
+LABEL[weft-h2hop]="Weft pair, HTTP/2 hop (mTLS)"
 
 SECTION_PIDS=()
 
@@ -473,6 +484,20 @@ start_weft() { # MAPPINGS INBOUND_PORTS OPAQUE_PORTS
 	ADMIN[weft-c]=127.0.0.1:$WEFT_C_ADMIN
 	ADMIN[weft-s]=127.0.0.1:$WEFT_S_ADMIN
 	PROXIES[weft]="weft-c weft-s"
+}
+
+# start_weft_h2hop MAPPINGS: a second client proxy in front of the running
+# weft-s, carrying HTTP/1.1 over the HTTP/2 hop (--h2hop).
+start_weft_h2hop() {
+	spawn weft-c2 env WEFT_PROXY_LOG_LEVEL=warn WEFT_PROXY_OUTBOUND_HTTP1_OVER_H2=true "$WEFT" run --static "$WORK/conf/weft-client.yaml" \
+		--inbound-addr off --outbound-addr off --admin-addr "127.0.0.1:$WEFT_C2_ADMIN" \
+		--outbound-mappings "$1" --shutdown-grace-period 1s
+	local c=$SPAWNED
+	SECTION_PIDS+=("$c")
+	wait_ready "http://127.0.0.1:$WEFT_C2_ADMIN/ready" weft-c2 || return 1
+	register_proxy weft-c2 "$c"
+	ADMIN[weft-c2]=127.0.0.1:$WEFT_C2_ADMIN
+	PROXIES[weft-h2hop]="weft-c2 weft-s"
 }
 
 start_haproxy() { # l4|http
@@ -727,6 +752,15 @@ http_section() {
 		HC+=(weft)
 		A_H1[weft]=127.0.0.1:$WEFT_C_H1
 		A_GRPC[weft]=127.0.0.1:$WEFT_C_GRPC
+		if [ "$H2HOP" = 1 ]; then
+			if start_weft_h2hop "127.0.0.1:$WEFT_C2_H1=web.bench.svc.cluster.local:$BACKEND_HTTP,127.0.0.1:$WEFT_C2_GRPC=grpc.bench.svc.cluster.local:$BACKEND_GRPC"; then
+				HC+=(weft-h2hop)
+				A_H1[weft-h2hop]=127.0.0.1:$WEFT_C2_H1
+				A_GRPC[weft-h2hop]=127.0.0.1:$WEFT_C2_GRPC
+			else
+				fail "HTTP: the second Weft client proxy (--h2hop) did not start"
+			fi
+		fi
 	else
 		fail "HTTP: Weft pair did not start"
 	fi

@@ -148,6 +148,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 				}
 				return p.countedDial(c, l(addr)), nil
 			},
+			Reusable:       plainConnReusable,
 			MaxIdlePerAddr: 256,
 			IdleTimeout:    90 * time.Second,
 			Limits:         h1.Limits{MaxHeaderBytes: cfg.HTTPMaxHeaderBytes},
@@ -613,6 +614,9 @@ func (c *countedConn) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// NetConn returns the connection countedConn wraps.
+func (c *countedConn) NetConn() net.Conn { return c.Conn }
 
 func (c *countedConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)

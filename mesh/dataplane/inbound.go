@@ -65,6 +65,9 @@ type replayConn struct {
 	prefix []byte
 }
 
+// NetConn returns the connection replayConn wraps.
+func (c *replayConn) NetConn() net.Conn { return c.Conn }
+
 func (c *replayConn) Read(p []byte) (int, error) {
 	if len(c.prefix) > 0 {
 		n := copy(p, c.prefix)

@@ -245,3 +245,36 @@ func certOf(l *testutil.Leaf) *tls.Certificate {
 	}
 	return &l.TLS
 }
+
+func TestAnApplicationConnectionTheApplicationClosedIsNotUsedForTheNextRequest(t *testing.T) {
+	// The application closes idle connections after 100ms; the inbound
+	// proxy keeps them for 90s. A POST, which is never sent twice, must
+	// not meet the closed connection: the proxy checks a connection that
+	// has been idle before reusing it.
+	app := &httpApp{ln: testutil.Listen(t)}
+	app.srv = &http.Server{Handler: http.HandlerFunc(app.serve), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 100 * time.Millisecond,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			switch s {
+			case http.StateNew:
+				app.accepted.Add(1)
+				app.open.Add(1)
+			case http.StateClosed:
+				app.open.Add(-1)
+			}
+		}}
+	go app.srv.Serve(app.ln)
+	t.Cleanup(func() { app.srv.Close() })
+	hp := startHTTPPair(t, httpPairOptions{app: app, serverPolicy: allowAll(t)})
+	c := h1Client()
+	for i := 0; i < 3; i++ {
+		resp, err := c.Post(hp.url("/echo"), "text/plain", strings.NewReader("hello"))
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "POST %d", i)
+		assert.Equal(t, "hello", string(body))
+		testutil.Eventually(t, 10*time.Second, func() bool { return app.open.Load() == 0 }, "the application closes the idle connection")
+	}
+	assert.Equal(t, int32(3), app.requests.Load(), "each POST reached the application once")
+	assert.Equal(t, int32(3), app.accepted.Load(), "each POST found the closed connection and opened a new one")
+}

@@ -172,6 +172,26 @@ const (
 // be retried unless idempotent and without body.
 const peerCheckAfter = 5 * time.Millisecond
 
+// plainConnReusable reports whether an idle plaintext connection (to the
+// application, or to an endpoint outside the mesh) may carry another
+// request: not when the server closed it or sent bytes nobody asked for.
+// As for peers, only a connection idle for longer than peerCheckAfter is
+// checked, with one peek at its socket.
+func plainConnReusable(c net.Conn, idle time.Duration) bool {
+	if idle < peerCheckAfter {
+		return true
+	}
+	rc := h1.SocketOf(c)
+	if rc == nil {
+		return true
+	}
+	state := peerOpen
+	if err := rc.Read(func(fd uintptr) bool { state = peekIdle(fd); return true }); err != nil {
+		return false
+	}
+	return state == peerOpen
+}
+
 // peerConnReusable reports whether an idle connection to a peer proxy
 // may carry another request: not when the peer closed it. A peek at the
 // socket tells most cases without reading: nothing waiting (open), or

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -153,6 +154,12 @@ type clientConn struct {
 	bw    *bufio.Writer
 	addr  string
 	since time.Time
+	sock  syscall.RawConn // the socket under raw (SocketOf), or nil
+
+	// sendAndAwait's state, used by one exchange at a time.
+	awaitFn func(uintptr) bool
+	sent    bool
+	sendErr error
 }
 
 // ErrClientClosed is returned once the client was closed.
@@ -309,7 +316,7 @@ func (cl *Client) RoundTrip(req *http.Request, addr string) (*http.Response, err
 			}
 			raw := c
 			c = &slotConn{Conn: c, release: func() { cl.release(addr) }}
-			cc = &clientConn{c: c, raw: raw, br: bufio.NewReaderSize(c, 4096), bw: bufio.NewWriterSize(c, 4096), addr: addr}
+			cc = &clientConn{c: c, raw: raw, br: bufio.NewReaderSize(c, 4096), bw: bufio.NewWriterSize(c, 4096), addr: addr, sock: SocketOf(raw)}
 		}
 		resp, err := cl.exchange(cc, req, noBody)
 		if err != nil && reused && attempt == 0 && errors.Is(err, errStale) && noBody && replayable(req) {
@@ -351,11 +358,11 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 	var async *bodyWriter
 	switch {
 	case noBody:
-		if err := cc.bw.Flush(); err != nil {
+		if err := cc.sendAndAwait(); err != nil {
 			return fail(fmt.Errorf("%w: %w", errStale, err))
 		}
 	case !chunked && req.ContentLength <= syncBodyLimit:
-		if err := writeBody(cc.bw, req, false, nil, nil); err != nil {
+		if err := writeBody(cc.bw, req, false, nil, nil, cc.sendAndAwait); err != nil {
 			return fail(err)
 		}
 	default:
@@ -364,7 +371,7 @@ func (cl *Client) exchange(cc *clientConn, req *http.Request, noBody bool) (*htt
 		// otherwise wait for the rest of it, and this side for its answer.
 		async = &bodyWriter{cl: cl, cc: cc, finished: make(chan struct{})}
 		go func() {
-			err := writeBody(cc.bw, req, chunked, cl.omitTrailer, func() { async.eof.Store(true) })
+			err := writeBody(cc.bw, req, chunked, cl.omitTrailer, func() { async.eof.Store(true) }, cc.bw.Flush)
 			var be *RequestBodyError
 			if errors.As(err, &be) {
 				async.failed.Store(be)
@@ -475,7 +482,7 @@ var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b 
 // writeBody copies the request body, chunked when asked, and flushes.
 // Trailers omit refuses are not written; eof, when set, is called once
 // the whole body was read.
-func writeBody(bw *bufio.Writer, req *http.Request, chunked bool, omit func(string) bool, eof func()) error {
+func writeBody(bw *bufio.Writer, req *http.Request, chunked bool, omit func(string) bool, eof func(), flush func() error) error {
 	bp := bodyBufs.Get().(*[]byte)
 	defer bodyBufs.Put(bp)
 	buf := *bp
@@ -524,7 +531,7 @@ func writeBody(bw *bufio.Writer, req *http.Request, chunked bool, omit func(stri
 	} else if written != req.ContentLength {
 		return &RequestBodyError{io.ErrUnexpectedEOF}
 	}
-	return bw.Flush()
+	return flush()
 }
 
 // readResponse reads a response head and decides its framing (the body
