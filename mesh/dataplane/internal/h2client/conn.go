@@ -122,8 +122,9 @@ type Conn struct {
 	tlsState *tls.ConnectionState
 	cfg      config
 	fr       *http2.Framer
-	hr       *h2hdr.Reader // reads fr, decoding header blocks (read loop)
-	done     chan struct{} // closed when the read loop has ended
+	hr       *h2hdr.Reader     // reads fr, decoding header blocks (read loop)
+	canon    map[string]string // canonical header names (read loop)
+	done     chan struct{}     // closed when the read loop has ended
 
 	// Writing: the framer writes into wb under wmu; whoever finds no
 	// flush in progress writes everything buffered (see write.go).
@@ -210,6 +211,7 @@ func New(ctx context.Context, conn net.Conn, opts ...Option) (*Conn, error) {
 	cc.fr = http2.NewFramer(&cc.wb, bufio.NewReaderSize(conn, readBufferSize))
 	cc.fr.SetMaxReadFrameSize(cfg.readFrameSize)
 	cc.hr = h2hdr.NewReader(cc.fr, 4096, cfg.maxHeaderBytes)
+	cc.canon = make(map[string]string)
 	cc.fr.SetReuseFrames()
 	cc.henc = hpack.NewEncoder(&cc.hbuf)
 

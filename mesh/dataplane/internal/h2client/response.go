@@ -51,7 +51,7 @@ func (cc *Conn) onResponse(cs *stream, f *h2hdr.Block) {
 		cc.streamError(f.StreamID, http2.ErrCodeProtocol, "bad_status", fmt.Errorf("h2client: malformed response status %q", status))
 		return
 	}
-	header := toHeader(f.RegularFields())
+	header := cc.toHeader(f.RegularFields())
 	if code < 200 {
 		cc.onInformational(cs, f, code, header)
 		return
@@ -148,13 +148,32 @@ func (cc *Conn) onTrailers(cs *stream, f *h2hdr.Block) {
 		cc.streamError(f.StreamID, http2.ErrCodeProtocol, "bad_trailers", errors.New("h2client: pseudo-header field in trailers"))
 		return
 	}
-	tr := toHeader(f.RegularFields())
+	tr := cc.toHeader(f.RegularFields())
 	cc.mu.Lock()
 	cs.trailer = tr
 	cs.recvEnded = true
 	cc.maybeRemoveLocked(cs)
 	cs.cond.Broadcast()
 	cc.mu.Unlock()
+}
+
+// maxCanonCache bounds the names a connection remembers in canonical
+// form: a server cannot grow the map further.
+const maxCanonCache = 256
+
+// canonical is http.CanonicalHeaderKey(name), remembered per connection
+// for the first maxCanonCache names, so that a name outside net/http's
+// common set (grpc-status, grpc-message) is not built again per response
+// (read loop only).
+func (cc *Conn) canonical(name string) string {
+	if k, ok := cc.canon[name]; ok {
+		return k
+	}
+	k := http.CanonicalHeaderKey(name)
+	if len(cc.canon) < maxCanonCache {
+		cc.canon[name] = k
+	}
+	return k
 }
 
 // statusLine is the response's Status ("200 OK"), without building the
@@ -167,12 +186,12 @@ func statusLine(code int, status string) string {
 }
 
 // toHeader builds a header from decoded fields, the values of all keys
-// sharing one backing array.
-func toHeader(fields []hpack.HeaderField) http.Header {
+// sharing one backing array (read loop only).
+func (cc *Conn) toHeader(fields []hpack.HeaderField) http.Header {
 	h := make(http.Header, len(fields))
 	strs := make([]string, len(fields))
 	for i, hf := range fields {
-		k := http.CanonicalHeaderKey(hf.Name)
+		k := cc.canonical(hf.Name)
 		if vv, ok := h[k]; ok {
 			h[k] = append(vv, hf.Value)
 			continue
