@@ -440,17 +440,33 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, fix func(http.Head
 		}
 	}
 	if len(resp.Trailer) > 0 {
-		tr := resp.Trailer.Clone()
+		// The response is this exchange's alone and its body has ended:
+		// its trailers are cleaned in place, not copied.
+		tr := resp.Trailer
 		h1.RemoveHopByHop(tr)
 		fix(tr)
 		for k, vs := range tr {
 			if len(vs) > 0 {
-				h[http.TrailerPrefix+k] = vs
+				h[trailerKey(k)] = vs
 			}
 		}
 		trailer = tr
 	}
 	return trailer, written, nil
+}
+
+// trailerKey is the response header key that sends k as a trailer
+// (http.TrailerPrefix+k), without building the string for gRPC's.
+func trailerKey(k string) string {
+	switch k {
+	case "Grpc-Status":
+		return http.TrailerPrefix + "Grpc-Status"
+	case "Grpc-Message":
+		return http.TrailerPrefix + "Grpc-Message"
+	case "Grpc-Status-Details-Bin":
+		return http.TrailerPrefix + "Grpc-Status-Details-Bin"
+	}
+	return http.TrailerPrefix + k
 }
 
 func bodyless(resp *http.Response) bool {
@@ -546,10 +562,15 @@ func (b *clientBody) Read(p []byte) (int, error) {
 			removeMeshHeaders(b.trailer)
 		}
 	case err != nil:
-		b.failure.CompareAndSwap(nil, &err)
+		b.fail(err)
 	}
 	return n, err
 }
+
+// fail keeps err as the body's failure unless one is kept already. It is
+// a function of its own so that Read's error does not escape to the heap
+// on every call.
+func (b *clientBody) fail(err error) { b.failure.CompareAndSwap(nil, &err) }
 
 // failed returns the error reading the body ended with, or nil.
 func (b *clientBody) failed() error {

@@ -53,7 +53,9 @@ type httpApp struct {
 	handler  http.HandlerFunc // overrides the routes above when set
 }
 
-func startHTTPApp(t testing.TB) *httpApp {
+// startHTTPApp starts the application; each of configure may change its
+// server (an idle timeout, say) before it serves.
+func startHTTPApp(t testing.TB, configure ...func(*http.Server)) *httpApp {
 	a := &httpApp{ln: testutil.Listen(t)}
 	var protos http.Protocols
 	protos.SetHTTP1(true)
@@ -68,6 +70,9 @@ func startHTTPApp(t testing.TB) *httpApp {
 				a.open.Add(-1)
 			}
 		}}
+	for _, c := range configure {
+		c(a.srv)
+	}
 	go a.srv.Serve(a.ln)
 	t.Cleanup(func() { a.srv.Close() })
 	return a

@@ -251,19 +251,7 @@ func TestAnApplicationConnectionTheApplicationClosedIsNotUsedForTheNextRequest(t
 	// proxy keeps them for 90s. A POST, which is never sent twice, must
 	// not meet the closed connection: the proxy checks a connection that
 	// has been idle before reusing it.
-	app := &httpApp{ln: testutil.Listen(t)}
-	app.srv = &http.Server{Handler: http.HandlerFunc(app.serve), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 100 * time.Millisecond,
-		ConnState: func(_ net.Conn, s http.ConnState) {
-			switch s {
-			case http.StateNew:
-				app.accepted.Add(1)
-				app.open.Add(1)
-			case http.StateClosed:
-				app.open.Add(-1)
-			}
-		}}
-	go app.srv.Serve(app.ln)
-	t.Cleanup(func() { app.srv.Close() })
+	app := startHTTPApp(t, func(s *http.Server) { s.IdleTimeout = 100 * time.Millisecond })
 	hp := startHTTPPair(t, httpPairOptions{app: app, serverPolicy: allowAll(t)})
 	c := h1Client()
 	for i := 0; i < 3; i++ {

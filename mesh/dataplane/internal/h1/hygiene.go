@@ -47,8 +47,18 @@ func RemoveHopByHop(h http.Header) {
 			delete(h, textproto.CanonicalMIMEHeaderKey(t))
 		}
 	}
+	te := h["Te"]
+	if len(te) == 1 && te[0] == "trailers" {
+		// The common case (every gRPC call): already what is kept.
+		for _, k := range hopByHop {
+			if k != "Te" {
+				delete(h, k)
+			}
+		}
+		return
+	}
 	trailers := false
-	for _, v := range h["Te"] {
+	for _, v := range te {
 		for _, t := range strings.Split(v, ",") {
 			t, _, _ = strings.Cut(t, ";")
 			if strings.EqualFold(strings.TrimSpace(t), "trailers") {

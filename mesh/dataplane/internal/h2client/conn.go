@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h2hdr"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -121,7 +122,9 @@ type Conn struct {
 	tlsState *tls.ConnectionState
 	cfg      config
 	fr       *http2.Framer
-	done     chan struct{} // closed when the read loop has ended
+	hr       *h2hdr.Reader     // reads fr, decoding header blocks (read loop)
+	canon    map[string]string // canonical header names (read loop)
+	done     chan struct{}     // closed when the read loop has ended
 
 	// Writing: the framer writes into wb under wmu; whoever finds no
 	// flush in progress writes everything buffered (see write.go).
@@ -207,8 +210,8 @@ func New(ctx context.Context, conn net.Conn, opts ...Option) (*Conn, error) {
 	// header and payload separately.
 	cc.fr = http2.NewFramer(&cc.wb, bufio.NewReaderSize(conn, readBufferSize))
 	cc.fr.SetMaxReadFrameSize(cfg.readFrameSize)
-	cc.fr.MaxHeaderListSize = cfg.maxHeaderBytes
-	cc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	cc.hr = h2hdr.NewReader(cc.fr, 4096, cfg.maxHeaderBytes)
+	cc.canon = make(map[string]string)
 	cc.fr.SetReuseFrames()
 	cc.henc = hpack.NewEncoder(&cc.hbuf)
 

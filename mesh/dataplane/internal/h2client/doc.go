@@ -3,8 +3,9 @@
 // [Conn] the caller dialled (and, for TLS, handshook with "h2").
 //
 // It exists to make a proxied call cheap. Frames and header blocks are
-// encoded and decoded with golang.org/x/net/http2's Framer and hpack; the
-// connection logic is its own:
+// encoded and decoded with golang.org/x/net/http2's Framer and hpack
+// (header blocks read through internal/h2hdr, which reuses one decoded
+// block per connection); the connection logic is its own:
 //
 //   - Writes are made by the goroutine that has something to send, into one
 //     buffer under a write lock, and flushed by "group commit": the

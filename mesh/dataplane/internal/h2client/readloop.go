@@ -60,7 +60,7 @@ func (cc *Conn) endStreamLocked(cs *stream, err error) {
 
 func (cc *Conn) readFrames() error {
 	for {
-		f, err := cc.fr.ReadFrame()
+		f, err := cc.hr.ReadFrame()
 		cc.framesRead.Add(1)
 		if err != nil {
 			var se http2.StreamError
@@ -79,8 +79,8 @@ func (cc *Conn) readFrames() error {
 		switch f := f.(type) {
 		case *http2.DataFrame:
 			err = cc.onData(f)
-		case *http2.MetaHeadersFrame:
-			err = cc.onHeaders(f)
+		case *http2.HeadersFrame:
+			err = cc.onHeaders(&cc.hr.Block)
 		case *http2.RSTStreamFrame:
 			err = cc.onReset(f)
 		case *http2.SettingsFrame:

@@ -40,11 +40,11 @@ type reqHeaders struct {
 // (Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding, Upgrade,
 // and TE other than "trailers"), Host and Content-Length (sent from
 // req.ContentLength), and a "trailer" field naming req.Trailer's keys.
-func (cc *Conn) encodeRequest(req *http.Request, hasBody bool) (*reqHeaders, error) {
+func (cc *Conn) encodeRequest(h *reqHeaders, req *http.Request, hasBody bool) error {
 	if req.URL == nil {
-		return nil, errors.New("h2client: request without URL")
+		return errors.New("h2client: request without URL")
 	}
-	h := &reqHeaders{req: req}
+	*h = reqHeaders{req: req}
 	h.authority = req.Host
 	if h.authority == "" {
 		h.authority = req.URL.Host
@@ -53,25 +53,25 @@ func (cc *Conn) encodeRequest(req *http.Request, hasBody bool) (*reqHeaders, err
 		h.authority = a
 	}
 	if !httpguts.ValidHostHeader(h.authority) {
-		return nil, fmt.Errorf("h2client: invalid request authority %q", h.authority)
+		return fmt.Errorf("h2client: invalid request authority %q", h.authority)
 	}
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
 	}
 	if !validToken(method) {
-		return nil, fmt.Errorf("h2client: invalid request method %q", method)
+		return fmt.Errorf("h2client: invalid request method %q", method)
 	}
 	if method == http.MethodConnect {
-		return nil, errors.New("h2client: CONNECT is not supported")
+		return errors.New("h2client: CONNECT is not supported")
 	}
 	h.path = req.URL.RequestURI()
 	if h.path == "" || h.path[0] != '/' && h.path != "*" {
-		return nil, fmt.Errorf("h2client: invalid request path %q", h.path)
+		return fmt.Errorf("h2client: invalid request path %q", h.path)
 	}
 	for _, bad := range []string{"Upgrade", "Transfer-Encoding", "Connection"} {
 		if vv := req.Header[bad]; len(vv) > 0 && !allowedConnValue(bad, vv) {
-			return nil, fmt.Errorf("h2client: invalid %s request header %q", bad, vv)
+			return fmt.Errorf("h2client: invalid %s request header %q", bad, vv)
 		}
 	}
 	switch {
@@ -84,7 +84,7 @@ func (cc *Conn) encodeRequest(req *http.Request, hasBody bool) (*reqHeaders, err
 		var sb strings.Builder
 		for k := range req.Trailer {
 			if !httpguts.ValidTrailerHeader(k) || !httpguts.ValidHeaderFieldName(k) {
-				return nil, fmt.Errorf("h2client: invalid request trailer %q", k)
+				return fmt.Errorf("h2client: invalid request trailer %q", k)
 			}
 			if sb.Len() > 0 {
 				sb.WriteByte(',')
@@ -98,15 +98,15 @@ func (cc *Conn) encodeRequest(req *http.Request, hasBody bool) (*reqHeaders, err
 		size += uint64(len(name) + len(value) + 32)
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cc.mu.Lock()
 	limit := cc.peerMaxHeader
 	cc.mu.Unlock()
 	if limit != 0 && size > uint64(limit) {
-		return nil, errHeaderListSize
+		return errHeaderListSize
 	}
-	return h, nil
+	return nil
 }
 
 func allowedConnValue(name string, vv []string) bool {

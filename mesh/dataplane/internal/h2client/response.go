@@ -10,11 +10,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h2hdr"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
 
-func (cc *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
+func (cc *Conn) onHeaders(f *h2hdr.Block) error {
 	id := f.StreamID
 	cs, idle := cc.lookup(id)
 	if idle {
@@ -43,20 +44,21 @@ func (cc *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 }
 
 // onResponse handles the response head (or an informational one).
-func (cc *Conn) onResponse(cs *stream, f *http2.MetaHeadersFrame) {
+func (cc *Conn) onResponse(cs *stream, f *h2hdr.Block) {
 	status := f.PseudoValue("status")
 	code, err := strconv.Atoi(status)
 	if len(status) != 3 || err != nil || code < 100 {
 		cc.streamError(f.StreamID, http2.ErrCodeProtocol, "bad_status", fmt.Errorf("h2client: malformed response status %q", status))
 		return
 	}
-	header := toHeader(f.RegularFields())
+	header := cc.toHeader(f.RegularFields())
 	if code < 200 {
 		cc.onInformational(cs, f, code, header)
 		return
 	}
-	resp := &http.Response{
-		Status:        status + " " + http.StatusText(code),
+	resp := &cs.respVal
+	*resp = http.Response{
+		Status:        statusLine(code, status),
 		StatusCode:    code,
 		Proto:         "HTTP/2.0",
 		ProtoMajor:    2,
@@ -87,7 +89,8 @@ func (cc *Conn) onResponse(cs *stream, f *http2.MetaHeadersFrame) {
 	if f.StreamEnded() || cs.req.Method == http.MethodHead {
 		resp.Body = http.NoBody
 	} else {
-		resp.Body = &body{cs: cs, trailer: &resp.Trailer}
+		cs.respBody = body{cs: cs, trailer: &resp.Trailer}
+		resp.Body = &cs.respBody
 	}
 	cc.mu.Lock()
 	cs.resp = resp
@@ -104,7 +107,7 @@ func (cc *Conn) onResponse(cs *stream, f *http2.MetaHeadersFrame) {
 
 // onInformational handles a 1xx response: passed to the request's
 // httptrace hooks, and counted.
-func (cc *Conn) onInformational(cs *stream, f *http2.MetaHeadersFrame, code int, header http.Header) {
+func (cc *Conn) onInformational(cs *stream, f *h2hdr.Block, code int, header http.Header) {
 	cc.mu.Lock()
 	cs.n1xx++
 	n := cs.n1xx
@@ -136,7 +139,7 @@ func (cc *Conn) onInformational(cs *stream, f *http2.MetaHeadersFrame, code int,
 }
 
 // onTrailers handles the trailing header block.
-func (cc *Conn) onTrailers(cs *stream, f *http2.MetaHeadersFrame) {
+func (cc *Conn) onTrailers(cs *stream, f *h2hdr.Block) {
 	if !f.StreamEnded() {
 		cc.streamError(f.StreamID, http2.ErrCodeProtocol, "bad_trailers", errors.New("h2client: trailers without END_STREAM"))
 		return
@@ -145,7 +148,7 @@ func (cc *Conn) onTrailers(cs *stream, f *http2.MetaHeadersFrame) {
 		cc.streamError(f.StreamID, http2.ErrCodeProtocol, "bad_trailers", errors.New("h2client: pseudo-header field in trailers"))
 		return
 	}
-	tr := toHeader(f.RegularFields())
+	tr := cc.toHeader(f.RegularFields())
 	cc.mu.Lock()
 	cs.trailer = tr
 	cs.recvEnded = true
@@ -154,13 +157,41 @@ func (cc *Conn) onTrailers(cs *stream, f *http2.MetaHeadersFrame) {
 	cc.mu.Unlock()
 }
 
+// maxCanonCache bounds the names a connection remembers in canonical
+// form: a server cannot grow the map further.
+const maxCanonCache = 256
+
+// canonical is http.CanonicalHeaderKey(name), remembered per connection
+// for the first maxCanonCache names, so that a name outside net/http's
+// common set (grpc-status, grpc-message) is not built again per response
+// (read loop only).
+func (cc *Conn) canonical(name string) string {
+	if k, ok := cc.canon[name]; ok {
+		return k
+	}
+	k := http.CanonicalHeaderKey(name)
+	if len(cc.canon) < maxCanonCache {
+		cc.canon[name] = k
+	}
+	return k
+}
+
+// statusLine is the response's Status ("200 OK"), without building the
+// string for a 200.
+func statusLine(code int, status string) string {
+	if code == http.StatusOK {
+		return "200 OK"
+	}
+	return status + " " + http.StatusText(code)
+}
+
 // toHeader builds a header from decoded fields, the values of all keys
-// sharing one backing array.
-func toHeader(fields []hpack.HeaderField) http.Header {
+// sharing one backing array (read loop only).
+func (cc *Conn) toHeader(fields []hpack.HeaderField) http.Header {
 	h := make(http.Header, len(fields))
 	strs := make([]string, len(fields))
 	for i, hf := range fields {
-		k := http.CanonicalHeaderKey(hf.Name)
+		k := cc.canonical(hf.Name)
 		if vv, ok := h[k]; ok {
 			h[k] = append(vv, hf.Value)
 			continue

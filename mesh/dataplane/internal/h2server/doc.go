@@ -1,10 +1,13 @@
 // Package h2server serves HTTP/2 connections for the proxy: one
 // connection per ServeConn call, handlers run as net/http handlers, one
-// goroutine per stream.
+// goroutine per stream while its handler runs (a goroutine whose handler
+// returned waits briefly for the connection's next stream, keeping the
+// stack it grew).
 //
 // It reuses golang.org/x/net/http2's Framer and hpack for the wire
-// format (frame parsing and validation, header block decoding with its
-// size cap, CONTINUATION sequencing) and owns the rest: the connection
+// format (frame parsing and validation, CONTINUATION sequencing), decodes
+// header blocks with internal/h2hdr (the Framer's checks and size cap,
+// one reused block per connection) and owns the rest: the connection
 // state machine, flow control, and the write path. There is no serve
 // goroutine: one goroutine reads frames; handlers encode their own frames
 // under the connection's lock into one output buffer, and whoever flushes

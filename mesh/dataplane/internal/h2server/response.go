@@ -211,6 +211,10 @@ func (w *responseWriter) finishLocked() {
 		c.writeFieldsLocked(s, trailers, true)
 		s.endLocalLocked()
 	}
+	if cap(trailers) <= 64 {
+		clear(trailers) // keep no values alive past this response
+		c.trailerBuf = trailers[:0]
+	}
 	_ = c.flushLocked()
 }
 
@@ -221,7 +225,10 @@ func bodyAllowed(status int) bool {
 // trailers collects the trailers the handler set: keys declared in the
 // Trailer header, and keys with http.TrailerPrefix.
 func (w *responseWriter) trailers() []hpack.HeaderField {
-	var out []hpack.HeaderField
+	// The connection's scratch slice, taken (mu held) so that another
+	// handler finishing while this one waits for window gets its own.
+	out := w.c.trailerBuf[:0]
+	w.c.trailerBuf = nil
 	for _, v := range w.header["Trailer"] {
 		for _, k := range strings.Split(v, ",") {
 			k = http.CanonicalHeaderKey(strings.TrimSpace(k))

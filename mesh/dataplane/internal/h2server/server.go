@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h2hdr"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -110,21 +111,24 @@ type conn struct {
 
 	br *bufio.Reader
 	rf *http2.Framer // read side; only the read loop touches it
+	hr *h2hdr.Reader // reads rf, decoding header blocks (read loop)
 
 	framesRead atomic.Uint64
+	pool       handlerPool
 	handlers   sync.WaitGroup
 	canon      map[string]string // canonical header names, read loop only
 
-	mu        sync.Mutex
-	flushDone sync.Cond // a flush ended (or the connection failed)
-	out       []byte    // encoded frames waiting to be written
-	spare     []byte
-	flushing  bool
-	werr      error // the connection is unusable for writes
-	wf        *http2.Framer
-	henc      *hpack.Encoder
-	hbuf      outBuffer
-	lower     map[string]string // lower-case response header names
+	mu         sync.Mutex
+	flushDone  sync.Cond // a flush ended (or the connection failed)
+	out        []byte    // encoded frames waiting to be written
+	spare      []byte
+	flushing   bool
+	werr       error // the connection is unusable for writes
+	wf         *http2.Framer
+	henc       *hpack.Encoder
+	hbuf       outBuffer
+	lower      map[string]string   // lower-case response header names
+	trailerBuf []hpack.HeaderField // scratch for a response's trailers (mu)
 
 	streams     map[uint32]*stream
 	running     int // handlers running
@@ -179,11 +183,12 @@ func ServeConn(ctx context.Context, nc net.Conn, handler http.Handler, cfg *Conf
 	c.br = bufio.NewReaderSize(nc, 4096)
 	c.rf = http2.NewFramer(nil, c.br)
 	c.rf.SetMaxReadFrameSize(maxReadFrameSize)
-	c.rf.MaxHeaderListSize = uint32(c.cfg.MaxHeaderBytes)
-	c.rf.ReadMetaHeaders = hpack.NewDecoder(headerTableSize, nil)
+	c.hr = h2hdr.NewReader(c.rf, headerTableSize, uint32(c.cfg.MaxHeaderBytes))
 
+	c.pool.init()
 	c.serve(ctx)
 	c.handlers.Wait()
+	c.pool.stop()
 }
 
 func (c *conn) serve(ctx context.Context) {
@@ -222,7 +227,7 @@ func (c *conn) serve(ctx context.Context) {
 	c.startTimers()
 
 	for {
-		f, err := c.rf.ReadFrame()
+		f, err := c.hr.ReadFrame()
 		c.framesRead.Add(1)
 		if err == nil {
 			err = c.process(f)
@@ -472,8 +477,8 @@ func (c *conn) process(f http2.Frame) error {
 	switch f := f.(type) {
 	case *http2.SettingsFrame:
 		return c.processSettings(f)
-	case *http2.MetaHeadersFrame:
-		return c.processHeaders(f)
+	case *http2.HeadersFrame:
+		return c.processHeaders(&c.hr.Block)
 	case *http2.DataFrame:
 		return c.processData(f)
 	case *http2.WindowUpdateFrame:

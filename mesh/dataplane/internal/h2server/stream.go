@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h2hdr"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 )
@@ -43,6 +44,14 @@ type stream struct {
 	waitingWin bool
 	localDone  bool  // END_STREAM or RST_STREAM sent
 	err        error // the stream is dead (reset, connection gone)
+
+	// The handler's request body and response writer live in the
+	// stream: one allocation per stream instead of three. Nothing is
+	// pooled, so a handler that keeps them past its return holds this
+	// stream's memory, never another stream's.
+	body    body
+	w       responseWriter
+	handler http.Handler
 }
 
 // abortLocked ends the stream for both sides with err and wakes whoever
@@ -101,7 +110,7 @@ func (s *stream) returnLocked(n int64) {
 }
 
 // processHeaders opens a stream or takes a stream's trailers.
-func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
+func (c *conn) processHeaders(f *h2hdr.Block) error {
 	id := f.StreamID
 	if id%2 != 1 {
 		c.count("headers_even")
@@ -141,12 +150,13 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 	c.streams[id] = s
 	c.running++
 	c.handlers.Add(1)
-	w := &responseWriter{s: s, c: c, req: req, header: make(http.Header), clen: -1}
-	go c.runHandler(s, w, req, handler)
+	s.w = responseWriter{s: s, c: c, req: req, header: make(http.Header), clen: -1}
+	s.handler = handler
+	c.startHandler(s)
 	return nil
 }
 
-func (c *conn) processTrailers(s *stream, f *http2.MetaHeadersFrame) error {
+func (c *conn) processTrailers(s *stream, f *h2hdr.Block) error {
 	if !f.StreamEnded() {
 		c.count("trailers_not_ended")
 		return http2.StreamError{StreamID: s.id, Code: http2.ErrCodeProtocol}
@@ -177,7 +187,7 @@ var connHeaders = [...]string{"Connection", "Keep-Alive", "Proxy-Connection", "T
 
 // newRequest builds a handler's request from a HEADERS block, or the
 // stream error that makes it malformed.
-func (c *conn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, *stream, error) {
+func (c *conn) newRequest(f *h2hdr.Block) (*http.Request, *stream, error) {
 	id := f.StreamID
 	bad := func(class string) (*http.Request, *stream, error) {
 		c.count(class)
@@ -197,9 +207,17 @@ func (c *conn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, *stream, er
 	}
 	fields := f.RegularFields()
 	header := make(http.Header, len(fields))
-	for _, hf := range fields {
+	// The values of all keys share one backing array; a repeated key's
+	// append copies its values out of it (each key's slice is capped).
+	strs := make([]string, len(fields))
+	for i, hf := range fields {
 		k := c.canonical(hf.Name)
-		header[k] = append(header[k], hf.Value)
+		if vv, ok := header[k]; ok {
+			header[k] = append(vv, hf.Value)
+			continue
+		}
+		strs[i] = hf.Value
+		header[k] = strs[i : i+1 : i+1]
 	}
 	for _, k := range connHeaders {
 		if _, ok := header[k]; ok {
@@ -264,6 +282,7 @@ func (c *conn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, *stream, er
 		declared: declared,
 		sendWin:  c.initialWin,
 	}
+	s.body.s = s
 	s.cond.L = &c.mu
 	var trailer http.Header
 	for _, v := range header["Trailer"] {
@@ -305,7 +324,7 @@ func (c *conn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, *stream, er
 		req.Body = http.NoBody
 	} else {
 		req.ContentLength = declared
-		req.Body = &body{s: s}
+		req.Body = &s.body
 	}
 	return req.WithContext(ctx), s, nil
 }
@@ -329,7 +348,8 @@ func cachedName(m map[string]string, name string, f func(string) string) string 
 }
 
 // runHandler runs one stream's handler and finishes its response.
-func (c *conn) runHandler(s *stream, w *responseWriter, req *http.Request, h http.Handler) {
+func (c *conn) runHandler(s *stream) {
+	w, req, h := &s.w, s.w.req, s.handler
 	defer c.handlers.Done()
 	ok := false
 	defer func() {
