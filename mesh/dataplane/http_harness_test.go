@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -280,4 +281,31 @@ func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 
 func netipAddrPort(port uint16) netip.AddrPort {
 	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)
+}
+
+// establishedTo counts this machine's TCP sockets connected to addr (an
+// IPv4 address) that are still established, from /proc/net/tcp. A socket
+// whose peer closed leaves that state (CLOSE_WAIT) when its kernel has
+// taken the FIN: a test that makes a server close a kept-alive connection
+// waits for that before it sends the next request, since the server's
+// own "closed" (a metric, a callback) comes before the FIN is delivered,
+// and on a busy machine well before.
+func establishedTo(t testing.TB, addr net.Addr) int {
+	t.Helper()
+	ta, ok := addr.(*net.TCPAddr)
+	require.True(t, ok, "a TCP address")
+	ip := ta.IP.To4()
+	require.NotNil(t, ip, "an IPv4 address")
+	// The kernel prints the address's bytes as a little-endian word.
+	want := fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], ta.Port)
+	raw, err := os.ReadFile("/proc/net/tcp")
+	require.NoError(t, err)
+	n := 0
+	for _, line := range strings.Split(string(raw), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 3 && f[2] == want && f[3] == "01" {
+			n++
+		}
+	}
+	return n
 }
