@@ -188,7 +188,13 @@ func TestRotatedCertificatesAreUsedForNewConnections(t *testing.T) {
 	pr := startPair(t, pairOptions{})
 	id := pr.pki.identity(t, idA)
 	mapped := testutil.Listen(t)
-	startProxy(t, testConfig(), id, pr.resolver, nil, dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: pr.target}}})
+	// The connect timeout (1 s by default) covers the mesh handshake, which
+	// a machine under a CPU hog with the race detector can take longer
+	// for; a failed connect closes the client, which is not what this test
+	// is about.
+	cfg := testConfig()
+	cfg.ConnectTimeout = 30 * time.Second
+	startProxy(t, cfg, id, pr.resolver, nil, dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: pr.target}}})
 	_, err := echoOnce(t, mapped.Addr().String(), opaque("one"))
 	require.NoError(t, err)
 	fresh := pr.pki.issuer.Leaf(t, testutil.CertOptions{Name: idA, Lifetime: 2 * time.Hour})
