@@ -191,14 +191,7 @@ func TestAPooledConnectionThePeerClosedIsNotUsedForTheNextRequest(t *testing.T) 
 	// timeout); this side keeps them for 30s. A POST, which is never sent
 	// twice, must not meet the closed connection.
 	hp := startHTTPPair(t, httpPairOptions{serverPolicy: allowAll(t), cfgB: func(c *dataplane.Config) { c.HTTPIdleTimeout = 200 * time.Millisecond }})
-	c := h1Client()
-	for i := 0; i < 3; i++ {
-		resp, err := c.Post(hp.url("/echo"), "text/plain", strings.NewReader("hello"))
-		require.NoError(t, err)
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		assert.Equal(t, http.StatusOK, resp.StatusCode, "POST %d", i)
-		assert.Equal(t, "hello", string(body))
+	postEachAfterAClose(t, hp.url("/echo"), 3, func(i int) {
 		want := float64(i + 1)
 		// The bound is for a machine under a CPU hog with the race
 		// detector on: the close itself is due 200ms after the answer. An
@@ -209,7 +202,7 @@ func TestAPooledConnectionThePeerClosedIsNotUsedForTheNextRequest(t *testing.T) 
 		}, "the peer closes the idle connection")
 		testutil.Eventually(t, 10*time.Second, func() bool { return establishedTo(t, hp.inB.Addr()) == 0 },
 			"this side's kernel has the peer's close")
-	}
+	})
 	assert.Equal(t, int32(3), hp.app.requests.Load(), "each POST reached the application once")
 	assert.Equal(t, int32(3), hp.inB.accepted.Load(), "each POST found the closed connection and opened a new one")
 }
@@ -263,18 +256,28 @@ func TestAnApplicationConnectionTheApplicationClosedIsNotUsedForTheNextRequest(t
 	// has been idle before reusing it.
 	app := startHTTPApp(t, func(s *http.Server) { s.IdleTimeout = 100 * time.Millisecond })
 	hp := startHTTPPair(t, httpPairOptions{app: app, serverPolicy: allowAll(t)})
+	postEachAfterAClose(t, hp.url("/echo"), 3, func(int) {
+		testutil.Eventually(t, 10*time.Second, func() bool { return app.open.Load() == 0 }, "the application closes the idle connection")
+		testutil.Eventually(t, 10*time.Second, func() bool { return establishedTo(t, app.ln.Addr()) == 0 },
+			"the inbound proxy's kernel has the application's close")
+	})
+	assert.Equal(t, int32(3), app.requests.Load(), "each POST reached the application once")
+	assert.Equal(t, int32(3), app.accepted.Load(), "each POST found the closed connection and opened a new one")
+}
+
+// postEachAfterAClose sends n POSTs to url one after the other, each
+// answered with its body, and calls closed(i) after the i-th: there the
+// test waits until the connection that carried it has been closed.
+func postEachAfterAClose(t *testing.T, url string, n int, closed func(i int)) {
+	t.Helper()
 	c := h1Client()
-	for i := 0; i < 3; i++ {
-		resp, err := c.Post(hp.url("/echo"), "text/plain", strings.NewReader("hello"))
+	for i := 0; i < n; i++ {
+		resp, err := c.Post(url, "text/plain", strings.NewReader("hello"))
 		require.NoError(t, err)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode, "POST %d", i)
 		assert.Equal(t, "hello", string(body))
-		testutil.Eventually(t, 10*time.Second, func() bool { return app.open.Load() == 0 }, "the application closes the idle connection")
-		testutil.Eventually(t, 10*time.Second, func() bool { return establishedTo(t, app.ln.Addr()) == 0 },
-			"the inbound proxy's kernel has the application's close")
+		closed(i)
 	}
-	assert.Equal(t, int32(3), app.requests.Load(), "each POST reached the application once")
-	assert.Equal(t, int32(3), app.accepted.Load(), "each POST found the closed connection and opened a new one")
 }

@@ -185,11 +185,17 @@ func plainConnReusable(c net.Conn, idle time.Duration) bool {
 	if rc == nil {
 		return true
 	}
+	return peekSocket(rc) == peerOpen
+}
+
+// peekSocket tells what an idle socket holds without waiting or consuming
+// anything; a socket that cannot be read is closed.
+func peekSocket(rc syscall.RawConn) peerIdleState {
 	state := peerOpen
 	if err := rc.Read(func(fd uintptr) bool { state = peekIdle(fd); return true }); err != nil {
-		return false
+		return peerClosed
 	}
-	return state == peerOpen
+	return state
 }
 
 // peerConnReusable reports whether an idle connection to a peer proxy
@@ -220,11 +226,7 @@ func peerConnReusable(c net.Conn, idle time.Duration) bool {
 	if err != nil {
 		return false
 	}
-	state := peerOpen
-	if err := rc.Read(func(fd uintptr) bool { state = peekIdle(fd); return true }); err != nil {
-		return false
-	}
-	switch state {
+	switch peekSocket(rc) {
 	case peerOpen:
 		return true
 	case peerClosed:
