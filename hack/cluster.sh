@@ -42,7 +42,7 @@ build_node() {
     exit 1
   fi
   local work; work=$(mktemp -d)
-  trap 'rm -rf "$work"' RETURN
+  trap 'rm -rf "$work"; trap - RETURN' RETURN
   log "building $node_commands $KUBE_VERSION (first time: many minutes)"
   (
     cd "$work"
@@ -81,7 +81,7 @@ build_coredns() {
     exit 1
   fi
   local work; work=$(mktemp -d)
-  trap 'rm -rf "$work"' RETURN
+  trap 'rm -rf "$work"; trap - RETURN' RETURN
   log "building coredns $COREDNS_VERSION"
   (
     cd "$work"

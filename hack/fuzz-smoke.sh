@@ -34,7 +34,7 @@ coordinator_deadline_only() {
 self_test() {
   local dir
   dir=$(mktemp -d)
-  trap 'rm -rf "$dir"' RETURN
+  trap 'rm -rf "$dir"; trap - RETURN' RETURN
   printf 'fuzz: elapsed: 5s\n--- FAIL: FuzzA (5.10s)\n    context deadline exceeded\nFAIL\nexit status 1\n' >"$dir/flake"
   printf -- '--- FAIL: FuzzA (0.20s)\n    --- FAIL: FuzzA (0.00s)\n        x_test.go:9: boom\n\n    Failing input written to testdata/fuzz/FuzzA/abc\nFAIL\n' >"$dir/reproducer"
   printf -- '--- FAIL: FuzzA (5.10s)\n    context deadline exceeded\n    x_test.go:12: leaked goroutine\nFAIL\n' >"$dir/other"

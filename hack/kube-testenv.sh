@@ -38,7 +38,7 @@ build_apiserver() {
   [ -x "$apiserver" ] && return 0
   missing kube-apiserver "$apiserver"
   local work; work=$(mktemp -d)
-  trap 'rm -rf "$work"' RETURN
+  trap 'rm -rf "$work"; trap - RETURN' RETURN
   log "building kube-apiserver $KUBE_VERSION (first time: many minutes)"
   (
     cd "$work"
@@ -71,7 +71,7 @@ build_etcd() {
   [ -x "$etcd" ] && return 0
   missing etcd "$etcd"
   local work; work=$(mktemp -d)
-  trap 'rm -rf "$work"' RETURN
+  trap 'rm -rf "$work"; trap - RETURN' RETURN
   log "building etcd $ETCD_VERSION"
   (
     cd "$work"
