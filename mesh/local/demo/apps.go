@@ -20,6 +20,59 @@ type apps struct {
 	stats     *Stats
 	rate      float64
 	serversUp sync.WaitGroup
+
+	// mu guards the callers' requests in flight, for quiesce.
+	mu       sync.Mutex
+	quiet    bool          // callers send no new request
+	inflight int           // callers' requests sent and not yet recorded
+	idle     chan struct{} // closed when inflight drops to 0 once quiet
+}
+
+// quiesce stops the callers' new requests and waits, up to timeout, for
+// those in flight to be answered and recorded. The demo's final figures
+// are read after it, so that the callers and the proxies count the same
+// requests: without it a request a proxy had answered could still be on
+// its way back to its caller.
+func (a *apps) quiesce(timeout time.Duration) {
+	a.mu.Lock()
+	a.quiet = true
+	if a.inflight == 0 {
+		a.mu.Unlock()
+		return
+	}
+	a.idle = make(chan struct{})
+	idle := a.idle
+	a.mu.Unlock()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
+}
+
+// startRequest counts a caller's request in flight; false once quiesce
+// has begun, when the request is not to be sent.
+func (a *apps) startRequest() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.quiet {
+		return false
+	}
+	a.inflight++
+	return true
+}
+
+// endRequest is called once a started request has been recorded (or cut
+// short by the demo's end).
+func (a *apps) endRequest() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.inflight--
+	if a.inflight == 0 && a.idle != nil {
+		close(a.idle)
+		a.idle = nil
+	}
 }
 
 func listen(pod local.Pod) (net.Listener, error) {
@@ -112,6 +165,9 @@ func deniedConnection(err error) bool {
 	return false
 }
 
+// callerTimeout bounds each of the callers' requests.
+const callerTimeout = 5 * time.Second
+
 // caller sends GET requests to the pod's first outbound mapping at rate
 // per second (or one per permit of gate, when not nil), recording each
 // under name.
@@ -119,7 +175,7 @@ func (a *apps) caller(name string, rate float64, keepAlive bool, gate *Gate) loc
 	return func(ctx context.Context, pod local.Pod) error {
 		waitServers(ctx, &a.serversUp)
 		url := "http://" + pod.Mappings[0].Listen.String() + "/"
-		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: !keepAlive, MaxIdleConnsPerHost: 4}}
+		client := &http.Client{Timeout: callerTimeout, Transport: &http.Transport{DisableKeepAlives: !keepAlive, MaxIdleConnsPerHost: 4}}
 		defer client.CloseIdleConnections()
 		var next <-chan time.Time
 		var permits <-chan struct{}
@@ -152,10 +208,15 @@ func (a *apps) caller(name string, rate float64, keepAlive bool, gate *Gate) loc
 					return nil
 				}
 			}
+			if !a.startRequest() {
+				<-inflight
+				continue // the demo is ending: no new request
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer func() { <-inflight }()
+				defer a.endRequest()
 				start := time.Now()
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 				resp, err := client.Do(req)

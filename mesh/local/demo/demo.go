@@ -150,6 +150,9 @@ loop:
 			break loop
 		}
 	}
+	// The callers' last requests are let finish before the final figures
+	// are read (at most the callers' 5 s client timeout).
+	a.quiesce(callerTimeout + time.Second)
 	final := frame(st, stats, time.Since(start))
 	stop()
 	if runErr == nil {

@@ -38,3 +38,26 @@ func TestDemoRedrawsInPlaceOnATerminal(t *testing.T) {
 	assert.NotContains(t, s, "t=0.5s workload=", "no plain lines on a terminal")
 	assert.Contains(t, s, "Summary after")
 }
+
+// TestTheFinalFiguresOfCallersAndProxiesCountTheSameRequests runs the demo
+// fast enough that requests are in flight when it ends: the final figures
+// are read once those have been answered, so what each caller saw and
+// what the proxy in front of its server decided agree request for request.
+func TestTheFinalFiguresOfCallersAndProxiesCountTheSameRequests(t *testing.T) {
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sum, err := demo.Run(ctx, demo.Config{Out: &out, Duration: 2 * time.Second, Interval: time.Second, Rate: 200})
+	require.NoError(t, err, out.String())
+	rows := map[string]demo.Row{}
+	for _, r := range sum.Frame.Rows {
+		rows[r.Workload] = r
+	}
+	traffic, frontend, backend, intruder := rows["traffic"], rows["frontend"], rows["backend"], rows["intruder"]
+	require.Zero(t, traffic.Failed+frontend.Failed+intruder.Failed, out.String())
+	assert.Positive(t, traffic.Succeeded, out.String())
+	assert.Positive(t, intruder.Figures.Denied, out.String())
+	assert.Equal(t, float64(traffic.Succeeded), frontend.Proxy.Allowed, "traffic's successes against the frontend proxy's allowed requests\n%s", out.String())
+	assert.Equal(t, float64(frontend.Succeeded), backend.Proxy.Allowed, "the frontend's successes against the backend proxy's allowed requests\n%s", out.String())
+	assert.Equal(t, float64(intruder.Figures.Denied), backend.Proxy.Denied, "the intruder's denials against the backend proxy's\n%s", out.String())
+}
