@@ -153,7 +153,14 @@ func TestVizCommandsAgreeWithTheDemosOwnCounters(t *testing.T) {
 	vizJSON(t, &au, append([]string{"stat", "au", "--since-start"}, local...)...)
 	aix := au.byName()
 	require.Contains(t, aix, "backend.demo.svc.cluster.local:8081", "%+v", au)
-	assert.Equal(t, float64(n+m), au.Rows[aix["backend.demo.svc.cluster.local:8081"]].Requests, "frontend's and intruder's calls")
+	// The outbound proxies count attempts, as Linkerd's endpoint metrics
+	// do. On a loaded machine a connection to backend's proxy can miss
+	// the connect timeout; that attempt is counted, as a failure, and the
+	// request goes out again on a new connection. So requests may exceed
+	// the calls, and successes (403s included) equal them.
+	bau := au.Rows[aix["backend.demo.svc.cluster.local:8081"]]
+	assert.Equal(t, float64(n+m), bau.Successes, "frontend's and intruder's calls")
+	assert.GreaterOrEqual(t, bau.Requests, float64(n+m), "frontend's and intruder's calls, and any attempt whose connection failed")
 
 	// edges: who called whom, with both verified identities.
 	var ed struct {
@@ -174,12 +181,13 @@ func TestVizCommandsAgreeWithTheDemosOwnCounters(t *testing.T) {
 	}
 	require.Len(t, ed.Edges, 3, "%+v", ed)
 	tf := ed.Edges[got["traffic->frontend"]]
-	assert.Equal(t, float64(c["traffic"].Requests), tf.Requests)
+	// Edges count the client proxy's attempts, as the authority did above.
+	assert.GreaterOrEqual(t, tf.Requests, float64(c["traffic"].Requests))
 	assert.Equal(t, idTraffic, tf.ClientID)
 	assert.Equal(t, idFrontend, tf.ServerID)
 	assert.True(t, tf.Secured)
 	fb := ed.Edges[got["frontend->backend"]]
-	assert.Equal(t, float64(c["backend"].Succeeded), fb.Requests)
+	assert.GreaterOrEqual(t, fb.Requests, float64(c["backend"].Succeeded))
 	assert.Equal(t, idFrontend, fb.ClientID)
 	assert.Equal(t, idBackend, fb.ServerID)
 	ib := ed.Edges[got["intruder->backend"]]
