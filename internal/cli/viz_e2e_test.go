@@ -165,13 +165,14 @@ func TestVizCommandsAgreeWithTheDemosOwnCounters(t *testing.T) {
 	// edges: who called whom, with both verified identities.
 	var ed struct {
 		Edges []struct {
-			Src      struct{ Name string } `json:"src"`
-			Dst      struct{ Name string } `json:"dst"`
-			ClientID string                `json:"clientId"`
-			ServerID string                `json:"serverId"`
-			Secured  bool                  `json:"secured"`
-			Denied   float64               `json:"denied"`
-			Requests float64               `json:"requests"`
+			Src       struct{ Name string } `json:"src"`
+			Dst       struct{ Name string } `json:"dst"`
+			ClientID  string                `json:"clientId"`
+			ServerID  string                `json:"serverId"`
+			Secured   bool                  `json:"secured"`
+			Denied    float64               `json:"denied"`
+			Requests  float64               `json:"requests"`
+			Successes float64               `json:"successes"`
 		} `json:"edges"`
 	}
 	vizJSON(t, &ed, append([]string{"edges", "--since-start"}, local...)...)
@@ -181,12 +182,15 @@ func TestVizCommandsAgreeWithTheDemosOwnCounters(t *testing.T) {
 	}
 	require.Len(t, ed.Edges, 3, "%+v", ed)
 	tf := ed.Edges[got["traffic->frontend"]]
-	// Edges count the client proxy's attempts, as the authority did above.
+	// Edges count the client proxy's attempts, as the authority did above:
+	// successes equal the calls, requests are at least them.
+	assert.Equal(t, float64(c["traffic"].Requests), tf.Successes)
 	assert.GreaterOrEqual(t, tf.Requests, float64(c["traffic"].Requests))
 	assert.Equal(t, idTraffic, tf.ClientID)
 	assert.Equal(t, idFrontend, tf.ServerID)
 	assert.True(t, tf.Secured)
 	fb := ed.Edges[got["frontend->backend"]]
+	assert.Equal(t, float64(c["backend"].Succeeded), fb.Successes)
 	assert.GreaterOrEqual(t, fb.Requests, float64(c["backend"].Succeeded))
 	assert.Equal(t, idFrontend, fb.ClientID)
 	assert.Equal(t, idBackend, fb.ServerID)
