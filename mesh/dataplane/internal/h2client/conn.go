@@ -158,7 +158,7 @@ type Conn struct {
 	peerInitWin   int32
 	sendWin       int64 // connection send window
 	inflow        int64 // bytes the server may still send on the connection
-	connUnacked   int64 // consumed, not yet returned with WINDOW_UPDATE
+	connUnacked   int64 // received, not yet returned with WINDOW_UPDATE
 
 	framesRead atomic.Uint64
 	pingData   [8]byte

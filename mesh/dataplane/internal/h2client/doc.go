@@ -23,10 +23,16 @@
 //     has already ended, so that a copy loop can skip a flush per chunk.
 //
 // Flow control is RFC 9113's both ways: request bodies wait for the
-// server's stream and connection windows; received bytes are returned
-// with WINDOW_UPDATE once the reader consumed half a window (per stream,
-// and for the connection, where bytes of streams reset or closed unread
-// count as consumed).
+// server's stream and connection windows. Received bytes are returned to
+// the stream window once its reader consumed half of it, and to the
+// connection window once half of it was received, read or not: a
+// connection is shared by many requests, and a response nobody reads
+// (its client stopped reading, say) must not hold the window the others
+// need. Only its stream window holds it back, so a stream buffers at
+// most one stream window of unread body (the buffer never grows past
+// it), and a connection at most the stream window times its open
+// streams (at most the server's SETTINGS_MAX_CONCURRENT_STREAMS, capped
+// at 1000). The connection window only bounds the bytes in flight.
 //
 // What the server may do is bounded: response header lists by
 // [WithMaxHeaderBytes] (SETTINGS_MAX_HEADER_LIST_SIZE, enforced on

@@ -136,20 +136,26 @@ func (cc *Conn) onData(f *http2.DataFrame) error {
 		cc.mu.Unlock()
 		return cc.connError(http2.ErrCodeFlowControl, "conn_flow_overflow", "DATA beyond the connection window")
 	}
+	// Connection credit is owed as soon as the bytes are received,
+	// whether they are buffered, dropped or refused: only the stream
+	// window holds back a stream whose reader is slow, so that its unread
+	// bytes never take the connection window from the other streams.
 	cc.inflow -= size
+	cc.connUnacked += size
+	due := cc.connUnacked >= int64(cc.cfg.connWindow)/2
 	cs := cc.streams[id]
 	switch {
 	case cs == nil:
-		cc.connUnacked += size
 		idle := id%2 == 0 || id >= cc.nextID
 		cc.mu.Unlock()
 		if idle {
 			return cc.connError(http2.ErrCodeProtocol, "data_idle_stream", "DATA on a stream never opened")
 		}
-		cc.returnCredit()
+		if due {
+			cc.returnCredit()
+		}
 		return nil
 	case cs.resp == nil, cs.recvEnded, size > cs.inflow:
-		cc.connUnacked += size
 		cc.mu.Unlock()
 		switch {
 		case cs.resp == nil:
@@ -159,34 +165,54 @@ func (cc *Conn) onData(f *http2.DataFrame) error {
 		default:
 			cc.streamError(id, http2.ErrCodeStreamClosed, "data_after_end", errors.New("h2client: DATA after the end of the stream"))
 		}
-		cc.returnCredit()
+		if due {
+			cc.returnCredit()
+		}
 		return nil
 	}
 	cs.inflow -= size
 	data := f.Data()
 	if pad := size - int64(len(data)); pad > 0 {
-		cc.connUnacked += pad
 		cs.unacked += pad
 	}
-	if cs.bodyDone {
-		cc.connUnacked += int64(len(data))
-	} else if len(data) > 0 {
-		if cs.off == len(cs.buf) {
-			cs.buf, cs.off = cs.buf[:0], 0
-		}
-		cs.buf = append(cs.buf, data...)
+	if !cs.bodyDone && len(data) > 0 {
+		cs.appendLocked(data)
 	}
 	if f.StreamEnded() {
 		cs.recvEnded = true
 		cc.maybeRemoveLocked(cs)
 	}
 	cs.cond.Broadcast()
-	due := cc.connUnacked >= int64(cc.cfg.connWindow)/2
 	cc.mu.Unlock()
 	if due {
 		cc.returnCredit()
 	}
 	return nil
+}
+
+// minBodyBuffer is the least a response body buffer grows to.
+const minBodyBuffer = 16 << 10
+
+// appendLocked buffers received body bytes. The unread bytes are at most
+// the stream window (flow control sees to it), and so is the buffer:
+// bytes already read are dropped before it grows, and it never grows past
+// the window.
+func (cs *stream) appendLocked(data []byte) {
+	if cs.off == len(cs.buf) {
+		cs.buf, cs.off = cs.buf[:0], 0
+	}
+	if len(cs.buf)+len(data) > cap(cs.buf) && cs.off > 0 {
+		n := copy(cs.buf, cs.buf[cs.off:])
+		cs.buf, cs.off = cs.buf[:n], 0
+	}
+	if need := len(cs.buf) + len(data); need > cap(cs.buf) {
+		size := max(2*cap(cs.buf), minBodyBuffer)
+		size = max(min(size, int(cs.cc.cfg.streamWindow)), need)
+		nb := make([]byte, len(cs.buf), size)
+		copy(nb, cs.buf)
+		cs.buf = nb
+	}
+	cs.buf = append(cs.buf, data...)
 }
 
 func (cc *Conn) onReset(f *http2.RSTStreamFrame) error {
@@ -216,7 +242,6 @@ func (cc *Conn) onReset(f *http2.RSTStreamFrame) error {
 	cc.endStreamLocked(cs, err)
 	cc.mu.Unlock()
 	cs.closeReqBody()
-	cc.returnCredit()
 	return nil
 }
 
@@ -344,7 +369,7 @@ func (cc *Conn) onGoAway(f *http2.GoAwayFrame) {
 }
 
 // returnCredit sends a connection WINDOW_UPDATE once half the connection
-// window was consumed.
+// window was received.
 func (cc *Conn) returnCredit() {
 	cc.mu.Lock()
 	inc := cc.connUnacked

@@ -257,7 +257,6 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	var winc uint32
 	if n > 0 {
-		cc.connUnacked += int64(n)
 		cs.unacked += int64(n)
 		if !cs.recvEnded && !cs.reset && cs.unacked >= int64(cc.cfg.streamWindow)/2 {
 			winc = uint32(cs.unacked)
@@ -268,9 +267,6 @@ func (b *body) Read(p []byte) (int, error) {
 	cc.mu.Unlock()
 	if winc > 0 {
 		_ = cc.writeControl(func() error { return cc.fr.WriteWindowUpdate(cs.id, winc) })
-	}
-	if n > 0 {
-		cc.returnCredit()
 	}
 	return n, err
 }
@@ -294,6 +290,5 @@ func (b *body) Close() error {
 	if !ended {
 		cc.failStream(cs, errors.New("h2client: response body closed"), http2.ErrCodeCancel)
 	}
-	cc.returnCredit()
 	return nil
 }

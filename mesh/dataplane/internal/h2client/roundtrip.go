@@ -279,11 +279,10 @@ func (cc *Conn) failStream(cs *stream, err error, code http2.ErrCode) {
 		_ = cc.writeControl(func() error { return cc.fr.WriteRSTStream(cs.id, code) })
 	}
 	cs.closeReqBody()
-	cc.returnCredit()
 }
 
 // removeLocked forgets a stream that ended both ways or was reset, and
-// returns its unread bytes to the connection window.
+// drops its unread bytes once the caller closed the body.
 func (cc *Conn) removeLocked(cs *stream) {
 	if cs.removed {
 		return
@@ -302,10 +301,9 @@ func (cc *Conn) removeLocked(cs *stream) {
 	cc.cond.Broadcast()
 }
 
-// dropBufLocked discards a stream's unread bytes, returning them to the
-// connection window.
+// dropBufLocked discards a stream's unread bytes (their connection
+// credit was returned when they arrived).
 func (cc *Conn) dropBufLocked(cs *stream) {
-	cc.connUnacked += int64(len(cs.buf) - cs.off)
 	cs.buf, cs.off = nil, 0
 }
 
