@@ -1,0 +1,163 @@
+package h2client_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
+
+	"github.com/weftmesh/weft/internal/testutil"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
+)
+
+// TestAResponseNobodyReadsDoesNotStallTheOthers: a connection shared by
+// many requests (the proxy's pooled connection to a peer proxy or an
+// application) must keep delivering responses when some of its streams
+// are never read. With the connection window returned only as bytes were
+// read, five unread responses of the default 1 MiB stream window took
+// its 4 MiB connection window and the next response on it got nothing
+// (issue 27, finding 3). Each unread response now holds its stream
+// window, no more.
+func TestAResponseNobodyReadsDoesNotStallTheOthers(t *testing.T) {
+	const (
+		streamWindow = 1 << 20
+		connWindow   = 4 << 20
+		stalled      = 5
+		chunk        = 16 << 10
+	)
+	var sent [stalled]atomic.Int64
+	big := strings.Repeat("b", chunk)
+	srv := startH2(t, false, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		size := 2 << 20
+		i, err := strconv.Atoi(r.URL.Query().Get("i"))
+		if err != nil {
+			i, size = -1, 1<<20
+		}
+		// x/net's Flush returns once the frames are written: a stream
+		// whose window is used up stops counting.
+		for left := size; left > 0; left -= chunk {
+			if _, err := io.WriteString(w, big[:min(left, chunk)]); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			if i >= 0 {
+				sent[i].Add(int64(min(left, chunk)))
+			}
+		}
+	}))
+	cc := srv.dial(t) // the default windows
+	for i := range stalled {
+		resp, err := cc.RoundTrip(request(t, "GET", srv.addr, "/?i="+strconv.Itoa(i), nil))
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+	}
+	total := func() int64 {
+		var n int64
+		for i := range sent {
+			n += sent[i].Load()
+		}
+		return n
+	}
+	require.Greater(t, stalled*streamWindow, connWindow)
+	// Wait until the unread responses have had the connection window
+	// (all but a chunk per stream in flight).
+	ok := testutil.Poll(testutil.Context(t, 0), func() bool { return total() >= connWindow-stalled*chunk })
+	require.True(t, ok, "the unread responses never filled the connection window: sent %d", total())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang guard
+	defer cancel()
+	req := request(t, "GET", srv.addr, "/victim", nil).WithContext(ctx)
+	resp, err := cc.RoundTrip(req)
+	require.NoError(t, err)
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err, "the response stalled behind the unread ones")
+	assert.EqualValues(t, 1<<20, n)
+	for i := range sent {
+		assert.LessOrEqual(t, sent[i].Load(), int64(streamWindow), "an unread response holds its stream window at most")
+	}
+	noClientGoroutinesAfter(t, cc)
+}
+
+// TestABodyBufferNeverOutgrowsTheStreamWindow: a reader that always
+// leaves a byte unread kept the bytes it had read in the buffer too,
+// which grew by every frame received (the whole response, not the
+// window). Now the buffer holds at most the stream window.
+func TestABodyBufferNeverOutgrowsTheStreamWindow(t *testing.T) {
+	const (
+		window = 128 << 10
+		frame  = 16 << 10
+		frames = 40 // five times the window
+	)
+	buffered := make(chan struct{})
+	next := make(chan struct{})
+	srv := startRaw(t, nil, func(rc *rawConn) {
+		h, ok := readUntil[*http2.MetaHeadersFrame](rc)
+		if !ok {
+			return
+		}
+		rc.headers(h.StreamID, false, ":status", "200")
+		data := make([]byte, frame)
+		for k := range frames {
+			if k > 0 {
+				select {
+				case <-next:
+				case <-time.After(testutil.DefaultTimeout):
+					return
+				}
+			}
+			// The client answers the PING after it took the DATA
+			// before it.
+			_ = rc.fr.WriteData(h.StreamID, false, data)
+			_ = rc.fr.WritePing(false, [8]byte{byte(k)})
+			for {
+				p, ok := readUntil[*http2.PingFrame](rc)
+				if !ok {
+					return
+				}
+				if p.IsAck() && p.Data[0] == byte(k) {
+					break
+				}
+			}
+			buffered <- struct{}{}
+		}
+		_ = rc.fr.WriteData(h.StreamID, true, nil)
+		rc.waitClosed()
+	})
+	cc := dialAddr(t, srv.addr, nil, h2client.WithWindows(window, 2*window), h2client.WithKeepalive(0, 0))
+	resp, err := cc.RoundTrip(request(t, "GET", srv.addr, "/", nil))
+	require.NoError(t, err)
+	p := make([]byte, frame)
+	maxCap := 0
+	for k := range frames {
+		recv(t, buffered)
+		// Read a frame's worth, less one byte the first time: one byte
+		// is always left unread.
+		want := frame
+		if k == 0 {
+			want--
+		}
+		_, err := io.ReadFull(resp.Body, p[:want])
+		require.NoError(t, err)
+		unread, capacity := h2client.BodyBuffer(resp.Body)
+		require.Equal(t, 1, unread)
+		maxCap = max(maxCap, capacity)
+		if k < frames-1 {
+			next <- struct{}{}
+		}
+	}
+	assert.LessOrEqual(t, maxCap, window, "the body buffer stays within the stream window")
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Len(t, rest, 1)
+	resp.Body.Close()
+	noClientGoroutinesAfter(t, cc)
+}
