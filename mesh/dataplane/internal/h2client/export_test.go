@@ -10,3 +10,10 @@ func BodyBuffer(b io.Reader) (unread, capacity int) {
 	defer cs.cc.mu.Unlock()
 	return len(cs.buf) - cs.off, cap(cs.buf)
 }
+
+// Buffered reports the unread response bytes the connection holds.
+func Buffered(cc *Conn) int64 {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.buffered
+}

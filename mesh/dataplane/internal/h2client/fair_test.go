@@ -161,3 +161,85 @@ func TestABodyBufferNeverOutgrowsTheStreamWindow(t *testing.T) {
 	resp.Body.Close()
 	noClientGoroutinesAfter(t, cc)
 }
+
+// TestUnreadResponsesPastTheBufferLimitAreDroppedOldestFirst: returning
+// the connection window on receipt lets responses nobody reads pile up
+// (a finished one holds no stream at all); the connection's buffer limit
+// bounds them. Past it the response read least recently (or, never read,
+// opened first) loses its bytes: an open stream is reset, and its body's
+// next Read fails, never a short body with io.EOF. A response read all
+// along is never the one dropped.
+func TestUnreadResponsesPastTheBufferLimitAreDroppedOldestFirst(t *testing.T) {
+	const (
+		window = 256 << 10
+		limit  = 1 << 20
+		small  = 200000
+		smalls = 10
+		large  = 4 << 20
+	)
+	var smallDone atomic.Int32
+	fill := strings.Repeat("f", 16<<10)
+	srv := startH2(t, false, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		for left := n; left > 0; left -= len(fill) {
+			if _, err := io.WriteString(w, fill[:min(left, len(fill))]); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+		if n == small {
+			smallDone.Add(1)
+		}
+	}))
+	var evicted atomic.Int32
+	cc := srv.dial(t, h2client.WithWindows(window, 4*window), h2client.WithBufferLimit(limit),
+		h2client.WithCountError(func(class string) {
+			if class == "buffer_limit" {
+				evicted.Add(1)
+			}
+		}))
+	get := func(n int) *http.Response {
+		resp, err := cc.RoundTrip(request(t, "GET", srv.addr, "/?n="+strconv.Itoa(n), nil))
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	// The oldest: a response larger than its window, left open.
+	unread := []*http.Response{get(large)}
+	for range smalls {
+		unread = append(unread, get(small))
+	}
+	require.True(t, testutil.Poll(testutil.Context(t, 0), func() bool { return smallDone.Load() == smalls }))
+	// A response sent after theirs comes after their frames were taken.
+	resp := get(1)
+	_, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, h2client.Buffered(cc), int64(limit))
+	assert.Positive(t, evicted.Load())
+
+	// A response read all along gets every byte, past the limit.
+	resp = get(large)
+	n, err := io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	assert.EqualValues(t, large, n)
+	assert.LessOrEqual(t, h2client.Buffered(cc), int64(limit))
+
+	// The dropped ones are the oldest, and say so.
+	_, err = io.ReadAll(unread[0].Body)
+	require.ErrorContains(t, err, "dropped")
+	dropped := 1
+	for i, resp := range unread[1:] {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			assert.ErrorContains(t, err, "dropped")
+			assert.Equal(t, dropped, i+1, "a response dropped after a newer one was kept")
+			dropped++
+			continue
+		}
+		assert.Len(t, b, small, "a kept response is whole")
+	}
+	// Before the last large response, the small ones alone were over the
+	// limit by this many.
+	assert.GreaterOrEqual(t, dropped-1, (smalls*small-limit+small-1)/small, "enough dropped to come under the limit")
+	noClientGoroutinesAfter(t, cc)
+}

@@ -175,8 +175,14 @@ func (cc *Conn) onData(f *http2.DataFrame) error {
 	if pad := size - int64(len(data)); pad > 0 {
 		cs.unacked += pad
 	}
-	if !cs.bodyDone && len(data) > 0 {
+	var gone []*stream
+	if !cs.bodyDone && !cs.dropped && len(data) > 0 {
 		cs.appendLocked(data)
+		cc.buffered += int64(len(data))
+		cc.holdLocked(cs)
+		if cc.buffered > cc.cfg.bufferLimit {
+			gone = cc.evictLocked()
+		}
 	}
 	if f.StreamEnded() {
 		cs.recvEnded = true
@@ -184,14 +190,14 @@ func (cc *Conn) onData(f *http2.DataFrame) error {
 	}
 	cs.cond.Broadcast()
 	cc.mu.Unlock()
+	for _, v := range gone {
+		cc.failStream(v, v.rerr, http2.ErrCodeCancel)
+	}
 	if due {
 		cc.returnCredit()
 	}
 	return nil
 }
-
-// minBodyBuffer is the least a response body buffer grows to.
-const minBodyBuffer = 16 << 10
 
 // appendLocked buffers received body bytes. The unread bytes are at most
 // the stream window (flow control sees to it), and so is the buffer:
@@ -206,8 +212,8 @@ func (cs *stream) appendLocked(data []byte) {
 		cs.buf, cs.off = cs.buf[:n], 0
 	}
 	if need := len(cs.buf) + len(data); need > cap(cs.buf) {
-		size := max(2*cap(cs.buf), minBodyBuffer)
-		size = max(min(size, int(cs.cc.cfg.streamWindow)), need)
+		// Doubling, as append would, but not past the window.
+		size := max(min(2*cap(cs.buf), int(cs.cc.cfg.streamWindow)), need)
 		nb := make([]byte, len(cs.buf), size)
 		copy(nb, cs.buf)
 		cs.buf = nb

@@ -231,10 +231,22 @@ func (b *body) Read(p []byte) (int, error) {
 		cc.mu.Unlock()
 		return 0, errors.New("h2client: read on a closed response body")
 	}
+	if cs.dropped {
+		// Never an EOF: the body lost bytes.
+		err := cs.rerr
+		cc.mu.Unlock()
+		return 0, err
+	}
 	n := copy(p, cs.buf[cs.off:])
 	cs.off += n
+	if n > 0 {
+		cc.buffered -= int64(n)
+		cc.readClock++
+		cs.lastRead = cc.readClock
+	}
 	if cs.off == len(cs.buf) {
 		cs.buf, cs.off = cs.buf[:0], 0
+		cc.unholdLocked(cs)
 	}
 	var err error
 	switch {
