@@ -118,7 +118,9 @@ func WithIdleTimeout(d time.Duration) Option {
 }
 
 // WithCountError sets a hook called with a short class name (a bounded
-// set of ASCII words) each time the server breaks the protocol.
+// set of ASCII words) each time the server breaks the protocol, and with
+// "buffer_limit" each time a response loses its unread bytes to the
+// buffer limit of [WithBufferLimit].
 func WithCountError(f func(class string)) Option {
 	return func(c *config) { c.countError = f }
 }
