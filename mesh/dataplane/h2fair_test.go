@@ -25,7 +25,8 @@ import (
 // httpApp's.
 type holdApp struct {
 	*httpApp
-	sent [fairAttackStreams]atomic.Int64
+	sent    []atomic.Int64
+	aborted atomic.Int32 // /hold responses whose write failed (the stream was reset)
 }
 
 const (
@@ -34,8 +35,8 @@ const (
 	fairVictimBytes   = 1 << 20
 )
 
-func startHoldApp(t *testing.T, size int) *holdApp {
-	h := &holdApp{httpApp: startHTTPApp(t)}
+func startHoldApp(t *testing.T, streams, size int) *holdApp {
+	h := &holdApp{httpApp: startHTTPApp(t), sent: make([]atomic.Int64, streams)}
 	chunk := strings.Repeat("h", holdChunk)
 	h.handler = func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/hold" {
@@ -46,6 +47,7 @@ func startHoldApp(t *testing.T, size int) *holdApp {
 		w.Header().Set("Content-Length", strconv.Itoa(size))
 		for left := size; left > 0; left -= holdChunk {
 			if _, err := io.WriteString(w, chunk[:min(left, holdChunk)]); err != nil {
+				h.aborted.Add(1)
 				return
 			}
 			w.(http.Flusher).Flush()
@@ -77,15 +79,15 @@ func (h *holdApp) totalSent() int64 {
 	return n
 }
 
-// stallStreams opens fairAttackStreams requests for /hold on a new
-// HTTP/2 connection to addr whose client announces a zero stream window
-// and never opens it: the proxy can send none of their body.
-func stallStreams(t *testing.T, addr string) *h2client {
+// stallStreams opens n requests for /hold on a new HTTP/2 connection to
+// addr whose client announces a zero stream window and never opens it:
+// the proxy can send none of their body.
+func stallStreams(t *testing.T, addr string, n int) *h2client {
 	h := dialH2(t, addr)
 	require.True(t, h.write(func(fr *http2.Framer) error {
 		return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
 	}))
-	for i := range fairAttackStreams {
+	for i := range n {
 		id := uint32(2*i + 1)
 		require.True(t, h.write(func(fr *http2.Framer) error {
 			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.block("/hold?i=" + strconv.Itoa(i)), EndStream: true, EndHeaders: true})
@@ -129,9 +131,9 @@ func TestAStalledClientDoesNotStarveOthersOnASharedUpstreamConnection(t *testing
 	require.Greater(t, fairAttackStreams*window, connWindow, "the stalled streams could hold the whole connection window")
 
 	t.Run("inbound", func(t *testing.T) {
-		app := startHoldApp(t, 2<<20)
+		app := startHoldApp(t, fairAttackStreams, 2<<20)
 		_, addr := plainInbound(t, allowAll(t), app.httpApp)
-		stallStreams(t, addr)
+		stallStreams(t, addr, fairAttackStreams)
 		// Their bodies have taken the connection window (but for a
 		// chunk per stream in flight), or, with the fix, more.
 		testutil.Eventually(t, 10*time.Second, func() bool {
@@ -151,9 +153,9 @@ func TestAStalledClientDoesNotStarveOthersOnASharedUpstreamConnection(t *testing
 	})
 
 	t.Run("outbound", func(t *testing.T) {
-		app := startHoldApp(t, 3<<20)
+		app := startHoldApp(t, fairAttackStreams, 3<<20)
 		hp := startHTTPPair(t, httpPairOptions{app: app.httpApp})
-		stallStreams(t, hp.clientAddr)
+		stallStreams(t, hp.clientAddr, fairAttackStreams)
 		testutil.Eventually(t, 10*time.Second, func() bool {
 			return app.totalSent() >= connWindow-fairAttackStreams*holdChunk
 		}, "the stalled responses fill the connection window")
@@ -170,4 +172,39 @@ func TestAStalledClientDoesNotStarveOthersOnASharedUpstreamConnection(t *testing
 			assert.LessOrEqual(t, app.sent[i].Load(), 2*window+64<<10, "response %d", i)
 		}
 	})
+}
+
+// TestUnreadResponsesPastTheUpstreamBufferLimitAreReset: responses nobody
+// reads hold a stream window each in the proxy's HTTP/2 client; past
+// the connection's buffer limit (twice the connection window, 8 MiB)
+// the one read least recently is dropped and its upstream stream reset
+// (the application's write fails), so that what one pooled connection
+// holds stays bounded, and the other clients on it are still served.
+// (Toward the stalled client the proxy's handler is still blocked in its
+// write to a stream with no window: it learns of the drop when it reads
+// the upstream body next, so that stream ends when its client goes.)
+func TestUnreadResponsesPastTheUpstreamBufferLimitAreReset(t *testing.T) {
+	cfg := testConfig()
+	limit := 2 * int64(cfg.H2ConnectionWindow)
+	// Enough stalled responses to hold more than the limit.
+	streams := int(limit/int64(cfg.H2StreamWindow)) + 4
+	app := startHoldApp(t, streams, 2<<20)
+	r, addr := plainInbound(t, allowAll(t), app.httpApp)
+	stallStreams(t, addr, streams)
+	dropped := func() float64 {
+		return r.metric(t, "http_protocol_errors_total", `direction="client"`, `reason="http2-buffer_limit"`)
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool { return dropped() > 0 }, "the buffer limit drops a stalled response")
+
+	n, err := victimGet(t, addr)
+	require.NoError(t, err)
+	assert.Equal(t, fairVictimBytes, n)
+	assert.EqualValues(t, 1, app.accepted.Load(), "one upstream connection carried them all")
+	testutil.Eventually(t, 10*time.Second, func() bool { return app.aborted.Load() > 0 },
+		"a dropped response's stream is reset upstream: the application's write fails")
+	var held int64
+	for i := range app.sent {
+		held += app.sent[i].Load()
+	}
+	t.Logf("the application sent %d bytes of stalled responses; %v dropped", held, dropped())
 }
