@@ -126,8 +126,15 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 	// Clients. Every multiplexed connection (to peer proxies over mesh
 	// TLS, and h2c to applications and unmeshed endpoints) is an
 	// h2client.Conn with these settings.
+	// The connection window is given back as response bytes arrive, so
+	// a response nobody reads holds only its stream window and never
+	// starves the others on a shared connection; what one connection
+	// holds unread is bounded by twice its window (8 MiB by default),
+	// past which the response read least recently loses its bytes (see
+	// h2client's package doc).
 	rt.h2opts = []h2client.Option{
 		h2client.WithWindows(cfg.H2StreamWindow, cfg.H2ConnectionWindow),
+		h2client.WithBufferLimit(h2ResponseBufferLimit(cfg)),
 		h2client.WithMaxHeaderBytes(cfg.HTTPMaxHeaderBytes),
 		h2client.WithKeepalive(30*time.Second, 15*time.Second),
 		h2client.WithIdleTimeout(90 * time.Second),
@@ -164,6 +171,10 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 	rt.peerH1 = newPeerH1Pool(p)
 	return rt, nil
 }
+
+// h2ResponseBufferLimit is what one pooled HTTP/2 client connection may
+// hold of response bodies not read yet: twice its receive window.
+func h2ResponseBufferLimit(cfg Config) int64 { return 2 * int64(cfg.H2ConnectionWindow) }
 
 // h2ErrorClass folds Go's HTTP/2 error names into a bounded label value.
 func h2ErrorClass(errType string) string {

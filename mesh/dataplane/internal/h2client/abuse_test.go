@@ -79,13 +79,15 @@ func TestServersThatBreakTheProtocolGetClearErrorsAndNoLeak(t *testing.T) {
 					_ = rc.fr.WriteData(id, false, make([]byte, 16<<10))
 				}
 			}},
-		{name: "connection window overrun", opts: []h2client.Option{h2client.WithWindows(65535, 65535)}, inBody: true, waitEnd: true,
+		{name: "connection window overrun", opts: []h2client.Option{h2client.WithWindows(1<<20, 65535)}, inBody: true, waitEnd: true,
 			wantErr: "FLOW_CONTROL", class: "conn_flow_overflow", goAway: http2.ErrCodeFlowControl,
 			script: func(rc *rawConn, id uint32) {
+				// Received bytes are given back to the connection
+				// window once half of it came: 30000 are not, and
+				// 40000 more overrun it.
 				rc.headers(id, false, ":status", "200")
-				for range 5 {
-					_ = rc.fr.WriteData(id, false, make([]byte, 16<<10))
-				}
+				_ = rc.fr.WriteData(id, false, make([]byte, 30000))
+				_ = rc.fr.WriteData(id, false, make([]byte, 40000))
 			}},
 		{name: "connection send window overflow", wantErr: "FLOW_CONTROL", class: "conn_window_overflow", goAway: http2.ErrCodeFlowControl,
 			script: func(rc *rawConn, id uint32) { _ = rc.fr.WriteWindowUpdate(0, 1<<31-1) }},

@@ -36,6 +36,7 @@ const (
 	defaultReadIdle       = 30 * time.Second
 	defaultPingTimeout    = 15 * time.Second
 	defaultIdleTimeout    = 90 * time.Second
+	defaultBufferLimit    = 8 << 20
 
 	// initialMaxStreams is assumed until the server's SETTINGS arrive;
 	// maxStreamsCap bounds what a server may announce.
@@ -65,6 +66,7 @@ type config struct {
 	readIdle       time.Duration
 	pingTimeout    time.Duration
 	idleTimeout    time.Duration
+	bufferLimit    int64
 	countError     func(class string)
 }
 
@@ -75,6 +77,19 @@ func WithWindows(stream, conn int32) Option {
 	return func(c *config) {
 		c.streamWindow = max(stream, 65535)
 		c.connWindow = max(conn, 65535)
+	}
+}
+
+// WithBufferLimit bounds the response body bytes the connection holds
+// unread, all its streams together; default 8 MiB, and never less than
+// the stream window. Past it, the response whose reader has gone longest
+// without reading loses its unread bytes: its stream is reset (CANCEL)
+// unless it had ended, and its body's next Read fails.
+func WithBufferLimit(n int64) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.bufferLimit = n
+		}
 	}
 }
 
@@ -103,7 +118,9 @@ func WithIdleTimeout(d time.Duration) Option {
 }
 
 // WithCountError sets a hook called with a short class name (a bounded
-// set of ASCII words) each time the server breaks the protocol.
+// set of ASCII words) each time the server breaks the protocol, and with
+// "buffer_limit" each time a response loses its unread bytes to the
+// buffer limit of [WithBufferLimit].
 func WithCountError(f func(class string)) Option {
 	return func(c *config) { c.countError = f }
 }
@@ -158,7 +175,15 @@ type Conn struct {
 	peerInitWin   int32
 	sendWin       int64 // connection send window
 	inflow        int64 // bytes the server may still send on the connection
-	connUnacked   int64 // consumed, not yet returned with WINDOW_UPDATE
+	connUnacked   int64 // received, not yet returned with WINDOW_UPDATE
+
+	// Response bytes received and not read yet, all streams together,
+	// and the streams holding some (a list through the streams, so that
+	// keeping it allocates nothing). readClock counts body reads; a
+	// stream notes it when it is read (see evictLocked).
+	buffered  int64
+	holders   *stream
+	readClock uint64
 
 	framesRead atomic.Uint64
 	pingData   [8]byte
@@ -183,10 +208,12 @@ func New(ctx context.Context, conn net.Conn, opts ...Option) (*Conn, error) {
 		readIdle:       defaultReadIdle,
 		pingTimeout:    defaultPingTimeout,
 		idleTimeout:    defaultIdleTimeout,
+		bufferLimit:    defaultBufferLimit,
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	cfg.bufferLimit = max(cfg.bufferLimit, int64(cfg.streamWindow))
 	cc := &Conn{
 		conn:         conn,
 		cfg:          cfg,

@@ -23,15 +23,29 @@
 //     has already ended, so that a copy loop can skip a flush per chunk.
 //
 // Flow control is RFC 9113's both ways: request bodies wait for the
-// server's stream and connection windows; received bytes are returned
-// with WINDOW_UPDATE once the reader consumed half a window (per stream,
-// and for the connection, where bytes of streams reset or closed unread
-// count as consumed).
+// server's stream and connection windows. Received bytes are returned to
+// the stream window once its reader consumed half of it, and to the
+// connection window once half of it was received, read or not: a
+// connection is shared by many requests, and a response nobody reads
+// (its client stopped reading, say) must not hold the window the others
+// need. Only its stream window holds it back, so a stream buffers at
+// most one stream window of unread body (in a buffer of at most twice
+// that). The connection window only bounds the bytes in flight.
+//
+// What a connection holds unread, all its responses together (a
+// response that has ended but is not read yet holds no stream slot, so
+// the stream limit does not bound them), is bounded by [WithBufferLimit]:
+// past it, the response whose reader has gone longest without reading
+// (never read: the one opened first) loses its unread bytes, its stream
+// is reset with CANCEL if still open, and its body's next Read fails
+// (never a short body with io.EOF). A response read all along, however
+// slowly, was read more recently than one nobody reads, so the latter
+// goes first; the order is kept by a count of reads, not a clock.
 //
 // What the server may do is bounded: response header lists by
 // [WithMaxHeaderBytes] (SETTINGS_MAX_HEADER_LIST_SIZE, enforced on
 // decoding), received data by the windows of [WithWindows] (a server that
-// overruns them gets FLOW_CONTROL_ERROR), frames by a 64 KiB read frame
+// overruns them gets FLOW_CONTROL_ERROR) and the buffer limit, frames by a 64 KiB read frame
 // size, informational responses by 16 per stream, the server's stream
 // limit by 1000, and what waits for the socket by 1 MiB (writers then
 // wait, the read loop included, so a server that floods PINGs without

@@ -136,20 +136,26 @@ func (cc *Conn) onData(f *http2.DataFrame) error {
 		cc.mu.Unlock()
 		return cc.connError(http2.ErrCodeFlowControl, "conn_flow_overflow", "DATA beyond the connection window")
 	}
+	// Connection credit is owed as soon as the bytes are received,
+	// whether they are buffered, dropped or refused: only the stream
+	// window holds back a stream whose reader is slow, so that its unread
+	// bytes never take the connection window from the other streams.
 	cc.inflow -= size
+	cc.connUnacked += size
+	due := cc.connUnacked >= int64(cc.cfg.connWindow)/2
 	cs := cc.streams[id]
 	switch {
 	case cs == nil:
-		cc.connUnacked += size
 		idle := id%2 == 0 || id >= cc.nextID
 		cc.mu.Unlock()
 		if idle {
 			return cc.connError(http2.ErrCodeProtocol, "data_idle_stream", "DATA on a stream never opened")
 		}
-		cc.returnCredit()
+		if due {
+			cc.returnCredit()
+		}
 		return nil
 	case cs.resp == nil, cs.recvEnded, size > cs.inflow:
-		cc.connUnacked += size
 		cc.mu.Unlock()
 		switch {
 		case cs.resp == nil:
@@ -159,34 +165,67 @@ func (cc *Conn) onData(f *http2.DataFrame) error {
 		default:
 			cc.streamError(id, http2.ErrCodeStreamClosed, "data_after_end", errors.New("h2client: DATA after the end of the stream"))
 		}
-		cc.returnCredit()
+		if due {
+			cc.returnCredit()
+		}
 		return nil
 	}
 	cs.inflow -= size
 	data := f.Data()
 	if pad := size - int64(len(data)); pad > 0 {
-		cc.connUnacked += pad
 		cs.unacked += pad
 	}
-	if cs.bodyDone {
-		cc.connUnacked += int64(len(data))
-	} else if len(data) > 0 {
-		if cs.off == len(cs.buf) {
-			cs.buf, cs.off = cs.buf[:0], 0
+	var gone []*stream
+	if !cs.bodyDone && !cs.dropped && len(data) > 0 {
+		cs.appendLocked(data)
+		cc.buffered += int64(len(data))
+		cc.holdLocked(cs)
+		if cc.buffered > cc.cfg.bufferLimit {
+			gone = cc.evictLocked()
 		}
-		cs.buf = append(cs.buf, data...)
 	}
 	if f.StreamEnded() {
 		cs.recvEnded = true
 		cc.maybeRemoveLocked(cs)
 	}
 	cs.cond.Broadcast()
-	due := cc.connUnacked >= int64(cc.cfg.connWindow)/2
 	cc.mu.Unlock()
+	for _, v := range gone {
+		cc.failStream(v, v.rerr, http2.ErrCodeCancel)
+	}
 	if due {
 		cc.returnCredit()
 	}
 	return nil
+}
+
+// appendLocked buffers received body bytes. Flow control keeps the
+// unread bytes within the stream window, and the buffer within twice
+// the window: the unread bytes are moved to the front only when as many
+// bytes were read before them (so each byte is moved once at most, on
+// average), and otherwise the buffer grows, doubling up to twice the
+// window. Once there it never needs to grow again: a buffer that full
+// has more bytes read than unread.
+func (cs *stream) appendLocked(data []byte) {
+	if cs.off == len(cs.buf) {
+		cs.buf, cs.off = cs.buf[:0], 0
+	}
+	if len(cs.buf)+len(data) <= cap(cs.buf) {
+		cs.buf = append(cs.buf, data...)
+		return
+	}
+	unread := len(cs.buf) - cs.off
+	if cs.off >= unread {
+		n := copy(cs.buf, cs.buf[cs.off:])
+		cs.buf, cs.off = cs.buf[:n], 0
+	}
+	if need := unread + len(data); cs.off > 0 || need > cap(cs.buf) {
+		size := max(min(2*cap(cs.buf), 2*int(cs.cc.cfg.streamWindow)), need)
+		nb := make([]byte, unread, size)
+		copy(nb, cs.buf[cs.off:])
+		cs.buf, cs.off = nb, 0
+	}
+	cs.buf = append(cs.buf, data...)
 }
 
 func (cc *Conn) onReset(f *http2.RSTStreamFrame) error {
@@ -216,7 +255,6 @@ func (cc *Conn) onReset(f *http2.RSTStreamFrame) error {
 	cc.endStreamLocked(cs, err)
 	cc.mu.Unlock()
 	cs.closeReqBody()
-	cc.returnCredit()
 	return nil
 }
 
@@ -344,7 +382,7 @@ func (cc *Conn) onGoAway(f *http2.GoAwayFrame) {
 }
 
 // returnCredit sends a connection WINDOW_UPDATE once half the connection
-// window was consumed.
+// window was received.
 func (cc *Conn) returnCredit() {
 	cc.mu.Lock()
 	inc := cc.connUnacked

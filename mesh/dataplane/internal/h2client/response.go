@@ -231,10 +231,22 @@ func (b *body) Read(p []byte) (int, error) {
 		cc.mu.Unlock()
 		return 0, errors.New("h2client: read on a closed response body")
 	}
+	if cs.dropped {
+		// Never an EOF: the body lost bytes.
+		err := cs.rerr
+		cc.mu.Unlock()
+		return 0, err
+	}
 	n := copy(p, cs.buf[cs.off:])
 	cs.off += n
+	if n > 0 {
+		cc.buffered -= int64(n)
+		cc.readClock++
+		cs.lastRead = cc.readClock
+	}
 	if cs.off == len(cs.buf) {
 		cs.buf, cs.off = cs.buf[:0], 0
+		cc.unholdLocked(cs)
 	}
 	var err error
 	switch {
@@ -257,7 +269,6 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	var winc uint32
 	if n > 0 {
-		cc.connUnacked += int64(n)
 		cs.unacked += int64(n)
 		if !cs.recvEnded && !cs.reset && cs.unacked >= int64(cc.cfg.streamWindow)/2 {
 			winc = uint32(cs.unacked)
@@ -268,9 +279,6 @@ func (b *body) Read(p []byte) (int, error) {
 	cc.mu.Unlock()
 	if winc > 0 {
 		_ = cc.writeControl(func() error { return cc.fr.WriteWindowUpdate(cs.id, winc) })
-	}
-	if n > 0 {
-		cc.returnCredit()
 	}
 	return n, err
 }
@@ -294,6 +302,5 @@ func (b *body) Close() error {
 	if !ended {
 		cc.failStream(cs, errors.New("h2client: response body closed"), http2.ErrCodeCancel)
 	}
-	cc.returnCredit()
 	return nil
 }

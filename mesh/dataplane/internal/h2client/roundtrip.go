@@ -31,9 +31,14 @@ type stream struct {
 	recvEnded bool  // END_STREAM received
 	rerr      error // the stream failed: reset, connection lost, cancelled
 	trailer   http.Header
-	inflow    int64 // bytes the server may still send on the stream
-	unacked   int64 // read, not yet returned with WINDOW_UPDATE
-	bodyDone  bool  // the response body was closed by the caller
+	inflow    int64   // bytes the server may still send on the stream
+	unacked   int64   // read, not yet returned with WINDOW_UPDATE
+	bodyDone  bool    // the response body was closed by the caller
+	lastRead  uint64  // the connection's readClock when last read or opened
+	dropped   bool    // its unread bytes were dropped for the buffer limit
+	holding   bool    // on the connection's list of streams with unread bytes
+	hprev     *stream // that list
+	hnext     *stream
 
 	// Sending.
 	sendWin int64
@@ -124,6 +129,10 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	cs.sendWin = int64(cc.peerInitWin)
 	cs.inflow = int64(cc.cfg.streamWindow)
+	// A new stream counts as just read: of the streams never read, the
+	// oldest goes first.
+	cc.readClock++
+	cs.lastRead = cc.readClock
 	cs.sentEnd = !hasBody
 	cc.streams[cs.id] = cs
 	maxFrame := int(cc.peerMaxFrame)
@@ -279,11 +288,10 @@ func (cc *Conn) failStream(cs *stream, err error, code http2.ErrCode) {
 		_ = cc.writeControl(func() error { return cc.fr.WriteRSTStream(cs.id, code) })
 	}
 	cs.closeReqBody()
-	cc.returnCredit()
 }
 
 // removeLocked forgets a stream that ended both ways or was reset, and
-// returns its unread bytes to the connection window.
+// drops its unread bytes once the caller closed the body.
 func (cc *Conn) removeLocked(cs *stream) {
 	if cs.removed {
 		return
@@ -302,11 +310,71 @@ func (cc *Conn) removeLocked(cs *stream) {
 	cc.cond.Broadcast()
 }
 
-// dropBufLocked discards a stream's unread bytes, returning them to the
-// connection window.
+// dropBufLocked discards a stream's unread bytes (their connection
+// credit was returned when they arrived).
 func (cc *Conn) dropBufLocked(cs *stream) {
-	cc.connUnacked += int64(len(cs.buf) - cs.off)
+	cc.buffered -= int64(len(cs.buf) - cs.off)
+	cc.unholdLocked(cs)
 	cs.buf, cs.off = nil, 0
+}
+
+// holdLocked puts cs on the list of streams with unread bytes.
+func (cc *Conn) holdLocked(cs *stream) {
+	if cs.holding {
+		return
+	}
+	cs.holding = true
+	cs.hprev, cs.hnext = nil, cc.holders
+	if cc.holders != nil {
+		cc.holders.hprev = cs
+	}
+	cc.holders = cs
+}
+
+// unholdLocked takes cs off that list.
+func (cc *Conn) unholdLocked(cs *stream) {
+	if !cs.holding {
+		return
+	}
+	cs.holding = false
+	if cs.hprev != nil {
+		cs.hprev.hnext = cs.hnext
+	} else {
+		cc.holders = cs.hnext
+	}
+	if cs.hnext != nil {
+		cs.hnext.hprev = cs.hprev
+	}
+	cs.hprev, cs.hnext = nil, nil
+}
+
+// evictLocked keeps the unread bytes of all streams within the buffer
+// limit: while they are over it, the stream whose reader has gone
+// longest without reading (or, never read, was opened first) loses its
+// bytes and fails. A stream nobody reads is the first to go; one read
+// all along, however slowly, was read more recently. The streams to
+// reset are returned, to be reset without mu.
+func (cc *Conn) evictLocked() []*stream {
+	var gone []*stream
+	for cc.buffered > cc.cfg.bufferLimit && cc.holders != nil {
+		victim := cc.holders
+		for cs := victim.hnext; cs != nil; cs = cs.hnext {
+			if cs.lastRead < victim.lastRead {
+				victim = cs
+			}
+		}
+		cc.countError("buffer_limit")
+		victim.dropped = true
+		if victim.rerr == nil {
+			victim.rerr = fmt.Errorf("h2client: response body not read: its %d unread bytes were dropped, the connection holding its limit of %d", len(victim.buf)-victim.off, cc.cfg.bufferLimit)
+		}
+		cc.dropBufLocked(victim)
+		victim.cond.Broadcast()
+		if !victim.removed {
+			gone = append(gone, victim)
+		}
+	}
+	return gone
 }
 
 // maybeRemoveLocked removes a stream finished both ways.

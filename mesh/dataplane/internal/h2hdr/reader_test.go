@@ -130,17 +130,20 @@ var request = []hpack.HeaderField{
 	hf(":authority", "svc.ns:8080"), hf("content-type", "application/grpc"), hf("te", "trailers"),
 }
 
-// TestReaderDecodesEveryBlockAsTheFramerDoes runs the same byte streams
-// through x/net's Framer (ReadMetaHeaders) and a Reader, and requires the
-// same frames, fields, truncation and errors (kind and code) from both.
-func TestReaderDecodesEveryBlockAsTheFramerDoes(t *testing.T) {
+// readerCase is a byte stream of header blocks to decode, and the header
+// list cap to decode it with.
+type readerCase struct {
+	name    string
+	blocks  []block
+	maxList uint32
+}
+
+// readerCases are the differential cases: the unit test runs them, and
+// they seed the fuzz target.
+func readerCases() []readerCase {
 	long := string(bytes.Repeat([]byte("v"), 300))
 	raw := string(bytes.Repeat([]byte("~"), 300)) // no shorter in Huffman: sent as is
-	cases := []struct {
-		name    string
-		blocks  []block
-		maxList uint32
-	}{
+	return []readerCase{
 		{"requests and responses, table reused", []block{{fields: request}, {fields: request, end: true}, {fields: []hpack.HeaderField{hf(":status", "200"), hf("content-type", "application/grpc")}}, {fields: []hpack.HeaderField{hf("grpc-status", "0"), hf("grpc-message", "")}, end: true}}, 0},
 		{"continuation frames", []block{{fields: append(request, hf("x-long", long), hf("x-long2", long)), frag: 50}, {fields: request, frag: 7}}, 0},
 		{"repeated regular fields", []block{{fields: append(request, hf("cookie", "a=1"), hf("cookie", "b=2"), hf("x", "1"), hf("x", "2"))}}, 0},
@@ -165,13 +168,25 @@ func TestReaderDecodesEveryBlockAsTheFramerDoes(t *testing.T) {
 		{"truncated HPACK", []block{{fields: request, raw: []byte{0x40, 0x05, 'a'}}}, 0},
 		{"dynamic table size update over the limit", []block{{raw: []byte{0x3f, 0xe1, 0x7f}}}, 0},
 	}
-	for _, tc := range cases {
+}
+
+// sameAsFramer requires the Framer (ReadMetaHeaders) and a Reader to make
+// the same frames, fields, truncation and errors (kind and code) of p.
+func sameAsFramer(t *testing.T, p []byte, maxList uint32) {
+	t.Helper()
+	want := readAll(t, p, maxList, false)
+	got := readAll(t, p, maxList, true)
+	require.NotEmpty(t, want)
+	assert.Equal(t, want, got)
+}
+
+// TestReaderDecodesEveryBlockAsTheFramerDoes runs the same byte streams
+// through x/net's Framer (ReadMetaHeaders) and a Reader, and requires the
+// same frames, fields, truncation and errors (kind and code) from both.
+func TestReaderDecodesEveryBlockAsTheFramerDoes(t *testing.T) {
+	for _, tc := range readerCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			p := wire(t, tc.blocks)
-			want := readAll(t, p, tc.maxList, false)
-			got := readAll(t, p, tc.maxList, true)
-			require.NotEmpty(t, want)
-			assert.Equal(t, want, got)
+			sameAsFramer(t, wire(t, tc.blocks), tc.maxList)
 		})
 	}
 }
