@@ -75,6 +75,12 @@ type Config struct {
 	H2ConnectionWindow     int32         // WEFT_PROXY_HTTP2_CONNECTION_WINDOW, 4 MiB receive window per connection
 	H2ResetBudget          int           // WEFT_PROXY_HTTP2_RESET_BUDGET, 100: premature stream resets a connection may cause before the ratio check closes it
 
+	// HTTPPoolWaitTimeout (WEFT_PROXY_HTTP_POOL_WAIT_TIMEOUT, 3s; zero
+	// means the default) bounds how long a request waits for a pooled
+	// HTTP/1.1 connection to a peer proxy; past it the proxy answers 503
+	// with l5d-proxy-error "pool-timeout" (pool_h1.go).
+	HTTPPoolWaitTimeout time.Duration
+
 	// Admin.
 	AdminShutdown       bool          // WEFT_PROXY_ADMIN_SHUTDOWN: enable POST /shutdown from loopback
 	AdminHeaderTimeout  time.Duration // WEFT_PROXY_ADMIN_HEADER_TIMEOUT, 5s: reading one admin request
@@ -121,6 +127,7 @@ func DefaultConfig() Config {
 		H2StreamWindow:         1 << 20,
 		H2ConnectionWindow:     4 << 20,
 		H2ResetBudget:          100,
+		HTTPPoolWaitTimeout:    defaultPoolWaitTimeout,
 		AdminHeaderTimeout:     5 * time.Second,
 		AdminIdleTimeout:       30 * time.Second,
 		AdminMaxConnections:    500,
@@ -164,6 +171,7 @@ func Settings() []Setting {
 		{"WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS", "100", "concurrent HTTP/2 streams a client connection may open"},
 		{"WEFT_PROXY_HTTP2_STREAM_WINDOW", "1048576", "HTTP/2 receive window per stream, bytes"},
 		{"WEFT_PROXY_HTTP2_CONNECTION_WINDOW", "4194304", "HTTP/2 receive window per connection, bytes"},
+		{"WEFT_PROXY_HTTP_POOL_WAIT_TIMEOUT", "3s", "how long an HTTP/1 request waits for a pooled connection to a peer proxy (all busy, or its client's share of them) before it is answered 503"},
 		{"WEFT_PROXY_HTTP2_RESET_BUDGET", "100", "premature stream resets (sent or received, of streams under a second old) an HTTP/2 connection may see before it is closed when at least half its streams were reset so"},
 		{"WEFT_PROXY_ADMIN_SHUTDOWN", "false", "enable POST /shutdown on the admin server (loopback clients that reach it directly only)"},
 		{"WEFT_PROXY_ADMIN_HEADER_TIMEOUT", "5s", "how long an admin client may take to send a whole request"},
@@ -291,6 +299,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	duration("WEFT_PROXY_SHUTDOWN_GRACE_PERIOD", &cfg.ShutdownGracePeriod, true)
 	duration("WEFT_PROXY_HTTP_IDLE_TIMEOUT", &cfg.HTTPIdleTimeout, false)
 	duration("WEFT_PROXY_HTTP_HEADER_TIMEOUT", &cfg.HTTPHeaderTimeout, false)
+	duration("WEFT_PROXY_HTTP_POOL_WAIT_TIMEOUT", &cfg.HTTPPoolWaitTimeout, false)
 	duration("WEFT_PROXY_ADMIN_HEADER_TIMEOUT", &cfg.AdminHeaderTimeout, false)
 	duration("WEFT_PROXY_ADMIN_IDLE_TIMEOUT", &cfg.AdminIdleTimeout, false)
 	integer := func(name string, lo, hi int64, set func(int64)) {

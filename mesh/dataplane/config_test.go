@@ -56,6 +56,7 @@ func TestFromEnvReadsEverySetting(t *testing.T) {
 		"WEFT_PROXY_HTTP2_STREAM_WINDOW":          "262144",
 		"WEFT_PROXY_HTTP2_CONNECTION_WINDOW":      "1048576",
 		"WEFT_PROXY_HTTP2_RESET_BUDGET":           "50",
+		"WEFT_PROXY_HTTP_POOL_WAIT_TIMEOUT":       "1500ms",
 		"WEFT_PROXY_ADMIN_HEADER_TIMEOUT":         "2s",
 		"WEFT_PROXY_ADMIN_IDLE_TIMEOUT":           "1m",
 		"WEFT_PROXY_ADMIN_MAX_CONNECTIONS":        "20",
@@ -85,6 +86,7 @@ func TestFromEnvReadsEverySetting(t *testing.T) {
 	assert.Equal(t, int32(262144), cfg.H2StreamWindow)
 	assert.Equal(t, int32(1048576), cfg.H2ConnectionWindow)
 	assert.Equal(t, 50, cfg.H2ResetBudget)
+	assert.Equal(t, 1500*time.Millisecond, cfg.HTTPPoolWaitTimeout)
 	assert.Equal(t, 2*time.Second, cfg.AdminHeaderTimeout)
 	assert.Equal(t, time.Minute, cfg.AdminIdleTimeout)
 	assert.Equal(t, 20, cfg.AdminMaxConnections)

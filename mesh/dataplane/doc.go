@@ -93,7 +93,10 @@
 // budget (package retry) when its route allows it, its method is
 // idempotent (or the route names it) and its body fits in 64 KiB. A
 // meshed endpoint is reached over mutual TLS: an HTTP/1 request as
-// HTTP/1.1 on a bounded keep-alive pool (pool_h1.go), an HTTP/2 or gRPC
+// HTTP/1.1 on a bounded keep-alive pool (pool_h1.go: 128 connections
+// per endpoint, at most 64 held by one downstream client, a wait for one
+// bounded by HTTPPoolWaitTimeout and then answered 503 pool-timeout), an
+// HTTP/2 or gRPC
 // request on a pooled HTTP/2 connection (pool.go; HTTP/1 too with
 // Extras.HTTP1OverH2, its version carried in l5d-orig-proto and restored
 // inbound); WebSocket and other upgrades get a connection of their own

@@ -223,7 +223,10 @@ func retryableResponse(rp *route.Retry, resp *http.Response, failure bool) bool 
 // carrying its version in l5d-orig-proto; an HTTP/2 request over the
 // pooled HTTP/2 connection. To an unmeshed one: h2c when the client spoke
 // HTTP/2, HTTP/1 otherwise.
-func (p *Proxy) roundTrip(req *http.Request, ep Endpoint, clientH2 bool, target string, replayable func() bool) (*http.Response, error) {
+//
+// from is the downstream client the request came from (its connection's
+// source address), whose share of the HTTP/1.1 pool it uses.
+func (p *Proxy) roundTrip(req *http.Request, ep Endpoint, clientH2 bool, from netip.Addr, replayable func() bool) (*http.Response, error) {
 	if ep.Identity != "" {
 		dial := ep.Addr
 		if ep.OpaqueTransportPort != 0 {
@@ -231,7 +234,7 @@ func (p *Proxy) roundTrip(req *http.Request, ep Endpoint, clientH2 bool, target 
 		}
 		key := poolKey{addr: dial, identity: ep.Identity, port: ep.Addr.Port()}
 		if !clientH2 && !p.cfg.HTTP1OverH2 {
-			return p.http.peerH1.roundTrip(key, ep, req)
+			return p.http.peerH1.roundTrip(key, ep, req, from)
 		}
 		if !clientH2 {
 			req.Header[headerOrigProto] = []string{"HTTP/1.1"}

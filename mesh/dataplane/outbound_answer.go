@@ -73,6 +73,10 @@ type upgradeError struct {
 func (e *upgradeError) Error() string { return e.err.Error() }
 func (e *upgradeError) Unwrap() error { return e.err }
 
+// classPoolTimeout names a request that waited for a pooled HTTP/1.1
+// connection past Config.HTTPPoolWaitTimeout.
+const classPoolTimeout = "pool-timeout"
+
 // outboundAnswer maps why a request got no answer from upstream to the
 // answer the proxy makes instead: the HTTP status, the gRPC status for a
 // gRPC call, and the class that names the cause in l5d-proxy-error and in
@@ -88,6 +92,7 @@ func outboundAnswer(err error) proxyErr {
 		body  *requestBodyError
 		up    *upgradeError
 		dial  *dialError
+		pool  *poolTimeoutError
 	)
 	switch {
 	case errors.Is(err, errConnectInHTTP):
@@ -126,6 +131,10 @@ func outboundAnswer(err error) proxyErr {
 		return proxyErr{http.StatusBadGateway, grpcUnavailable, "connect", up.err.Error()}
 	case up != nil:
 		return proxyErr{http.StatusBadGateway, grpcUnavailable, "upstream", up.err.Error()}
+	case errors.As(err, &pool):
+		// Not the endpoint's fault (the pool is busy, or the client holds
+		// its share of it): not retried elsewhere, not counted against it.
+		return proxyErr{http.StatusServiceUnavailable, grpcUnavailable, classPoolTimeout, pool.message()}
 	case errors.As(err, &dial):
 		return proxyErr{http.StatusServiceUnavailable, grpcUnavailable, "connect", err.Error()}
 	}
@@ -137,7 +146,7 @@ func outboundAnswer(err error) proxyErr {
 // request's own deadline.
 func endpointFault(class string) bool {
 	switch class {
-	case "client-gone", "request-timeout", "idle-timeout", classRequestBody:
+	case "client-gone", "request-timeout", "idle-timeout", classRequestBody, classPoolTimeout:
 		return false
 	}
 	return true

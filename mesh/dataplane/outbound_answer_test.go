@@ -39,6 +39,10 @@ func TestOutboundAnswerMapsEachCauseToOneStatusGRPCStatusClassAndMessage(t *test
 		{"response head", &timeoutError{after: 50 * time.Millisecond}, proxyErr{504, grpcDeadlineExceeded, "response-timeout", "no response within 50ms"}},
 		{"dial failure", &dialError{refused}, proxyErr{503, grpcUnavailable, "connect", refused.Error()}},
 		{"wrapped dial failure", fmt.Errorf("pool: %w", &dialError{refused}), proxyErr{503, grpcUnavailable, "connect", "pool: " + refused.Error()}},
+		{"no pooled connection within the wait (the client's share)", &poolTimeoutError{&h1.PoolTimeoutError{Addr: "10.0.0.1:4143", Wait: 3 * time.Second, Limit: 64, Share: true}},
+			proxyErr{503, grpcUnavailable, "pool-timeout", "this client holds its 64 connections to 10.0.0.1:4143 and none came back within 3s"}},
+		{"no pooled connection within the wait (the pool)", &poolTimeoutError{&h1.PoolTimeoutError{Addr: "10.0.0.1:4143", Wait: 3 * time.Second, Limit: 128}},
+			proxyErr{503, grpcUnavailable, "pool-timeout", "all 128 connections to 10.0.0.1:4143 are busy and none came back within 3s"}},
 		{"upstream reset", reset, proxyErr{502, grpcUnavailable, "upstream", reset.Error()}},
 		{"upgrade with a body", errUpgradeBody, proxyErr{400, grpcUnavailable, "upgrade-with-body", "an upgrade request may not have a body"}},
 		{"upgrade dial failure", &upgradeError{err: refused, dial: true}, proxyErr{502, grpcUnavailable, "connect", refused.Error()}},
@@ -54,7 +58,7 @@ func TestOutboundAnswerMapsEachCauseToOneStatusGRPCStatusClassAndMessage(t *test
 }
 
 func TestOnlyAnswersThatBlameTheEndpointCountAgainstItOrAreRetried(t *testing.T) {
-	for _, class := range []string{"client-gone", "request-timeout", "idle-timeout", classRequestBody} {
+	for _, class := range []string{"client-gone", "request-timeout", "idle-timeout", classRequestBody, classPoolTimeout} {
 		assert.False(t, endpointFault(class), class)
 	}
 	for _, class := range []string{"connect", "upstream", "response-timeout"} {

@@ -294,7 +294,7 @@ func (a *outboundAttempt) send(c *outboundCall) error {
 	}
 	rb := c.rb
 	req := outgoingRequest(forward1xx(a.ctx, c.w), r, hdr, body, c.rawPath, r.URL.RawQuery)
-	resp, err := c.p.roundTrip(req, a.h.Value(), c.info.h2, c.svc.target, func() bool { return rb == nil || rb.replayable() })
+	resp, err := c.p.roundTrip(req, a.h.Value(), c.info.h2, c.info.remote.Addr(), func() bool { return rb == nil || rb.replayable() })
 	if timer != nil {
 		timer.Stop()
 	}

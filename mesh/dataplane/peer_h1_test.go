@@ -58,8 +58,9 @@ func TestHTTP1RequestsToAPeerShareAKeepAlivePoolOfMutualTLSConnections(t *testin
 
 func TestAPeerHoldingEveryRequestBoundsTheConnectionsToItAtSixtyFour(t *testing.T) {
 	// The inbound side answers nothing: each request holds its
-	// connection. 70 concurrent requests open 64 connections; the other 6
-	// wait for one instead of opening more.
+	// connection. 70 concurrent requests of one client open 64
+	// connections (its share of the pool); the other 6 wait for one
+	// instead of opening more.
 	const held, total = 64, 70
 	const clientTimeout = 90 * time.Second
 	app := startHTTPApp(t)
@@ -80,7 +81,11 @@ func TestAPeerHoldingEveryRequestBoundsTheConnectionsToItAtSixtyFour(t *testing.
 	// timeout (5 s in these tests), which the same 64 handshakes can pass
 	// under a CPU hog: it closes the connection after the client's side of
 	// the handshake is done, and the request meets the close (502).
-	slowConnect := func(c *dataplane.Config) { c.ConnectTimeout = clientTimeout; c.DetectTimeout = clientTimeout }
+	// The 6 requests past the share wait for as long as the 64
+	// handshakes take: the pool's wait deadline is the clients' timeout.
+	slowConnect := func(c *dataplane.Config) {
+		c.ConnectTimeout, c.DetectTimeout, c.HTTPPoolWaitTimeout = clientTimeout, clientTimeout, clientTimeout
+	}
 	hp := startHTTPPair(t, httpPairOptions{app: app, cfgA: slowConnect, cfgB: slowConnect})
 	var once sync.Once
 	stop := func() { once.Do(func() { close(release) }) }

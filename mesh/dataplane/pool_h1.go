@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,11 +19,48 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
 
-// maxPeerH1ConnsPerEndpoint bounds the HTTP/1.1 connections to one peer
-// proxy's endpoint (idle and busy): the 65th concurrent request waits for
-// one of them. It matches the inbound side's cost per connection (one
-// goroutine, the TLS state) to what a peer may reasonably hold.
-const maxPeerH1ConnsPerEndpoint = 64
+// The HTTP/1.1 connections to one peer proxy's endpoint, and how they
+// are shared.
+//
+// peerH1ConnsPerClient bounds the connections one downstream client's
+// requests hold at once (its share): its next request waits for one of
+// its own to come back rather than take the rest of the pool. 64 matches
+// the inbound side's cost per connection (one goroutine, the TLS state)
+// to what a peer may reasonably hold from one client, and is what the
+// whole pool held before clients were told apart: a single client (the
+// usual case on the outbound side: every request comes from the local
+// application) can do what it always could.
+//
+// maxPeerH1ConnsPerEndpoint bounds the pool (idle and busy): two shares,
+// so that whatever one client holds (uploads trickling for ever, say),
+// as many connections are left for the others.
+//
+// Who a downstream client is: on the outbound side, where every request
+// comes from the application's side of the pod, the source IP address
+// of the connection the request came on (IPv4-mapped addresses
+// unmapped). In a pod that is one client, the application; several
+// appear where one outbound proxy serves several hosts (a shared egress,
+// a local mesh whose applications have addresses of their own). The
+// inbound side does not use this pool: it reaches the application over
+// appH1, which has no bound and therefore no wait (each request may open
+// a connection of its own; the application's own limits apply). A
+// requester the proxy cannot tell apart (a meshed ingress's clients, all
+// behind the ingress's one address) shares the one client's share; what
+// it gets past it is the wait deadline: an answer within
+// HTTPPoolWaitTimeout, 503 with l5d-proxy-error "pool-timeout", never an
+// unbounded wait.
+const (
+	peerH1ConnsPerClient      = 64
+	maxPeerH1ConnsPerEndpoint = 2 * peerH1ConnsPerClient
+)
+
+// defaultPoolWaitTimeout is Config.HTTPPoolWaitTimeout's default: how
+// long a request waits for a pooled connection. Linkerd's proxy answers
+// an outbound request its queue could not serve after 3 s (its
+// failfast timeout); a pooled connection of a healthy peer comes back
+// within milliseconds, so a wait that long means the peer, or one
+// client's use of it, is stuck.
+const defaultPoolWaitTimeout = 3 * time.Second
 
 // peerH1Pool keeps HTTP/1.1 connections over mesh TLS to peer proxies:
 // the hop an HTTP/1.1 request takes to a meshed endpoint unless the
@@ -61,6 +99,14 @@ func (pp *peerH1Pool) idleTimeout() time.Duration {
 	return d
 }
 
+// waitTimeout is how long a request waits for a pooled connection.
+func (pp *peerH1Pool) waitTimeout() time.Duration {
+	if d := pp.p.cfg.HTTPPoolWaitTimeout; d > 0 {
+		return d
+	}
+	return defaultPoolWaitTimeout
+}
+
 // entry returns the client for key, made on first use with ep's labels
 // for the connections it dials.
 func (pp *peerH1Pool) entry(key poolKey, ep Endpoint) (*peerH1Entry, error) {
@@ -84,35 +130,61 @@ func (pp *peerH1Pool) entry(key poolKey, ep Endpoint) (*peerH1Entry, error) {
 			}
 			return p.countedDial(conn, lbl.labels()), nil
 		},
-		Reusable:        peerConnReusable,
-		MaxIdlePerAddr:  maxPeerH1ConnsPerEndpoint,
-		MaxConnsPerAddr: maxPeerH1ConnsPerEndpoint,
-		IdleTimeout:     pp.idleTimeout(),
-		Limits:          h1.Limits{MaxHeaderBytes: p.cfg.HTTPMaxHeaderBytes},
-		OmitTrailer:     isMeshHeader,
+		Reusable:          peerConnReusable,
+		MaxIdlePerAddr:    maxPeerH1ConnsPerEndpoint,
+		MaxConnsPerAddr:   maxPeerH1ConnsPerEndpoint,
+		MaxConnsPerClient: peerH1ConnsPerClient,
+		WaitTimeout:       pp.waitTimeout(),
+		IdleTimeout:       pp.idleTimeout(),
+		Limits:            h1.Limits{MaxHeaderBytes: p.cfg.HTTPMaxHeaderBytes},
+		OmitTrailer:       isMeshHeader,
 	}
 	pp.m[key] = e
 	e.inflight.Add(1)
 	return e, nil
 }
 
-// roundTrip sends req to the peer proxy of key. A failure to connect is
-// a dialError (the request was not sent); the client itself sends a
-// request once more, on a new connection, only when a kept-alive one
-// failed before any byte of the response and the request has no body
-// and is idempotent.
-func (pp *peerH1Pool) roundTrip(key poolKey, ep Endpoint, req *http.Request) (*http.Response, error) {
+// roundTrip sends req, a request of the downstream client from, to the
+// peer proxy of key. A failure to connect is a dialError (the request
+// was not sent); so is a wait for a connection that the request's
+// context ended. A wait past the pool's deadline is a poolTimeoutError
+// (not sent either, but not the endpoint's fault: another endpoint is
+// not tried). The client itself sends a request once more, on a new
+// connection, only when a kept-alive one failed before any byte of the
+// response and the request has no body and is idempotent.
+func (pp *peerH1Pool) roundTrip(key poolKey, ep Endpoint, req *http.Request, from netip.Addr) (*http.Response, error) {
 	e, err := pp.entry(key, ep)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := e.cl.RoundTrip(req, e.addr)
+	resp, err := e.cl.RoundTripFrom(req, e.addr, from.Unmap())
 	e.inflight.Add(-1)
-	var de *h1.DialError
-	if errors.As(err, &de) {
-		return nil, &dialError{err}
+	if err != nil {
+		var de *h1.DialError
+		var pe *h1.PoolTimeoutError
+		switch {
+		case errors.As(err, &pe):
+			return nil, &poolTimeoutError{pe}
+		case errors.As(err, &de):
+			return nil, &dialError{err}
+		}
 	}
 	return resp, err
+}
+
+// poolTimeoutError is a request that found no pooled connection free
+// within the pool's wait deadline.
+type poolTimeoutError struct{ err *h1.PoolTimeoutError }
+
+func (e *poolTimeoutError) Error() string { return "dataplane: " + e.err.Error() }
+func (e *poolTimeoutError) Unwrap() error { return e.err }
+
+// message is the answer's text (l5d-proxy-error, the body).
+func (e *poolTimeoutError) message() string {
+	if e.err.Share {
+		return "this client holds its " + strconv.Itoa(e.err.Limit) + " connections to " + e.err.Addr + " and none came back within " + e.err.Wait.String()
+	}
+	return "all " + strconv.Itoa(e.err.Limit) + " connections to " + e.err.Addr + " are busy and none came back within " + e.err.Wait.String()
 }
 
 // sweep closes connections idle past the idle timeout and forgets
@@ -141,6 +213,18 @@ func (pp *peerH1Pool) closeAll() {
 	for _, e := range m {
 		e.cl.CloseIdle(true)
 	}
+}
+
+// waiting reports the requests waiting for a pooled connection, for
+// tests and diagnostics.
+func (pp *peerH1Pool) waiting() int {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	n := 0
+	for _, e := range pp.m {
+		n += e.cl.Waiting()
+	}
+	return n
 }
 
 // size reports the open connections (idle and busy), for tests and

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"net/textproto"
 	"strconv"
 	"strings"
@@ -52,99 +53,25 @@ type Client struct {
 	// codec's.
 	OmitTrailer func(name string) bool
 
-	mu     sync.Mutex
-	idle   map[string][]*clientConn
-	open   map[string]int           // connections open per address (MaxConnsPerAddr)
-	wake   map[string]chan struct{} // closed when a connection to the address comes back or closes
-	closed bool
-}
+	// MaxConnsPerClient, when positive (with MaxConnsPerAddr), bounds the
+	// connections to one address that the requests of one client (the
+	// client argument of RoundTripFrom) hold at once, idle connections
+	// taken included: past it, that client's requests wait for one of
+	// its own to come back rather than take the rest of the pool.
+	MaxConnsPerClient int
+	// WaitTimeout, when positive, bounds how long a request waits for a
+	// connection (MaxConnsPerAddr or MaxConnsPerClient reached): past it
+	// RoundTrip returns a *PoolTimeoutError. The request's context bounds
+	// the wait too.
+	WaitTimeout time.Duration
 
-// slotConn releases its address's slot once, on its first Close.
-type slotConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *slotConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
-}
-
-// NetConn returns the connection slotConn wraps.
-func (c *slotConn) NetConn() net.Conn { return c.Conn }
-
-// signal wakes the requests waiting for a connection to addr. cl.mu is
-// held.
-func (cl *Client) signal(addr string) {
-	if ch := cl.wake[addr]; ch != nil {
-		close(ch)
-		delete(cl.wake, addr)
-	}
-}
-
-// release forgets one open connection to addr.
-func (cl *Client) release(addr string) {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	if cl.open[addr]--; cl.open[addr] <= 0 {
-		delete(cl.open, addr)
-	}
-	cl.signal(addr)
-}
-
-// acquire returns an idle connection to addr, or reserves a slot for a
-// new one (cc nil), waiting while MaxConnsPerAddr connections are open
-// and none is idle.
-func (cl *Client) acquire(ctx context.Context, addr string) (*clientConn, error) {
-	for {
-		if cc := cl.get(addr); cc != nil {
-			if cl.Reusable != nil && !cl.Reusable(cc.raw, time.Since(cc.since)) {
-				cc.c.Close()
-				continue
-			}
-			return cc, nil
-		}
-		cl.mu.Lock()
-		if cl.closed {
-			cl.mu.Unlock()
-			return nil, ErrClientClosed
-		}
-		if len(cl.idle[addr]) > 0 {
-			cl.mu.Unlock()
-			continue // one came back meanwhile
-		}
-		if cl.MaxConnsPerAddr <= 0 || cl.open[addr] < cl.MaxConnsPerAddr {
-			if cl.open == nil {
-				cl.open = map[string]int{}
-			}
-			cl.open[addr]++
-			cl.mu.Unlock()
-			return nil, nil
-		}
-		if cl.wake == nil {
-			cl.wake = map[string]chan struct{}{}
-		}
-		ch := cl.wake[addr]
-		if ch == nil {
-			ch = make(chan struct{})
-			cl.wake[addr] = ch
-		}
-		cl.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, &DialError{fmt.Errorf("h1: waiting for one of the %d connections to %s: %w", cl.MaxConnsPerAddr, addr, ctx.Err())}
-		}
-	}
-}
-
-// Open reports the connections open to addr, idle and busy.
-func (cl *Client) Open(addr string) int {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	return cl.open[addr]
+	mu      sync.Mutex
+	idle    map[string][]*clientConn
+	open    map[string]int           // connections open per address (MaxConnsPerAddr)
+	held    map[heldKey]int          // connections held per address and client (MaxConnsPerClient)
+	wake    map[string]chan struct{} // closed when a connection to the address comes back or closes
+	waiting int                      // requests waiting for a connection
+	closed  bool
 }
 
 type clientConn struct {
@@ -155,6 +82,11 @@ type clientConn struct {
 	addr  string
 	since time.Time
 	sock  syscall.RawConn // the socket under raw (SocketOf), or nil
+
+	// The client whose request holds the connection, counted in
+	// Client.held while holds is set; both under Client.mu.
+	client netip.Addr
+	holds  bool
 
 	// sendAndAwait's state, used by one exchange at a time.
 	awaitFn func(uintptr) bool
@@ -183,14 +115,10 @@ func (cl *Client) idleTimeout() time.Duration {
 	return 90 * time.Second
 }
 
-// get returns an idle connection to addr, or nil. Connections idle past
-// the idle timeout are closed (outside cl.mu: closing one releases its
-// slot).
-func (cl *Client) get(addr string) *clientConn {
-	var stale []*clientConn
-	defer func() { closeAll(stale) }() // runs after the unlock below
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
+// takeIdle returns an idle connection to addr, or nil, and the ones it
+// found idle past the idle timeout, for the caller to close once it
+// unlocked cl.mu (closing one releases its slot). cl.mu is held.
+func (cl *Client) takeIdle(addr string) (cc *clientConn, stale []*clientConn) {
 	list := cl.idle[addr]
 	for len(list) > 0 {
 		cc := list[len(list)-1]
@@ -198,12 +126,12 @@ func (cl *Client) get(addr string) *clientConn {
 		list = list[:len(list)-1]
 		if time.Since(cc.since) < cl.idleTimeout() {
 			cl.idle[addr] = list
-			return cc
+			return cc, stale
 		}
 		stale = append(stale, cc)
 	}
 	delete(cl.idle, addr)
-	return nil
+	return nil, stale
 }
 
 func closeAll(list []*clientConn) {
@@ -214,6 +142,7 @@ func closeAll(list []*clientConn) {
 
 func (cl *Client) put(cc *clientConn) {
 	cl.mu.Lock()
+	cl.drop(cc)
 	if cl.closed || len(cl.idle[cc.addr]) >= cl.maxIdle() {
 		cl.mu.Unlock()
 		cc.c.Close()
@@ -300,10 +229,16 @@ const syncBodyLimit = 64 << 10
 // hop-by-hop fields, which the client sets itself. Informational
 // responses are handed to the request's httptrace Got1xxResponse.
 func (cl *Client) RoundTrip(req *http.Request, addr string) (*http.Response, error) {
+	return cl.RoundTripFrom(req, addr, netip.Addr{})
+}
+
+// RoundTripFrom is RoundTrip for a request of client, the downstream
+// party MaxConnsPerClient counts (the zero Addr is one client too).
+func (cl *Client) RoundTripFrom(req *http.Request, addr string, client netip.Addr) (*http.Response, error) {
 	ctx := req.Context()
 	noBody := req.Body == nil || req.Body == http.NoBody
 	for attempt := 0; ; attempt++ {
-		cc, err := cl.acquire(ctx, addr)
+		cc, err := cl.acquire(ctx, addr, client)
 		if err != nil {
 			return nil, err
 		}
@@ -311,12 +246,13 @@ func (cl *Client) RoundTrip(req *http.Request, addr string) (*http.Response, err
 		if cc == nil {
 			c, err := cl.Dial(ctx, addr)
 			if err != nil {
-				cl.release(addr)
+				cl.unreserve(addr, client)
 				return nil, &DialError{err}
 			}
 			raw := c
-			c = &slotConn{Conn: c, release: func() { cl.release(addr) }}
-			cc = &clientConn{c: c, raw: raw, br: bufio.NewReaderSize(c, 4096), bw: bufio.NewWriterSize(c, 4096), addr: addr, sock: SocketOf(raw)}
+			sc := &slotConn{Conn: c}
+			cc = &clientConn{c: sc, raw: raw, br: bufio.NewReaderSize(sc, 4096), bw: bufio.NewWriterSize(sc, 4096), addr: addr, sock: SocketOf(raw), client: client, holds: cl.MaxConnsPerClient > 0}
+			sc.release = func() { cl.release(cc) }
 		}
 		resp, err := cl.exchange(cc, req, noBody)
 		if err != nil && reused && attempt == 0 && errors.Is(err, errStale) && noBody && replayable(req) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -187,4 +188,124 @@ func TestClientResendsOnlySafeRequestsWhenAKeptConnectionDiesBeforeTheAnswer(t *
 	_, err := cl.RoundTrip(req.WithContext(ctx), proxy)
 	require.Error(t, err, "POST is not idempotent: not sent twice")
 	assert.Equal(t, int32(2), seen.Load(), "the upstream saw no POST")
+}
+
+func TestClientKeepsTheRestOfThePoolFromAClientHoldingItsShare(t *testing.T) {
+	// Four connections per address, two per client, an upstream that
+	// holds every request: client a's third request waits for one of its
+	// own and gives up after WaitTimeout, client b still gets its two,
+	// and then the pool is full for client c.
+	release := make(chan struct{})
+	held := make(chan struct{}, 8)
+	addr := startServer(t, func(w http.ResponseWriter, r *http.Request) {
+		held <- struct{}{}
+		<-release
+		io.WriteString(w, "ok")
+	})
+	var dials atomic.Int32
+	cl := newClient(&dials)
+	cl.MaxConnsPerAddr, cl.MaxConnsPerClient = 4, 2
+	cl.WaitTimeout = 50 * time.Millisecond // the mechanism under test
+	a, b, c := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
+	results := make(chan string, 4)
+	send := func(from netip.Addr) {
+		req, _ := http.NewRequest("GET", "http://x/", nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := cl.RoundTripFrom(req.WithContext(ctx), addr, from)
+		if err != nil {
+			results <- err.Error()
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		results <- string(body)
+	}
+	waitHeld := func(n int) {
+		for i := 0; i < n; i++ {
+			select {
+			case <-held:
+			case <-time.After(10 * time.Second):
+				t.Fatal("a request never reached the upstream")
+			}
+		}
+	}
+	tryFrom := func(from netip.Addr) error {
+		req, _ := http.NewRequest("GET", "http://x/", nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := cl.RoundTripFrom(req.WithContext(ctx), addr, from)
+		return err
+	}
+
+	go send(a)
+	go send(a)
+	waitHeld(2)
+	var pe *h1.PoolTimeoutError
+	require.ErrorAs(t, tryFrom(a), &pe, "client a holds its share")
+	assert.True(t, pe.Share)
+	assert.Equal(t, 2, pe.Limit)
+
+	go send(b)
+	go send(b)
+	waitHeld(2)
+	assert.Equal(t, 4, cl.Open(addr))
+	require.ErrorAs(t, tryFrom(c), &pe, "the pool is full")
+	assert.False(t, pe.Share)
+	assert.Equal(t, 4, pe.Limit)
+	assert.Equal(t, 0, cl.Waiting())
+
+	close(release)
+	for i := 0; i < 4; i++ {
+		select {
+		case got := <-results:
+			assert.Equal(t, "ok", got)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a held request never ended")
+		}
+	}
+	_, got := do(t, cl, addr, "GET", "/", nil, 0) // the zero Addr is a client too
+	assert.Equal(t, "ok", got)
+	assert.Equal(t, int32(4), dials.Load(), "the last request reused a connection")
+}
+
+func TestClientForgetsARequestWhoseContextEndsWhileItWaits(t *testing.T) {
+	release := make(chan struct{})
+	held := make(chan struct{}, 1)
+	addr := startServer(t, func(w http.ResponseWriter, r *http.Request) {
+		held <- struct{}{}
+		<-release
+	})
+	var dials atomic.Int32
+	cl := newClient(&dials)
+	cl.MaxConnsPerAddr, cl.MaxConnsPerClient = 2, 1
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", "http://x/", nil)
+		resp, err := cl.RoundTrip(req, addr)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-held
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", "http://x/", nil)
+		_, err := cl.RoundTrip(req.WithContext(ctx), addr)
+		errc <- err
+	}()
+	testutil.Eventually(t, 10*time.Second, func() bool { return cl.Waiting() == 1 }, "the second request waits for its client's one connection")
+	cancel()
+	select {
+	case err := <-errc:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting request ignored its context")
+	}
+	assert.Equal(t, 0, cl.Waiting())
+	close(release)
+	require.NoError(t, <-done)
+	assert.Equal(t, int32(1), dials.Load(), "the cancelled request opened nothing")
 }

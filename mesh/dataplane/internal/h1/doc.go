@@ -59,8 +59,13 @@
 // and an answer read after the failure (the upstream's reaction to it) is
 // discarded. The connection returns to the pool only when the response
 // and the body both ended cleanly. [Client.MaxConnsPerAddr] bounds the
-// connections open to one address (requests wait for one within their
-// context), and [Client.Reusable] vets an idle connection before reuse.
+// connections open to one address and [Client.MaxConnsPerClient] those
+// one downstream client's requests hold ([Client.RoundTripFrom] names
+// the client), so that one client cannot take the whole pool; a request
+// that meets either bound waits within its context and
+// [Client.WaitTimeout] ([PoolTimeoutError] after it; a request whose
+// context ends leaves no waiter behind), and [Client.Reusable] vets an
+// idle connection before reuse.
 //
 // # Serving
 //
