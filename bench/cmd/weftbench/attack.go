@@ -72,6 +72,9 @@ func runAttackCmd(ctx context.Context, args []string, out io.Writer) error {
 	outFile := fs.String("out", "", "also write the report to this file")
 	keep := fs.Bool("keep", false, "keep the work directory (proxy logs, PKI, static files)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	switch {

@@ -26,8 +26,15 @@ import (
 // and opens a new connection when the proxy closes one (as an attacker
 // would), at most maxAttackConns times.
 
-// maxAttackConns bounds the connections one attacker opens in a window.
-const maxAttackConns = 5000
+// maxAttackConns bounds the connections one attacker opens in a window,
+// and reconnectPause spaces them: the attacks measured here are floods
+// within a connection, not a flood of new connections (whose cost, TLS
+// handshakes above all, would dominate the figures of a proxy that
+// closes the abusive connections quickly).
+const (
+	maxAttackConns = 5000
+	reconnectPause = 50 * time.Millisecond
+)
 
 // h2Path says where a raw HTTP/2 attacker connects.
 type h2Path int
@@ -181,6 +188,9 @@ func connLoop(ctx context.Context, st *attackStats, b *budget, dial func() (net.
 		_ = each(c)
 		stop()
 		c.Close()
+		if sleepCtx(ctx, reconnectPause) != nil {
+			return
+		}
 	}
 }
 
