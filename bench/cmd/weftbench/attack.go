@@ -48,6 +48,8 @@ func attackSpecs() []attackSpec {
 			victims: []victimKind{victimH2Big, victimGRPC}, run: zeroWindowAttack(viaOutbound, 6, 2<<20)},
 		{name: "zero-window-60x100kB", summary: "finding 3: the same with 60 responses of 100 kB",
 			victims: []victimKind{victimH2Big, victimGRPC}, run: zeroWindowAttack(viaOutbound, 60, 100_000)},
+		{name: "zero-window-peer-6x2MiB", summary: "finding 3 from a meshed peer: the same client over mesh TLS to the server proxy's inbound port, sharing the server proxy's pooled connection to the application with the victims",
+			victims: []victimKind{victimH2Big, victimGRPC}, run: zeroWindowAttack(viaPeer, 6, 2<<20)},
 		{name: "pool-trickle", summary: "finding 4: 72 chunked HTTP/1.1 uploads through the client proxy, a 1-byte chunk every 2 s each, holding its HTTP/1.1 pool to the server proxy",
 			victims: []victimKind{victimH1}, run: poolTrickleAttack(72)},
 		{name: "tap-slots", summary: "finding 5: 80 silent TCP connections and 16 idle mTLS connections (non-tapper identity) to the server proxy's tap port, each reopened when closed",
