@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -73,6 +74,7 @@ func runAttackCmd(ctx context.Context, args []string, out io.Writer) error {
 	proxyBin := fs.String("proxy-bin", "", "weft-proxy binary (required; bench/attack.sh builds it)")
 	outFile := fs.String("out", "", "also write the report to this file")
 	keep := fs.Bool("keep", false, "keep the work directory (proxy logs, PKI, static files)")
+	attackerSrc := fs.String("attacker-source", "127.0.0.2", "loopback source address of the attackers' connections (the victims use 127.0.0.1)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -93,6 +95,10 @@ func runAttackCmd(ctx context.Context, args []string, out io.Writer) error {
 	case *maxFrames < 1 || *maxFrames > 50_000_000:
 		return errors.New("-max-frames must be 1..50000000")
 	}
+	src := net.ParseIP(*attackerSrc)
+	if src == nil || !src.IsLoopback() {
+		return fmt.Errorf("-attacker-source %q: want a loopback address", *attackerSrc)
+	}
 	specs, err := pickAttacks(*which)
 	if err != nil {
 		return err
@@ -106,7 +112,7 @@ func runAttackCmd(ctx context.Context, args []string, out io.Writer) error {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	e, err := newAttackEnv(dir, *proxyBin)
+	e, err := newAttackEnv(dir, *proxyBin, src)
 	if err != nil {
 		return err
 	}
@@ -237,8 +243,15 @@ func attackRound(ctx context.Context, e *attackEnv, a attackSpec, s, c *proxyPro
 			mem[n] = &proxyMem{Name: n, IdleKiB: m.RSSKiB}
 		}
 	}
-	for k, ss := range v.run(ctx, a.victims, rate, dur) {
+	samples, errs := v.run(ctx, a.victims, rate, dur)
+	for k, ss := range samples {
 		base[k] = append(base[k], ss...)
+	}
+	var note string
+	for _, k := range a.victims {
+		if m := errs[k]; m != "" {
+			note += fmt.Sprintf("; %s unattacked, first error: %s", k, oneLine(m))
+		}
 	}
 	if ctx.Err() != nil {
 		return "", ctx.Err()
@@ -248,13 +261,20 @@ func attackRound(ctx context.Context, e *attackEnv, a attackSpec, s, c *proxyPro
 	actx, cancel := context.WithTimeout(ctx, lead+dur+victimTimeout+tapTimeout)
 	done := make(chan string, 1)
 	go func() { done <- a.run(actx, e, attackLimits{maxFrames: maxFrames, window: lead + dur}) }()
+	var attackedErrs map[victimKind]string
 	if sleepCtx(ctx, lead) == nil {
-		for k, ss := range v.run(ctx, a.victims, rate, dur) {
+		samples, attackedErrs = v.run(ctx, a.victims, rate, dur)
+		for k, ss := range samples {
 			under[k] = append(under[k], ss...)
 		}
 	}
 	cancel()
-	note := <-done
+	note = <-done + note
+	for _, k := range a.victims {
+		if m := attackedErrs[k]; m != "" {
+			note += fmt.Sprintf("; %s attacked, first error: %s", k, oneLine(m))
+		}
+	}
 	for n, p := range sampler.stop() {
 		mem[n].PeakKiB = max(mem[n].PeakKiB, p.RSSKiB)
 		mem[n].HWMKiB = max(mem[n].HWMKiB, p.HWMKiB)

@@ -57,7 +57,18 @@ type attackEnv struct {
 	sIn, sAdmin, sTap int
 	cH1, cAdmin       int
 
+	// attackerSrc is the source address of every attacker connection:
+	// one hostile host, not the victims' 127.0.0.1, so that limits per
+	// client address (the tap's handshake stage, the HTTP/1.1 pool's
+	// per-client share) see two clients, as they would in a cluster.
+	attackerSrc net.IP
+
 	stopApp func()
+}
+
+// attackerDialer dials from the attacker's source address.
+func (e *attackEnv) attackerDialer() *net.Dialer {
+	return &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: e.attackerSrc}}
 }
 
 func (e *attackEnv) webAuthority() string {
@@ -80,8 +91,8 @@ func (e *attackEnv) meshTLS(file string, alpn ...string) *tls.Config {
 
 // newAttackEnv makes the PKI and the static files and starts the
 // application. Ports are picked free on 127.0.0.1.
-func newAttackEnv(dir, proxyBin string) (*attackEnv, error) {
-	e := &attackEnv{dir: dir, proxyBin: proxyBin, certs: map[string]tls.Certificate{}}
+func newAttackEnv(dir, proxyBin string, attackerSrc net.IP) (*attackEnv, error) {
+	e := &attackEnv{dir: dir, proxyBin: proxyBin, certs: map[string]tls.Certificate{}, attackerSrc: attackerSrc}
 	pkiDir := filepath.Join(dir, "pki")
 	err := runPKI(context.Background(), []string{"-out", pkiDir,
 		"-name", "client=" + atkClientID, "-name", "server=" + atkServerID,

@@ -33,7 +33,7 @@ import (
 // closes the abusive connections quickly).
 const (
 	maxAttackConns = 5000
-	reconnectPause = 50 * time.Millisecond
+	reconnectPause = 100 * time.Millisecond
 )
 
 // h2Path says where a raw HTTP/2 attacker connects.
@@ -78,7 +78,7 @@ func (e *attackEnv) dialH2(ctx context.Context, path h2Path, rcvBuf int) (net.Co
 	if path == viaPeer {
 		target = e.sIn
 	}
-	d := net.Dialer{Timeout: 5 * time.Second}
+	d := e.attackerDialer()
 	if rcvBuf > 0 {
 		// Before connect, so that the window the SYN announces is small.
 		d.Control = func(_, _ string, rc syscall.RawConn) error {
@@ -209,10 +209,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // opens its windows wide and asks for fillStreams responses of fillBytes
 // that it never reads, so the proxy's socket buffers fill and whatever the
 // proxy answers next can only be queued. It then waits fillWait for the
-// responses to arrive.
+// responses to arrive. No more than that: a bigger jam, repeated on every
+// new connection, would load the victims' shared connections with
+// downloads and measure those instead of the flood.
 const (
-	fillStreams = 2
-	fillBytes   = 16 << 20
+	fillStreams = 1
+	fillBytes   = 8 << 20 // twice Linux's largest default socket send buffer (tcp_wmem)
 	fillWait    = 300 * time.Millisecond
 )
 

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +26,7 @@ func poolTrickleAttack(uploads int) func(ctx context.Context, e *attackEnv, lim 
 		for range uploads {
 			wg.Go(func() {
 				for ctx.Err() == nil && started.Load() < maxAttackConns {
-					c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", addr(e.cH1))
+					c, err := e.attackerDialer().DialContext(ctx, "tcp", addr(e.cH1))
 					if err != nil {
 						if sleepCtx(ctx, 100*time.Millisecond) != nil {
 							return
@@ -82,7 +81,7 @@ func tapSlotsAttack(silent, idleTLS int) func(ctx context.Context, e *attackEnv,
 		var wg sync.WaitGroup
 		hold := func(withTLS bool) {
 			for ctx.Err() == nil && dials.Load() < 20*maxAttackConns {
-				c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", addr(e.sTap))
+				c, err := e.attackerDialer().DialContext(ctx, "tcp", addr(e.sTap))
 				if err != nil {
 					if sleepCtx(ctx, 100*time.Millisecond) != nil {
 						return

@@ -137,18 +137,35 @@ func (v *victims) warm(ctx context.Context, kinds []victimKind) error {
 }
 
 // run measures every kind at once for d: request victims at rate
-// requests a second each, the tapper sample after sample.
-func (v *victims) run(ctx context.Context, kinds []victimKind, rate int, d time.Duration) map[victimKind][]sample {
+// requests a second each, the tapper sample after sample. It returns the
+// samples of each kind and the first error each kind saw.
+func (v *victims) run(ctx context.Context, kinds []victimKind, rate int, d time.Duration) (map[victimKind][]sample, map[victimKind]string) {
 	out := make(map[victimKind][]sample, len(kinds))
+	firstErr := map[victimKind]string{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, k := range kinds {
 		wg.Go(func() {
+			var once sync.Once
+			onErr := func(err error) {
+				once.Do(func() {
+					mu.Lock()
+					firstErr[k] = err.Error()
+					mu.Unlock()
+				})
+			}
 			var s []sample
 			if k == victimTapper {
-				s = v.tapLoop(ctx, d)
+				s = v.tapLoop(ctx, d, onErr)
 			} else {
-				s = openLoop(ctx, rate, d, v.request(k))
+				do := v.request(k)
+				s = openLoop(ctx, rate, d, func(ctx context.Context) error {
+					err := do(ctx)
+					if err != nil {
+						onErr(err)
+					}
+					return err
+				})
 			}
 			mu.Lock()
 			out[k] = s
@@ -156,7 +173,7 @@ func (v *victims) run(ctx context.Context, kinds []victimKind, rate int, d time.
 		})
 	}
 	wg.Wait()
-	return out
+	return out, firstErr
 }
 
 // maxInFlight bounds one victim's requests in flight; a request due while
@@ -201,11 +218,14 @@ func openLoop(ctx context.Context, rate int, d time.Duration, do func(context.Co
 }
 
 // tapLoop takes tap samples one after the other for d (at least one).
-func (v *victims) tapLoop(ctx context.Context, d time.Duration) []sample {
+func (v *victims) tapLoop(ctx context.Context, d time.Duration, onErr func(error)) []sample {
 	var out []sample
 	end := time.Now().Add(d)
 	for len(out) == 0 || time.Now().Before(end) {
 		lat, err := v.tapOnce(ctx)
+		if err != nil {
+			onErr(err)
+		}
 		out = append(out, sample{lat: lat, err: err != nil})
 		if ctx.Err() != nil {
 			break
