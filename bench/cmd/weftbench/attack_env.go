@@ -270,7 +270,10 @@ func (e *attackEnv) startProxy(name string, admin int, args ...string) (*proxyPr
 		return nil, err
 	}
 	cmd := exec.Command(e.proxyBin, args...)
-	cmd.Env = append(os.Environ(), "WEFT_PROXY_LOG_LEVEL=warn")
+	cmd.Env = os.Environ()
+	if _, ok := os.LookupEnv("WEFT_PROXY_LOG_LEVEL"); !ok {
+		cmd.Env = append(cmd.Env, "WEFT_PROXY_LOG_LEVEL=warn") // WEFT_PROXY_LOG_LEVEL=debug with -keep shows why a proxy closed a connection
+	}
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		lf.Close()
