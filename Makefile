@@ -10,7 +10,7 @@ LDFLAGS := -X github.com/weftmesh/weft/internal/cli/core.Version=$(VERSION)
 
 .PHONY: all build binaries docs-cli check-docs-cli test unit fuzz-smoke test-stress test-kube kube-binaries vet fmt-check generate check-generated demo \
 	cluster-binaries cluster-up cluster-images cluster-down test-cluster
-.PHONY: docs-graph docs-graph-check
+.PHONY: docs-graph docs-graph-check bench-attack
 
 all: build
 
@@ -101,3 +101,9 @@ docs-graph:
 
 docs-graph-check:
 	$(GO) run ./hack/docs-graph -check
+
+# The proxy under hostile clients (issue 27): victims' latency and the
+# proxies' memory under each attack (bench/attack.sh; ATTACK_ARGS, e.g.
+# ATTACK_ARGS='--attack pool-trickle --duration 5s --rounds 1').
+bench-attack:
+	GO=$(GO) bash bench/attack.sh $(ATTACK_ARGS)

@@ -14,6 +14,12 @@
 // to bench/results/. The configuration templates are in bench/conf. The
 // figures and their reading are in docs/benchmarks.md.
 //
+// bench/attack.sh (weftbench attack) measures a victim's latency and the
+// proxies' memory while hostile clients attack a real weft-proxy pair
+// (issue 27): output-queue and reset floods, zero-window streams on a
+// shared connection, trickling uploads, tap-slot holders and a PING flood
+// over TLS, each bounded in frames, connections and time.
+//
 // bench_test.go runs the quick layer-4 part when WEFT_BENCH=1 is set, so
 // that the script is known to still work; benchmarks never run in CI.
 package bench

@@ -2,7 +2,9 @@
 // PKI, a TCP echo server and three TCP load clients (throughput, connection
 // rate, echo latency), a holder of idle connections, an HTTP and gRPC
 // backend, a plain Go httputil.ReverseProxy (the "obvious Go proxy"
-// baseline) and parsers that turn vegeta and ghz output into percentiles.
+// baseline), parsers that turn vegeta and ghz output into percentiles, and
+// the attack benchmark (attack.go): victims' latency and the proxies'
+// memory while hostile clients attack a real weft-proxy pair (issue 27).
 //
 // Every load client is bounded in time and count, dials only the address it
 // is given (run.sh gives only 127.0.0.1), and prints one line of key=value
@@ -19,6 +21,7 @@
 //	weftbench goproxy -listen ... -to URL [TLS flags]
 //	weftbench vegeta-stats FILE.csv
 //	weftbench ghz-stats FILE.json
+//	weftbench attack -proxy-bin PATH [-attack NAME,...|all] [-duration 10s] [-rounds 3] [-out FILE]
 package main
 
 import (
@@ -47,6 +50,7 @@ var commands = map[string]command{
 	"goproxy":      {"httputil.ReverseProxy with optional TLS on either side", runGoProxy},
 	"vegeta-stats": {"percentiles and rates from `vegeta encode --to csv` output", runVegetaStats},
 	"ghz-stats":    {"percentiles and rates from ghz -O json output", runGhzStats},
+	"attack":       {"victims' latency and proxy memory under hostile clients (issue 27)", runAttackCmd},
 }
 
 func main() {

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# bench/attack.sh: the proxy under hostile clients (issue 27). Builds
+# weft-proxy (as the image is built) and weftbench, then runs
+# `weftbench attack`: for each attack, fresh weft-proxy processes on
+# 127.0.0.1, a victim's latency without and with the attack (alternated,
+# --rounds times) and the proxies' memory sampled every 50 ms, as a
+# markdown table on stdout and in bench/results/<date>-attack.md.
+#
+#   bench/attack.sh                              every attack, 10 s per phase, 3 rounds
+#   bench/attack.sh --attack pool-trickle --duration 5s --rounds 1
+#   bench/attack.sh --help                       weftbench attack's flags
+#
+# Every attacker is bounded in frames, connections and time and stops by
+# itself at the end of its window; all traffic is on 127.0.0.1.
+# Environment: WEFT_PROXY_BIN uses a prebuilt weft-proxy; GO (default go).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+GO=${GO:-go}
+BIN=$(mktemp -d "${TMPDIR:-/tmp}/weft-attack-bin.XXXXXX")
+trap 'rm -rf "$BIN"' EXIT
+
+(cd "$ROOT" && "$GO" build -o "$BIN/weftbench" ./bench/cmd/weftbench)
+if [ -n "${WEFT_PROXY_BIN:-}" ]; then
+	cp "$WEFT_PROXY_BIN" "$BIN/weft-proxy"
+else
+	(cd "$ROOT" && CGO_ENABLED=0 "$GO" build -trimpath -tags grpcnotrace -ldflags "-s -w" -o "$BIN/weft-proxy" ./cmd/weft-proxy)
+fi
+
+args=("$@")
+have_out=0
+for a in "$@"; do
+	case $a in
+	-h | --help | -help)
+		"$BIN/weftbench" attack -help 2>&1 | sed '/-proxy-bin/,+1d'
+		echo "Make target: make bench-attack ATTACK_ARGS='--attack pool-trickle --rounds 1'"
+		exit 0 ;;
+	-out | --out | -out=* | --out=*) have_out=1 ;;
+	esac
+done
+if [ "$have_out" = 0 ]; then
+	args+=(-out "$ROOT/bench/results/$(date +%Y-%m-%dT%H%M%S)-attack.md")
+fi
+"$BIN/weftbench" attack -proxy-bin "$BIN/weft-proxy" "${args[@]}"
