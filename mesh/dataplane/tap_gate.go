@@ -128,10 +128,10 @@ func (g *tapGate) admit(ctx context.Context, c net.Conn) {
 	}
 	g.mu.Unlock()
 	if reason != "" {
-		c.Close()
 		if reason != "closed" {
-			g.refused(reason)
+			g.refused(reason) // counted before the client can see the close
 		}
+		c.Close()
 		return
 	}
 	go func() {
@@ -144,11 +144,11 @@ func (g *tapGate) admit(ctx context.Context, c net.Conn) {
 // identity, and hands the connection to the server with a slot, or
 // closes it.
 func (g *tapGate) handshake(ctx context.Context, c net.Conn, client netip.Addr) {
+	// The deadline bounds the handshake; ctx ends it when the server
+	// stops. The gate closes the connection itself, after counting.
 	tc := tls.Server(c, g.tls)
-	hctx, cancel := context.WithTimeout(ctx, g.timeout)
 	_ = c.SetDeadline(time.Now().Add(g.timeout))
-	err := tc.HandshakeContext(hctx)
-	cancel()
+	err := tc.HandshakeContext(ctx)
 	_ = c.SetDeadline(time.Time{})
 
 	g.mu.Lock()
@@ -171,8 +171,13 @@ func (g *tapGate) handshake(ctx context.Context, c net.Conn, client netip.Addr) 
 		reason = refuseNotTapper
 	}
 	if reason != "" {
-		tc.Close()
-		g.refused(reason)
+		// The socket itself: no close_notify, which a client that does
+		// not read could hold for tls.Conn.Close's 5 s. A handshake the
+		// server's stop ended is not a refusal.
+		if ctx.Err() == nil {
+			g.refused(reason)
+		}
+		c.Close()
 		g.log.Debug("tap connection refused", "client", c.RemoteAddr().String(), "reason", reason, "client_id", id, "err", err)
 		return
 	}
@@ -189,11 +194,11 @@ func (g *tapGate) handshake(ctx context.Context, c net.Conn, client netip.Addr) 
 	}
 	g.mu.Unlock()
 	if reason != "" {
-		tc.Close()
 		if reason != "closed" {
 			g.refused(reason)
 			g.log.Info("tap connection refused: every slot is held by tappers", "client_id", id, "slots", tapMaxConns)
 		}
+		c.Close()
 		return
 	}
 	select {
