@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -313,7 +315,9 @@ func TestTheTapServerSpeaksOnlyHTTP2(t *testing.T) {
 		_, _ = c.Write([]byte("POST /io.linkerd.proxy.tap.Tap/Observe HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"))
 		n, err := c.Read(make([]byte, 1))
 		assert.Zero(t, n, "%v: no answer", protos)
-		assert.ErrorIs(t, err, io.EOF, "%v: the connection is closed, not timed out", protos)
+		// Closed right after the handshake (tap_gate.go): a request
+		// written after the close may make it a reset.
+		assert.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET), "%v: the connection is closed, not timed out: %v", protos, err)
 		c.Close()
 	}
 }
