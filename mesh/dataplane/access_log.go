@@ -112,7 +112,7 @@ func (l *accessLog) start(r *http.Request, info *connInfo) *accessRecord {
 		client = info.peer.IP.String()
 	}
 	uri, version := r.RequestURI, r.Proto
-	if orig := r.Header.Get(headerOrigProto); info.fromProxy && orig != "" {
+	if orig := origProto(r.Header.Get(headerOrigProto)); info.fromProxy && r.ProtoMajor == 2 && orig != "" {
 		// An HTTP/1 request the client's proxy carried over HTTP/2: log
 		// it as the client sent it.
 		version = orig

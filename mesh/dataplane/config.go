@@ -94,6 +94,11 @@ type Config struct {
 	TapMaxTaps            int      // WEFT_PROXY_TAP_MAX_TAPS, 16: taps open at once
 	TapMaxEventsPerSecond int      // WEFT_PROXY_TAP_MAX_EVENTS_PER_SECOND, 1000: events per second one tap receives
 
+	// Hostile peers (issue 27): the tap listener's handshake bound, and
+	// the application ports the inbound may forward to.
+	TapHandshakeTimeout time.Duration // WEFT_PROXY_TAP_HANDSHAKE_TIMEOUT, 3s: a tap client's TLS handshake, before it may hold a connection slot
+	InboundPortsOnly    bool          // WEFT_PROXY_INBOUND_PORTS_ONLY, false: the inbound forwards only to InboundPorts (false: to any port but the proxy's own and the skip ports)
+
 	// Per-direction settings and Linkerd's optional proxy behaviour; see
 	// config_extra.go. Zero values fall back to the settings above.
 	Extras
@@ -134,6 +139,7 @@ func DefaultConfig() Config {
 		TapAddr:                "0.0.0.0:4190",
 		TapMaxTaps:             defaultTapMaxTaps,
 		TapMaxEventsPerSecond:  defaultTapEventsPerSec,
+		TapHandshakeTimeout:    defaultTapHandshakeTimeout,
 	}
 }
 
@@ -181,6 +187,8 @@ func Settings() []Setting {
 		{vocab.EnvTapIdentities, "", "comma-separated identities accepted as tappers (e.g. the tap service's); empty turns tap off"},
 		{vocab.EnvTapMaxTaps, "16", "taps open at once; more are refused with RESOURCE_EXHAUSTED"},
 		{vocab.EnvTapMaxEventsPerSecond, "1000", "events one tap receives per second; requests beyond it are not reported and are counted in tap_events_dropped_total"},
+		{"WEFT_PROXY_TAP_HANDSHAKE_TIMEOUT", "3s", "how long a tap client's TLS handshake may take; a client that is not an accepted tapper is closed right after it and never holds a connection slot"},
+		{"WEFT_PROXY_INBOUND_PORTS_ONLY", "false", "true: the inbound forwards only to WEFT_PROXY_INBOUND_PORTS, whatever a peer's transport header names (the local mesh sets it, where loopback is shared); false: to any port but the proxy's own and the skip ports, as Linkerd"},
 	}, extraSettings()...)
 }
 
@@ -328,6 +336,15 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	}
 	integer(vocab.EnvTapMaxTaps, 1, 1024, func(n int64) { cfg.TapMaxTaps = int(n) })
 	integer(vocab.EnvTapMaxEventsPerSecond, 1, 1<<20, func(n int64) { cfg.TapMaxEventsPerSecond = int(n) })
+	duration("WEFT_PROXY_TAP_HANDSHAKE_TIMEOUT", &cfg.TapHandshakeTimeout, false)
+	if v, ok := lookup("WEFT_PROXY_INBOUND_PORTS_ONLY"); ok && strings.TrimSpace(v) != "" {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			bad("WEFT_PROXY_INBOUND_PORTS_ONLY", v, errors.New("want true or false"))
+		} else {
+			cfg.InboundPortsOnly = b
+		}
+	}
 	if v, ok := lookup("WEFT_PROXY_ADMIN_SHUTDOWN"); ok && strings.TrimSpace(v) != "" {
 		b, err := strconv.ParseBool(strings.TrimSpace(v))
 		if err != nil {
@@ -403,7 +420,7 @@ func (c Config) Validate() error {
 	if _, err := defaultPolicy(c.DefaultInboundPolicy, c.ClusterNetworks); err != nil {
 		errs = append(errs, fmt.Errorf("dataplane: default inbound policy: %w", err))
 	}
-	if c.TapMaxTaps <= 0 || c.TapMaxEventsPerSecond <= 0 {
+	if c.TapMaxTaps <= 0 || c.TapMaxEventsPerSecond <= 0 || c.TapHandshakeTimeout < 0 {
 		errs = append(errs, errors.New("dataplane: tap limits must be positive"))
 	}
 	if _, err := netip.ParseAddr(c.InboundForwardHost); err != nil {

@@ -69,7 +69,8 @@
 // from a client without identity. The port comes from the transport header,
 // which only a client with a verified identity may send, or the original
 // destination; a port the proxy itself listens on ([Proxy.Own]) or a skip
-// port is refused. For an opaque connection the port's policy is evaluated
+// port is refused, and with Config.InboundPortsOnly (the local mesh, where
+// loopback is shared) so is any port that is not one of InboundPorts. For an opaque connection the port's policy is evaluated
 // with the shared evaluator (mesh/policy/authz), server-level
 // authorizations only; a denied connection is closed, an allowed one is
 // forwarded to the application on InboundForwardHost (127.0.0.1). HTTP is
@@ -182,7 +183,11 @@
 //
 // With Config.TapIdentities set, Run serves io.linkerd.proxy.tap.Tap on
 // Listeners.Tap (port 4190) over mutual TLS: only callers whose verified
-// identity is in the list may Observe. A tap's match (source, destination,
+// identity is in the list may Observe. Identity comes before resources: a
+// connection holds one of the listener's 64 slots only once its handshake
+// (bounded by TapHandshakeTimeout, 16 at once, 4 per client address)
+// showed an accepted tapper; any other client is closed right after its
+// handshake (tcp_refused_total{direction="tap"}). A tap's match (source, destination,
 // labels, route, scheme, method, authority, path) is compiled once; the
 // requests it takes are reported as request-init, response-init and
 // response-end events (latencies, status, gRPC status or reset code, body

@@ -116,8 +116,12 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	// policy decided on, no hop-by-hop or mesh headers from the client,
 	// the verified client identity from this proxy.
 	orig := ""
-	if info.fromProxy {
-		orig = r.Header.Get(headerOrigProto)
+	if info.fromProxy && info.h2 {
+		orig = origProto(r.Header.Get(headerOrigProto))
+		if orig == "" && len(r.Header[headerOrigProto]) > 0 {
+			p.log.Debug("inbound l5d-orig-proto ignored: not a value a proxy sends", "value", r.Header.Get(headerOrigProto),
+				"peer_id", info.peer.Identity)
+		}
 	}
 	up, upgrade := h1.Upgrade(r)
 	upgrade = upgrade && !info.h2
@@ -223,4 +227,21 @@ func streamErrorClass(err error) string {
 		return "upstream-reset"
 	}
 	return "error"
+}
+
+// origProto returns the HTTP/1 version an l5d-orig-proto value carries,
+// or "" for any value other than those Linkerd's proxies send (Weft's
+// send "HTTP/1.1"): "HTTP/1.1" or "HTTP/1.0", optionally followed by
+// "; absolute-form". The inbound proxy honours the header only on an
+// HTTP/2 request from a peer proxy with a verified identity; a request
+// whose value is unknown stays HTTP/2, as Linkerd's proxy leaves it, and
+// the header is dropped with the mesh's others either way.
+func origProto(v string) string {
+	switch v {
+	case "HTTP/1.1", "HTTP/1.1; absolute-form":
+		return "HTTP/1.1"
+	case "HTTP/1.0", "HTTP/1.0; absolute-form":
+		return "HTTP/1.0"
+	}
+	return ""
 }

@@ -96,7 +96,8 @@ const (
 	refuseIncomplete   = "incomplete-request"    // the start of an HTTP request, unfinished at the detect timeout
 	refuseNotHTTP      = "not-http"              // bytes that are not HTTP on a port whose Server declares HTTP
 	refuseOpaqueRoutes = "opaque-on-http-routes" // opaque bytes on a detect port with routes, no server-level authorization admitting them
-	refuseTooMany      = "too-many-connections"  // the admin server's connection cap
+	refuseTooMany      = "too-many-connections"  // the admin server's connection cap (the tap listener's slots)
+	refuseNotAppPort   = "not-app-port"          // the target is not one of Config.InboundPorts, with InboundPortsOnly
 
 	refuseTooManyFromClient = "too-many-from-client" // the admin server's cap per client address
 )
@@ -452,7 +453,16 @@ func (p *Proxy) acceptInbound(ctx context.Context, c net.Conn) (*inboundConn, er
 	return ic, p.checkPort(ic.port)
 }
 
-// checkPort refuses ports the inbound proxy must never forward to.
+// checkPort refuses ports the inbound proxy must never forward to: the
+// proxy's own listeners and the skip ports always, and, with
+// Config.InboundPortsOnly, every port that is not one of the
+// application's (Config.InboundPorts). Without it any other port of the
+// workload may be named, as in Linkerd: in a pod, the forward address is
+// the pod's own loopback, which only the pod's containers listen on, and
+// a container may listen on a port it does not declare. Where loopback
+// is shared (the local mesh, `weft dev`), other proxies' admin servers
+// and the control plane listen beside the workload, so the local mesh
+// turns it on.
 func (p *Proxy) checkPort(port uint16) error {
 	switch {
 	case port == 0:
@@ -461,6 +471,8 @@ func (p *Proxy) checkPort(port uint16) error {
 		return refuse(refuseSkipPort, fmt.Errorf("target port %d is a skip port", port))
 	case p.own.has(port):
 		return refuse(refuseOwnPort, fmt.Errorf("target port %d is one of the proxy's own listeners", port))
+	case p.cfg.InboundPortsOnly && !p.cfg.InboundPorts.Contains(port):
+		return refuse(refuseNotAppPort, fmt.Errorf("target port %d is not one of the application's ports (%q)", port, p.cfg.InboundPorts.String()))
 	}
 	return nil
 }

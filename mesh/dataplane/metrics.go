@@ -57,7 +57,7 @@ func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*
 	}
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tcp_refused_total",
-		Help: "Connections refused before any policy applied, by direction (inbound, outbound, admin) and reason (a fixed set).",
+		Help: "Connections refused before any policy applied, by direction (inbound, outbound, admin, tap) and reason (a fixed set).",
 	}, []string{"direction", "reason"})
 	expiry := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "identity_cert_expiration_timestamp_seconds",

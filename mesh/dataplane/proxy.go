@@ -321,8 +321,12 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	}
 
 	// Policies of the declared ports are fetched up front: readiness waits
-	// for them.
+	// for them. Without a policy source there is nothing to fetch (every
+	// port has the default policy).
 	for _, port := range p.cfg.InboundPorts.List() {
+		if p.policies == nil {
+			break
+		}
 		p.pols.start(uint32(port))
 	}
 	go p.dests.janitor(runCtx)

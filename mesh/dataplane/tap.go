@@ -46,6 +46,11 @@ type tapHub struct {
 	sent, dropRate, dropBuffer prometheus.Counter
 	refused                    *prometheus.CounterVec
 	openGauge                  prometheus.GaugeFunc
+
+	// The tap listener's gate (tap_gate.go): handshakes under way, and
+	// tapper connections holding a slot.
+	handshakes, conns          atomic.Int32
+	handshakeGauge, connsGauge prometheus.GaugeFunc
 }
 
 // Defaults of the tap limits (WEFT_PROXY_TAP_*).
@@ -53,7 +58,7 @@ const (
 	defaultTapMaxTaps      = 16
 	defaultTapEventsPerSec = 1000
 	tapBuffer              = 1024 // events held per tap before dropping
-	tapMaxConns            = 64   // connections the tap listener holds at once
+	tapMaxConns            = 64   // tapper connections the tap listener holds at once (tap_gate.go)
 )
 
 func newTapHub(maxTaps, eventsPerSec int) *tapHub {
@@ -71,11 +76,17 @@ func newTapHub(maxTaps, eventsPerSec int) *tapHub {
 		[]string{"reason"})
 	h.openGauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tap_streams_open", Help: "Tap streams open now."},
 		func() float64 { return float64(h.open.Load()) })
+	h.handshakeGauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tap_handshakes_pending",
+		Help: "Connections to the tap listener in their TLS handshake now; none of them holds a connection slot."},
+		func() float64 { return float64(h.handshakes.Load()) })
+	h.connsGauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tap_connections_open",
+		Help: "Connections of accepted tappers open on the tap listener now, each holding one of its slots."},
+		func() float64 { return float64(h.conns.Load()) })
 	return h
 }
 
 func (h *tapHub) collectors() []prometheus.Collector {
-	return []prometheus.Collector{h.sent, h.dropRate, h.dropBuffer, h.refused, h.openGauge}
+	return []prometheus.Collector{h.sent, h.dropRate, h.dropBuffer, h.refused, h.openGauge, h.handshakeGauge, h.connsGauge}
 }
 
 // on reports whether any tap is open.

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc/codes"
 
 	ptap "github.com/weftmesh/weft/apis/proxy/tap"
@@ -23,9 +22,11 @@ import (
 // Trust: the client must complete a TLS 1.3 handshake with a certificate
 // that chains to the mesh's trust roots for client authentication (the
 // same checks as proxy-to-proxy TLS); its identity is the certificate's
-// single DNS SAN. Only identities in Config.TapIdentities may call
-// Observe; any other gets PERMISSION_DENIED before its request is read.
-// Caps: tapMaxConns connections, Config.TapMaxTaps+4 streams on one,
+// single DNS SAN. Only identities in Config.TapIdentities get past the
+// gate (tap_gate.go): any other connection is closed right after its
+// handshake, before it holds a connection slot; the handler checks the
+// identity again and answers PERMISSION_DENIED should one get through.
+// Caps: the gate's handshake stage, tapMaxConns tapper connections, Config.TapMaxTaps+4 streams on one,
 // Config.TapMaxTaps open taps (RESOURCE_EXHAUSTED beyond), a 64 KiB
 // request that must arrive within tapRequestWait, 64 KiB of request
 // headers, a bounded match, and per tap Config.TapMaxEventsPerSecond
@@ -71,20 +72,28 @@ func tapServerTLS(id Identity, now func() time.Time) *tls.Config {
 //
 // The server is net/http's: its HTTP/2 server is golang.org/x/net/http2's
 // (bundled; x/net's own Server is deprecated for it), over TLS with ALPN
-// h2 only, so a client that does not speak h2 is closed after the
-// handshake. Caps: tapMaxConns connections, TapMaxTaps+4 streams per
-// connection, the TLS handshake within 10 s, 64 KiB of request headers,
-// a ping after 30 s of silence and the connection closed if unanswered in
-// 10 s, an idle connection (no stream) closed after 5 minutes.
+// h2 only. Connections reach it through the gate (tap_gate.go): the TLS
+// handshake within Config.TapHandshakeTimeout, at most tapMaxHandshakes at
+// once and tapMaxHandshakesPerClient from one address, the client's
+// identity checked, then one of tapMaxConns slots, which only tappers
+// hold. Caps then: TapMaxTaps+4 streams per connection, 64 KiB of request
+// headers, a ping after 30 s of silence and the connection closed if
+// unanswered in 10 s, an idle connection (no stream) closed after 5
+// minutes.
 func (p *Proxy) serveTap(ctx context.Context, l net.Listener) {
 	h := &tapHandler{p: p}
+	timeout := p.cfg.TapHandshakeTimeout
+	if timeout <= 0 {
+		timeout = defaultTapHandshakeTimeout
+	}
+	gate := newTapGate(l, tapServerTLS(p.id, p.now), p.cfg.TapIdentities, timeout, p.tap,
+		func(reason string) { p.m.refuse("tap", reason) }, p.log)
 	var protos http.Protocols
 	protos.SetHTTP2(true)
 	srv := &http.Server{
 		Handler:           h,
-		TLSConfig:         tapServerTLS(p.id, p.now),
 		Protocols:         &protos,
-		ReadHeaderTimeout: 10 * time.Second, // the TLS handshake
+		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		HTTP2: &http.HTTP2Config{
@@ -92,17 +101,27 @@ func (p *Proxy) serveTap(ctx context.Context, l net.Listener) {
 			SendPingTimeout:      30 * time.Second,
 			PingTimeout:          10 * time.Second,
 		},
+		ConnState: func(c net.Conn, s http.ConnState) {
+			if s == http.StateClosed || s == http.StateHijacked {
+				gate.release(c)
+			}
+		},
 		ErrorLog:    slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
+	gate.run(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = srv.ServeTLS(netutil.LimitListener(l, tapMaxConns), "", "")
+		// The gate hands over *tls.Conn whose handshake is done: the
+		// server sees TLS and ALPN h2 as from its own TLS listener.
+		_ = srv.Serve(gate)
 	}()
 	<-ctx.Done()
-	_ = srv.Close() // closes the connections: their streams' contexts end
+	_ = srv.Close() // closes the gate and the connections: their streams' contexts end
+	_ = gate.Close()
 	<-done
+	gate.wait()
 	h.mu.Lock()
 	h.closed = true
 	h.mu.Unlock()

@@ -54,6 +54,9 @@
 // Explicit mode has no iptables: a program reaches its dependencies only
 // through the local ports of its calls, and nothing stops a program from
 // connecting to another's pod address directly (policy is enforced on
-// connections that arrive at a proxy). At most 250 pods, 16 replicas per
+// connections that arrive at a proxy). Loopback is shared, so each proxy
+// forwards only to its program's own ports (dataplane's InboundPortsOnly):
+// a peer's transport header cannot reach another pod's proxy, the control
+// plane or anything else listening on the machine. At most 250 pods, 16 replicas per
 // workload. docs/local-mesh.md is the user guide.
 package local

@@ -511,6 +511,11 @@ func ProxyConfig(pod Pod, cp ControlPlane, anchors []byte, tokenFile, defaultPol
 		cfg.Mappings = append(cfg.Mappings, dataplane.Mapping{Listen: m.Listen.String(), Authority: m.Authority})
 	}
 	cfg.InboundForwardHost = pod.IP.String()
+	// Loopback is shared here: other pods' proxies, the control plane and
+	// whatever else runs on the machine listen beside the program, so a
+	// peer's transport header may name only the program's own ports (none
+	// for a workload without ports).
+	cfg.InboundPortsOnly = true
 	cfg.DefaultInboundPolicy = defaultPolicy
 	cfg.ClusterNetworks = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	cfg.TapAddr = pod.Tap.String()

@@ -9,9 +9,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
+
+// The package starts no goroutine; none may be left behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestHeaderEncodesTheDocumentedLayout(t *testing.T) {
 	b, err := transport.Header{Port: 8080, Protocol: transport.HTTP2, Name: "web:80"}.Append(nil)
@@ -97,6 +101,35 @@ func FuzzParse(f *testing.F) {
 		r, err := transport.Read(bytes.NewReader(b))
 		if err != nil || r != h {
 			t.Fatalf("Read disagrees with Parse: %v %v", r, err)
+		}
+	})
+}
+
+// FuzzReadAgreesWithParse: Read, which the inbound proxy runs on a
+// peer's stream, accepts exactly what Parse accepts, the same header, and
+// consumes exactly the header's bytes, never the application's after it.
+func FuzzReadAgreesWithParse(f *testing.F) {
+	good, _ := transport.Header{Port: 8080, Protocol: transport.HTTP2, Name: "web.shop.svc.cluster.local:8080"}.Append(nil)
+	f.Add(append(good, "GET / HTTP/1.1\r\n"...))
+	f.Add([]byte{'W', 'E', 'F', 'T', 1, 2, 0, 0, 0})
+	f.Add([]byte{'W', 'E', 'F', 'T', 1, 3, 0, 80, 0})
+	f.Add([]byte{'W', 'E', 'F', 'T', 1, 1, 0, 80, 254})
+	f.Add([]byte{'W', 'E', 'F', 'T', 1, 1, 0, 80, 2, ' ', 'x'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ph, n, perr := transport.Parse(b)
+		r := bytes.NewReader(b)
+		h, err := transport.Read(r)
+		if perr != nil {
+			if err == nil {
+				t.Fatalf("Read accepted %x, which Parse refuses: %v", b, perr)
+			}
+			return
+		}
+		if err != nil || h != ph {
+			t.Fatalf("Read gave %+v, %v; Parse gave %+v", h, err, ph)
+		}
+		if used := len(b) - r.Len(); used != n {
+			t.Fatalf("Read consumed %d bytes of a %d-byte header", used, n)
 		}
 	})
 }
