@@ -19,13 +19,6 @@ import (
 	"github.com/weftmesh/weft/internal/testutil"
 )
 
-// The most a connection may hold queued for writing: handlers' frames
-// up to highWater plus the one frame (DATA of at most 16 KiB with the
-// client's default frame size, or a header block) that crossed it, and
-// the server's own frames up to their bound, plus the one that crossed
-// that.
-const queueBound = highWater + 16<<10 + 9 + maxQueuedControlBytes + 64
-
 // hostileServer serves one connection at a time from a loopback
 // listener, with small socket buffers on the server's side so that a
 // client that does not read fills them quickly.
@@ -194,8 +187,8 @@ func TestAClientThatStopsReadingCannotGrowTheOutputQueue(t *testing.T) {
 			st := hs.waitServed(t)
 			t.Logf("sent %d bad HEADERS; the connection's queue peaked at %d bytes, %d frames", sent, st.peakBytes, st.peakFrames)
 			assert.Less(t, sent, attempts, "the server ended the connection before the client was done")
-			assert.LessOrEqual(t, st.peakBytes, queueBound, "queued output stays within its bound")
-			assert.LessOrEqual(t, st.peakFrames, (highWater+16<<10)/9+maxQueuedControlFrames+2, "queued frames stay within their bound")
+			assert.LessOrEqual(t, st.peakBytes, QueueBound, "queued output stays within its bound")
+			assert.LessOrEqual(t, st.peakFrames, QueueBoundFrames, "queued frames stay within their bound")
 			if tc.wantAbuse != "" {
 				assert.Equal(t, tc.wantAbuse, st.abuse)
 			}

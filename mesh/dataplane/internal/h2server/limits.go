@@ -241,6 +241,17 @@ func (c *conn) controlDone(mark int) {
 	c.ctlFrames++
 }
 
+// QueueBound is the most one connection holds queued for writing, in
+// bytes, while its handlers' header and trailer blocks stay under
+// 16 KiB: the handlers' frames up to 64 KiB plus the last writer's DATA
+// frame and header or trailer block that crossed it, and the server's
+// own frames up to their bound plus the one that crossed it.
+// QueueBoundFrames is the same in frames (each at least 9 bytes).
+const (
+	QueueBound       = highWater + 2*maxWriteFrame + 2*9 + maxQueuedControlBytes + 32
+	QueueBoundFrames = (highWater+2*maxWriteFrame)/9 + 2 + maxQueuedControlFrames + 1
+)
+
 // peak records the largest output queue of every connection of the
 // process, for tests and for the bound's documentation.
 var peak struct{ bytes, frames atomic.Int64 }

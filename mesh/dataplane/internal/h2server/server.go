@@ -67,6 +67,7 @@ const (
 	maxReadFrameSize = 16 << 10 // the frames we accept: the protocol's minimum
 	headerTableSize  = 4096     // HPACK tables both ways
 	highWater        = 64 << 10 // queued output past which writers wait for the socket
+	maxWriteFrame    = 16 << 10 // the largest frame we write, whatever the client allows
 	prefaceTimeout   = 10 * time.Second
 	closeLinger      = time.Second // reading after a final GOAWAY before closing
 	maxCanonCache    = 256
@@ -164,7 +165,7 @@ type conn struct {
 	sendWin     int64 // connection send window
 	sendPeak    int64 // the largest the connection send window has been
 	initialWin  int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	peerFrame   int   // the client's SETTINGS_MAX_FRAME_SIZE
+	peerFrame   int   // the frames we write: the client's SETTINGS_MAX_FRAME_SIZE, at most maxWriteFrame
 	inflow      int64 // connection receive window left
 	unsent      int64 // consumed connection bytes not yet returned
 	unacked     int   // our SETTINGS not yet acknowledged
@@ -636,7 +637,7 @@ func (c *conn) processSettings(f *http2.SettingsFrame) error {
 				st.cond.Broadcast()
 			}
 		case http2.SettingMaxFrameSize:
-			c.peerFrame = int(s.Val)
+			c.peerFrame = min(int(s.Val), maxWriteFrame)
 		case http2.SettingNoRFC7540Priorities:
 			if s.Val > 1 {
 				return http2.ConnectionError(http2.ErrCodeProtocol)
