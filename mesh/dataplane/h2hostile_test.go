@@ -189,3 +189,34 @@ func TestAPingFloodOverMeshTLSOneFramePerRecordEndsTheConnection(t *testing.T) {
 		return hp.b.metric(t, "http_protocol_errors_total", `reason="http2-control-flood"`) > 0
 	}, "the flood is counted as one")
 }
+
+func TestWindowUpdateFloodsEndTheConnection(t *testing.T) {
+	// A weakness named with the findings: WINDOW_UPDATEs were never
+	// counted. Those that give back no window the proxy used (on the
+	// connection, or on a stream already closed) are control frames now.
+	for name, flood := range map[string]func(fr *http2.Framer) error{
+		"connection window": func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, 1) },
+		"closed stream":     func(fr *http2.Framer) error { return fr.WriteWindowUpdate(1, 1<<20) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			hp, addr := h2Target(t)
+			h := dialH2(t, addr)
+			require.True(t, h.write(func(fr *http2.Framer) error {
+				return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.block("/"), EndStream: true, EndHeaders: true})
+			}))
+			testutil.Eventually(t, 20*time.Second, func() bool { return h.responseStatus(1) == "200" }, "stream 1 is answered and closed")
+			sent := 0
+			for ; sent < 200000; sent++ {
+				if !h.write(flood) {
+					break
+				}
+			}
+			require.True(t, h.waitClosed(10*time.Second), "the flood ends the connection")
+			t.Logf("%d WINDOW_UPDATEs written before the connection ended", sent)
+			if g := h.goAway(); assert.NotNil(t, g) {
+				assert.Equal(t, http2.ErrCodeEnhanceYourCalm, g.ErrCode)
+			}
+			assert.Positive(t, hp.a.metric(t, "http_protocol_errors_total", `reason="http2-control-flood"`))
+		})
+	}
+}
