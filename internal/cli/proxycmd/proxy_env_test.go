@@ -62,6 +62,7 @@ func TestAProxyConfiguredEntirelyFromTheEnvironmentGetsEverySetting(t *testing.T
 		"WEFT_PROXY_HTTP2_STREAM_WINDOW":             "262144",
 		"WEFT_PROXY_HTTP2_CONNECTION_WINDOW":         "1048576",
 		"WEFT_PROXY_HTTP2_RESET_BUDGET":              "50",
+		"WEFT_PROXY_HTTP2_WRITE_TIMEOUT":             "3s",
 		"WEFT_PROXY_TAP_ADDR":                        "127.0.0.1:5190",
 		"WEFT_PROXY_TAP_IDENTITIES":                  " " + strings.ToUpper(tapper[:1]) + tapper[1:] + " ,",
 		"WEFT_PROXY_TAP_MAX_TAPS":                    "3",
@@ -106,7 +107,7 @@ func TestAProxyConfiguredEntirelyFromTheEnvironmentGetsEverySetting(t *testing.T
 			DetectTimeout:        2 * time.Second, ConnectTimeout: 750 * time.Millisecond, ResolveTimeout: time.Second,
 			PolicyTimeout: 3 * time.Second, ShutdownGracePeriod: 30 * time.Second,
 			HTTPIdleTimeout: 30 * time.Second, HTTPHeaderTimeout: 5 * time.Second, HTTPMaxHeaderBytes: 32768,
-			H2MaxConcurrentStreams: 250, H2StreamWindow: 262144, H2ConnectionWindow: 1048576, H2ResetBudget: 50,
+			H2MaxConcurrentStreams: 250, H2StreamWindow: 262144, H2ConnectionWindow: 1048576, H2ResetBudget: 50, H2WriteTimeout: 3 * time.Second,
 			AdminShutdown: true, AdminHeaderTimeout: 2 * time.Second, AdminIdleTimeout: time.Minute, AdminMaxConnections: 20,
 			TapAddr: "127.0.0.1:5190", TapIdentities: []string{tapper}, TapMaxTaps: 3, TapMaxEventsPerSecond: 50,
 			Extras: dataplane.Extras{
