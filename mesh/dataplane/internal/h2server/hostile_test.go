@@ -40,7 +40,12 @@ func startHostileServer(t *testing.T, h http.Handler, tweak func(*Config)) *host
 	require.NoError(t, err)
 	hs := &hostileServer{addr: ln.Addr().String(), served: make(chan *connStats, 16), abuse: make(chan string, 16)}
 	cfg := &Config{MaxConcurrentStreams: 100, MaxHeaderBytes: 64 << 10}
-	cfg.OnAbuse = func(reason string) { hs.abuse <- reason }
+	cfg.OnAbuse = func(reason string) {
+		select {
+		case hs.abuse <- reason:
+		default: // the connection's own stats carry it too
+		}
+	}
 	if tweak != nil {
 		tweak(cfg)
 	}
