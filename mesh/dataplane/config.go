@@ -74,6 +74,7 @@ type Config struct {
 	H2StreamWindow         int32         // WEFT_PROXY_HTTP2_STREAM_WINDOW, 1 MiB receive window per stream
 	H2ConnectionWindow     int32         // WEFT_PROXY_HTTP2_CONNECTION_WINDOW, 4 MiB receive window per connection
 	H2ResetBudget          int           // WEFT_PROXY_HTTP2_RESET_BUDGET, 100: premature stream resets a connection may cause before the ratio check closes it
+	H2WriteTimeout         time.Duration // WEFT_PROXY_HTTP2_WRITE_TIMEOUT, 10s: one write to an HTTP/2 client; a client not reading longer is closed (0: 10s)
 
 	// HTTPPoolWaitTimeout (WEFT_PROXY_HTTP_POOL_WAIT_TIMEOUT, 3s; zero
 	// means the default) bounds how long a request waits for a pooled
@@ -133,6 +134,7 @@ func DefaultConfig() Config {
 		H2ConnectionWindow:     4 << 20,
 		H2ResetBudget:          100,
 		HTTPPoolWaitTimeout:    defaultPoolWaitTimeout,
+		H2WriteTimeout:         10 * time.Second,
 		AdminHeaderTimeout:     5 * time.Second,
 		AdminIdleTimeout:       30 * time.Second,
 		AdminMaxConnections:    500,
@@ -179,6 +181,7 @@ func Settings() []Setting {
 		{"WEFT_PROXY_HTTP2_CONNECTION_WINDOW", "4194304", "HTTP/2 receive window per connection, bytes"},
 		{"WEFT_PROXY_HTTP_POOL_WAIT_TIMEOUT", "3s", "how long an HTTP/1 request waits for a pooled connection to a peer proxy (all busy, or its client's share of them) before it is answered 503"},
 		{"WEFT_PROXY_HTTP2_RESET_BUDGET", "100", "premature stream resets (sent or received, of streams under a second old) an HTTP/2 connection may see before it is closed when at least half its streams were reset so"},
+		{"WEFT_PROXY_HTTP2_WRITE_TIMEOUT", "10s", "one write to an HTTP/2 client; a client that does not read for longer is closed"},
 		{"WEFT_PROXY_ADMIN_SHUTDOWN", "false", "enable POST /shutdown on the admin server (loopback clients that reach it directly only)"},
 		{"WEFT_PROXY_ADMIN_HEADER_TIMEOUT", "5s", "how long an admin client may take to send a whole request"},
 		{"WEFT_PROXY_ADMIN_IDLE_TIMEOUT", "30s", "how long an admin keep-alive connection may stay idle"},
@@ -308,6 +311,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	duration("WEFT_PROXY_HTTP_IDLE_TIMEOUT", &cfg.HTTPIdleTimeout, false)
 	duration("WEFT_PROXY_HTTP_HEADER_TIMEOUT", &cfg.HTTPHeaderTimeout, false)
 	duration("WEFT_PROXY_HTTP_POOL_WAIT_TIMEOUT", &cfg.HTTPPoolWaitTimeout, false)
+	duration("WEFT_PROXY_HTTP2_WRITE_TIMEOUT", &cfg.H2WriteTimeout, false)
 	duration("WEFT_PROXY_ADMIN_HEADER_TIMEOUT", &cfg.AdminHeaderTimeout, false)
 	duration("WEFT_PROXY_ADMIN_IDLE_TIMEOUT", &cfg.AdminIdleTimeout, false)
 	integer := func(name string, lo, hi int64, set func(int64)) {
@@ -408,7 +412,7 @@ func (c Config) Validate() error {
 		seen[m.Listen] = "mapping"
 	}
 	if c.DetectTimeout <= 0 || c.ConnectTimeout <= 0 || c.ResolveTimeout <= 0 || c.PolicyTimeout <= 0 || c.ShutdownGracePeriod < 0 ||
-		c.HTTPIdleTimeout <= 0 || c.HTTPHeaderTimeout <= 0 || c.AdminHeaderTimeout <= 0 || c.AdminIdleTimeout <= 0 {
+		c.HTTPIdleTimeout <= 0 || c.HTTPHeaderTimeout <= 0 || c.AdminHeaderTimeout <= 0 || c.AdminIdleTimeout <= 0 || c.H2WriteTimeout < 0 {
 		errs = append(errs, errors.New("dataplane: timeouts must be positive"))
 	}
 	if c.HTTPMaxHeaderBytes < 4096 || c.H2MaxConcurrentStreams == 0 || c.H2StreamWindow < 65535 || c.H2ConnectionWindow < 65535 || c.H2ResetBudget <= 0 {

@@ -103,11 +103,11 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 	}
 	// HTTP/2 server limits, all set explicitly: streams per connection,
 	// header list size (HPACK tables are 4096 bytes), receive windows,
-	// frame size (16 KiB), idle time and keepalive. The server also
-	// bounds running handlers and queued output per connection; the
-	// h2Guard around each connection adds the reset and flood budgets.
-	// It is the proxy's own (internal/h2server), for applications and
-	// peer proxies alike.
+	// frame size (16 KiB), idle time, keepalive, the reset budget and
+	// the write timeout. The server (internal/h2server, the proxy's own,
+	// for applications and peer proxies alike) also bounds running
+	// handlers, queued output and control, empty and CONTINUATION floods
+	// per connection; OnAbuse counts and logs the connections it ends.
 	rt.handler = handler
 	rt.h2 = &h2server.Config{
 		MaxConcurrentStreams: cfg.H2MaxConcurrentStreams,
@@ -117,6 +117,8 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 		IdleTimeout:          cfg.HTTPIdleTimeout,
 		PingInterval:         30 * time.Second,
 		PingTimeout:          15 * time.Second,
+		ResetBudget:          cfg.H2ResetBudget,
+		WriteTimeout:         cfg.H2WriteTimeout,
 		CountError: func(errType string) {
 			p.m.http.protocol.WithLabelValues("", "http2-"+h2ErrorClass(errType)).Inc()
 		},
@@ -203,13 +205,16 @@ func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInf
 		defer stats.closed()
 		if proto == transport.HTTP2 {
 			info.h2 = true
-			g := newH2Guard(conn, p.cfg.H2ResetBudget, p.cfg.HTTPMaxHeaderBytes, func(reason string) {
+			// The connection's own copy of the settings carries the
+			// connection's direction to the abuse report.
+			h2cfg := *p.http.h2
+			h2cfg.OnAbuse = func(reason string) {
 				p.m.http.protocol.WithLabelValues(info.direction, reason).Inc()
 				p.log.Info("HTTP/2 connection closed for abuse", "direction", info.direction, "client", conn.RemoteAddr().String(), "reason", reason)
-			})
+			}
 			// The proxy's run context ending is the drain: GOAWAY, streams
 			// in flight finish.
-			h2server.ServeConn(ctx, g, p.http.handler, p.http.h2)
+			h2server.ServeConn(ctx, conn, p.http.handler, &h2cfg)
 			conn.Close()
 			return
 		}

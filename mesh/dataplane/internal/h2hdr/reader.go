@@ -82,6 +82,11 @@ type Reader struct {
 	// HEADERS frame).
 	Block Block
 
+	// OnContinuation, when set, is called with each CONTINUATION frame
+	// of a block before its fragment is decoded; an error it returns
+	// ends ReadFrame with that error (the caller's flood limits).
+	OnContinuation func(*http2.ContinuationFrame) error
+
 	// The block being decoded.
 	headersLeft, trailersLeft uint32
 	sawRegular                bool
@@ -154,6 +159,11 @@ func (r *Reader) decode(hf *http2.HeadersFrame) (http2.Frame, error) {
 		cf, ok := f.(*http2.ContinuationFrame)
 		if !ok {
 			return nil, http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		if r.OnContinuation != nil {
+			if err := r.OnContinuation(cf); err != nil {
+				return nil, err
+			}
 		}
 		frag, ended = cf.HeaderBlockFragment(), cf.HeadersEnded()
 	}

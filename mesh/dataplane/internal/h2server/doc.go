@@ -25,10 +25,67 @@
 // frames are validated and ignored), Content-Type sniffing and a default
 // Date header (the proxy forwards the upstream's).
 //
-// What a client can hold is capped: streams (MaxConcurrentStreams, beyond
-// which new streams are refused with REFUSED_STREAM), running handlers
-// (twice that), header list bytes (MaxHeaderBytes: 431 for a list over
-// it, COMPRESSION_ERROR for one field over it), buffered request body
-// (the receive windows it grants) and queued output (a writer past
-// 64 KiB of unsent frames waits for the socket).
+// # Threat model
+//
+// Every HTTP/2 connection the proxy serves may be hostile, meshed or
+// not: an application on the same pod, a peer proxy over mesh TLS (an
+// authenticated identity is not a well-behaved one) and an unmeshed
+// client redirected by iptables all reach the same server. The server
+// therefore owns its limits: each is counted in the frame loop as a
+// frame is read, or where the server decides to send a frame of its own,
+// so that TLS record framing and a client that does not read change
+// nothing. Nothing in the accounting allocates per frame.
+//
+// What a client can hold or provoke is capped, per connection:
+//
+//   - streams: MaxConcurrentStreams (default 100), beyond which new
+//     streams are refused with REFUSED_STREAM; running handlers: twice
+//     that;
+//   - header lists: MaxHeaderBytes (431 for a list over it,
+//     COMPRESSION_ERROR for one field over it), HPACK tables of 4096
+//     bytes, and at most 64 CONTINUATION frames in one header block
+//     ("http2-continuation-flood");
+//   - buffered request body: the receive windows it grants
+//     (StreamWindow, ConnectionWindow);
+//   - premature resets: streams reset less than a second after they
+//     opened, by the client (rapid reset, CVE-2023-44487) or by the
+//     server because of the client's frames (MadeYouReset,
+//     CVE-2025-8671), counted when the server decides the reset; past
+//     ResetBudget (default 100), a connection on which at least half of
+//     the streams were reset prematurely ends ("http2-rapid-reset").
+//     Cancelling long-lived streams does not count;
+//   - control frames: SETTINGS, PRIORITY, PING acknowledgements, PINGs
+//     sent while an earlier PING's acknowledgement is still unwritten,
+//     unknown frame types, and WINDOW_UPDATEs that restore no window the
+//     server used (or restore it in steps under 1 KiB) share a leaky
+//     bucket of 1000 frames draining at 1000 a second
+//     ("http2-control-flood"). A WINDOW_UPDATE that gives back window
+//     the server's DATA used is free;
+//   - paced PINGs (sent once every earlier one is answered, as grpc-go's
+//     bandwidth estimator does): a bucket of 10,000, drained by one for
+//     every DATA frame the server sends and by 100 a second
+//     ("http2-control-flood");
+//   - empty frames (DATA without END_STREAM, HEADERS and CONTINUATION
+//     without payload): a bucket of 100 draining at 10 a second
+//     ("http2-empty-frames");
+//   - connection-specific header fields (Connection, Keep-Alive,
+//     Proxy-Connection, Transfer-Encoding, Upgrade, TE other than
+//     "trailers") end the connection with PROTOCOL_ERROR
+//     ("http2-connection-header");
+//   - queued output: handlers wait for the socket once 64 KiB are
+//     queued, and write frames of at most 16 KiB; the server's own
+//     frames (resets, acknowledgements, window updates, GOAWAY) queued
+//     while another goroutine is writing are capped at 1024 frames and
+//     32 KiB, past which the connection ends ("http2-output-queue-full");
+//     QueueBound states the whole bound;
+//   - time: one write that does not complete within WriteTimeout
+//     (default 10 s) ends the connection, releasing every handler
+//     waiting to write; a silent client is pinged after PingInterval and
+//     closed after PingTimeout more; IdleTimeout closes a connection
+//     without streams; the client preface must arrive within 10 s.
+//
+// A connection ended for abuse gets GOAWAY ENHANCE_YOUR_CALM (or
+// PROTOCOL_ERROR for connection-specific fields), written within one
+// second at most, and is closed; Config.OnAbuse is told the reason in
+// quotes above, once.
 package h2server

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/weftmesh/weft/internal/testutil"
 )
 
 // rawClient speaks frames directly, to send what no real client would.
@@ -173,8 +176,6 @@ func TestMalformedRequestsGetTheRightErrors(t *testing.T) {
 		fields []string
 	}{
 		{"no path", []string{":method", "GET", ":scheme", "http", ":authority", "x"}},
-		{"connection header", []string{":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/", "connection", "close"}},
-		{"te other than trailers", []string{":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/", "te", "gzip"}},
 		{"upper-case name", []string{":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/", "X-Up", "1"}},
 		{"pseudo after regular", []string{":method", "GET", ":scheme", "http", "a", "b", ":path", "/"}},
 		{"unknown pseudo", []string{":method", "GET", ":scheme", "http", ":path", "/", ":bogus", "1"}},
@@ -203,6 +204,30 @@ func TestMalformedRequestsGetTheRightErrors(t *testing.T) {
 	id += 2
 	h.headers(id, true, "GET", "/", "x-big", string(bytes.Repeat([]byte("a"), 3000)), "x-big2", string(bytes.Repeat([]byte("b"), 3000)))
 	assert.Equal(t, "431", h.status(id))
+}
+
+func TestConnectionSpecificFieldsEndTheConnection(t *testing.T) {
+	// RFC 9113 section 8.2.2: such a request is malformed; no real client
+	// sends one, so the connection ends (GOAWAY PROTOCOL_ERROR) rather
+	// than the stream alone.
+	for name, fields := range map[string][]string{
+		"connection header":      {"connection", "close"},
+		"te other than trailers": {"te", "gzip"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var abuse atomic.Value
+			ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), func(c *Config) {
+				c.OnAbuse = func(reason string) { abuse.Store(reason) }
+			})
+			h := dialRaw(t, ts.addr)
+			h.headers(1, true, "GET", "/", fields...)
+			g := h.waitGoAway()
+			require.NotNil(t, g)
+			assert.Equal(t, http2.ErrCodeProtocol, g.ErrCode)
+			<-h.closed
+			testutil.Eventually(t, 10*time.Second, func() bool { return abuse.Load() == "http2-connection-header" }, "the abuse is reported")
+		})
+	}
 }
 
 func TestConnectionErrorsSendGoAwayWithTheirCode(t *testing.T) {

@@ -151,6 +151,14 @@ func (w *responseWriter) sendLocked(end bool) error {
 		data = *w.buf
 	}
 	if !w.sentHeader {
+		// The queue is bounded before the header joins it, as before
+		// each DATA frame.
+		if err := c.backpressureLocked(); err != nil {
+			return err
+		}
+		if s.err != nil {
+			return s.err
+		}
 		w.sentHeader = true
 		c.writeHeadersLocked(s, w.status, w.header, end && len(data) == 0)
 		if end && len(data) == 0 {
@@ -347,6 +355,13 @@ func (c *conn) writeDataLocked(s *stream, p []byte, end bool) error {
 			}
 			return nil
 		}
+		if len(c.out) >= highWater {
+			// Others' frames fill the queue: wait before adding.
+			if err := c.backpressureLocked(); err != nil {
+				return err
+			}
+			continue
+		}
 		n := min(int64(len(p)), s.sendWin, c.sendWin, int64(c.peerFrame))
 		if n <= 0 {
 			// The client must see what is queued before it grants more.
@@ -366,6 +381,7 @@ func (c *conn) writeDataLocked(s *stream, p []byte, end bool) error {
 		s.sendWin -= n
 		c.sendWin -= n
 		_ = c.wf.WriteData(s.id, end && int(n) == len(p), p[:n])
+		c.lim.paced.credit()
 		p = p[n:]
 		if len(p) == 0 {
 			return c.backpressureLocked()

@@ -42,9 +42,22 @@ type Config struct {
 	// disables keepalive.
 	PingInterval time.Duration
 	PingTimeout  time.Duration
+	// ResetBudget is how many premature stream resets (streams reset
+	// less than a second after they opened, by the client or by the
+	// server because of the client's frames) a connection may cause
+	// before the ratio check ends it. Default 100.
+	ResetBudget int
+	// WriteTimeout closes the connection when one write of queued frames
+	// does not complete within it: the client stopped reading. Default
+	// 10 s.
+	WriteTimeout time.Duration
 	// CountError is told the class of every protocol error (a short
 	// token such as "data_flow" or "headers_even").
 	CountError func(class string)
+	// OnAbuse is told, once per connection, why a connection was ended
+	// for abuse (a reason such as "http2-rapid-reset"; see the package
+	// doc for the list).
+	OnAbuse func(reason string)
 	// Logger receives connection errors at debug level.
 	Logger *slog.Logger
 }
@@ -54,6 +67,7 @@ const (
 	maxReadFrameSize = 16 << 10 // the frames we accept: the protocol's minimum
 	headerTableSize  = 4096     // HPACK tables both ways
 	highWater        = 64 << 10 // queued output past which writers wait for the socket
+	maxWriteFrame    = 16 << 10 // the largest frame we write, whatever the client allows
 	prefaceTimeout   = 10 * time.Second
 	closeLinger      = time.Second // reading after a final GOAWAY before closing
 	maxCanonCache    = 256
@@ -88,6 +102,12 @@ func (c *Config) withDefaults() Config {
 	if out.PingTimeout <= 0 {
 		out.PingTimeout = 15 * time.Second
 	}
+	if out.ResetBudget <= 0 {
+		out.ResetBudget = 100
+	}
+	if out.WriteTimeout <= 0 {
+		out.WriteTimeout = 10 * time.Second
+	}
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -98,6 +118,7 @@ var (
 	errStreamClosed = errors.New("h2server: stream closed")
 	errConnClosed   = errors.New("h2server: connection closed")
 	errBodyClosed   = errors.New("h2server: request body closed")
+	errAbuse        = errors.New("h2server: connection ended for abuse")
 )
 
 // conn is one server connection.
@@ -124,6 +145,14 @@ type conn struct {
 	spare      []byte
 	flushing   bool
 	werr       error // the connection is unusable for writes
+	outFrames  int   // frames in out
+	ctlBytes   int   // bytes of out that the server's own frames take
+	ctlFrames  int   // the server's own frames in out
+	ackQueued  int   // PING acknowledgements in out
+	peakBytes  int   // the most out ever held
+	peakFrames int
+	lim        limits // flood and reset accounting
+	abuse      string // why the connection is being ended for abuse
 	wf         *http2.Framer
 	henc       *hpack.Encoder
 	hbuf       outBuffer
@@ -134,8 +163,9 @@ type conn struct {
 	running     int // handlers running
 	maxID       uint32
 	sendWin     int64 // connection send window
+	sendPeak    int64 // the largest the connection send window has been
 	initialWin  int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	peerFrame   int   // the client's SETTINGS_MAX_FRAME_SIZE
+	peerFrame   int   // the frames we write: the client's SETTINGS_MAX_FRAME_SIZE, at most maxWriteFrame
 	inflow      int64 // connection receive window left
 	unsent      int64 // consumed connection bytes not yet returned
 	unacked     int   // our SETTINGS not yet acknowledged
@@ -158,6 +188,12 @@ type conn struct {
 // (GOAWAY; streams in flight finish). ServeConn does not close nc's
 // underlying listener; it closes nc.
 func ServeConn(ctx context.Context, nc net.Conn, handler http.Handler, cfg *Config) {
+	serveConn(ctx, nc, handler, cfg, nil)
+}
+
+// serveConn is ServeConn; ended, when set, sees the connection once it
+// is over (tests read its bounds).
+func serveConn(ctx context.Context, nc net.Conn, handler http.Handler, cfg *Config, ended func(*conn)) {
 	c := &conn{
 		cfg:        cfg.withDefaults(),
 		nc:         nc,
@@ -166,6 +202,7 @@ func ServeConn(ctx context.Context, nc net.Conn, handler http.Handler, cfg *Conf
 		remote:     nc.RemoteAddr().String(),
 		streams:    make(map[uint32]*stream),
 		sendWin:    65535,
+		sendPeak:   65535,
 		initialWin: 65535,
 		peerFrame:  16384,
 		canon:      make(map[string]string),
@@ -184,11 +221,18 @@ func ServeConn(ctx context.Context, nc net.Conn, handler http.Handler, cfg *Conf
 	c.rf = http2.NewFramer(nil, c.br)
 	c.rf.SetMaxReadFrameSize(maxReadFrameSize)
 	c.hr = h2hdr.NewReader(c.rf, headerTableSize, uint32(c.cfg.MaxHeaderBytes))
+	c.hr.OnContinuation = c.continuation
+	c.lim.init()
 
 	c.pool.init()
 	c.serve(ctx)
 	c.handlers.Wait()
 	c.pool.stop()
+	if ended != nil {
+		c.mu.Lock()
+		ended(c)
+		c.mu.Unlock()
+	}
 }
 
 func (c *conn) serve(ctx context.Context) {
@@ -229,6 +273,7 @@ func (c *conn) serve(ctx context.Context) {
 	for {
 		f, err := c.hr.ReadFrame()
 		c.framesRead.Add(1)
+		c.lim.contRun = 0 // read loop only
 		if err == nil {
 			err = c.process(f)
 		}
@@ -237,6 +282,20 @@ func (c *conn) serve(ctx context.Context) {
 			return
 		}
 		c.mu.Lock()
+		if c.abuse != "" {
+			c.mu.Unlock()
+			c.shutdown(errAbuse)
+			return
+		}
+		if c.ctlFrames > maxQueuedControlFrames || c.ctlBytes > maxQueuedControlBytes {
+			// Another goroutine is writing (the read loop writes itself
+			// past controlBatch): the client is not taking our answers as
+			// fast as it provokes them.
+			c.abuseLocked("http2-output-queue-full", http2.ErrCodeEnhanceYourCalm)
+			c.mu.Unlock()
+			c.shutdown(errAbuse)
+			return
+		}
 		if c.closing {
 			c.mu.Unlock()
 			c.linger()
@@ -279,6 +338,7 @@ func (c *conn) handleError(f http2.Frame, err error) bool {
 		c.mu.Lock()
 		if se.StreamID > c.maxID && se.StreamID%2 == 1 {
 			c.maxID = se.StreamID // a malformed HEADERS still used its ID
+			c.openedLocked(se.StreamID)
 		}
 		c.resetLocked(se.StreamID, se.Code)
 		c.mu.Unlock()
@@ -320,7 +380,9 @@ func (c *conn) fail(code http2.ErrCode) {
 		return
 	}
 	c.goAway, c.goAwayCode, c.closing = true, code, true
+	mark := len(c.out)
 	_ = c.wf.WriteGoAway(c.maxID, code, nil)
+	c.controlDone(mark)
 	_ = c.flushLocked()
 }
 
@@ -337,7 +399,9 @@ func (c *conn) startGoAwayLocked(code http2.ErrCode) {
 		return
 	}
 	c.goAway, c.goAwayCode = true, code
+	mark := len(c.out)
 	_ = c.wf.WriteGoAway(c.maxID, code, nil)
+	c.controlDone(mark)
 	_ = c.flushLocked()
 	c.maybeCloseLocked()
 }
@@ -366,6 +430,10 @@ func (c *conn) linger() {
 // wake up.
 func (c *conn) shutdown(err error) {
 	c.mu.Lock()
+	reason := c.abuse
+	if reason != "" {
+		_ = c.flushLocked() // the GOAWAY, within closeLinger; not if another goroutine is stuck writing
+	}
 	if c.werr == nil {
 		c.werr = errConnClosed
 	}
@@ -382,6 +450,9 @@ func (c *conn) shutdown(err error) {
 	c.flushDone.Broadcast()
 	c.mu.Unlock()
 	_ = c.nc.Close()
+	if reason != "" && c.cfg.OnAbuse != nil {
+		c.cfg.OnAbuse(reason)
+	}
 	_ = err
 }
 
@@ -461,6 +532,10 @@ func (c *conn) process(f http2.Frame) error {
 	if c.closing {
 		return nil
 	}
+	c.accountLocked(f)
+	if c.abuse != "" {
+		return nil
+	}
 	if c.goAway && f.Header().StreamID > c.maxID {
 		// Streams the client opened after our GOAWAY are ignored; their
 		// data still counts against (and returns to) the connection
@@ -487,13 +562,17 @@ func (c *conn) process(f http2.Frame) error {
 		if f.IsAck() {
 			return nil
 		}
+		mark := len(c.out)
 		_ = c.wf.WritePing(true, f.Data)
+		c.controlDone(mark)
+		c.ackQueued++
 		return nil
 	case *http2.RSTStreamFrame:
 		if c.idleLocked(f.StreamID) {
 			c.count("reset_idle_stream")
 			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
+		c.countResetLocked(f.StreamID)
 		if s := c.streams[f.StreamID]; s != nil {
 			s.abortLocked(fmt.Errorf("%w: reset by the client (%v)", errStreamClosed, f.ErrCode))
 			c.removeLocked(s)
@@ -550,6 +629,7 @@ func (c *conn) processSettings(f *http2.SettingsFrame) error {
 			c.initialWin = int64(s.Val)
 			for _, st := range c.streams {
 				st.sendWin += delta
+				st.sendPeak += delta
 				if st.sendWin > 1<<31-1 {
 					c.count("setting_win_size")
 					return http2.ConnectionError(http2.ErrCodeFlowControl)
@@ -557,7 +637,7 @@ func (c *conn) processSettings(f *http2.SettingsFrame) error {
 				st.cond.Broadcast()
 			}
 		case http2.SettingMaxFrameSize:
-			c.peerFrame = int(s.Val)
+			c.peerFrame = min(int(s.Val), maxWriteFrame)
 		case http2.SettingNoRFC7540Priorities:
 			if s.Val > 1 {
 				return http2.ConnectionError(http2.ErrCodeProtocol)
@@ -568,12 +648,15 @@ func (c *conn) processSettings(f *http2.SettingsFrame) error {
 	if err != nil {
 		return err
 	}
+	mark := len(c.out)
 	_ = c.wf.WriteSettingsAck()
+	c.controlDone(mark)
 	return nil
 }
 
 func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 	if f.StreamID == 0 {
+		c.windowUpdateLocked(c.sendWin, int64(f.Increment), &c.sendPeak)
 		c.sendWin += int64(f.Increment)
 		if c.sendWin > 1<<31-1 {
 			c.count("bad_flow")
@@ -592,8 +675,10 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 	}
 	s := c.streams[f.StreamID]
 	if s == nil {
+		c.takeControlLocked() // nothing to send on a closed stream: no value
 		return nil
 	}
+	c.windowUpdateLocked(s.sendWin, int64(f.Increment), &s.sendPeak)
 	s.sendWin += int64(f.Increment)
 	if s.sendWin > 1<<31-1 {
 		c.count("bad_flow")
@@ -657,7 +742,10 @@ func (c *conn) processData(f *http2.DataFrame) error {
 func (c *conn) returnConnLocked(n int64) {
 	c.unsent += n
 	if c.unsent >= int64(c.cfg.ConnectionWindow)/2 {
-		_ = c.wf.WriteWindowUpdate(0, uint32(c.unsent))
+		n := uint32(c.unsent)
+		mark := len(c.out)
+		_ = c.wf.WriteWindowUpdate(0, n)
+		c.controlDone(mark)
 		c.inflow += c.unsent
 		c.unsent = 0
 	}
@@ -668,7 +756,10 @@ func (c *conn) resetLocked(id uint32, code http2.ErrCode) {
 	if c.werr != nil {
 		return
 	}
+	mark := len(c.out)
 	_ = c.wf.WriteRSTStream(id, code)
+	c.controlDone(mark)
+	c.countResetLocked(id)
 	if s := c.streams[id]; s != nil {
 		s.abortLocked(fmt.Errorf("%w: reset (%v)", errStreamClosed, code))
 		c.removeLocked(s)

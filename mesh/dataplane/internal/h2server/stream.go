@@ -41,6 +41,7 @@ type stream struct {
 
 	// Send side.
 	sendWin    int64
+	sendPeak   int64 // the largest the stream send window has been
 	waitingWin bool
 	localDone  bool  // END_STREAM or RST_STREAM sent
 	err        error // the stream is dead (reset, connection gone)
@@ -103,7 +104,9 @@ func (s *stream) returnLocked(n int64) {
 	}
 	s.unsent += n
 	if s.unsent >= int64(s.c.cfg.StreamWindow)/2 {
+		mark := len(s.c.out)
 		_ = s.c.wf.WriteWindowUpdate(s.id, uint32(s.unsent))
+		s.c.controlDone(mark)
 		s.inflow += s.unsent
 		s.unsent = 0
 	}
@@ -128,6 +131,7 @@ func (c *conn) processHeaders(f *h2hdr.Block) error {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	c.maxID = id
+	c.openedLocked(id)
 	if f.HasPriority() && f.Priority.StreamDep == id {
 		c.count("priority_self")
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
@@ -219,13 +223,19 @@ func (c *conn) newRequest(f *h2hdr.Block) (*http.Request, *stream, error) {
 		strs[i] = hf.Value
 		header[k] = strs[i : i+1 : i+1]
 	}
+	// A connection-specific field is no mistake a real client makes:
+	// it ends the connection (a stream reset costs the sender nothing).
 	for _, k := range connHeaders {
 		if _, ok := header[k]; ok {
-			return bad("connection_header")
+			c.count("connection_header")
+			c.abuseLocked("http2-connection-header", http2.ErrCodeProtocol)
+			return nil, nil, errAbuse
 		}
 	}
 	if te := header["Te"]; len(te) > 1 || len(te) == 1 && te[0] != "trailers" {
-		return bad("te_header")
+		c.count("te_header")
+		c.abuseLocked("http2-connection-header", http2.ErrCodeProtocol)
+		return nil, nil, errAbuse
 	}
 	if host := header["Host"]; len(host) == 1 {
 		if authority == "" {
@@ -281,6 +291,7 @@ func (c *conn) newRequest(f *h2hdr.Block) (*http.Request, *stream, error) {
 		inflow:   int64(c.cfg.StreamWindow),
 		declared: declared,
 		sendWin:  c.initialWin,
+		sendPeak: c.initialWin,
 	}
 	s.body.s = s
 	s.cond.L = &c.mu
@@ -383,7 +394,10 @@ func (c *conn) handlerEndLocked(s *stream) {
 	s.cancel()
 	if c.streams[s.id] == s {
 		if !s.remoteDone && s.err == nil {
+			mark := len(c.out)
 			_ = c.wf.WriteRSTStream(s.id, http2.ErrCodeNo)
+			c.controlDone(mark)
+			c.countResetLocked(s.id)
 			_ = c.flushLocked()
 			s.abortLocked(errStreamClosed)
 		}

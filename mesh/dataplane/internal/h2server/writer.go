@@ -1,5 +1,10 @@
 package h2server
 
+import (
+	"net"
+	"time"
+)
+
 // The write path. Frames are encoded under the connection's mu into
 // c.out; flushLocked writes them. While one goroutine writes to the
 // socket (mu released), others keep appending, and the writer loops until
@@ -12,7 +17,12 @@ package h2server
 type outWriter struct{ c *conn }
 
 func (w outWriter) Write(p []byte) (int, error) {
-	w.c.out = append(w.c.out, p...)
+	c := w.c
+	c.out = append(c.out, p...)
+	c.outFrames++ // the Framer writes each frame with one Write
+	if len(c.out) > c.peakBytes || c.outFrames > c.peakFrames {
+		c.notePeakLocked()
+	}
 	return len(p), nil
 }
 
@@ -37,16 +47,31 @@ func (c *conn) flushLocked() error {
 		}
 		c.flushing = true
 		b := c.out
+		acks := c.ackQueued
 		c.out = c.spare[:0]
 		c.spare = nil
+		c.outFrames, c.ctlBytes, c.ctlFrames, c.ackQueued = 0, 0, 0, 0
+		timeout := c.cfg.WriteTimeout
+		if c.closing {
+			timeout = min(timeout, closeLinger)
+		}
 		c.mu.Unlock()
+		// A client that does not read cannot hold a writer (and the
+		// goroutines waiting behind it) longer than the write timeout.
+		_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
 		_, err := c.nc.Write(b)
 		c.mu.Lock()
 		c.flushing = false
 		if cap(b) <= 4*highWater {
 			c.spare = b[:0]
 		}
+		if err == nil {
+			c.lim.pingsOut = max(c.lim.pingsOut-acks, 0)
+		}
 		if err != nil && c.werr == nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				c.count("write_timeout")
+			}
 			c.werr = err
 			_ = c.nc.Close() // the read loop ends and fails every stream
 			for _, s := range c.streams {
