@@ -28,6 +28,7 @@ import (
 type grpcPair struct {
 	a, b   *running
 	client testgrpc.TestServiceClient
+	addr   string // the client proxy's mapped listener
 }
 
 func startGRPCPair(t *testing.T, cfgB func(*dataplane.Config)) *grpcPair {
@@ -55,7 +56,7 @@ func startGRPCPair(t *testing.T, cfgB func(*dataplane.Config)) *grpcPair {
 	cc, err := grpc.NewClient("passthrough:///"+mapped.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { cc.Close() })
-	return &grpcPair{a: a, b: b, client: testgrpc.NewTestServiceClient(cc)}
+	return &grpcPair{a: a, b: b, client: testgrpc.NewTestServiceClient(cc), addr: mapped.Addr().String()}
 }
 
 // slowStream asks for n messages, interval apart; started is closed when

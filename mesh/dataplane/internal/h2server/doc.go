@@ -57,10 +57,16 @@
 //   - control frames: SETTINGS, PRIORITY, PING acknowledgements, PINGs
 //     sent while an earlier PING's acknowledgement is still unwritten,
 //     unknown frame types, and WINDOW_UPDATEs that restore no window the
-//     server used (or restore it in steps under 1 KiB) share a leaky
-//     bucket of 1000 frames draining at 1000 a second
-//     ("http2-control-flood"). A WINDOW_UPDATE that gives back window
-//     the server's DATA used is free;
+//     server used share a leaky bucket of 1000 frames draining at 1000
+//     a second ("http2-control-flood"). A WINDOW_UPDATE that gives back
+//     window the server's DATA used is free, on an open stream, on the
+//     connection, or on a stream already closed (the window closed
+//     streams used and the client had not yet given back is kept as one
+//     sum per connection: readers return a stream's window after its
+//     last frame); steps under 1 KiB that leave window in flight are
+//     free while DATA frames earned them (two per DATA frame sent, at
+//     most 4096 kept), else control frames. So free WINDOW_UPDATEs are
+//     bounded by the DATA the server sent;
 //   - paced PINGs (sent once every earlier one is answered, as grpc-go's
 //     bandwidth estimator does): a bucket of 10,000, drained by one for
 //     every DATA frame the server sends and by 100 a second

@@ -45,9 +45,16 @@ const (
 	maxContinuations = 64
 
 	// minWindowIncrement is the smallest WINDOW_UPDATE that restores
-	// used window for free; a smaller one is free only when it restores
-	// the whole window.
+	// used window for free; a smaller one is free when it restores the
+	// whole window, or when DATA frames the server sent earned it.
 	minWindowIncrement = 1024
+	// smallUpdatesPerData is how many small WINDOW_UPDATEs one DATA
+	// frame the server sends earns (one for its stream, one for the
+	// connection: a client may return each frame's bytes as it takes
+	// them, as grpc-go does on the connection before each bandwidth
+	// PING), and smallUpdateBank the most a connection keeps unspent.
+	smallUpdatesPerData = 2
+	smallUpdateBank     = 4096
 
 	// The server's own frames (resets, acknowledgements, window updates,
 	// GOAWAY) queued while another goroutine is writing: past either
@@ -67,7 +74,14 @@ type limits struct {
 	paced    bucket
 	empty    bucket
 	pingsOut int // the client's PINGs whose acknowledgements are not yet written
-	contRun  int // CONTINUATION frames in the block being read
+	// closedUsed is the send window that streams since closed had used
+	// and the client had not yet given back when they closed: a client
+	// returns a stream's window as it reads, often after the server's
+	// last frame, so WINDOW_UPDATEs on closed streams restoring it are
+	// what a reader sends.
+	closedUsed int64
+	small      int // small WINDOW_UPDATEs earned by DATA frames sent
+	contRun    int // CONTINUATION frames in the block being read
 }
 
 // opened is when a stream opened.
@@ -157,19 +171,55 @@ func (c *conn) takeEmptyLocked() {
 
 // windowUpdateLocked counts a WINDOW_UPDATE of inc on a send window that
 // held before and has been as large as *peak. Restoring window the
-// server used (in steps of at least minWindowIncrement, or all of it) is
-// what a client reading our DATA does, and is free; raising the window
-// past its peak or dribbling it out in tiny steps counts as a control
-// frame.
+// server used (in steps of at least minWindowIncrement, or all of it, or
+// in smaller steps that DATA frames sent earned) is what a client
+// reading our DATA does, and is free; raising the window past its peak
+// or dribbling it out in tiny steps counts as a control frame.
 func (c *conn) windowUpdateLocked(before, inc int64, peak *int64) {
 	after := before + inc
-	free := before < *peak && (inc >= minWindowIncrement || after >= *peak)
+	free := before < *peak && (inc >= minWindowIncrement || after >= *peak || c.takeSmallLocked())
 	if after > *peak {
 		*peak = after
 	}
 	if !free {
 		c.takeControlLocked()
 	}
+}
+
+// closedWindowUpdateLocked counts a WINDOW_UPDATE of inc on a stream
+// already closed: free while it restores window that closed streams
+// used (closedUsed), by the rule of windowUpdateLocked.
+func (c *conn) closedWindowUpdateLocked(inc int64) {
+	used := c.lim.closedUsed
+	free := used > 0 && (inc >= minWindowIncrement || inc >= used || c.takeSmallLocked())
+	c.lim.closedUsed -= min(inc, used)
+	if !free {
+		c.takeControlLocked()
+	}
+}
+
+// closedLocked keeps the window stream s used and the client has not
+// given back, for WINDOW_UPDATEs that arrive after it closed.
+func (c *conn) closedLocked(s *stream) {
+	if used := s.sendPeak - s.sendWin; used > 0 {
+		c.lim.closedUsed += used
+	}
+}
+
+// dataSentLocked accounts for a DATA frame with payload the server
+// queued: it earns the client a paced PING and small WINDOW_UPDATEs.
+func (c *conn) dataSentLocked() {
+	c.lim.paced.credit()
+	c.lim.small = min(c.lim.small+smallUpdatesPerData, smallUpdateBank)
+}
+
+// takeSmallLocked spends one small WINDOW_UPDATE earned by DATA sent.
+func (c *conn) takeSmallLocked() bool {
+	if c.lim.small == 0 {
+		return false
+	}
+	c.lim.small--
+	return true
 }
 
 // openedLocked records that the client opened stream id.

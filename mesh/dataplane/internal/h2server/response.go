@@ -381,7 +381,7 @@ func (c *conn) writeDataLocked(s *stream, p []byte, end bool) error {
 		s.sendWin -= n
 		c.sendWin -= n
 		_ = c.wf.WriteData(s.id, end && int(n) == len(p), p[:n])
-		c.lim.paced.credit()
+		c.dataSentLocked()
 		p = p[n:]
 		if len(p) == 0 {
 			return c.backpressureLocked()

@@ -675,7 +675,7 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 	}
 	s := c.streams[f.StreamID]
 	if s == nil {
-		c.takeControlLocked() // nothing to send on a closed stream: no value
+		c.closedWindowUpdateLocked(int64(f.Increment))
 		return nil
 	}
 	c.windowUpdateLocked(s.sendWin, int64(f.Increment), &s.sendPeak)
@@ -773,6 +773,7 @@ func (c *conn) removeLocked(s *stream) {
 		return
 	}
 	delete(c.streams, s.id)
+	c.closedLocked(s)
 	if unread := int64(len(s.buf) - s.off); unread > 0 {
 		c.returnConnLocked(unread)
 	}
