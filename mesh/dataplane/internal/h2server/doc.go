@@ -45,8 +45,16 @@
 //     COMPRESSION_ERROR for one field over it), HPACK tables of 4096
 //     bytes, and at most 64 CONTINUATION frames in one header block
 //     ("http2-continuation-flood");
-//   - buffered request body: the receive windows it grants
-//     (StreamWindow, ConnectionWindow);
+//   - buffered request body: a stream's unread bytes are bounded by
+//     its window (StreamWindow), in a buffer of at most twice that; the
+//     connection window is given back as bytes arrive, so a handler
+//     that does not read holds back its own stream only, never the
+//     other uploads on the connection; all streams' unread bytes
+//     together are bounded by BufferLimit (default twice
+//     ConnectionWindow): past it the stream read least recently loses
+//     its unread bytes, its handler's Read fails with the reason and
+//     the stream is reset (CANCEL) unless the client had finished
+//     sending (counted as the error class "buffer_limit");
 //   - premature resets: streams reset less than a second after they
 //     opened, by the client (rapid reset, CVE-2023-44487) or by the
 //     server because of the client's frames (MadeYouReset,

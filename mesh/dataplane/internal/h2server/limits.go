@@ -1,6 +1,7 @@
 package h2server
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -328,5 +329,53 @@ func raise(a *atomic.Int64, v int64) {
 		if v <= old || a.CompareAndSwap(old, v) {
 			return
 		}
+	}
+}
+
+// evictLocked keeps the unread request body bytes of all streams within
+// BufferLimit: while they are over it, the stream whose handler has gone
+// longest without reading (or, never read, opened first) loses its
+// unread bytes. A body nobody reads is the first to go; one read all
+// along, however slowly, was read more recently. Its handler's next Read
+// fails with the reason; a stream the client is still sending on is
+// reset (CANCEL). Such resets are the server's choice for its memory,
+// not caused by the client's frames: they do not count as premature
+// resets.
+func (c *conn) evictLocked() {
+	for c.buffered > c.cfg.BufferLimit {
+		var victim *stream
+		for _, s := range c.streams {
+			if len(s.buf) == s.off {
+				continue
+			}
+			if victim == nil || s.lastRead < victim.lastRead || s.lastRead == victim.lastRead && s.id < victim.id {
+				victim = s
+			}
+		}
+		if victim == nil {
+			return
+		}
+		c.count("buffer_limit")
+		err := fmt.Errorf("h2server: request body not read: its %d unread bytes were dropped, the connection holding its limit of %d", len(victim.buf)-victim.off, c.cfg.BufferLimit)
+		victim.dropBufLocked()
+		victim.dropped = true
+		victim.bodyErr = err // also over an io.EOF: the body lost bytes
+		victim.cond.Broadcast()
+		if !victim.remoteDone {
+			mark := len(c.out)
+			_ = c.wf.WriteRSTStream(victim.id, http2.ErrCodeCancel)
+			c.controlDone(mark)
+			c.forgetOpenedLocked(victim.id)
+			victim.abortLocked(err)
+			c.removeLocked(victim)
+		}
+	}
+}
+
+// forgetOpenedLocked makes a later reset of stream id count as no
+// premature reset.
+func (c *conn) forgetOpenedLocked(id uint32) {
+	if o := &c.lim.recent[(id>>1)%recentStreams]; o.id == id {
+		o.id = 0
 	}
 }

@@ -33,6 +33,16 @@ type Config struct {
 	// 4 MiB.
 	StreamWindow     int32
 	ConnectionWindow int32
+	// BufferLimit bounds the request body bytes a connection holds
+	// unread, all its streams together. The connection window is given
+	// back as bytes arrive (only a stream's own window holds back a
+	// handler that does not read), so without it memory would be the
+	// stream window times the streams. Past it, the stream whose handler
+	// has gone longest without reading its body (or, never read, opened
+	// first) loses its unread bytes: its body's Read fails, and its
+	// stream is reset (CANCEL) unless the client had finished sending.
+	// Default twice ConnectionWindow; never less than StreamWindow.
+	BufferLimit int64
 	// IdleTimeout closes (with GOAWAY) a connection with no stream for
 	// that long. Zero: never.
 	IdleTimeout time.Duration
@@ -96,6 +106,10 @@ func (c *Config) withDefaults() Config {
 	if out.ConnectionWindow < 65535 {
 		out.ConnectionWindow = 65535
 	}
+	if out.BufferLimit <= 0 {
+		out.BufferLimit = 2 * int64(out.ConnectionWindow)
+	}
+	out.BufferLimit = max(out.BufferLimit, int64(out.StreamWindow))
 	if out.PingInterval == 0 {
 		out.PingInterval = 30 * time.Second
 	}
@@ -162,13 +176,15 @@ type conn struct {
 	streams     map[uint32]*stream
 	running     int // handlers running
 	maxID       uint32
-	sendWin     int64 // connection send window
-	sendPeak    int64 // the largest the connection send window has been
-	initialWin  int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	peerFrame   int   // the frames we write: the client's SETTINGS_MAX_FRAME_SIZE, at most maxWriteFrame
-	inflow      int64 // connection receive window left
-	unsent      int64 // consumed connection bytes not yet returned
-	unacked     int   // our SETTINGS not yet acknowledged
+	sendWin     int64  // connection send window
+	sendPeak    int64  // the largest the connection send window has been
+	initialWin  int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	peerFrame   int    // the frames we write: the client's SETTINGS_MAX_FRAME_SIZE, at most maxWriteFrame
+	inflow      int64  // connection receive window left
+	unsent      int64  // received connection bytes not yet returned
+	buffered    int64  // request body bytes received and not read, all streams
+	readClock   uint64 // counts body reads and new streams (see evictLocked)
+	unacked     int    // our SETTINGS not yet acknowledged
 	sawSettings bool
 	goAway      bool // GOAWAY sent: no new streams
 	goAwayCode  http2.ErrCode
@@ -539,7 +555,7 @@ func (c *conn) process(f http2.Frame) error {
 	if c.goAway && f.Header().StreamID > c.maxID {
 		// Streams the client opened after our GOAWAY are ignored; their
 		// data still counts against (and returns to) the connection
-		// window.
+		// window, like all data.
 		if d, ok := f.(*http2.DataFrame); ok {
 			if int64(d.Length) > c.inflow {
 				return http2.ConnectionError(http2.ErrCodeFlowControl)
@@ -700,14 +716,19 @@ func (c *conn) processData(f *http2.DataFrame) error {
 		return http2.ConnectionError(http2.ErrCodeFlowControl)
 	}
 	c.inflow -= length
+	// The connection window is given back as bytes arrive, whether they
+	// are buffered, dropped or refused: only a stream's own window holds
+	// back a handler that does not read, so that its unread bytes never
+	// take the connection window from the other streams (a peer proxy's
+	// connection carries many clients' uploads). BufferLimit bounds what
+	// all the streams hold.
+	c.returnConnLocked(length)
 	s := c.streams[id]
 	if s == nil || s.remoteDone {
-		c.returnConnLocked(length)
 		c.count("closed")
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
 	}
 	if length > s.inflow {
-		c.returnConnLocked(length)
 		c.count("flow_on_data_length")
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
 	}
@@ -715,20 +736,21 @@ func (c *conn) processData(f *http2.DataFrame) error {
 	data := f.Data()
 	s.received += int64(len(data))
 	if s.declared >= 0 && s.received > s.declared {
-		c.returnConnLocked(length)
 		c.count("send_too_much")
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
 	if pad := length - int64(len(data)); pad > 0 {
-		c.returnConnLocked(pad)
 		s.returnLocked(pad)
 	}
-	if len(data) > 0 {
-		if s.bodyClosed {
-			c.returnConnLocked(int64(len(data)))
-		} else {
-			s.buf = append(s.buf, data...)
-			s.cond.Broadcast()
+	if len(data) > 0 && !s.bodyClosed && !s.dropped {
+		s.appendLocked(data)
+		c.buffered += int64(len(data))
+		s.cond.Broadcast()
+		if c.buffered > c.cfg.BufferLimit {
+			c.evictLocked()
+			if c.streams[id] != s || s.dropped {
+				return nil // this stream was the one to go
+			}
 		}
 	}
 	if f.StreamEnded() {
@@ -737,7 +759,7 @@ func (c *conn) processData(f *http2.DataFrame) error {
 	return nil
 }
 
-// returnConnLocked gives n consumed bytes back to the connection window,
+// returnConnLocked gives n received bytes back to the connection window,
 // sending WINDOW_UPDATE once half the window is owed.
 func (c *conn) returnConnLocked(n int64) {
 	c.unsent += n
@@ -767,17 +789,14 @@ func (c *conn) resetLocked(id uint32, code http2.ErrCode) {
 }
 
 // removeLocked forgets a stream that is closed both ways (or reset),
-// returning its unread body bytes to the connection window.
+// dropping its unread body bytes.
 func (c *conn) removeLocked(s *stream) {
 	if c.streams[s.id] != s {
 		return
 	}
 	delete(c.streams, s.id)
 	c.closedLocked(s)
-	if unread := int64(len(s.buf) - s.off); unread > 0 {
-		c.returnConnLocked(unread)
-	}
-	s.buf, s.off = nil, 0
+	s.dropBufLocked()
 	if len(c.streams) == 0 {
 		c.idleSince = time.Now()
 		if cap(c.spare) > 16<<10 {

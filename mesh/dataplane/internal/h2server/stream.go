@@ -33,6 +33,8 @@ type stream struct {
 	received    int64
 	buf         []byte // body bytes received, from off
 	off         int
+	lastRead    uint64      // the connection's readClock when the body was last read (or the stream opened)
+	dropped     bool        // the unread body was dropped for BufferLimit
 	bodyErr     error       // set when the body ends: io.EOF or why it failed
 	bodyClosed  bool        // the handler closed the body
 	trailer     http.Header // the request's Trailer: written only by the body's reader, at io.EOF
@@ -295,6 +297,8 @@ func (c *conn) newRequest(f *h2hdr.Block) (*http.Request, *stream, error) {
 	}
 	s.body.s = s
 	s.cond.L = &c.mu
+	c.readClock++
+	s.lastRead = c.readClock
 	var trailer http.Header
 	for _, v := range header["Trailer"] {
 		for _, key := range strings.Split(v, ",") {
@@ -405,8 +409,8 @@ func (c *conn) handlerEndLocked(s *stream) {
 			c.removeLocked(s)
 		}
 	}
-	if s.buf != nil && c.streams[s.id] != s {
-		s.buf, s.off = nil, 0
+	if c.streams[s.id] != s {
+		s.dropBufLocked()
 	}
 	c.maybeCloseLocked()
 }
@@ -442,11 +446,13 @@ func (b *body) Read(p []byte) (int, error) {
 		s.buf, s.off = s.buf[:0], 0
 	}
 	if n > 0 {
+		c.buffered -= int64(n)
+		c.readClock++
+		s.lastRead = c.readClock
 		before := len(c.out)
-		c.returnConnLocked(int64(n))
 		s.returnLocked(int64(n))
 		if len(c.out) > before {
-			_ = c.flushLocked() // window updates: the client may be waiting
+			_ = c.flushLocked() // a window update: the client may be waiting
 		}
 	}
 	if s.off == len(s.buf) && s.bodyErr != nil {
@@ -482,11 +488,45 @@ func (b *body) Close() error {
 	defer c.mu.Unlock()
 	if !s.bodyClosed {
 		s.bodyClosed = true
-		if unread := int64(len(s.buf) - s.off); unread > 0 {
-			c.returnConnLocked(unread)
-		}
-		s.buf, s.off = nil, 0
+		s.dropBufLocked()
 		s.cond.Broadcast()
 	}
 	return nil
+}
+
+// appendLocked buffers received body bytes. Flow control keeps the
+// unread bytes within the stream window, and the buffer within twice
+// the window: the unread bytes are moved to the front only when as many
+// bytes were read before them (so each byte is moved once at most, on
+// average), and otherwise the buffer grows, doubling up to twice the
+// window. Once there it never needs to grow again: a buffer that full
+// has more bytes read than unread. (Before, bytes already read stayed
+// in the buffer until a read emptied it: a reader always one byte
+// behind kept the whole body.)
+func (s *stream) appendLocked(data []byte) {
+	if s.off == len(s.buf) {
+		s.buf, s.off = s.buf[:0], 0
+	}
+	if len(s.buf)+len(data) <= cap(s.buf) {
+		s.buf = append(s.buf, data...)
+		return
+	}
+	unread := len(s.buf) - s.off
+	if s.off >= unread {
+		n := copy(s.buf, s.buf[s.off:])
+		s.buf, s.off = s.buf[:n], 0
+	}
+	if need := unread + len(data); s.off > 0 || need > cap(s.buf) {
+		size := max(min(2*cap(s.buf), 2*int(s.c.cfg.StreamWindow)), need)
+		nb := make([]byte, unread, size)
+		copy(nb, s.buf[s.off:])
+		s.buf, s.off = nb, 0
+	}
+	s.buf = append(s.buf, data...)
+}
+
+// dropBufLocked forgets the stream's unread body bytes.
+func (s *stream) dropBufLocked() {
+	s.c.buffered -= int64(len(s.buf) - s.off)
+	s.buf, s.off = nil, 0
 }
