@@ -338,7 +338,17 @@ func (failingResolver) Resolve(context.Context, string) (<-chan []dataplane.Endp
 type blockingResolver struct{}
 
 func (blockingResolver) Resolve(ctx context.Context, _ string) (<-chan []dataplane.Endpoint, error) {
-	return make(chan []dataplane.Endpoint), nil
+	return closedWhenDone(ctx, make(chan []dataplane.Endpoint)), nil
+}
+
+// closedWhenDone closes ch when ctx ends, as the Resolver and
+// InboundPolicies contracts require of a source that never answers.
+func closedWhenDone[T any](ctx context.Context, ch chan T) <-chan T {
+	go func() {
+		<-ctx.Done()
+		close(ch)
+	}()
+	return ch
 }
 
 func TestNewLookupsFailFastWhenDiscoveryIsDownOrSilent(t *testing.T) {
@@ -371,7 +381,7 @@ func TestInboundKeepsTheLastPolicyWhenTheWatchBreaks(t *testing.T) {
 type blockingPolicies struct{}
 
 func (blockingPolicies) Watch(ctx context.Context, _ uint32) (<-chan *inbound.Server, error) {
-	return make(chan *inbound.Server), nil
+	return closedWhenDone(ctx, make(chan *inbound.Server)), nil
 }
 
 func TestPortsWithoutPolicyAreRefusedAfterThePolicyTimeout(t *testing.T) {

@@ -244,3 +244,75 @@ func TestUnreadResponsesPastTheBufferLimitAreDroppedOldestFirst(t *testing.T) {
 	assert.GreaterOrEqual(t, dropped-1, (smalls*small-limit+small-1)/small, "enough dropped to come under the limit")
 	noClientGoroutinesAfter(t, cc)
 }
+
+// TestAResponseWhoseBytesJustCameIsNotDroppedForOlderUnreadOnes: the
+// buffer limit drops the stream whose unread bytes have waited longest.
+// A request opened before the streams an attacker never reads, whose
+// answer comes only after theirs filled the buffer, is not the one to
+// lose its bytes: its first bytes are the newest. (Counted from when a
+// stream was opened, it was the oldest never-read stream and was dropped,
+// as a victim's response once was in the attack benchmark.)
+func TestAResponseWhoseBytesJustCameIsNotDroppedForOlderUnreadOnes(t *testing.T) {
+	const (
+		window  = 256 << 10
+		limit   = 1 << 20
+		small   = 200000
+		smalls  = 4
+		victimN = 250000
+	)
+	var smallDone, victimDone atomic.Int32
+	release := make(chan struct{})
+	fill := strings.Repeat("v", 16<<10)
+	write := func(w http.ResponseWriter, n int) bool {
+		for left := n; left > 0; left -= len(fill) {
+			if _, err := io.WriteString(w, fill[:min(left, len(fill))]); err != nil {
+				return false
+			}
+			w.(http.Flusher).Flush()
+		}
+		return true
+	}
+	srv := startH2(t, false, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/victim" {
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+			if write(w, victimN) {
+				victimDone.Add(1)
+			}
+			return
+		}
+		if write(w, small) {
+			smallDone.Add(1)
+		}
+	}))
+	var evicted atomic.Int32
+	cc := srv.dial(t, h2client.WithWindows(window, 4*window), h2client.WithBufferLimit(limit),
+		h2client.WithCountError(func(class string) {
+			if class == "buffer_limit" {
+				evicted.Add(1)
+			}
+		}))
+	get := func(path string) *http.Response {
+		resp, err := cc.RoundTrip(request(t, "GET", srv.addr, path, nil))
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	victim := get("/victim")
+	for range smalls {
+		get("/?n=" + strconv.Itoa(small)) // never read
+	}
+	ctx := testutil.Context(t, 0)
+	require.True(t, testutil.Poll(ctx, func() bool { return smallDone.Load() == smalls }))
+	close(release)
+	require.True(t, testutil.Poll(ctx, func() bool { return victimDone.Load() == 1 }))
+	b, err := io.ReadAll(victim.Body)
+	require.NoError(t, err, "the response whose bytes came last keeps them")
+	assert.Len(t, b, victimN)
+	assert.Positive(t, evicted.Load(), "the limit was passed, so an older unread response was dropped")
+}

@@ -34,7 +34,7 @@ type stream struct {
 	inflow    int64   // bytes the server may still send on the stream
 	unacked   int64   // read, not yet returned with WINDOW_UPDATE
 	bodyDone  bool    // the response body was closed by the caller
-	lastRead  uint64  // the connection's readClock when last read or opened
+	lastRead  uint64  // the connection's readClock when last read, or when bytes came to an empty buffer
 	dropped   bool    // its unread bytes were dropped for the buffer limit
 	holding   bool    // on the connection's list of streams with unread bytes
 	hprev     *stream // that list
@@ -324,6 +324,13 @@ func (cc *Conn) holdLocked(cs *stream) {
 		return
 	}
 	cs.holding = true
+	// Bytes arriving to an empty buffer count as a sign of life, as a
+	// read does: the stream to lose its bytes is the one whose unread
+	// bytes have waited longest, not one opened earlier whose first
+	// bytes have only just come (a victim's request must not lose to
+	// streams an attacker opened after it and never reads).
+	cc.readClock++
+	cs.lastRead = cc.readClock
 	cs.hprev, cs.hnext = nil, cc.holders
 	if cc.holders != nil {
 		cc.holders.hprev = cs
@@ -350,8 +357,8 @@ func (cc *Conn) unholdLocked(cs *stream) {
 
 // evictLocked keeps the unread bytes of all streams within the buffer
 // limit: while they are over it, the stream whose reader has gone
-// longest without reading (or, never read, was opened first) loses its
-// bytes and fails. A stream nobody reads is the first to go; one read
+// longest without reading (or, never read, whose unread bytes came
+// first) loses its bytes and fails. A stream nobody reads is the first to go; one read
 // all along, however slowly, was read more recently. The streams to
 // reset are returned, to be reset without mu.
 func (cc *Conn) evictLocked() []*stream {
