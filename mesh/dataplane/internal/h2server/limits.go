@@ -334,8 +334,8 @@ func raise(a *atomic.Int64, v int64) {
 
 // evictLocked keeps the unread request body bytes of all streams within
 // BufferLimit: while they are over it, the stream whose handler has gone
-// longest without reading (or, never read, opened first) loses its
-// unread bytes. A body nobody reads is the first to go; one read all
+// longest without reading (or, never read, whose unread bytes came
+// first) loses its unread bytes. A body nobody reads is the first to go; one read all
 // along, however slowly, was read more recently. Its handler's next Read
 // fails with the reason; a stream the client is still sending on is
 // reset (CANCEL). Such resets are the server's choice for its memory,

@@ -38,8 +38,8 @@ type Config struct {
 	// back as bytes arrive (only a stream's own window holds back a
 	// handler that does not read), so without it memory would be the
 	// stream window times the streams. Past it, the stream whose handler
-	// has gone longest without reading its body (or, never read, opened
-	// first) loses its unread bytes: its body's Read fails, and its
+	// has gone longest without reading its body (or, never read, whose
+	// unread bytes came first) loses its unread bytes: its body's Read fails, and its
 	// stream is reset (CANCEL) unless the client had finished sending.
 	// Default twice ConnectionWindow; never less than StreamWindow.
 	BufferLimit int64
@@ -183,7 +183,7 @@ type conn struct {
 	inflow      int64  // connection receive window left
 	unsent      int64  // received connection bytes not yet returned
 	buffered    int64  // request body bytes received and not read, all streams
-	readClock   uint64 // counts body reads and new streams (see evictLocked)
+	readClock   uint64 // counts body reads and bytes coming to empty buffers (see evictLocked)
 	unacked     int    // our SETTINGS not yet acknowledged
 	sawSettings bool
 	goAway      bool // GOAWAY sent: no new streams
@@ -743,6 +743,13 @@ func (c *conn) processData(f *http2.DataFrame) error {
 		s.returnLocked(pad)
 	}
 	if len(data) > 0 && !s.bodyClosed && !s.dropped {
+		if len(s.buf) == s.off {
+			// Bytes coming to an empty buffer count as a sign of life, as
+			// a read does: the body to lose its bytes is the one whose
+			// unread bytes have waited longest (as in h2client).
+			c.readClock++
+			s.lastRead = c.readClock
+		}
 		s.appendLocked(data)
 		c.buffered += int64(len(data))
 		s.cond.Broadcast()

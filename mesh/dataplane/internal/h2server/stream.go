@@ -33,7 +33,7 @@ type stream struct {
 	received    int64
 	buf         []byte // body bytes received, from off
 	off         int
-	lastRead    uint64      // the connection's readClock when the body was last read (or the stream opened)
+	lastRead    uint64      // the connection's readClock when the body was last read, or when bytes came to an empty buffer
 	dropped     bool        // the unread body was dropped for BufferLimit
 	bodyErr     error       // set when the body ends: io.EOF or why it failed
 	bodyClosed  bool        // the handler closed the body
@@ -297,8 +297,6 @@ func (c *conn) newRequest(f *h2hdr.Block) (*http.Request, *stream, error) {
 	}
 	s.body.s = s
 	s.cond.L = &c.mu
-	c.readClock++
-	s.lastRead = c.readClock
 	var trailer http.Header
 	for _, v := range header["Trailer"] {
 		for _, key := range strings.Split(v, ",") {
