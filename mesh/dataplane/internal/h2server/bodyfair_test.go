@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/weftmesh/weft/internal/testutil"
 )
@@ -230,4 +232,45 @@ func TestARequestBodyBufferStaysWithinTwiceTheStreamWindow(t *testing.T) {
 	<-done
 	assert.Equal(t, 10*window, total, "the whole body was read")
 	assert.LessOrEqual(t, peakCap, 2*window, "the body buffer stays within twice the stream window")
+}
+
+func TestTrailersOnABodyDroppedForTheBufferLimitAreIgnored(t *testing.T) {
+	// A client that has not yet seen the reset of its dropped upload may
+	// still send its trailers: they end nothing but that stream (other
+	// streams on the connection are other clients' requests).
+	hs := startHoldServer(t, func(c *Config) { c.StreamWindow, c.BufferLimit = 65535, 65535 })
+	sc := dialSync(t, hs.addr)
+	post := func(id uint32) {
+		sc.ebuf.Reset()
+		for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/hold?i=" + strconv.Itoa(int(id))}} {
+			_ = sc.enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+		}
+		require.NoError(t, sc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: sc.ebuf.Bytes(), EndHeaders: true}))
+	}
+	post(1)
+	post(3)
+	chunk := make([]byte, 10000)
+	for range 4 {
+		require.NoError(t, sc.fr.WriteData(1, false, chunk))
+	}
+	for range 4 { // 80,000 bytes unread: stream 1's, older, are dropped
+		require.NoError(t, sc.fr.WriteData(3, false, chunk))
+	}
+	sc.readUntil("the drop", nil, func(f http2.Frame) bool {
+		r, ok := f.(*http2.RSTStreamFrame)
+		return ok && r.StreamID == 1 && r.ErrCode == http2.ErrCodeCancel
+	})
+	sc.ebuf.Reset()
+	_ = sc.enc.WriteField(hpack.HeaderField{Name: "x-checksum", Value: "1"})
+	require.NoError(t, sc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: sc.ebuf.Bytes(), EndStream: true, EndHeaders: true}))
+	sc.alive("after trailers on the dropped stream")
+	assert.Equal(t, int64(1), hs.errCount("buffer_limit"))
+	testutil.Eventually(t, 20*time.Second, func() bool {
+		hs.mu.Lock()
+		defer hs.mu.Unlock()
+		return hs.after[1] != nil
+	}, "the handler of the dropped body sees its stream end")
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	assert.ErrorContains(t, hs.after[1], "unread bytes were dropped")
 }

@@ -81,6 +81,8 @@ type limits struct {
 	// last frame, so WINDOW_UPDATEs on closed streams restoring it are
 	// what a reader sends.
 	closedUsed int64
+	evicted    [16]uint32 // the last streams reset for BufferLimit
+	evictedAt  int
 	small      int // small WINDOW_UPDATEs earned by DATA frames sent
 	contRun    int // CONTINUATION frames in the block being read
 }
@@ -366,6 +368,8 @@ func (c *conn) evictLocked() {
 			_ = c.wf.WriteRSTStream(victim.id, http2.ErrCodeCancel)
 			c.controlDone(mark)
 			c.forgetOpenedLocked(victim.id)
+			c.lim.evicted[c.lim.evictedAt%len(c.lim.evicted)] = victim.id
+			c.lim.evictedAt++
 			victim.abortLocked(err)
 			c.removeLocked(victim)
 		}
@@ -378,4 +382,15 @@ func (c *conn) forgetOpenedLocked(id uint32) {
 	if o := &c.lim.recent[(id>>1)%recentStreams]; o.id == id {
 		o.id = 0
 	}
+}
+
+// evictedLocked reports whether stream id is one of the last streams
+// reset for BufferLimit.
+func (c *conn) evictedLocked(id uint32) bool {
+	for _, e := range c.lim.evicted {
+		if e == id {
+			return true
+		}
+	}
+	return false
 }

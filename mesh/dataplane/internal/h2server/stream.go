@@ -129,6 +129,12 @@ func (c *conn) processHeaders(f *h2hdr.Block) error {
 		return c.processTrailers(s, f)
 	}
 	if id <= c.maxID {
+		if c.evictedLocked(id) {
+			// Trailers the client sent before it saw the reset of a
+			// body dropped for BufferLimit: ignored (RFC 9113 section
+			// 5.1; the block was decoded, so HPACK state is intact).
+			return nil
+		}
 		c.count("stream_went_down")
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
