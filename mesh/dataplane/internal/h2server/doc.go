@@ -54,7 +54,8 @@
 //     ConnectionWindow): past it the stream read least recently loses
 //     its unread bytes, its handler's Read fails with the reason and
 //     the stream is reset (CANCEL) unless the client had finished
-//     sending (counted as the error class "buffer_limit");
+//     sending (counted as the error class "buffer_limit", and as a
+//     premature reset when the stream is younger than a second);
 //   - premature resets: streams reset less than a second after they
 //     opened, by the client (rapid reset, CVE-2023-44487) or by the
 //     server because of the client's frames (MadeYouReset,

@@ -340,9 +340,10 @@ func raise(a *atomic.Int64, v int64) {
 // first) loses its unread bytes. A body nobody reads is the first to go; one read all
 // along, however slowly, was read more recently. Its handler's next Read
 // fails with the reason; a stream the client is still sending on is
-// reset (CANCEL). Such resets are the server's choice for its memory,
-// not caused by the client's frames: they do not count as premature
-// resets.
+// reset (CANCEL). Such a reset counts as premature if the stream is
+// younger than prematureWindow: a body that waited longest is seldom
+// that young unless a client opens streams to have them dropped (the
+// handlers it started having done work upstream).
 func (c *conn) evictLocked() {
 	for c.buffered > c.cfg.BufferLimit {
 		var victim *stream
@@ -367,20 +368,12 @@ func (c *conn) evictLocked() {
 			mark := len(c.out)
 			_ = c.wf.WriteRSTStream(victim.id, http2.ErrCodeCancel)
 			c.controlDone(mark)
-			c.forgetOpenedLocked(victim.id)
+			c.countResetLocked(victim.id)
 			c.lim.evicted[c.lim.evictedAt%len(c.lim.evicted)] = victim.id
 			c.lim.evictedAt++
 			victim.abortLocked(err)
 			c.removeLocked(victim)
 		}
-	}
-}
-
-// forgetOpenedLocked makes a later reset of stream id count as no
-// premature reset.
-func (c *conn) forgetOpenedLocked(id uint32) {
-	if o := &c.lim.recent[(id>>1)%recentStreams]; o.id == id {
-		o.id = 0
 	}
 }
 

@@ -179,7 +179,13 @@ func TestTheHandlerSeesTheRequestAsNetHTTPWould(t *testing.T) {
 func TestBodiesBeyondTheWindowsFlowBothWays(t *testing.T) {
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(w, r.Body)
-	}), func(c *Config) { c.StreamWindow, c.ConnectionWindow = 65535, 65535 })
+	}), func(c *Config) {
+		c.StreamWindow, c.ConnectionWindow = 65535, 65535
+		// The four echoes may each hold a full stream window unread while
+		// their handlers wait to write: room for all of them (the default,
+		// twice the connection window, would drop one; see BufferLimit).
+		c.BufferLimit = 4 * 65535
+	})
 	c := h2cClient(t)
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
 	var wg sync.WaitGroup
