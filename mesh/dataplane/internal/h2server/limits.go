@@ -337,9 +337,9 @@ func raise(a *atomic.Int64, v int64) {
 // evictLocked keeps the unread request body bytes of all streams within
 // BufferLimit: while they are over it, the stream whose handler has gone
 // longest without reading (or, never read, whose unread bytes came
-// first) loses its unread bytes. A body nobody reads is the first to go; one read all
-// along, however slowly, was read more recently. Its handler's next Read
-// fails with the reason; a stream the client is still sending on is
+// first) loses its unread bytes. A body nobody reads is the first to
+// go; one read all along, however slowly, was read more recently. Its
+// handler's next Read fails with the reason; a stream the client is still sending on is
 // reset (CANCEL). Such a reset counts as premature if the stream is
 // younger than prematureWindow: a body that waited longest is seldom
 // that young unless a client opens streams to have them dropped (the
