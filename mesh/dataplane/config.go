@@ -74,6 +74,7 @@ type Config struct {
 	H2StreamWindow         int32         // WEFT_PROXY_HTTP2_STREAM_WINDOW, 1 MiB receive window per stream
 	H2ConnectionWindow     int32         // WEFT_PROXY_HTTP2_CONNECTION_WINDOW, 4 MiB receive window per connection
 	H2ResetBudget          int           // WEFT_PROXY_HTTP2_RESET_BUDGET, 100: premature stream resets a connection may cause before the ratio check closes it
+	H2BufferLimit          int64         // WEFT_PROXY_HTTP2_BUFFER_LIMIT, 0: 2 x H2ConnectionWindow (8 MiB): unread body bytes one HTTP/2 connection holds, past which the body waiting longest is dropped
 	H2WriteTimeout         time.Duration // WEFT_PROXY_HTTP2_WRITE_TIMEOUT, 10s: one write to an HTTP/2 client; a client not reading longer is closed (0: 10s)
 
 	// HTTPPoolWaitTimeout (WEFT_PROXY_HTTP_POOL_WAIT_TIMEOUT, 3s; zero
@@ -181,6 +182,7 @@ func Settings() []Setting {
 		{"WEFT_PROXY_HTTP2_CONNECTION_WINDOW", "4194304", "HTTP/2 receive window per connection, bytes"},
 		{"WEFT_PROXY_HTTP_POOL_WAIT_TIMEOUT", "3s", "how long an HTTP/1 request waits for a pooled connection to a peer proxy (all busy, or its client's share of them) before it is answered 503"},
 		{"WEFT_PROXY_HTTP2_RESET_BUDGET", "100", "premature stream resets (sent or received, of streams under a second old) an HTTP/2 connection may see before it is closed when at least half its streams were reset so"},
+		{"WEFT_PROXY_HTTP2_BUFFER_LIMIT", "0", "unread request or response body bytes one HTTP/2 connection may hold (its streams together), past which the body unread longest is dropped and its stream reset; 0: twice WEFT_PROXY_HTTP2_CONNECTION_WINDOW"},
 		{"WEFT_PROXY_HTTP2_WRITE_TIMEOUT", "10s", "one write to an HTTP/2 client; a client that does not read for longer is closed"},
 		{"WEFT_PROXY_ADMIN_SHUTDOWN", "false", "enable POST /shutdown on the admin server (loopback clients that reach it directly only)"},
 		{"WEFT_PROXY_ADMIN_HEADER_TIMEOUT", "5s", "how long an admin client may take to send a whole request"},
@@ -329,6 +331,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	integer("WEFT_PROXY_HTTP2_STREAM_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2StreamWindow = int32(n) })
 	integer("WEFT_PROXY_HTTP2_CONNECTION_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2ConnectionWindow = int32(n) })
 	integer("WEFT_PROXY_HTTP2_RESET_BUDGET", 1, 1<<20, func(n int64) { cfg.H2ResetBudget = int(n) })
+	integer("WEFT_PROXY_HTTP2_BUFFER_LIMIT", 0, 1<<34, func(n int64) { cfg.H2BufferLimit = n })
 	integer("WEFT_PROXY_ADMIN_MAX_CONNECTIONS", 1, 100000, func(n int64) { cfg.AdminMaxConnections = int(n) })
 	listen(vocab.EnvTapAddr, &cfg.TapAddr)
 	if v, ok := lookup(vocab.EnvTapIdentities); ok {
@@ -414,6 +417,9 @@ func (c Config) Validate() error {
 	if c.DetectTimeout <= 0 || c.ConnectTimeout <= 0 || c.ResolveTimeout <= 0 || c.PolicyTimeout <= 0 || c.ShutdownGracePeriod < 0 ||
 		c.HTTPIdleTimeout <= 0 || c.HTTPHeaderTimeout <= 0 || c.AdminHeaderTimeout <= 0 || c.AdminIdleTimeout <= 0 || c.H2WriteTimeout < 0 {
 		errs = append(errs, errors.New("dataplane: timeouts must be positive"))
+	}
+	if c.H2BufferLimit < 0 {
+		errs = append(errs, fmt.Errorf("dataplane: the HTTP/2 buffer limit must be 0 (twice the connection window) or positive, got %d", c.H2BufferLimit))
 	}
 	if c.HTTPMaxHeaderBytes < 4096 || c.H2MaxConcurrentStreams == 0 || c.H2StreamWindow < 65535 || c.H2ConnectionWindow < 65535 || c.H2ResetBudget <= 0 {
 		errs = append(errs, errors.New("dataplane: HTTP limits must be set (header bytes at least 4096, streams at least 1, windows at least 65535, reset budget at least 1)"))

@@ -113,6 +113,7 @@ func TestFromEnvNamesEachBadVariableAndValue(t *testing.T) {
 		"WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS": "many",
 		"WEFT_PROXY_HTTP2_STREAM_WINDOW":          "1024",
 		"WEFT_PROXY_HTTP2_RESET_BUDGET":           "-1",
+		"WEFT_PROXY_HTTP2_BUFFER_LIMIT":           "-5",
 		"WEFT_PROXY_ADMIN_HEADER_TIMEOUT":         "0s",
 		"WEFT_PROXY_ADMIN_IDLE_TIMEOUT":           "forever",
 		"WEFT_PROXY_ADMIN_MAX_CONNECTIONS":        "0",

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/weftmesh/weft/internal/testutil"
+	"github.com/weftmesh/weft/mesh/dataplane"
 )
 
 // holdApp is an h2c application whose /hold?i=N responses are size bytes
@@ -184,27 +185,38 @@ func TestAStalledClientDoesNotStarveOthersOnASharedUpstreamConnection(t *testing
 // write to a stream with no window: it learns of the drop when it reads
 // the upstream body next, so that stream ends when its client goes.)
 func TestUnreadResponsesPastTheUpstreamBufferLimitAreReset(t *testing.T) {
-	cfg := testConfig()
-	limit := 2 * int64(cfg.H2ConnectionWindow)
-	// Enough stalled responses to hold more than the limit.
-	streams := int(limit/int64(cfg.H2StreamWindow)) + 4
-	app := startHoldApp(t, streams, 2<<20)
-	r, addr := plainInbound(t, allowAll(t), app.httpApp)
-	stallStreams(t, addr, streams)
-	dropped := func() float64 {
-		return r.metric(t, "http_protocol_errors_total", `direction="client"`, `reason="http2-buffer_limit"`)
-	}
-	testutil.Eventually(t, 10*time.Second, func() bool { return dropped() > 0 }, "the buffer limit drops a stalled response")
+	configured := testConfig()
+	// WEFT_PROXY_HTTP2_BUFFER_LIMIT: with 3 windows, 7 stalled responses
+	// (under the default's 8 MiB) are past the limit, so drops show the
+	// setting is what counts.
+	configured.H2BufferLimit = 3 * int64(configured.H2StreamWindow)
+	for name, cfg := range map[string]dataplane.Config{"default": testConfig(), "configured": configured} {
+		t.Run(name, func(t *testing.T) {
+			limit := 2 * int64(cfg.H2ConnectionWindow)
+			if cfg.H2BufferLimit > 0 {
+				limit = cfg.H2BufferLimit
+			}
+			// Enough stalled responses to hold more than the limit.
+			streams := int(limit/int64(cfg.H2StreamWindow)) + 4
+			app := startHoldApp(t, streams, 2<<20)
+			r, addr := plainInboundWith(t, cfg, allowAll(t), app.httpApp)
+			stallStreams(t, addr, streams)
+			dropped := func() float64 {
+				return r.metric(t, "http_protocol_errors_total", `direction="client"`, `reason="http2-buffer_limit"`)
+			}
+			testutil.Eventually(t, 10*time.Second, func() bool { return dropped() > 0 }, "the buffer limit drops a stalled response")
 
-	n, err := victimGet(t, addr)
-	require.NoError(t, err)
-	assert.Equal(t, fairVictimBytes, n)
-	assert.EqualValues(t, 1, app.accepted.Load(), "one upstream connection carried them all")
-	testutil.Eventually(t, 10*time.Second, func() bool { return app.aborted.Load() > 0 },
-		"a dropped response's stream is reset upstream: the application's write fails")
-	var held int64
-	for i := range app.sent {
-		held += app.sent[i].Load()
+			n, err := victimGet(t, addr)
+			require.NoError(t, err)
+			assert.Equal(t, fairVictimBytes, n)
+			assert.EqualValues(t, 1, app.accepted.Load(), "one upstream connection carried them all")
+			testutil.Eventually(t, 10*time.Second, func() bool { return app.aborted.Load() > 0 },
+				"a dropped response's stream is reset upstream: the application's write fails")
+			var held int64
+			for i := range app.sent {
+				held += app.sent[i].Load()
+			}
+			t.Logf("the application sent %d bytes of stalled responses; %v dropped", held, dropped())
+		})
 	}
-	t.Logf("the application sent %d bytes of stalled responses; %v dropped", held, dropped())
 }

@@ -119,6 +119,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 		PingTimeout:          15 * time.Second,
 		ResetBudget:          cfg.H2ResetBudget,
 		WriteTimeout:         cfg.H2WriteTimeout,
+		BufferLimit:          h2BufferLimit(cfg),
 		CountError: func(errType string) {
 			p.m.http.protocol.WithLabelValues("", "http2-"+h2ErrorClass(errType)).Inc()
 		},
@@ -136,7 +137,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 	// h2client's package doc).
 	rt.h2opts = []h2client.Option{
 		h2client.WithWindows(cfg.H2StreamWindow, cfg.H2ConnectionWindow),
-		h2client.WithBufferLimit(h2ResponseBufferLimit(cfg)),
+		h2client.WithBufferLimit(h2BufferLimit(cfg)),
 		h2client.WithMaxHeaderBytes(cfg.HTTPMaxHeaderBytes),
 		h2client.WithKeepalive(30*time.Second, 15*time.Second),
 		h2client.WithIdleTimeout(90 * time.Second),
@@ -174,9 +175,15 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 	return rt, nil
 }
 
-// h2ResponseBufferLimit is what one pooled HTTP/2 client connection may
-// hold of response bodies not read yet: twice its receive window.
-func h2ResponseBufferLimit(cfg Config) int64 { return 2 * int64(cfg.H2ConnectionWindow) }
+// h2BufferLimit is what one HTTP/2 connection, served or pooled, may
+// hold of bodies not read yet: WEFT_PROXY_HTTP2_BUFFER_LIMIT, or twice
+// its receive window.
+func h2BufferLimit(cfg Config) int64 {
+	if cfg.H2BufferLimit > 0 {
+		return cfg.H2BufferLimit
+	}
+	return 2 * int64(cfg.H2ConnectionWindow)
+}
 
 // h2ErrorClass folds Go's HTTP/2 error names into a bounded label value.
 func h2ErrorClass(errType string) string {
