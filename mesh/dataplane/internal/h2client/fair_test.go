@@ -179,26 +179,14 @@ func TestUnreadResponsesPastTheBufferLimitAreDroppedOldestFirst(t *testing.T) {
 		large  = 4 << 20
 	)
 	var smallDone atomic.Int32
-	fill := strings.Repeat("f", 16<<10)
 	srv := startH2(t, false, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
-		for left := n; left > 0; left -= len(fill) {
-			if _, err := io.WriteString(w, fill[:min(left, len(fill))]); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-		}
-		if n == small {
+		if writeFlushed(w, n) && n == small {
 			smallDone.Add(1)
 		}
 	}))
 	var evicted atomic.Int32
-	cc := srv.dial(t, h2client.WithWindows(window, 4*window), h2client.WithBufferLimit(limit),
-		h2client.WithCountError(func(class string) {
-			if class == "buffer_limit" {
-				evicted.Add(1)
-			}
-		}))
+	cc := dialWithBufferLimit(t, srv, window, limit, &evicted)
 	get := func(n int) *http.Response {
 		resp, err := cc.RoundTrip(request(t, "GET", srv.addr, "/?n="+strconv.Itoa(n), nil))
 		require.NoError(t, err)
@@ -262,16 +250,6 @@ func TestAResponseWhoseBytesJustCameIsNotDroppedForOlderUnreadOnes(t *testing.T)
 	)
 	var smallDone, victimDone atomic.Int32
 	release := make(chan struct{})
-	fill := strings.Repeat("v", 16<<10)
-	write := func(w http.ResponseWriter, n int) bool {
-		for left := n; left > 0; left -= len(fill) {
-			if _, err := io.WriteString(w, fill[:min(left, len(fill))]); err != nil {
-				return false
-			}
-			w.(http.Flusher).Flush()
-		}
-		return true
-	}
 	srv := startH2(t, false, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/victim" {
 			w.WriteHeader(http.StatusOK)
@@ -281,22 +259,17 @@ func TestAResponseWhoseBytesJustCameIsNotDroppedForOlderUnreadOnes(t *testing.T)
 			case <-r.Context().Done():
 				return
 			}
-			if write(w, victimN) {
+			if writeFlushed(w, victimN) {
 				victimDone.Add(1)
 			}
 			return
 		}
-		if write(w, small) {
+		if writeFlushed(w, small) {
 			smallDone.Add(1)
 		}
 	}))
 	var evicted atomic.Int32
-	cc := srv.dial(t, h2client.WithWindows(window, 4*window), h2client.WithBufferLimit(limit),
-		h2client.WithCountError(func(class string) {
-			if class == "buffer_limit" {
-				evicted.Add(1)
-			}
-		}))
+	cc := dialWithBufferLimit(t, srv, window, limit, &evicted)
 	get := func(path string) *http.Response {
 		resp, err := cc.RoundTrip(request(t, "GET", srv.addr, path, nil))
 		require.NoError(t, err)
@@ -315,4 +288,29 @@ func TestAResponseWhoseBytesJustCameIsNotDroppedForOlderUnreadOnes(t *testing.T)
 	require.NoError(t, err, "the response whose bytes came last keeps them")
 	assert.Len(t, b, victimN)
 	assert.Positive(t, evicted.Load(), "the limit was passed, so an older unread response was dropped")
+}
+
+// writeFlushed writes n bytes in flushed 16 KiB pieces; false when the
+// client went away first.
+func writeFlushed(w http.ResponseWriter, n int) bool {
+	fill := strings.Repeat("f", 16<<10)
+	for left := n; left > 0; left -= len(fill) {
+		if _, err := io.WriteString(w, fill[:min(left, len(fill))]); err != nil {
+			return false
+		}
+		w.(http.Flusher).Flush()
+	}
+	return true
+}
+
+// dialWithBufferLimit dials srv with the given stream window (the
+// connection's is four of them) and buffer limit, counting the streams
+// the limit drops in evicted.
+func dialWithBufferLimit(t *testing.T, srv *h2Server, window int32, limit int64, evicted *atomic.Int32) *h2client.Conn {
+	return srv.dial(t, h2client.WithWindows(window, 4*window), h2client.WithBufferLimit(limit),
+		h2client.WithCountError(func(class string) {
+			if class == "buffer_limit" {
+				evicted.Add(1)
+			}
+		}))
 }
