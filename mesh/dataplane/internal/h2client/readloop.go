@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http2"
+
+	"github.com/weftmesh/weft/mesh/dataplane/internal/bodybuf"
 )
 
 // readLoop reads the server's frames until the connection fails, then
@@ -199,33 +201,10 @@ func (cc *Conn) onData(f *http2.DataFrame) error {
 	return nil
 }
 
-// appendLocked buffers received body bytes. Flow control keeps the
-// unread bytes within the stream window, and the buffer within twice
-// the window: the unread bytes are moved to the front only when as many
-// bytes were read before them (so each byte is moved once at most, on
-// average), and otherwise the buffer grows, doubling up to twice the
-// window. Once there it never needs to grow again: a buffer that full
-// has more bytes read than unread.
+// appendLocked buffers received body bytes, within twice the stream
+// window (bodybuf.Append).
 func (cs *stream) appendLocked(data []byte) {
-	if cs.off == len(cs.buf) {
-		cs.buf, cs.off = cs.buf[:0], 0
-	}
-	if len(cs.buf)+len(data) <= cap(cs.buf) {
-		cs.buf = append(cs.buf, data...)
-		return
-	}
-	unread := len(cs.buf) - cs.off
-	if cs.off >= unread {
-		n := copy(cs.buf, cs.buf[cs.off:])
-		cs.buf, cs.off = cs.buf[:n], 0
-	}
-	if need := unread + len(data); cs.off > 0 || need > cap(cs.buf) {
-		size := max(min(2*cap(cs.buf), 2*int(cs.cc.cfg.streamWindow)), need)
-		nb := make([]byte, unread, size)
-		copy(nb, cs.buf[cs.off:])
-		cs.buf, cs.off = nb, 0
-	}
-	cs.buf = append(cs.buf, data...)
+	cs.buf, cs.off = bodybuf.Append(cs.buf, cs.off, data, int(cs.cc.cfg.streamWindow))
 }
 
 func (cc *Conn) onReset(f *http2.RSTStreamFrame) error {

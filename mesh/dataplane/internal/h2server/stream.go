@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/bodybuf"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2hdr"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
@@ -498,35 +499,10 @@ func (b *body) Close() error {
 	return nil
 }
 
-// appendLocked buffers received body bytes. Flow control keeps the
-// unread bytes within the stream window, and the buffer within twice
-// the window: the unread bytes are moved to the front only when as many
-// bytes were read before them (so each byte is moved once at most, on
-// average), and otherwise the buffer grows, doubling up to twice the
-// window. Once there it never needs to grow again: a buffer that full
-// has more bytes read than unread. (Before, bytes already read stayed
-// in the buffer until a read emptied it: a reader always one byte
-// behind kept the whole body.)
+// appendLocked buffers received body bytes, within twice the stream
+// window (bodybuf.Append).
 func (s *stream) appendLocked(data []byte) {
-	if s.off == len(s.buf) {
-		s.buf, s.off = s.buf[:0], 0
-	}
-	if len(s.buf)+len(data) <= cap(s.buf) {
-		s.buf = append(s.buf, data...)
-		return
-	}
-	unread := len(s.buf) - s.off
-	if s.off >= unread {
-		n := copy(s.buf, s.buf[s.off:])
-		s.buf, s.off = s.buf[:n], 0
-	}
-	if need := unread + len(data); s.off > 0 || need > cap(s.buf) {
-		size := max(min(2*cap(s.buf), 2*int(s.c.cfg.StreamWindow)), need)
-		nb := make([]byte, unread, size)
-		copy(nb, s.buf[s.off:])
-		s.buf, s.off = nb, 0
-	}
-	s.buf = append(s.buf, data...)
+	s.buf, s.off = bodybuf.Append(s.buf, s.off, data, int(s.c.cfg.StreamWindow))
 }
 
 // dropBufLocked forgets the stream's unread body bytes.
