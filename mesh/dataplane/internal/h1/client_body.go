@@ -101,21 +101,26 @@ func newClientBody(cl *Client, cc *clientConn, req *http.Request, resp *http.Res
 	return b, nil
 }
 
-// singleLength reads Content-Length values that all agree.
+// singleLength reads Content-Length values that are all the same
+// text. Equal numbers written differently ("02" and "2") are refused: a
+// reader that compares the text, as net/http does, refuses them, and the
+// proxy must not read a framing another reader would not.
 func singleLength(vs []string) (int64, bool) {
 	if len(vs) == 0 {
 		return 0, false
 	}
 	var n int64 = -1
+	first := ""
 	for _, v := range vs {
 		for more := true; more; {
 			var part string
 			part, v, more = strings.Cut(v, ",")
-			m, ok := parseContentLength(strings.TrimSpace(part))
-			if !ok || (n >= 0 && m != n) {
+			part = strings.TrimSpace(part)
+			m, ok := parseContentLength(part)
+			if !ok || (n >= 0 && part != first) {
 				return 0, false
 			}
-			n = m
+			n, first = m, part
 		}
 	}
 	return n, true

@@ -204,7 +204,7 @@ var stricterResponses = []refusal{
 	{regexp.MustCompile(`unsupported Transfer-Encoding`), "kept for the record: net/http refuses these too"},
 	{regexp.MustCompile(`Transfer-Encoding on an HTTP/1.0 response`), "faulty framing (RFC 9112 section 6.1); net/http ignores the field and reads to the end, another reader would read chunks"},
 	{regexp.MustCompile(`both Content-Length and Transfer-Encoding`), "ambiguous framing: net/http lets chunked win, the proxy refuses to guess (RFC 9112 section 6.3 item 3)"},
-	{regexp.MustCompile(`invalid Content-Length`), "as for requests, except that repeated equal values are read"},
+	{regexp.MustCompile(`invalid Content-Length`), "as for requests, except that repeated values written the same are read (equal numbers written differently, 02 and 2, are refused as by net/http)"},
 	{regexp.MustCompile(`invalid Trailer name`), "announced trailer names are checked as every field name; net/http canonicalizes anything"},
 	{regexp.MustCompile(`chunk|quoted`), "as for requests"},
 	{regexp.MustCompile(`too large|too many|line too long`), "bounds on what one upstream can make the proxy hold"},
