@@ -23,13 +23,7 @@ func TestClientHoldsAtMostMaxConnsPerAddrAndQueuesTheRest(t *testing.T) {
 	// An upstream that holds every request until released: a third
 	// request finds two busy connections and waits for one, it does not
 	// open a third.
-	release := make(chan struct{})
-	held := make(chan struct{}, 8)
-	addr := startServer(t, func(w http.ResponseWriter, r *http.Request) {
-		held <- struct{}{}
-		<-release
-		io.WriteString(w, "ok")
-	})
+	release, held, addr := startHoldingServer(t)
 	var dials atomic.Int32
 	cl := newClient(&dials)
 	cl.MaxConnsPerAddr = 2
@@ -195,13 +189,7 @@ func TestClientKeepsTheRestOfThePoolFromAClientHoldingItsShare(t *testing.T) {
 	// holds every request: client a's third request waits for one of its
 	// own and gives up after WaitTimeout, client b still gets its two,
 	// and then the pool is full for client c.
-	release := make(chan struct{})
-	held := make(chan struct{}, 8)
-	addr := startServer(t, func(w http.ResponseWriter, r *http.Request) {
-		held <- struct{}{}
-		<-release
-		io.WriteString(w, "ok")
-	})
+	release, held, addr := startHoldingServer(t)
 	var dials atomic.Int32
 	cl := newClient(&dials)
 	cl.MaxConnsPerAddr, cl.MaxConnsPerClient = 4, 2
@@ -308,4 +296,18 @@ func TestClientForgetsARequestWhoseContextEndsWhileItWaits(t *testing.T) {
 	close(release)
 	require.NoError(t, <-done)
 	assert.Equal(t, int32(1), dials.Load(), "the cancelled request opened nothing")
+}
+
+// startHoldingServer starts an upstream that holds every request until
+// release is closed, announcing each on held (room for 8), then answers
+// "ok".
+func startHoldingServer(t *testing.T) (release chan struct{}, held chan struct{}, addr string) {
+	release = make(chan struct{})
+	held = make(chan struct{}, 8)
+	addr = startServer(t, func(w http.ResponseWriter, r *http.Request) {
+		held <- struct{}{}
+		<-release
+		io.WriteString(w, "ok")
+	})
+	return release, held, addr
 }
