@@ -336,29 +336,45 @@ func (m *mesh) policyEnforced(t *testing.T) {
 	// Whatever fails below, the policy does not outlive this step.
 	t.Cleanup(func() { m.deletePolicy(t) })
 	m.applyPolicy(t)
-	eventually(t, time.Minute, "the intruder denied with 403", func(ctx context.Context) error {
-		c := e.call(t, intruder, backendURL, marker, 3)
-		if c.Codes["403"] != 3 {
-			return fmt.Errorf("%+v", c)
+	// The six objects reach the controller one by one: between a Server
+	// and its AuthorizationPolicy every caller is denied. So the step
+	// waits for the whole policy to be in force (the intruder denied
+	// and the admitted caller let in, on each port) before it counts.
+	eventually(t, time.Minute, "the intruder denied with 403 and the frontend admitted", func(ctx context.Context) error {
+		if c := e.call(t, intruder, backendURL, marker, 3); c.Codes["403"] != 3 {
+			return fmt.Errorf("intruder -> backend: %+v", c)
+		}
+		if c := e.call(t, client, frontendURL, marker, 3); c.OK != 3 {
+			return fmt.Errorf("client -> frontend -> backend: %+v", c)
 		}
 		return nil
 	})
-	eventually(t, time.Minute, "the intruder's TCP connection refused", func(ctx context.Context) error {
+	eventually(t, time.Minute, "the intruder's TCP connection refused and the client's admitted", func(ctx context.Context) error {
 		reply, errText, err := e.tcpExchange(ctx, intruder, backendEcho, "let me in")
 		if err != nil {
 			return err
 		}
 		if errText == "" {
-			return fmt.Errorf("got a reply %q", reply)
+			return fmt.Errorf("intruder got a reply %q", reply)
+		}
+		reply, errText, err = e.tcpExchange(ctx, client, backendEcho, "admitted")
+		if err != nil {
+			return err
+		}
+		if errText != "" || reply != "backend admitted" {
+			return fmt.Errorf("client: reply %q, error %q", reply, errText)
 		}
 		return nil
 	})
+	// In force, it holds: every admitted call gets through.
 	c := e.call(t, client, frontendURL, marker, 20)
 	assert.Zero(t, c.Failed, "client -> frontend -> backend under the policy: %+v", c)
 	reply, errText, err := e.tcpExchange(timeout(t, time.Minute), client, backendEcho, "allowed")
 	require.NoError(t, err)
 	assert.Empty(t, errText, "client -> backend echo under the policy")
 	assert.Equal(t, "backend allowed", reply)
+	c = e.call(t, intruder, backendURL, marker, 5)
+	assert.Equal(t, 5, c.Codes["403"], "intruder -> backend under the policy: %+v", c)
 
 	// Deleting the policy lets the intruder in again, within seconds and
 	// without restarting anything.
