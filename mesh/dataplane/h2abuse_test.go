@@ -3,6 +3,7 @@ package dataplane_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -441,36 +442,82 @@ func TestCancellingLongLivedStreamsIsNotARapidReset(t *testing.T) {
 }
 
 func TestAClientThatWaitsForEachPingAckIsNotAFlood(t *testing.T) {
-	// grpc-go's bandwidth estimator pings once per round trip, which on
-	// loopback is thousands of PINGs a second; each waits for the
-	// previous acknowledgement. The benchmark's grpc-go client was cut
-	// for a "control flood" at about 10,000 calls a second.
+	// grpc-go's bandwidth estimator pings once per round trip while it
+	// receives DATA, which on loopback is thousands of PINGs a second,
+	// each after the previous acknowledgement; its keepalive pings a few
+	// times a minute. The benchmark's grpc-go client was once cut for a
+	// "control flood" at about 10,000 calls a second. This client does
+	// both: 200 PINGs with no traffic (under the standing allowance of
+	// 256), then 1,500 requests, each answered with DATA and followed by
+	// one PING (earned by that DATA), each waiting for its ack.
 	_, addr := h2Target(t)
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetDeadline(time.Now().Add(60*time.Second)))
 	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
 	_, err = io.WriteString(c, http2.ClientPreface)
 	require.NoError(t, err)
 	require.NoError(t, fr.WriteSettings())
-	const pings = 5000
-	for i := 0; i < pings; i++ {
-		data := [8]byte{byte(i >> 8), byte(i)}
-		require.NoError(t, fr.WritePing(false, data), "ping %d", i)
-		for acked := false; !acked; {
-			f, err := fr.ReadFrame()
-			require.NoError(t, err, "ping %d: the connection ended", i)
-			switch f := f.(type) {
-			case *http2.SettingsFrame:
-				if !f.IsAck() {
-					require.NoError(t, fr.WriteSettingsAck())
-				}
-			case *http2.PingFrame:
-				acked = f.IsAck() && f.Data == data
-			case *http2.GoAwayFrame:
-				t.Fatalf("ping %d: GOAWAY %v", i, f.ErrCode)
+
+	// next reads one frame, answering the server's SETTINGS and failing
+	// the test on GOAWAY.
+	next := func(what string) http2.Frame {
+		f, err := fr.ReadFrame()
+		require.NoError(t, err, "%s: the connection ended", what)
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				require.NoError(t, fr.WriteSettingsAck())
+			}
+		case *http2.GoAwayFrame:
+			t.Fatalf("%s: GOAWAY %v", what, f.ErrCode)
+		}
+		return f
+	}
+	ping := func(what string, n int) {
+		data := [8]byte{byte(n >> 8), byte(n)}
+		require.NoError(t, fr.WritePing(false, data), what)
+		for {
+			if p, ok := next(what).(*http2.PingFrame); ok && p.IsAck() && p.Data == data {
+				return
 			}
 		}
+	}
+	for i := 0; i < 200; i++ {
+		ping(fmt.Sprintf("keepalive ping %d", i), i)
+	}
+	const requests = 1500
+	for i := 0; i < requests; i++ {
+		id := uint32(2*i + 1)
+		what := fmt.Sprintf("request %d", i)
+		hbuf.Reset()
+		for _, kv := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "web"}, {":path", "/status/200"}} {
+			require.NoError(t, enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]}))
+		}
+		require.NoError(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true}), what)
+		data := 0
+		for ended := false; !ended; {
+			switch f := next(what).(type) {
+			case *http2.MetaHeadersFrame:
+				ended = f.StreamID == id && f.StreamEnded()
+			case *http2.DataFrame:
+				if f.StreamID != id {
+					continue
+				}
+				if n := len(f.Data()); n > 0 {
+					data++
+					require.NoError(t, fr.WriteWindowUpdate(0, uint32(n)), what)
+				}
+				ended = f.StreamEnded()
+			case *http2.RSTStreamFrame:
+				require.NotEqual(t, id, f.StreamID, "%s: reset %v", what, f.ErrCode)
+			}
+		}
+		require.Positive(t, data, "%s: the response carried DATA", what)
+		ping(what+": its ping", 200+i)
 	}
 }

@@ -176,15 +176,19 @@ func TestAPingFloodOverMeshTLSOneFramePerRecordEndsTheConnection(t *testing.T) {
 	}()
 	const attempts = 1000000
 	sent := 0
+	start := time.Now()
 	for ; sent < attempts; sent++ {
 		if fr.WritePing(false, [8]byte{byte(sent), byte(sent >> 8)}) != nil {
 			break
 		}
 	}
 	<-readDone
-	t.Logf("%d PINGs sent, %d answered", sent, acks.Load())
+	elapsed := time.Since(start)
+	t.Logf("%d PINGs sent, %d answered in %s", sent, acks.Load(), elapsed)
 	assert.Less(t, sent, attempts, "the flood ended the connection")
-	assert.Less(t, acks.Load(), int64(attempts/10), "the flood was cut after about the paced-PING bucket (10,000)")
+	// The paced-PING bucket (256) and its drain (100 a second) while the
+	// flood lasted: a connection's PINGs answered, whatever its length.
+	assert.LessOrEqual(t, acks.Load(), int64(256+100*elapsed.Seconds()+1), "the flood was cut after the paced-PING bucket")
 	testutil.Eventually(t, 20*time.Second, func() bool {
 		return hp.b.metric(t, "http_protocol_errors_total", `reason="http2-control-flood"`) > 0
 	}, "the flood is counted as one")

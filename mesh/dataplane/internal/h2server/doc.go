@@ -77,7 +77,7 @@
 //     most 4096 kept), else control frames. So free WINDOW_UPDATEs are
 //     bounded by the DATA the server sent;
 //   - paced PINGs (sent once every earlier one is answered, as grpc-go's
-//     bandwidth estimator does): a bucket of 10,000, drained by one for
+//     bandwidth estimator does): a bucket of 256, drained by one for
 //     every DATA frame the server sends and by 100 a second
 //     ("http2-control-flood");
 //   - empty frames (DATA without END_STREAM, HEADERS and CONTINUATION

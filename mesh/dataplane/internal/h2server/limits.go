@@ -27,13 +27,17 @@ const (
 
 	// PINGs sent while every earlier PING's acknowledgement has been
 	// written (a client that waits for each answer) have their own
-	// bucket, larger, drained slowly by time and by one for every DATA
-	// frame the server sends: grpc-go's bandwidth estimator pings once
-	// per round trip while it receives DATA, thousands of times a second
-	// on a fast link. Time alone cannot tell such a client from a flood:
-	// over TLS, where each frame can arrive in its own record, the
-	// server answers each PING of a flood before it reads the next.
-	pacedPingBucket = 10000
+	// bucket, drained slowly by time and by one for every DATA frame the
+	// server sends: grpc-go's bandwidth estimator pings once per round
+	// trip while it receives DATA, thousands of times a second on a fast
+	// link, and earns each PING with the DATA that prompted it. Time
+	// alone cannot tell such a client from a flood: over TLS, where each
+	// frame can arrive in its own record, the server answers each PING
+	// of a flood before it reads the next. The standing allowance only
+	// has to cover keepalives (grpc-go allows one per 10 s at most) and
+	// PINGs that run ahead of the DATA credited for them; a flooder
+	// reconnecting gets no more than it per connection.
+	pacedPingBucket = 256
 	pacedPingRate   = 100 // per second
 
 	// Empty frames (DATA without END_STREAM, HEADERS and CONTINUATION
