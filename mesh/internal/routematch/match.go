@@ -128,8 +128,10 @@ func (m *Matcher) HTTP(host Rank, h *HTTP) (Rank, Outcome) {
 	if !ok {
 		return host, NoMatch
 	}
-	if o := m.headers(h.Headers); o != Match {
-		return host, o
+	if len(h.Headers) > 0 {
+		if o := m.headers(h.Headers); o != Match {
+			return host, o
+		}
 	}
 	if len(h.Query) > 0 {
 		if !m.queryParsed {
@@ -189,8 +191,10 @@ func (m *Matcher) GRPC(host Rank, g *GRPC) (Rank, Outcome) {
 	if !m.rpcOK || g.Service != "" && g.Service != m.service || g.Method != "" && g.Method != m.rpc {
 		return host, NoMatch
 	}
-	if o := m.headers(g.Headers); o != Match {
-		return host, o
+	if len(g.Headers) > 0 {
+		if o := m.headers(g.Headers); o != Match {
+			return host, o
+		}
 	}
 	return host.withRPC(len(g.Service), len(g.Method)).withConditions(false, len(g.Headers), 0), Match
 }
