@@ -75,6 +75,12 @@ var rules = []depstest.Rule{
 		Why:      "apis/ imports nothing from mesh/",
 	},
 	{
+		Packages: []string{weft("mesh/internal/routematch")},
+		Deny:     []string{depstest.All},
+		Allow:    []string{depstest.Std},
+		Why:      "the route matcher the outbound router and the inbound evaluator share imports only the standard library",
+	},
+	{
 		Packages: []string{weft("apis/vocab"), weft("mesh/identity/certpem")},
 		Deny:     []string{depstest.All},
 		Allow:    []string{depstest.Std},

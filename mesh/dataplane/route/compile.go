@@ -18,6 +18,7 @@ import (
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
+	"github.com/weftmesh/weft/mesh/internal/routematch"
 )
 
 // Compile builds the router of target from its outbound policy and its
@@ -177,7 +178,7 @@ func compileHTTPRule(prr *outbound.HttpRoute_Rule, name, target string) (httpRul
 		if err != nil {
 			return rule, err
 		}
-		allMethods = allMethods && m.method != ""
+		allMethods = allMethods && m.Method != ""
 		rule.matches = append(rule.matches, m)
 	}
 	rt := &Route{Name: name}
@@ -274,22 +275,22 @@ func timeoutsOf(t *httproute.Timeouts, legacy time.Duration) Timeouts {
 	return out
 }
 
-func compileHTTPMatch(pm *httproute.HttpRouteMatch) (httpMatch, error) {
+func compileHTTPMatch(pm *httproute.HttpRouteMatch) (routematch.HTTP, error) {
 	// A match without a path condition is a prefix match on "/", as in
-	// the Gateway API.
-	m := httpMatch{path: pathMatch{kind: 2, value: "/"}}
+	// the Gateway API; routematch reads a nil Path so.
+	var m routematch.HTTP
 	if p := pm.GetPath(); p != nil {
 		switch k := p.GetKind().(type) {
 		case *httproute.PathMatch_Exact:
-			m.path = pathMatch{kind: 3, value: k.Exact}
+			m.Path = &routematch.Path{Kind: routematch.PathExact, Value: k.Exact}
 		case *httproute.PathMatch_Prefix:
-			m.path = pathMatch{kind: 2, value: k.Prefix}
+			m.Path = &routematch.Path{Kind: routematch.PathPrefix, Value: k.Prefix}
 		case *httproute.PathMatch_Regex:
 			re, err := anchored(k.Regex)
 			if err != nil {
 				return m, err
 			}
-			m.path = pathMatch{kind: 1, value: k.Regex, re: re}
+			m.Path = &routematch.Path{Kind: routematch.PathRegex, Value: k.Regex, Regex: re}
 		default:
 			return m, errors.New("path match without a value")
 		}
@@ -299,50 +300,50 @@ func compileHTTPMatch(pm *httproute.HttpRouteMatch) (httpMatch, error) {
 		if err != nil {
 			return m, err
 		}
-		m.method = meth
+		m.Method = meth
 	}
 	var err error
-	if m.headers, err = headerMatches(pm.GetHeaders()); err != nil {
+	if m.Headers, err = headerMatches(pm.GetHeaders()); err != nil {
 		return m, err
 	}
 	for _, q := range pm.GetQueryParams() {
 		if q.GetName() == "" {
 			return m, errors.New("query match without a name")
 		}
-		vm := valueMatch{name: q.GetName()}
+		vm := routematch.Value{Name: q.GetName()}
 		switch v := q.GetValue().(type) {
 		case *httproute.QueryParamMatch_Exact:
-			vm.exact = v.Exact
+			vm.Exact = v.Exact
 		case *httproute.QueryParamMatch_Regex:
 			re, err := anchored(v.Regex)
 			if err != nil {
 				return m, err
 			}
-			vm.re = re
+			vm.Regex = re
 		default:
 			return m, fmt.Errorf("query match %s without a value", q.GetName())
 		}
-		m.query = append(m.query, vm)
+		m.Query = append(m.Query, vm)
 	}
 	return m, nil
 }
 
-func headerMatches(phs []*httproute.HeaderMatch) ([]valueMatch, error) {
-	var out []valueMatch
+func headerMatches(phs []*httproute.HeaderMatch) ([]routematch.Value, error) {
+	var out []routematch.Value
 	for _, h := range phs {
 		if h.GetName() == "" {
 			return nil, errors.New("header match without a name")
 		}
-		vm := valueMatch{name: textproto.CanonicalMIMEHeaderKey(h.GetName())}
+		vm := routematch.Value{Name: textproto.CanonicalMIMEHeaderKey(h.GetName())}
 		switch v := h.GetValue().(type) {
 		case *httproute.HeaderMatch_Exact:
-			vm.exact = string(v.Exact)
+			vm.Exact = string(v.Exact)
 		case *httproute.HeaderMatch_Regex:
 			re, err := anchored(v.Regex)
 			if err != nil {
 				return nil, err
 			}
-			vm.re = re
+			vm.Regex = re
 		default:
 			return nil, fmt.Errorf("header match %s without a value", h.GetName())
 		}
@@ -352,7 +353,7 @@ func headerMatches(phs []*httproute.HeaderMatch) ([]valueMatch, error) {
 }
 
 func anchored(expr string) (*regexp.Regexp, error) {
-	re, err := regexp.Compile(`^(?:` + expr + `)$`)
+	re, err := routematch.Anchored(expr)
 	if err != nil {
 		return nil, fmt.Errorf("invalid regular expression %q: %w", expr, err)
 	}
@@ -376,12 +377,12 @@ func methodOf(pm *httptypes.HttpMethod) (string, error) {
 	return "", errors.New("method match without a method")
 }
 
-func compileHosts(phs []*httproute.HostMatch) ([]hostMatch, error) {
-	var out []hostMatch
+func compileHosts(phs []*httproute.HostMatch) ([]routematch.Host, error) {
+	var out []routematch.Host
 	for _, h := range phs {
 		switch m := h.GetMatch().(type) {
 		case *httproute.HostMatch_Exact:
-			out = append(out, hostMatch{value: strings.ToLower(strings.TrimSuffix(m.Exact, "."))})
+			out = append(out, routematch.Host{Value: strings.ToLower(strings.TrimSuffix(m.Exact, "."))})
 		case *httproute.HostMatch_Suffix_:
 			labels := m.Suffix.GetReverseLabels()
 			if len(labels) == 0 {
@@ -391,7 +392,7 @@ func compileHosts(phs []*httproute.HostMatch) ([]hostMatch, error) {
 			for i := len(labels) - 1; i >= 0; i-- {
 				fwd = append(fwd, strings.ToLower(labels[i]))
 			}
-			out = append(out, hostMatch{value: strings.Join(fwd, "."), suffix: true})
+			out = append(out, routematch.Host{Value: strings.Join(fwd, "."), Suffix: true})
 		default:
 			return nil, errors.New("host match without a value")
 		}

@@ -4,14 +4,15 @@ import (
 	"errors"
 
 	"github.com/weftmesh/weft/apis/proxy/outbound"
+	"github.com/weftmesh/weft/mesh/internal/routematch"
 )
 
 func compileGRPCRule(prr *outbound.GrpcRoute_Rule, name, target string) (grpcRule, error) {
 	var rule grpcRule
 	for _, pm := range prr.GetMatches() {
-		m := grpcMatch{service: pm.GetRpc().GetService(), method: pm.GetRpc().GetMethod()}
+		m := routematch.GRPC{Service: pm.GetRpc().GetService(), Method: pm.GetRpc().GetMethod()}
 		var err error
-		if m.headers, err = headerMatches(pm.GetHeaders()); err != nil {
+		if m.Headers, err = headerMatches(pm.GetHeaders()); err != nil {
 			return rule, err
 		}
 		rule.matches = append(rule.matches, m)

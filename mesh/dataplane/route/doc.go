@@ -21,8 +21,13 @@
 // to the outbound policy, as Linkerd does. Otherwise the policy's routes
 // for the request's protocol apply (for protocol detection, the HTTP/1 or
 // HTTP/2 set; for gRPC, the GRPCRoutes). Among matching rules the most
-// specific wins: host (exact over wildcard, longer wildcards first), then
-// path (exact, then longer prefix, then regex), method, number of header
-// matches, number of query matches, then order. Without any route the
+// specific wins, by the precedence of package mesh/internal/routematch,
+// which the inbound evaluator (mesh/policy/authz) shares: host (exact
+// over wildcard, longer wildcards first), then the path's length as
+// Linkerd's proxy counts it (exact and regex: the request path's; prefix:
+// its own; at equal length exact, regex, prefix), for gRPC the service
+// then the method, then a method condition, the number of header
+// matches, the number of query matches, then order. A header sent more
+// than once matches when any of its values does. Without any route the
 // request goes to the destination itself (route "default").
 package route

@@ -6,12 +6,12 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
+	"github.com/weftmesh/weft/mesh/internal/routematch"
 )
 
 // Request is what routing reads from a request.
@@ -277,51 +277,22 @@ func Default(target string) *Router {
 // for matching.
 type compiledRoute[Rule any] struct {
 	name  string
-	hosts []hostMatch
+	hosts []routematch.Host
 	rules []Rule
 }
 
 type httpRoute = compiledRoute[httpRule]
 
 type httpRule struct {
-	matches []httpMatch
+	matches []routematch.HTTP
 	route   *Route
-}
-
-type httpMatch struct {
-	path    pathMatch
-	method  string
-	headers []valueMatch
-	query   []valueMatch
-}
-
-type pathMatch struct {
-	kind  uint8 // 0 none, 1 regex, 2 prefix, 3 exact
-	value string
-	re    *regexp.Regexp
-}
-
-type valueMatch struct {
-	name  string
-	exact string
-	re    *regexp.Regexp
-}
-
-type hostMatch struct {
-	value  string
-	suffix bool
 }
 
 type grpcRoute = compiledRoute[grpcRule]
 
 type grpcRule struct {
-	matches []grpcMatch
+	matches []routematch.GRPC
 	route   *Route
-}
-
-type grpcMatch struct {
-	service, method string
-	headers         []valueMatch
 }
 
 type profileRoute struct {

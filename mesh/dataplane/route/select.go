@@ -2,8 +2,8 @@ package route
 
 import (
 	"math/rand/v2"
-	"net/url"
-	"strings"
+
+	"github.com/weftmesh/weft/mesh/internal/routematch"
 )
 
 // Select returns the route of a request. It never returns nil.
@@ -45,84 +45,41 @@ var notFound = &Route{Name: "not-found"}
 // NotFound reports whether rt is the route of unmatched requests.
 func NotFound(rt *Route) bool { return rt == notFound }
 
-type score struct {
-	host     int // 0 none matched yet; 1 any; 2+len wildcard; 1000+ exact
-	pathKind uint8
-	pathLen  int
-	method   bool
-	headers  int
-	query    int
-}
-
-func (a score) less(b score) bool {
-	switch {
-	case a.host != b.host:
-		return a.host < b.host
-	case a.pathKind != b.pathKind:
-		return a.pathKind < b.pathKind
-	case a.pathLen != b.pathLen:
-		return a.pathLen < b.pathLen
-	case a.method != b.method:
-		return !a.method
-	case a.headers != b.headers:
-		return a.headers < b.headers
-	}
-	return a.query < b.query
-}
-
-func hostScore(hs []hostMatch, host string) int {
-	if len(hs) == 0 {
-		return 1
-	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	best := -1
-	for _, h := range hs {
-		switch {
-		case !h.suffix && h.value == host:
-			return 100000
-		case h.suffix && strings.HasSuffix(host, "."+h.value):
-			if s := 2 + len(h.value); s > best {
-				best = s
-			}
-		}
-	}
-	return best
+// matcherOf reads a request for routematch. Outbound, a header or query
+// parameter sent more than once matches when any of its values does, as
+// in Linkerd's proxy: choosing a route grants nothing.
+func matcherOf(req *Request) routematch.Matcher {
+	return routematch.New(&routematch.Request{Method: req.Method, Path: req.Path, RawQuery: req.RawQuery, Host: req.Host, Header: req.Header}, routematch.AnyValue)
 }
 
 func selectHTTP(routes []httpRoute, req Request) *Route {
+	m := matcherOf(&req)
 	var best *Route
-	var bestScore score
-	var query url.Values
+	var bestRank routematch.Rank
 	for ri := range routes {
 		rt := &routes[ri]
-		hs := hostScore(rt.hosts, req.Host)
-		if hs < 0 {
+		host, ok := m.Host(rt.hosts)
+		if !ok {
 			continue
 		}
 		for _, rule := range rt.rules {
 			if len(rule.matches) == 0 {
-				sc := score{host: hs, pathKind: 2, pathLen: 1}
-				if best == nil || bestScore.less(sc) {
-					best, bestScore = rule.route, sc
+				if rk := routematch.AnyRequest(host); best == nil || bestRank.Less(rk) {
+					best, bestRank = rule.route, rk
 				}
 				continue
 			}
 			for mi := range rule.matches {
-				m := &rule.matches[mi]
-				sc, prefix, ok := matchHTTP(m, req, &query)
-				if !ok {
+				hm := &rule.matches[mi]
+				rk, o := m.HTTP(host, hm)
+				if o == routematch.NoMatch || best != nil && !bestRank.Less(rk) {
 					continue
 				}
-				sc.host = hs
-				if best == nil || bestScore.less(sc) {
-					if prefix != "" && rule.route.Redirect != nil && rule.route.Redirect.PrefixPath != nil {
-						cp := *rule.route
-						cp.matchedPrefix = prefix
-						best = &cp
-					} else {
-						best = rule.route
-					}
-					bestScore = sc
+				best, bestRank = rule.route, rk
+				if pfx := matchedPrefix(hm.Path); pfx != "" && rule.route.Redirect != nil && rule.route.Redirect.PrefixPath != nil {
+					cp := *rule.route
+					cp.matchedPrefix = pfx
+					best = &cp
 				}
 			}
 		}
@@ -130,126 +87,40 @@ func selectHTTP(routes []httpRoute, req Request) *Route {
 	return best
 }
 
-func matchHTTP(m *httpMatch, req Request, query *url.Values) (score, string, bool) {
-	var sc score
-	prefix := ""
-	switch m.path.kind {
-	case 3:
-		if req.Path != m.path.value {
-			return sc, "", false
-		}
-		sc.pathKind, sc.pathLen = 3, len(m.path.value)
-	case 2:
-		if !prefixMatch(m.path.value, req.Path) {
-			return sc, "", false
-		}
-		sc.pathKind, sc.pathLen = 2, len(strings.TrimSuffix(m.path.value, "/"))+1
-		prefix = m.path.value
-	case 1:
-		if !m.path.re.MatchString(req.Path) {
-			return sc, "", false
-		}
-		sc.pathKind, sc.pathLen = 1, len(m.path.value)
+// matchedPrefix is the prefix a redirect's prefix rewrite replaces: the
+// match's prefix, "/" without a path condition, none for exact and regex
+// matches.
+func matchedPrefix(p *routematch.Path) string {
+	switch {
+	case p == nil:
+		return "/"
+	case p.Kind == routematch.PathPrefix:
+		return p.Value
 	}
-	if m.method != "" {
-		if req.Method != m.method {
-			return sc, "", false
-		}
-		sc.method = true
-	}
-	for _, h := range m.headers {
-		if !valuesMatch(h, req.Header[h.name]) {
-			return sc, "", false
-		}
-	}
-	sc.headers = len(m.headers)
-	if len(m.query) > 0 {
-		if *query == nil {
-			q, _ := url.ParseQuery(req.RawQuery)
-			*query = q
-		}
-		for _, q := range m.query {
-			if !valuesMatch(q, (*query)[q.name]) {
-				return sc, "", false
-			}
-		}
-		sc.query = len(m.query)
-	}
-	return sc, prefix, true
-}
-
-// prefixMatch matches whole path segments: "/foo" matches "/foo",
-// "/foo/" and "/foo/bar" but not "/foobar".
-func prefixMatch(prefix, path string) bool {
-	p := strings.TrimSuffix(prefix, "/")
-	if p == "" {
-		return true
-	}
-	if !strings.HasPrefix(path, p) {
-		return false
-	}
-	return len(path) == len(p) || path[len(p)] == '/'
-}
-
-func valuesMatch(m valueMatch, vs []string) bool {
-	if len(vs) == 0 {
-		return false
-	}
-	for _, v := range vs {
-		if m.re != nil {
-			if m.re.MatchString(v) {
-				return true
-			}
-		} else if v == m.exact {
-			return true
-		}
-	}
-	return false
+	return ""
 }
 
 func selectGRPC(routes []grpcRoute, req Request) *Route {
-	svc, method := "", ""
-	if p := strings.TrimPrefix(req.Path, "/"); p != req.Path {
-		if i := strings.IndexByte(p, '/'); i > 0 {
-			svc, method = p[:i], p[i+1:]
-		}
-	}
+	m := matcherOf(&req)
 	var best *Route
-	var bestScore score
+	var bestRank routematch.Rank
 	for ri := range routes {
 		rt := &routes[ri]
-		hs := hostScore(rt.hosts, req.Host)
-		if hs < 0 {
+		host, ok := m.Host(rt.hosts)
+		if !ok {
 			continue
 		}
 		for _, rule := range rt.rules {
 			if len(rule.matches) == 0 {
-				sc := score{host: hs}
-				if best == nil || bestScore.less(sc) {
-					best, bestScore = rule.route, sc
+				if rk := routematch.AnyCall(host); best == nil || bestRank.Less(rk) {
+					best, bestRank = rule.route, rk
 				}
 				continue
 			}
-			for _, m := range rule.matches {
-				if (m.service != "" && m.service != svc) || (m.method != "" && m.method != method) {
-					continue
-				}
-				ok := true
-				for _, h := range m.headers {
-					ok = ok && valuesMatch(h, req.Header[h.name])
-				}
-				if !ok {
-					continue
-				}
-				sc := score{host: hs, headers: len(m.headers)}
-				if m.service != "" {
-					sc.pathLen += 2
-				}
-				if m.method != "" {
-					sc.pathLen++
-				}
-				if best == nil || bestScore.less(sc) {
-					best, bestScore = rule.route, sc
+			for mi := range rule.matches {
+				rk, o := m.GRPC(host, &rule.matches[mi])
+				if o != routematch.NoMatch && (best == nil || bestRank.Less(rk)) {
+					best, bestRank = rule.route, rk
 				}
 			}
 		}

@@ -35,8 +35,10 @@
 // client whose verified identity is listed or ends with a listed suffix
 // (TLSAuthenticated). A connection, or a request on an opaque or TLS
 // port, is allowed when one of the server's authorizations admits it. A
-// request on an HTTP port is matched to the most specific route (host,
-// then path match length, method, number of header and query matches,
+// request on an HTTP port is matched to the most specific route by the
+// matcher and precedence the outbound router shares (package
+// mesh/internal/routematch: host, then path match length, then for gRPC
+// service and method, then method, number of header and query matches,
 // then route order); no route means Deny with ReasonNoRoute. It is then
 // allowed when an authorization of that route or of the server admits the
 // client. Authorizations marked Audit (the "audit" default policy or

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/weftmesh/weft/mesh/internal/routematch"
 )
 
 // Meta names the object a piece of policy came from: either a built-in
@@ -268,46 +269,33 @@ type Authorization struct {
 	Sources []Meta
 }
 
+// The match model is package routematch's, shared with the outbound
+// router so that both directions read a route the same way; these names
+// keep authz's API.
+
 // PathKind is how a path match compares.
-type PathKind uint8
+type PathKind = routematch.PathKind
 
 // Path match kinds.
 const (
-	PathPrefix PathKind = iota
-	PathExact
-	PathRegex
+	PathPrefix = routematch.PathPrefix
+	PathExact  = routematch.PathExact
+	PathRegex  = routematch.PathRegex
 )
 
-// PathMatch matches the normalized request path.
-type PathMatch struct {
-	Kind PathKind
-	// Value is the exact path or prefix, in normalized form; for
-	// PathRegex the expression's source.
-	Value string
-	// Regex is the compiled expression for PathRegex, anchored at both
-	// ends.
-	Regex *regexp.Regexp
-}
+// PathMatch matches the normalized request path. Value is the exact path
+// or prefix, in normalized form; for PathRegex the expression's source,
+// and Regex the compiled expression, anchored at both ends.
+type PathMatch = routematch.Path
 
-// ValueMatch matches a header or query parameter value, exactly or with a
-// regular expression anchored at both ends.
-type ValueMatch struct {
-	// Name of the header (canonical form) or query parameter.
-	Name  string
-	Exact string
-	Regex *regexp.Regexp
-}
+// ValueMatch matches a header or query parameter value, exactly or with
+// a regular expression anchored at both ends.
+type ValueMatch = routematch.Value
 
 // HTTPMatch is one match of a route rule; every present condition must
-// hold.
-type HTTPMatch struct {
-	// Path is nil when the match has no path condition (any path).
-	Path    *PathMatch
-	Headers []ValueMatch
-	Query   []ValueMatch
-	// Method is empty for any method.
-	Method string
-}
+// hold. Path is nil when the match has no path condition (any path);
+// Method is empty for any method.
+type HTTPMatch = routematch.HTTP
 
 // HTTPRule is a rule of a route: it applies when any of its matches
 // holds; a rule without matches applies to every request.
@@ -317,10 +305,7 @@ type HTTPRule struct {
 
 // HostMatch matches the request's host: exactly, or with Suffix set,
 // any host ending in "." + Value.
-type HostMatch struct {
-	Value  string
-	Suffix bool
-}
+type HostMatch = routematch.Host
 
 // HTTPRoute is an inbound HTTP route with its own authorizations, which
 // add to the server's.
@@ -336,11 +321,7 @@ type HTTPRoute struct {
 
 // GRPCMatch matches a gRPC call by service and method (empty for any)
 // and headers.
-type GRPCMatch struct {
-	Service string
-	Method  string
-	Headers []ValueMatch
-}
+type GRPCMatch = routematch.GRPC
 
 // GRPCRule is a rule of a gRPC route; a rule without matches applies to
 // every call.

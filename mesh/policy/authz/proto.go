@@ -16,6 +16,7 @@ import (
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/apis/proxy/meta"
 	pnet "github.com/weftmesh/weft/apis/proxy/net"
+	"github.com/weftmesh/weft/mesh/internal/routematch"
 )
 
 // Linkerd names the kinds of servers and authorizations in lower case on
@@ -314,7 +315,7 @@ func headersFromProto(phs []*httproute.HeaderMatch) ([]ValueMatch, error) {
 // CompileAnchored compiles a route regular expression so that it must
 // match the whole value, as Gateway API implementations and Linkerd do.
 func CompileAnchored(expr string) (*regexp.Regexp, error) {
-	re, err := regexp.Compile(`^(?:` + expr + `)$`)
+	re, err := routematch.Anchored(expr)
 	if err != nil {
 		return nil, fmt.Errorf("authz: invalid regular expression %q: %w", expr, err)
 	}
