@@ -17,6 +17,9 @@ import (
 //go:embed *.yaml
 var manifests embed.FS
 
+//go:embed gatewayapi/*.yaml
+var gatewayManifests embed.FS
+
 // Files returns the embedded CRD manifests: one YAML file per CRD, at the
 // root of the returned file system, named <group>_<plural>.yaml.
 func Files() fs.FS {
@@ -27,13 +30,43 @@ func Files() fs.FS {
 // "servers.policy.linkerd.io"). Each call returns fresh objects that the
 // caller may change.
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	names, err := fs.Glob(manifests, "*.yaml")
+	return decodeAll(manifests, "*.yaml")
+}
+
+// GatewayAPI decodes the Gateway API CRDs Weft reads (HTTPRoute and
+// GRPCRoute of gateway.networking.k8s.io, standard channel), sorted by
+// name: unchanged copies of the upstream project's manifests at the
+// version of sigs.k8s.io/gateway-api in go.mod, kept in gatewayapi/ with
+// that project's license. Each call returns fresh objects.
+func GatewayAPI() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return decodeAll(gatewayManifests, "gatewayapi/*.yaml")
+}
+
+// GatewayAPIVersion is the Gateway API release GatewayAPI's CRDs come
+// from ("v1.6.3"), read from their bundle-version annotation without
+// decoding them; empty if the annotation is missing.
+func GatewayAPIVersion() string {
+	data, err := gatewayManifests.ReadFile("gatewayapi/gateway.networking.k8s.io_httproutes.yaml")
+	if err != nil {
+		return ""
+	}
+	const key = "gateway.networking.k8s.io/bundle-version:"
+	for line := range strings.Lines(string(data)) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok && k == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func decodeAll(fsys embed.FS, pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	names, err := fs.Glob(fsys, pattern)
 	if err != nil {
 		return nil, fmt.Errorf("crds: listing manifests: %w", err)
 	}
 	var out []*apiextensionsv1.CustomResourceDefinition
 	for _, name := range names {
-		data, err := manifests.ReadFile(name)
+		data, err := fsys.ReadFile(name)
 		if err != nil {
 			return nil, fmt.Errorf("crds: %s: %w", name, err)
 		}

@@ -18,6 +18,11 @@
 // Files gives the raw YAML for tools that want to print or template it.
 //
 // The Gateway API CRDs (gateway.networking.k8s.io HTTPRoute, GRPCRoute and
-// friends) are not shipped here: they belong to the Gateway API project and
-// are installed from its release, as with Linkerd.
+// friends) belong to the Gateway API project and are normally installed
+// from its release, as with Linkerd. For clusters that cannot fetch them,
+// GatewayAPI returns the two Weft reads, HTTPRoute and GRPCRoute of the
+// standard channel: unchanged copies of the upstream manifests at the
+// version of sigs.k8s.io/gateway-api in go.mod, kept in gatewayapi/ with
+// the upstream LICENSE (Apache-2.0) and copied there by hack/gen-crds.sh.
+// All never includes them.
 package crds

@@ -14,7 +14,9 @@ import (
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	"github.com/weftmesh/weft/apis/crds"
 	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/internal/cli"
 	"github.com/weftmesh/weft/internal/testutil"
@@ -157,6 +159,45 @@ func TestInstallCRDsPrintsOnlyTheCRDs(t *testing.T) {
 	assert.Empty(t, errs)
 }
 
+func TestInstallCRDsWithGatewayAPIAppendsTheUpstreamRouteCRDs(t *testing.T) {
+	st, out, errs := installRun(t, cli.InstallCommand(), "--crds", "--gateway-api")
+	require.Equal(t, cli.ExitOK, st, errs)
+	assert.Empty(t, errs)
+	x := installObjects(t, out)
+	assert.Len(t, x, 9, "Weft's 7 CRDs and the 2 Gateway API route CRDs")
+	require.Contains(t, x, "CustomResourceDefinition/servers.policy.linkerd.io")
+	for _, name := range []string{"httproutes.gateway.networking.k8s.io", "grpcroutes.gateway.networking.k8s.io"} {
+		require.Contains(t, x, "CustomResourceDefinition/"+name)
+		crd, ok := x["CustomResourceDefinition/"+name].(*apiextensionsv1.CustomResourceDefinition)
+		require.True(t, ok, "%T", x["CustomResourceDefinition/"+name])
+		assert.Equal(t, crds.GatewayAPIVersion(), crd.Annotations["gateway.networking.k8s.io/bundle-version"])
+		assert.NotEmpty(t, crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties, "the schema came through")
+	}
+
+	// -o json: one List with the same nine.
+	st, out, errs = installRun(t, cli.InstallCommand(), "--crds", "--gateway-api", "-o", "json")
+	require.Equal(t, cli.ExitOK, st, errs)
+	var list struct {
+		Kind  string
+		Items []struct {
+			Kind     string
+			Metadata struct{ Name string }
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &list))
+	assert.Equal(t, "List", list.Kind)
+	var names []string
+	for _, it := range list.Items {
+		names = append(names, it.Metadata.Name)
+	}
+	assert.Len(t, names, 9)
+	assert.Contains(t, names, "grpcroutes.gateway.networking.k8s.io")
+
+	// Without it, --crds prints Weft's only.
+	_, out, _ = installRun(t, cli.InstallCommand(), "--crds")
+	assert.NotContains(t, installObjects(t, out), "CustomResourceDefinition/httproutes.gateway.networking.k8s.io")
+}
+
 func TestInstallRefusesBadFlagsAndInputsWithAClearMessage(t *testing.T) {
 	anchorDir, issuerDir := identityMakePKI(t)
 	_, otherIssuer := identityMakePKI(t)
@@ -176,6 +217,8 @@ func TestInstallRefusesBadFlagsAndInputsWithAClearMessage(t *testing.T) {
 	}{
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"--crds", "--ha"}, "--crds prints only the CRDs and takes no other flag (got [--ha])"},
+		{[]string{"--crds", "--gateway-api", "--ha"}, "--crds prints only the CRDs and takes no other flag (got [--ha])"},
+		{[]string{"--gateway-api"}, "--gateway-api goes with --crds"},
 		{[]string{"--values", "/nonexistent/values.yaml"}, "--values: open /nonexistent/values.yaml"},
 		{[]string{"--values", bad}, `unknown field "logLevl"`},
 		{[]string{"--identity-issuer-dir", issuerDir}, "--identity-issuer-dir needs --identity-trust-anchors-file"},

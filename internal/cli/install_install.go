@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/weftmesh/weft/apis/crds"
 	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/mesh/inject"
@@ -38,7 +39,7 @@ type installFlags struct {
 	controllerPull                                   string
 	lifetime                                         time.Duration
 	output                                           string
-	crdsOnly, ha, prometheusOperator                 bool
+	crdsOnly, gatewayAPI, ha, prometheusOperator     bool
 }
 
 func setupInstall(fs *FlagSet) Action {
@@ -47,6 +48,7 @@ func setupInstall(fs *FlagSet) Action {
 	fs.StringVarP(&f.output, "output", "o", "yaml", "output format: yaml (a stream of documents) or json (one v1 List)")
 	fs.StringVar(&f.linkerdValues, "linkerd-values", "", "values file of Linkerd's linkerd-control-plane Helm chart: its proxy, proxyInit, identity and cluster keys are mapped (each key not understood is named); --values and flags apply on top")
 	fs.BoolVar(&f.crdsOnly, "crds", false, "print only the CustomResourceDefinitions (apply them first)")
+	fs.BoolVar(&f.gatewayAPI, "gateway-api", false, "with --crds: also print the Gateway API HTTPRoute and GRPCRoute CRDs (standard channel, "+crds.GatewayAPIVersion()+", upstream's own manifests) for clusters that cannot fetch them")
 	fs.BoolVar(&f.prometheusOperator, "prometheus-operator", false, "add a PodMonitor (monitoring.coreos.com/v1) that scrapes every meshed proxy's metrics, for a Prometheus the Prometheus Operator runs")
 	fs.BoolVar(&f.ha, "ha", false, "high availability: 3 replicas with anti-affinity and PodDisruptionBudgets, webhooks with failurePolicy Fail")
 	fs.StringVar(&f.anchorsFile, "identity-trust-anchors-file", "", "PEM bundle of trust anchors (with --identity-issuer-dir)")
@@ -68,10 +70,13 @@ func setupInstall(fs *FlagSet) Action {
 		if err := checkOutput(f.output, "yaml", "json"); err != nil {
 			return usage("%v", err)
 		}
+		if f.gatewayAPI && !f.crdsOnly {
+			return usage("--gateway-api goes with --crds: the Gateway API CRDs are printed with Weft's (weft install --crds --gateway-api | kubectl apply -f -)")
+		}
 		if f.crdsOnly {
 			set := []string{}
 			fs.Visit(func(fl *pflag.Flag) {
-				if fl.Name != "crds" && fl.Name != "output" {
+				if fl.Name != "crds" && fl.Name != "output" && fl.Name != "gateway-api" {
 					set = append(set, "--"+fl.Name)
 				}
 			})
@@ -82,6 +87,14 @@ func setupInstall(fs *FlagSet) Action {
 			if err != nil {
 				fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
 				return ExitFailure
+			}
+			if f.gatewayAPI {
+				gw, err := install.GatewayAPICRDs()
+				if err != nil {
+					fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+					return ExitFailure
+				}
+				m.Objects = append(m.Objects, gw.Objects...)
 			}
 			return writeManifest(m, f.output, stdio)
 		}

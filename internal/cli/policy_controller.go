@@ -58,7 +58,7 @@ func setupPolicyController(fs *FlagSet) Action {
 	fs.Var(&f.manifests, "manifests", "static source: file or directory of manifests (repeatable; followed for changes)")
 	fs.DurationVar(&f.poll, "poll-interval", 2*time.Second, "static source: how often files are checked besides notifications")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubernetes source: kubeconfig file (default: in-cluster configuration)")
-	fs.StringVar(&f.gatewayAPI, "gateway-api", "auto", "kubernetes source: watch Gateway API routes: auto (if the CRDs are installed), true or false")
+	fs.StringVar(&f.gatewayAPI, "gateway-api", "auto", "kubernetes source: Gateway API HTTPRoutes and GRPCRoutes: auto (watched while their CRDs are installed, picked up when they appear), true (required at start, then as auto) or false (never)")
 	fs.StringVar(&f.defaultPolicy, "default-policy", "all-unauthenticated", "cluster default inbound policy")
 	core.RegisterClusterNetworks(fs, &f.clusterNetworks)
 	core.RegisterProbeNetworks(fs, &f.probeNetworks, &f.probeSet)
@@ -93,7 +93,7 @@ func setupPolicyController(fs *FlagSet) Action {
 		default:
 			return fail(fmt.Errorf("--source %q: want kubernetes or static", f.source))
 		}
-		if f.gatewayAPI != "auto" && f.gatewayAPI != "true" && f.gatewayAPI != "false" {
+		if _, err := policyk8s.ParseGatewayAPIMode(f.gatewayAPI); err != nil {
 			return fail(fmt.Errorf("--gateway-api %q: want auto, true or false", f.gatewayAPI))
 		}
 		var level slog.Level
@@ -128,7 +128,7 @@ func setupPolicyController(fs *FlagSet) Action {
 	}
 }
 
-func policySource(ctx context.Context, f policyControllerFlags, logger *slog.Logger) (policy.Source, func() error, error) {
+func policySource(ctx context.Context, f policyControllerFlags, metrics policy.Metrics, logger *slog.Logger) (policy.Source, func() error, error) {
 	if f.source == "static" {
 		src, err := static.New(ctx, f.manifests, static.WithLogger(logger), static.WithPollInterval(f.poll))
 		if err != nil {
@@ -148,23 +148,11 @@ func policySource(ctx context.Context, f policyControllerFlags, logger *slog.Log
 	if err != nil {
 		return nil, nil, err
 	}
-	kopts := []policyk8s.Option{policyk8s.WithLogger(logger)}
-	gateway := f.gatewayAPI == "true"
-	if f.gatewayAPI == "auto" {
-		gateway = false
-		if rl, err := client.Discovery().ServerResourcesForGroupVersion("gateway.networking.k8s.io/v1"); err == nil {
-			have := map[string]bool{}
-			for _, r := range rl.APIResources {
-				have[r.Name] = true
-			}
-			gateway = have["httproutes"] && have["grpcroutes"]
-		}
-		logger.Info("gateway API routes", "watched", gateway)
+	mode, err := policyk8s.ParseGatewayAPIMode(f.gatewayAPI)
+	if err != nil {
+		return nil, nil, err
 	}
-	if !gateway {
-		kopts = append(kopts, policyk8s.WithoutGatewayAPI())
-	}
-	src, err := policyk8s.New(ctx, client, dyn, kopts...)
+	src, err := policyk8s.New(ctx, client, dyn, policyk8s.WithLogger(logger), policyk8s.WithGatewayAPI(mode), policyk8s.WithMetrics(metrics))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -174,16 +162,16 @@ func policySource(ctx context.Context, f policyControllerFlags, logger *slog.Log
 func servePolicy(ctx context.Context, f policyControllerFlags, limits grpclimit.Limits, opts []policy.Option, logger *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	src, closeSrc, err := policySource(ctx, f, logger)
-	if err != nil {
-		return err
-	}
-	defer closeSrc()
 	reg := newRegistry()
 	metrics, err := policy.NewPrometheusMetrics(reg)
 	if err != nil {
 		return err
 	}
+	src, closeSrc, err := policySource(ctx, f, metrics, logger)
+	if err != nil {
+		return err
+	}
+	defer closeSrc()
 	x, err := policy.NewIndexer(ctx, src, append(opts, policy.WithMetrics(metrics))...)
 	if err != nil {
 		return err

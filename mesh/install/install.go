@@ -102,6 +102,25 @@ func CRDs() (*Manifest, error) {
 	return m, nil
 }
 
+// GatewayAPICRDs returns the Gateway API CRDs Weft reads (HTTPRoute and
+// GRPCRoute, standard channel, at the version of sigs.k8s.io/gateway-api
+// Weft is built with), as `weft install --crds --gateway-api` appends them
+// for clusters that cannot fetch them from the Gateway API release. They
+// are upstream's manifests (apis/crds.GatewayAPI); Render never includes
+// them and `weft uninstall` never deletes them.
+func GatewayAPICRDs() (*Manifest, error) {
+	all, err := crds.GatewayAPI()
+	if err != nil {
+		return nil, fmt.Errorf("install: %w", err)
+	}
+	m := &Manifest{}
+	for _, crd := range all {
+		crd.TypeMeta = metav1.TypeMeta{APIVersion: apiextensionsv1.SchemeGroupVersion.String(), Kind: "CustomResourceDefinition"}
+		m.Objects = append(m.Objects, crd)
+	}
+	return m, nil
+}
+
 // Render builds everything a cluster needs from values and certs: the CRDs,
 // then the control plane (namespace, service accounts, RBAC, ConfigMaps,
 // Secrets, Services, Deployments, PodDisruptionBudgets in HA, and the

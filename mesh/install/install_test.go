@@ -286,6 +286,8 @@ func TestRBACGrantsEachComponentExactlyWhatItReads(t *testing.T) {
 			{APIGroups: []string{""}, Resources: []string{"namespaces", "pods", "serviceaccounts", "services"}, Verbs: watch},
 			{APIGroups: []string{"policy.linkerd.io"}, Resources: []string{"authorizationpolicies", "httproutes", "meshtlsauthentications", "networkauthentications", "serverauthorizations", "servers"}, Verbs: watch},
 			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes", "httproutes"}, Verbs: watch},
+			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
+				ResourceNames: []string{"grpcroutes.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io"}, Verbs: []string{"get", "list", "watch"}},
 		},
 		"proxy-injector": {{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}},
 	}

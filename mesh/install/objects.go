@@ -183,7 +183,9 @@ func (r *renderer) issuerSecret() Object {
 //     ServiceProfiles;
 //   - policy watches Pods, Services, ServiceAccounts, Namespaces, the
 //     policy.linkerd.io resources and the Gateway API HTTPRoutes and
-//     GRPCRoutes (it writes no status);
+//     GRPCRoutes, and the CRDs of those two kinds by name, to start and
+//     stop watching their routes as the CRDs come and go (it writes no
+//     status);
 //   - proxy-injector reads Namespaces (for their annotations).
 func Rules(component string) []rbacv1.PolicyRule {
 	watch := []string{"list", "watch"}
@@ -203,6 +205,8 @@ func Rules(component string) []rbacv1.PolicyRule {
 				"authorizationpolicies", "httproutes", "meshtlsauthentications", "networkauthentications", "serverauthorizations", "servers",
 			}, Verbs: watch},
 			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes", "httproutes"}, Verbs: watch},
+			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
+				ResourceNames: []string{"grpcroutes.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io"}, Verbs: []string{"get", "list", "watch"}},
 		}
 	case "proxy-injector":
 		return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}}

@@ -22,8 +22,20 @@
 // resource's name). Changes are debounced (WithDebounce, 50ms) and
 // published as a fresh policy.Objects snapshot; the snapshot shares the
 // informers' cached objects, which nothing may modify. Servers are read
-// at their storage version v1beta3. Clusters without the Gateway API CRDs
-// need WithoutGatewayAPI (`weft-controller policy --gateway-api auto`
-// decides from discovery). Tests use client-go's fake clientset and fake
-// dynamic client with ListKinds.
+// at their storage version v1beta3.
+//
+// The Gateway API routes follow their CRDs (WithGatewayAPI, default
+// GatewayAPIAuto): the source watches the CustomResourceDefinitions
+// httproutes.gateway.networking.k8s.io and
+// grpcroutes.gateway.networking.k8s.io by name, starts a kind's route
+// informer when its CRD is Established and serves v1, and stops it, taking
+// its routes out of the snapshot, when the CRD is deleted. A kind's routes
+// enter the snapshot only once its informer has listed them all.
+// GatewayAPIWatched and the gauge policy.Metrics.GatewayAPIWatched
+// (WithMetrics) tell which kinds are in. GatewayAPIRequired makes New fail
+// without the CRDs; GatewayAPIOff (WithoutGatewayAPI) reads neither CRDs
+// nor routes.
+//
+// Tests use client-go's fake clientset and fake dynamic client with
+// ListKinds.
 package kubernetes

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/weftmesh/weft/apis/policy/v1alpha1"
 	"github.com/weftmesh/weft/apis/policy/v1beta1"
 	"github.com/weftmesh/weft/apis/policy/v1beta3"
+	"github.com/weftmesh/weft/mesh/internal/kitmetrics"
 	"github.com/weftmesh/weft/mesh/policy"
 )
 
@@ -46,14 +48,15 @@ var (
 // needs in tests.
 func ListKinds() map[schema.GroupVersionResource]string {
 	return map[schema.GroupVersionResource]string{
-		ServersResource:                "ServerList",
-		ServerAuthorizationsResource:   "ServerAuthorizationList",
-		AuthorizationPoliciesResource:  "AuthorizationPolicyList",
-		MeshTLSAuthenticationsResource: "MeshTLSAuthenticationList",
-		NetworkAuthenticationsResource: "NetworkAuthenticationList",
-		HTTPRoutesResource:             "HTTPRouteList",
-		GatewayHTTPRoutesResource:      "HTTPRouteList",
-		GRPCRoutesResource:             "GRPCRouteList",
+		ServersResource:                   "ServerList",
+		ServerAuthorizationsResource:      "ServerAuthorizationList",
+		AuthorizationPoliciesResource:     "AuthorizationPolicyList",
+		MeshTLSAuthenticationsResource:    "MeshTLSAuthenticationList",
+		NetworkAuthenticationsResource:    "NetworkAuthenticationList",
+		HTTPRoutesResource:                "HTTPRouteList",
+		GatewayHTTPRoutesResource:         "HTTPRouteList",
+		GRPCRoutesResource:                "GRPCRouteList",
+		CustomResourceDefinitionsResource: "CustomResourceDefinitionList",
 	}
 }
 
@@ -70,9 +73,17 @@ type Source struct {
 	svcLister cache.GenericLister
 	dyn       map[schema.GroupVersionResource]cache.GenericLister
 
+	// gateway holds the Gateway API route kinds, each watched while its
+	// CRD is usable (empty with GatewayAPIOff).
+	gateway    []*gatewayKind
+	crdChanged chan struct{}
+	// goroutines counts the informers started outside the factories.
+	goroutines sync.WaitGroup
+
 	mu      sync.Mutex
 	objs    *policy.Objects
 	errs    []error
+	watched map[string]bool
 	updated chan struct{}
 	dirty   chan struct{}
 
@@ -86,8 +97,9 @@ type config struct {
 	resync      time.Duration
 	syncTimeout time.Duration
 	debounce    time.Duration
-	gateway     bool
+	gateway     GatewayAPIMode
 	namespace   string
+	metrics     policy.Metrics
 }
 
 // Option configures a Source.
@@ -104,10 +116,27 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithoutGatewayAPI stops the source from watching Gateway API HTTPRoutes
-// and GRPCRoutes, for clusters without those CRDs.
-func WithoutGatewayAPI() Option {
+// and GRPCRoutes and their CRDs: WithGatewayAPI(GatewayAPIOff).
+func WithoutGatewayAPI() Option { return WithGatewayAPI(GatewayAPIOff) }
+
+// WithGatewayAPI sets whether the source watches the Gateway API routes
+// (default GatewayAPIAuto: while their CRDs are installed).
+func WithGatewayAPI(m GatewayAPIMode) Option {
 	return func(c *config) error {
-		c.gateway = false
+		switch m {
+		case GatewayAPIAuto, GatewayAPIRequired, GatewayAPIOff:
+			c.gateway = m
+			return nil
+		}
+		return fmt.Errorf("kubernetes: unknown Gateway API mode %d", m)
+	}
+}
+
+// WithMetrics sets the instruments the source records into: the
+// GatewayAPIWatched gauge of policy.Metrics (default: none).
+func WithMetrics(m policy.Metrics) Option {
+	return func(c *config) error {
+		c.metrics = m
 		return nil
 	}
 }
@@ -156,19 +185,36 @@ func New(ctx context.Context, client k8s.Interface, dyn dynamic.Interface, opts 
 	if client == nil || dyn == nil {
 		return nil, errors.New("kubernetes: nil client")
 	}
-	cfg := config{logger: slog.New(slog.DiscardHandler), syncTimeout: 60 * time.Second, debounce: 50 * time.Millisecond, gateway: true}
+	cfg := config{logger: slog.New(slog.DiscardHandler), syncTimeout: 60 * time.Second, debounce: 50 * time.Millisecond, gateway: GatewayAPIAuto}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
+	cfg.metrics = kitmetrics.Defaults(cfg.metrics)
 	s := &Source{cfg: cfg, dyn: map[schema.GroupVersionResource]cache.GenericLister{},
-		updated: make(chan struct{}, 1), dirty: make(chan struct{}, 1), done: make(chan struct{})}
+		updated: make(chan struct{}, 1), dirty: make(chan struct{}, 1), done: make(chan struct{}),
+		crdChanged: make(chan struct{}, 1), watched: map[string]bool{}}
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	typed := informers.NewSharedInformerFactoryWithOptions(client, cfg.resync, informers.WithNamespace(cfg.namespace))
+	// Namespaces are cluster-scoped: a separate factory without the
+	// namespace filter.
+	nsFactory := informers.NewSharedInformerFactory(client, cfg.resync)
 	dynf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, cfg.resync, cfg.namespace, nil)
+	// shutdown stops every informer and waits for them.
+	shutdown := func() {
+		cancel()
+		typed.Shutdown()
+		nsFactory.Shutdown()
+		dynf.Shutdown()
+		s.goroutines.Wait()
+	}
+	fail := func(err error) (*Source, error) {
+		shutdown()
+		return nil, err
+	}
 
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { s.markDirty() },
@@ -194,40 +240,51 @@ func New(ctx context.Context, client k8s.Interface, dyn dynamic.Interface, opts 
 	ns := corev1.SchemeGroupVersion
 	gi, gerr := typed.ForResource(ns.WithResource("pods"))
 	if s.podLister, err = addTyped("pods", gi, gerr); err != nil {
-		cancel()
-		return nil, fmt.Errorf("kubernetes: %w", err)
+		return fail(fmt.Errorf("kubernetes: %w", err))
 	}
 	gi, gerr = typed.ForResource(ns.WithResource("serviceaccounts"))
 	if s.saLister, err = addTyped("serviceaccounts", gi, gerr); err != nil {
-		cancel()
-		return nil, fmt.Errorf("kubernetes: %w", err)
+		return fail(fmt.Errorf("kubernetes: %w", err))
 	}
 	gi, gerr = typed.ForResource(ns.WithResource("services"))
 	if s.svcLister, err = addTyped("services", gi, gerr); err != nil {
-		cancel()
-		return nil, fmt.Errorf("kubernetes: %w", err)
+		return fail(fmt.Errorf("kubernetes: %w", err))
 	}
-	// Namespaces are cluster-scoped: a separate factory without the
-	// namespace filter.
-	nsFactory := informers.NewSharedInformerFactory(client, cfg.resync)
 	gi, gerr = nsFactory.ForResource(ns.WithResource("namespaces"))
 	if s.nsLister, err = addTyped("namespaces", gi, gerr); err != nil {
-		cancel()
-		return nil, fmt.Errorf("kubernetes: %w", err)
+		return fail(fmt.Errorf("kubernetes: %w", err))
 	}
 	resources := []schema.GroupVersionResource{ServersResource, ServerAuthorizationsResource, AuthorizationPoliciesResource,
 		MeshTLSAuthenticationsResource, NetworkAuthenticationsResource, HTTPRoutesResource}
-	if cfg.gateway {
-		resources = append(resources, GatewayHTTPRoutesResource, GRPCRoutesResource)
-	}
 	for _, gvr := range resources {
 		gi := dynf.ForResource(gvr)
 		l, err := addTyped(gvr.Resource+"."+gvr.Group, gi, nil)
 		if err != nil {
-			cancel()
-			return nil, fmt.Errorf("kubernetes: %w", err)
+			return fail(fmt.Errorf("kubernetes: %w", err))
 		}
 		s.dyn[gvr] = l
+	}
+	// The Gateway API route kinds: each CRD is watched by name, and the
+	// routes while it is usable.
+	if cfg.gateway != GatewayAPIOff {
+		crdHandler := cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.markCRDChanged() },
+			UpdateFunc: func(any, any) { s.markCRDChanged() },
+			DeleteFunc: func(any) { s.markCRDChanged() },
+		}
+		for _, k := range newGatewayKinds() {
+			k.crds = crdInformer(dyn, k.crdName, cfg.resync)
+			if _, err := k.crds.AddEventHandler(crdHandler); err != nil {
+				return fail(fmt.Errorf("kubernetes: %w", err))
+			}
+			all = append(all, named{"customresourcedefinition " + k.crdName, k.crds})
+			s.gateway = append(s.gateway, k)
+			s.goroutines.Add(1)
+			go func() {
+				defer s.goroutines.Done()
+				k.crds.Run(runCtx.Done())
+			}()
+		}
 	}
 
 	typed.Start(runCtx.Done())
@@ -235,29 +292,50 @@ func New(ctx context.Context, client k8s.Interface, dyn dynamic.Interface, opts 
 	dynf.Start(runCtx.Done())
 	syncCtx, syncCancel := context.WithTimeout(ctx, cfg.syncTimeout)
 	defer syncCancel()
+	waitSync := func(n named) error {
+		if cache.WaitForCacheSync(syncCtx.Done(), n.informer.HasSynced) {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("kubernetes: waiting for %s: %w", n.name, err)
+		}
+		return fmt.Errorf("kubernetes: %s did not sync within %s (is the CRD installed and readable?)", n.name, cfg.syncTimeout)
+	}
 	for _, n := range all {
-		if !cache.WaitForCacheSync(syncCtx.Done(), n.informer.HasSynced) {
-			cancel()
-			typed.Shutdown()
-			nsFactory.Shutdown()
-			dynf.Shutdown()
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("kubernetes: waiting for %s: %w", n.name, err)
-			}
-			return nil, fmt.Errorf("kubernetes: %s did not sync within %s (is the CRD installed and readable?)", n.name, cfg.syncTimeout)
+		if err := waitSync(n); err != nil {
+			return fail(err)
 		}
 	}
-	s.objs, s.errs = s.snapshot()
+	// The routes of the CRDs installed now are part of the first
+	// snapshot.
+	s.reconcileGateway(runCtx, dyn)
+	for _, k := range s.gateway {
+		if k.route == nil {
+			if cfg.gateway == GatewayAPIRequired {
+				_, why := k.usable()
+				return fail(fmt.Errorf("kubernetes: Gateway API CRD %s: %s (install the Gateway API CRDs, for example with `weft install --crds --gateway-api`, or do not require them)", k.crdName, why))
+			}
+			s.cfg.logger.Info("kubernetes: Gateway API routes not watched until their CRD is installed", "crd", k.crdName)
+			continue
+		}
+		if err := waitSync(named{k.gvr.Resource + "." + k.gvr.Group, k.route.informer}); err != nil {
+			return fail(err)
+		}
+	}
+	s.objs, s.errs, s.watched = s.snapshot()
 	go func() {
 		defer close(s.done)
-		defer func() {
-			typed.Shutdown()
-			nsFactory.Shutdown()
-			dynf.Shutdown()
-		}()
-		s.run(runCtx)
+		defer shutdown()
+		s.run(runCtx, dyn)
 	}()
 	return s, nil
+}
+
+func (s *Source) markCRDChanged() {
+	select {
+	case s.crdChanged <- struct{}{}:
+	default:
+	}
 }
 
 func (s *Source) markDirty() {
@@ -267,11 +345,14 @@ func (s *Source) markDirty() {
 	}
 }
 
-func (s *Source) run(ctx context.Context) {
+func (s *Source) run(ctx context.Context, dyn dynamic.Interface) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.crdChanged:
+			s.reconcileGateway(ctx, dyn)
+			continue
 		case <-s.dirty:
 		}
 		if s.cfg.debounce > 0 {
@@ -283,9 +364,9 @@ func (s *Source) run(ctx context.Context) {
 			case <-t.C:
 			}
 		}
-		objs, errs := s.snapshot()
+		objs, errs, watched := s.snapshot()
 		s.mu.Lock()
-		s.objs, s.errs = objs, errs
+		s.objs, s.errs, s.watched = objs, errs, watched
 		s.mu.Unlock()
 		select {
 		case s.updated <- struct{}{}:
@@ -294,9 +375,11 @@ func (s *Source) run(ctx context.Context) {
 	}
 }
 
-// snapshot builds Objects from the informers' caches. Objects are shared
-// with the caches and must not be changed; the index only reads them.
-func (s *Source) snapshot() (*policy.Objects, []error) {
+// snapshot builds Objects from the informers' caches, with the Gateway
+// API kinds whose informer has listed (watched, by CRD name, also set on
+// the gauge). Objects are shared with the caches and must not be changed;
+// the index only reads them.
+func (s *Source) snapshot() (*policy.Objects, []error, map[string]bool) {
 	o := &policy.Objects{}
 	var errs []error
 	list := func(l cache.GenericLister) []runtime.Object {
@@ -330,7 +413,24 @@ func (s *Source) snapshot() (*policy.Objects, []error) {
 			o.Workloads = append(o.Workloads, policy.PodWorkload(v))
 		}
 	}
-	for gvr, l := range s.dyn {
+	listers := maps.Clone(s.dyn)
+	watched := map[string]bool{}
+	for _, k := range s.gateway {
+		// A kind is in the snapshot once its informer has listed: before
+		// that, its routes would appear one by one.
+		watched[k.crdName] = k.route != nil && k.route.informer.HasSynced()
+		if watched[k.crdName] {
+			listers[k.gvr] = k.route.lister
+		}
+	}
+	for _, name := range GatewayAPICRDs {
+		v := 0.0
+		if watched[name] {
+			v = 1
+		}
+		s.cfg.metrics.GatewayAPIWatched.With("resource", name).Set(v)
+	}
+	for gvr, l := range listers {
 		for _, it := range list(l) {
 			u, ok := it.(*unstructured.Unstructured)
 			if !ok {
@@ -345,7 +445,7 @@ func (s *Source) snapshot() (*policy.Objects, []error) {
 		s.cfg.logger.Warn("kubernetes: object skipped", "error", e)
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
-	return o, errs
+	return o, errs, watched
 }
 
 func (s *Source) convert(gvr schema.GroupVersionResource, u *unstructured.Unstructured, o *policy.Objects) error {
@@ -411,6 +511,15 @@ func (s *Source) Objects() *policy.Objects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.objs
+}
+
+// GatewayAPIWatched reports, for each Gateway API route CRD by name
+// ("httproutes.gateway.networking.k8s.io"), whether the current snapshot
+// holds its routes. It is empty with GatewayAPIOff.
+func (s *Source) GatewayAPIWatched() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.watched)
 }
 
 // Updated receives after the snapshot changes.

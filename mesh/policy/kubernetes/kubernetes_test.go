@@ -56,7 +56,18 @@ func keyOf(o runtime.Object) key {
 	return key{o.GetObjectKind().GroupVersionKind(), obj.GetNamespace(), obj.GetName()}
 }
 
-func newHarness() *harness {
+// newHarness starts with the Gateway API route CRDs installed and
+// Established, as the shared suite expects their routes to be read.
+func newHarness(t *testing.T) *harness {
+	h := newBareHarness()
+	for _, name := range kubernetes.GatewayAPICRDs {
+		require.NoError(t, h.dyn.Tracker().Add(gatewayCRD(name, true)))
+	}
+	return h
+}
+
+// newBareHarness starts with no CRD at all.
+func newBareHarness() *harness {
 	return &harness{
 		client: fake.NewClientset(),
 		dyn:    dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kubernetes.ListKinds()),
@@ -149,7 +160,7 @@ func (h *harness) Set(t *testing.T, objs ...runtime.Object) {
 
 func TestKubernetesSourcePassesTheSharedBehaviourSuite(t *testing.T) {
 	sourcetest.Run(t, func(t *testing.T, initial ...runtime.Object) sourcetest.Harness {
-		h := newHarness()
+		h := newHarness(t)
 		h.Set(t, initial...)
 		src, err := kubernetes.New(testutil.Context(t, 0), h.client, h.dyn, kubernetes.WithDebounce(5*time.Millisecond), kubernetes.WithSyncTimeout(5*time.Second))
 		require.NoError(t, err)
@@ -160,7 +171,7 @@ func TestKubernetesSourcePassesTheSharedBehaviourSuite(t *testing.T) {
 }
 
 func TestObjectsWithFieldsThisVersionDoesNotKnowAreSkippedAndReported(t *testing.T) {
-	h := newHarness()
+	h := newHarness(t)
 	h.Set(t, sourcetest.Base()...)
 	ap := sourcetest.AuthorizationPolicy()
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ap)
@@ -180,7 +191,7 @@ func TestObjectsWithFieldsThisVersionDoesNotKnowAreSkippedAndReported(t *testing
 }
 
 func TestNewFailsWhenAResourceNeverSyncs(t *testing.T) {
-	h := newHarness()
+	h := newHarness(t)
 	// As when the CRD is not installed: listing it always fails.
 	h.dyn.PrependReactor("list", "serverauthorizations", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "policy.linkerd.io", Resource: "serverauthorizations"}, "")
@@ -191,7 +202,7 @@ func TestNewFailsWhenAResourceNeverSyncs(t *testing.T) {
 
 func TestCloseStopsTheInformers(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"))
-	h := newHarness()
+	h := newHarness(t)
 	h.Set(t, sourcetest.Base()...)
 	src, err := kubernetes.New(context.Background(), h.client, h.dyn, kubernetes.WithSyncTimeout(5*time.Second))
 	require.NoError(t, err)
@@ -200,7 +211,7 @@ func TestCloseStopsTheInformers(t *testing.T) {
 }
 
 func TestWithNamespaceReadsOnlyThatNamespacesObjects(t *testing.T) {
-	h := newHarness()
+	h := newHarness(t)
 	other := sourcetest.Server()
 	other.Namespace = "elsewhere"
 	otherNS := sourcetest.Namespace(nil)
@@ -221,7 +232,7 @@ func TestWithNamespaceReadsOnlyThatNamespacesObjects(t *testing.T) {
 // after the context New was given ends, until Close; that context ending
 // during the first lists fails New with its error.
 func TestNewsContextBoundsTheStartOnly(t *testing.T) {
-	h := newHarness()
+	h := newHarness(t)
 	h.Set(t, sourcetest.Base()...)
 	startCtx, endStart := context.WithCancel(context.Background())
 	src, err := kubernetes.New(startCtx, h.client, h.dyn, kubernetes.WithDebounce(5*time.Millisecond), kubernetes.WithSyncTimeout(5*time.Second))
@@ -245,7 +256,7 @@ func TestNewsContextBoundsTheStartOnly(t *testing.T) {
 	_, err = kubernetes.New(startCtx, h.client, h.dyn)
 	assert.ErrorIs(t, err, context.Canceled, "New with an ended context fails")
 
-	never := newHarness()
+	never := newHarness(t)
 	never.dyn.PrependReactor("list", "serverauthorizations", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "policy.linkerd.io", Resource: "serverauthorizations"}, "")
 	})

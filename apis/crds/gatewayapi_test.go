@@ -1,0 +1,75 @@
+package crds_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
+
+	"github.com/weftmesh/weft/apis/crds"
+)
+
+// gatewayAPIModuleVersion reads the version of sigs.k8s.io/gateway-api
+// that the repository's go.mod requires.
+func gatewayAPIModuleVersion(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("../../go.mod")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "sigs.k8s.io/gateway-api" {
+			return f[1]
+		}
+	}
+	t.Fatal("go.mod does not require sigs.k8s.io/gateway-api")
+	return ""
+}
+
+func TestGatewayAPICRDsAreTheStandardRoutesAtTheModuleVersion(t *testing.T) {
+	all, err := crds.GatewayAPI()
+	require.NoError(t, err)
+	var names []string
+	for _, crd := range all {
+		names = append(names, crd.Name)
+	}
+	assert.Equal(t, []string{"grpcroutes.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io"}, names)
+	version := gatewayAPIModuleVersion(t)
+	assert.Equal(t, version, crds.GatewayAPIVersion())
+	for _, crd := range all {
+		assert.Equal(t, version, crd.Annotations["gateway.networking.k8s.io/bundle-version"], "%s: pinned to go.mod's sigs.k8s.io/gateway-api", crd.Name)
+		assert.Equal(t, "standard", crd.Annotations["gateway.networking.k8s.io/channel"], crd.Name)
+		served := map[string]bool{}
+		for _, v := range crd.Spec.Versions {
+			served[v.Name] = v.Served
+		}
+		assert.True(t, served["v1"], "%s serves v1, the version the policy controller reads", crd.Name)
+	}
+	// Weft's own list never includes them.
+	ours, err := crds.All()
+	require.NoError(t, err)
+	for _, crd := range ours {
+		assert.NotEqual(t, "gateway.networking.k8s.io", crd.Spec.Group, crd.Name)
+	}
+}
+
+func TestGatewayAPICRDsPassTheAPIServersValidation(t *testing.T) {
+	all, err := crds.GatewayAPI()
+	require.NoError(t, err)
+	for _, crd := range all {
+		v1 := crd.DeepCopy()
+		apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(v1)
+		internal := &apiextensions.CustomResourceDefinition{}
+		require.NoError(t, apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(v1, internal, nil))
+		for _, v := range internal.Spec.Versions {
+			if v.Storage {
+				internal.Status.StoredVersions = []string{v.Name}
+			}
+		}
+		errs := validation.ValidateCustomResourceDefinition(t.Context(), internal)
+		assert.Empty(t, errs.ToAggregate(), crd.Name)
+	}
+}
