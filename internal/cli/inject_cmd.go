@@ -25,10 +25,23 @@ func InjectCommand() Command {
 func UninjectCommand() Command {
 	return Command{
 		Name: "uninject", Summary: "remove the Weft (or Linkerd) proxy from Kubernetes workloads in YAML or JSON", Args: "[flags] FILE|DIR|- ...",
-		Long:  "Removes Weft's and Linkerd's proxies, init containers, validators and debug\nsidecars, their volumes and the linkerd.io/* metadata from the workloads read.",
+		Long:  uninjectLong,
 		Setup: setupUninject,
 	}
 }
+
+const uninjectLong = `Removes Weft's and Linkerd's proxies, init containers, validators and debug
+sidecars, their volumes and the linkerd.io/* metadata from the workloads read.
+
+weft inject also annotated the Namespaces it read with linkerd.io/inject:
+enabled. While a namespace carries it, the webhook injects every pod created
+there, so uninjecting only the Deployments brings the proxy back at their
+next restart. Uninject the namespace too (Namespaces read lose the
+annotation):
+
+  kubectl get namespace NAME -o yaml | weft uninject - | kubectl replace -f -
+
+or remove the annotation alone: kubectl annotate namespace NAME linkerd.io/inject-`
 
 const injectLong = `Adds linkerd.io/inject: enabled to the pod templates of the workloads read
 (files, directories, or - for stdin), so the webhook injects the proxy when

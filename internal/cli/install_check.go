@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -23,6 +24,13 @@ func CheckCommand() Command {
 const checkUsage = `Runs checks against the cluster of the current kubeconfig context. Each
 prints a line with its result and, when it warns or fails, a hint. The exit
 status is 1 when any check failed (warnings do not fail), 2 on bad flags.
+
+While the only failures are things not ready yet (control-plane pods
+starting, a webhook Service without ready endpoints, proxies starting),
+the checks run again every 5s for up to --wait (5m, as linkerd check
+waits), with a line on standard error each time; any other failure (a
+missing CRD or object, a refused request, a bad certificate) is reported
+at once. --wait 0 runs the checks once. --timeout bounds each run.
 `
 
 func setupCheck(fs *FlagSet) Action {
@@ -32,7 +40,8 @@ func setupCheck(fs *FlagSet) Action {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context (default: the current one)")
 	namespace := fs.String("namespace", vocab.DefaultControlPlaneNamespace, "control-plane namespace")
-	timeout := fs.Duration("timeout", time.Minute, "give up on the checks after this long")
+	timeout := fs.Duration("timeout", time.Minute, "give up on one run of the checks after this long")
+	wait := fs.Duration("wait", check.DefaultWait, "while the only failures are things not ready yet, run the checks again for up to this long (0: run once)")
 	verbose := fs.Bool("verbose", false, "log API errors in full on stderr")
 	return func(ctx context.Context, args []string, stdio IO) int {
 		usage := func(format string, a ...any) int {
@@ -48,6 +57,8 @@ func setupCheck(fs *FlagSet) Action {
 			return usage("--pre and --proxy do not go together (there are no proxies before an install)")
 		case *timeout <= 0:
 			return usage("--timeout %s: want a positive duration", *timeout)
+		case *wait < 0:
+			return usage("--wait %s: want 0 (no waiting) or a positive duration", *wait)
 		}
 
 		restCfg, err := kubeRESTConfig(*kubeconfig, *kubeContext, *timeout)
@@ -70,9 +81,14 @@ func setupCheck(fs *FlagSet) Action {
 		if err != nil {
 			return usage("%v", err)
 		}
-		ctx, cancel := context.WithTimeout(ctx, *timeout)
-		defer cancel()
-		report := checker.Check(ctx, check.Scope{Pre: *pre, Proxy: *proxy})
+		oneRun := check.SourceFunc(func(ctx context.Context, scope check.Scope) check.Report {
+			ctx, cancel := context.WithTimeout(ctx, *timeout)
+			defer cancel()
+			return checker.Check(ctx, scope)
+		})
+		report := check.Wait(ctx, oneRun, check.Scope{Pre: *pre, Proxy: *proxy}, *wait, check.OnWait(func(rep check.Report, left time.Duration) {
+			printWaiting(stdio.Stderr, rep, left)
+		}))
 		switch *output {
 		case "json":
 			err = report.WriteJSON(stdio.Stdout)
@@ -89,5 +105,14 @@ func setupCheck(fs *FlagSet) Action {
 			return ExitFailure
 		}
 		return ExitOK
+	}
+}
+
+// printWaiting tells the user, on stderr, which checks are waited for.
+func printWaiting(w io.Writer, rep check.Report, left time.Duration) {
+	for _, res := range rep.Results {
+		if res.Status == check.StatusFail {
+			fmt.Fprintf(w, "waiting (%s left): %s: %s\n", left.Round(time.Second), res.Name, res.Message)
+		}
 	}
 }

@@ -315,6 +315,7 @@ func TestCheckRefusesBadFlagsAndReportsAnUnreachableCluster(t *testing.T) {
 		{[]string{"-o", "xml"}, `-o "xml": want text, json, yaml`},
 		{[]string{"--pre", "--proxy"}, "--pre and --proxy do not go together"},
 		{[]string{"now"}, `unexpected argument "now"`},
+		{[]string{"--wait", "-1s"}, "--wait -1s: want 0 (no waiting) or a positive duration"},
 		{[]string{"--kubeconfig", "/nonexistent/kubeconfig"}, "kubeconfig:"},
 		{[]string{"--kubeconfig", writeKubeconfig(t, "https://127.0.0.1:1"), "--namespace", "Bad_NS"}, `namespace "Bad_NS" is not a namespace name`},
 	} {
@@ -325,10 +326,12 @@ func TestCheckRefusesBadFlagsAndReportsAnUnreachableCluster(t *testing.T) {
 	}
 
 	// Port 1 on loopback refuses connections: the first check fails with
-	// its hint and the run stops there.
+	// its hint and the run stops there, without waiting (--wait is 5m by
+	// default, but waiting does not bring an API server up).
 	kc := writeKubeconfig(t, "https://127.0.0.1:1")
-	st, out, _ := installRun(t, cli.CheckCommand(), "--kubeconfig", kc, "--timeout", "10s")
+	st, out, errs := installRun(t, cli.CheckCommand(), "--kubeconfig", kc, "--timeout", "10s")
 	assert.Equal(t, cli.ExitFailure, st)
+	assert.NotContains(t, errs, "waiting")
 	assert.Contains(t, string(out), "[FAIL] can query the Kubernetes API: server version:")
 	assert.Contains(t, string(out), "hint: check --kubeconfig")
 	assert.Contains(t, string(out), "[skip] Kubernetes version is supported")

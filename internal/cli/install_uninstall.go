@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -14,32 +16,77 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
 
 	"github.com/weftmesh/weft/mesh/inject"
 	"github.com/weftmesh/weft/mesh/install"
 )
 
-// UninstallCommand is `weft uninstall`: it deletes from the cluster
-// exactly the objects `weft install` creates (with or without --ha), found
-// by kind and name from the same Values.
+// UninstallCommand is `weft uninstall`: it prints, as a manifest for
+// `kubectl delete -f -`, the objects `weft install` creates (with or
+// without --ha) that the cluster still has, found by kind and name from
+// the same Values; with --delete it deletes them itself.
 func UninstallCommand() Command {
-	return Command{Name: "uninstall", Summary: "delete every object weft install creates (control plane, webhooks, RBAC, CRDs)", Args: "[flags]", Long: uninstallUsage, Setup: setupUninstall}
+	return uninstallCommand(connectUninstall)
 }
 
-const uninstallUsage = `Deletes from the cluster of the current kubeconfig context every object that
-weft install renders for these Values (the control-plane namespace comes
-from them): the webhook configurations first, so that no pod creation waits
-on a deleted injector, then the control plane, its namespace and RBAC, and
-last the CRDs, which deletes every Server, policy and ServiceProfile stored
-in the cluster (--keep-crds keeps them). Objects already gone are reported
-and skipped.
+func uninstallCommand(connect uninstallConnector) Command {
+	return Command{Name: "uninstall", Summary: "print (or with --delete, delete) every object weft install created that the cluster still has",
+		Args: "[flags]", Long: uninstallUsage, Setup: func(fs *FlagSet) Action { return setupUninstall(fs, connect) }}
+}
+
+const uninstallUsage = `Looks in the cluster of the current kubeconfig context for every object
+that weft install renders for these Values (the control-plane namespace
+comes from them, the --ha and --prometheus-operator objects are included)
+and prints those that exist as a YAML manifest, deleting nothing, so that
+
+  weft uninstall | kubectl delete -f -
+
+removes Weft. Standard output holds only the manifest (apiVersion, kind,
+name and namespace of each object); what was found absent goes to standard
+error. The order is the safe deletion order: the webhook configurations
+first, so that no pod creation waits on a deleted injector, then the
+control plane, its namespace and RBAC, and last the CRDs, which deletes
+every Server, policy and ServiceProfile stored in the cluster (--keep-crds
+leaves them out).
+
+--delete deletes the objects itself, in the same order, reporting each
+one on standard output (deleted, or absent when already gone); --wait
+and --dry-run go with it.
 `
 
-func setupUninstall(fs *FlagSet) Action {
+// uninstallClients are what weft uninstall asks the cluster with.
+type uninstallClients struct {
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+}
+
+// uninstallConnector builds the clients from the kubeconfig flags; tests
+// put fakes in its place.
+type uninstallConnector func(kubeconfig, kubeContext string, timeout time.Duration) (uninstallClients, error)
+
+func connectUninstall(kubeconfig, kubeContext string, timeout time.Duration) (uninstallClients, error) {
+	restCfg, err := kubeRESTConfig(kubeconfig, kubeContext, timeout)
+	if err != nil {
+		return uninstallClients{}, fmt.Errorf("kubeconfig: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return uninstallClients{}, fmt.Errorf("kubernetes client: %w", err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(restCfg)
+	if err != nil {
+		return uninstallClients{}, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return uninstallClients{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))}, nil
+}
+
+func setupUninstall(fs *FlagSet, connect uninstallConnector) Action {
 	valuesFile := fs.String("values", "", "Values file of the install (its controlPlaneNamespace)")
-	keepCRDs := fs.Bool("keep-crds", false, "keep the CRDs and the policies and ServiceProfiles stored under them")
-	wait := fs.Bool("wait", false, "wait until every object is gone (the namespace takes longest)")
-	dryRun := fs.Bool("dry-run", false, "print what would be deleted and delete nothing")
+	keepCRDs := fs.Bool("keep-crds", false, "leave out the CRDs (and so keep the policies and ServiceProfiles stored under them)")
+	del := fs.Bool("delete", false, "delete the objects instead of printing them, reporting each on standard output")
+	wait := fs.Bool("wait", false, "with --delete: wait until every object is gone (the namespace takes longest)")
+	dryRun := fs.Bool("dry-run", false, "with --delete: say what would be deleted and delete nothing")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context (default: the current one)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
@@ -48,11 +95,15 @@ func setupUninstall(fs *FlagSet) Action {
 			fmt.Fprintf(stdio.Stderr, "weft uninstall: "+format+"\n", a...)
 			return ExitUsage
 		}
-		if len(args) != 0 {
+		switch {
+		case len(args) != 0:
 			return usage("unexpected argument %q", args[0])
-		}
-		if *timeout <= 0 {
+		case *timeout <= 0:
 			return usage("--timeout %s: want a positive duration", *timeout)
+		case *wait && !*del:
+			return usage("--wait goes with --delete (without it weft uninstall deletes nothing: pipe its manifest into kubectl delete --wait -f -)")
+		case *dryRun && !*del:
+			return usage("--dry-run goes with --delete (without it weft uninstall deletes nothing anyway: it prints what to delete)")
 		}
 		values := inject.DefaultValues()
 		if *valuesFile != "" {
@@ -69,83 +120,167 @@ func setupUninstall(fs *FlagSet) Action {
 			fmt.Fprintf(stdio.Stderr, "weft uninstall: %v\n", err)
 			return ExitFailure
 		}
-
-		restCfg, err := kubeRESTConfig(*kubeconfig, *kubeContext, *timeout)
+		c, err := connect(*kubeconfig, *kubeContext, *timeout)
 		if err != nil {
-			return usage("kubeconfig: %v", err)
+			return usage("%v", err)
 		}
-		dyn, err := dynamic.NewForConfig(restCfg)
-		if err != nil {
-			return usage("kubernetes client: %v", err)
-		}
-		disc, err := discovery.NewDiscoveryClientForConfig(restCfg)
-		if err != nil {
-			return usage("kubernetes client: %v", err)
-		}
-		mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-
-		var failed bool
-		var deleted []dynamic.ResourceInterface
-		var names []string
-		for _, o := range objs {
-			gvk := o.GetObjectKind().GroupVersionKind()
-			what := fmt.Sprintf("%s %s", gvk.Kind, o.GetName())
-			if o.GetNamespace() != "" {
-				what = fmt.Sprintf("%s %s/%s", gvk.Kind, o.GetNamespace(), o.GetName())
-			}
-			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if meta.IsNoMatchError(err) {
-				fmt.Fprintf(stdio.Stdout, "absent  %s (kind not served)\n", what)
-				continue
-			}
-			if err != nil {
-				fmt.Fprintf(stdio.Stderr, "weft uninstall: %s: %v\n", what, err)
-				failed = true
-				continue
-			}
-			var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-			if m.Scope.Name() == meta.RESTScopeNameNamespace {
-				ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
-			}
-			if *dryRun {
-				fmt.Fprintf(stdio.Stdout, "would delete %s\n", what)
-				continue
-			}
-			err = ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationBackground)})
-			switch {
-			case apierrors.IsNotFound(err):
-				fmt.Fprintf(stdio.Stdout, "absent  %s\n", what)
-			case err != nil:
-				fmt.Fprintf(stdio.Stderr, "weft uninstall: delete %s: %v\n", what, err)
-				failed = true
-			default:
-				fmt.Fprintf(stdio.Stdout, "deleted %s\n", what)
-				deleted = append(deleted, ri)
-				names = append(names, o.GetName())
-			}
+		if !*del {
+			return printInstalled(ctx, c, objs, stdio)
 		}
-		if *wait && !failed {
-			for i, ri := range deleted {
-				if err := waitGone(ctx, ri, names[i]); err != nil {
-					fmt.Fprintf(stdio.Stderr, "weft uninstall: %s still there: %v\n", names[i], err)
-					failed = true
-				}
-			}
-		}
-		if failed {
-			return ExitFailure
-		}
-		return ExitOK
+		return deleteInstalled(ctx, c, objs, *dryRun, *wait, stdio)
 	}
 }
 
+// uninstallTarget is one object of the install as the cluster serves it.
+type uninstallTarget struct {
+	obj  install.Object
+	what string // "Kind name" or "Kind namespace/name", for reports
+	ri   dynamic.ResourceInterface
+}
+
+// resolve maps o to its resource; served is false when the cluster does
+// not serve its kind (the CRD is gone, or the Prometheus Operator's was
+// never installed).
+func (c uninstallClients) resolve(o install.Object) (t uninstallTarget, served bool, err error) {
+	gvk := o.GetObjectKind().GroupVersionKind()
+	t = uninstallTarget{obj: o, what: fmt.Sprintf("%s %s", gvk.Kind, o.GetName())}
+	if o.GetNamespace() != "" {
+		t.what = fmt.Sprintf("%s %s/%s", gvk.Kind, o.GetNamespace(), o.GetName())
+	}
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		return t, false, nil
+	}
+	if err != nil {
+		return t, false, fmt.Errorf("%s: %w", t.what, err)
+	}
+	t.ri = c.dyn.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		t.ri = c.dyn.Resource(m.Resource).Namespace(o.GetNamespace())
+	}
+	return t, true, nil
+}
+
+// printInstalled writes to stdout the manifest of the objects of objs that
+// exist, in objs' order, and reports the absent ones on stderr. When any
+// lookup fails it prints no manifest at all: half of one, piped into
+// kubectl delete, would remove part of the control plane.
+func printInstalled(ctx context.Context, c uninstallClients, objs []install.Object, stdio IO) int {
+	var manifest bytes.Buffer
+	var failed bool
+	found := 0
+	for _, o := range objs {
+		t, served, err := c.resolve(o)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft uninstall: %v\n", err)
+			failed = true
+			continue
+		}
+		if !served {
+			fmt.Fprintf(stdio.Stderr, "absent  %s (kind not served)\n", t.what)
+			continue
+		}
+		_, err = t.ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			fmt.Fprintf(stdio.Stderr, "absent  %s\n", t.what)
+			continue
+		case err != nil:
+			fmt.Fprintf(stdio.Stderr, "weft uninstall: get %s: %v\n", t.what, err)
+			failed = true
+			continue
+		}
+		if err := writeReference(&manifest, o); err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft uninstall: %s: %v\n", t.what, err)
+			failed = true
+			continue
+		}
+		found++
+	}
+	if failed {
+		fmt.Fprintln(stdio.Stderr, "weft uninstall: no manifest printed, as some objects could not be looked up")
+		return ExitFailure
+	}
+	if found == 0 {
+		fmt.Fprintln(stdio.Stderr, "weft uninstall: none of the install's objects is in the cluster; nothing to delete")
+		return ExitOK
+	}
+	if _, err := stdio.Stdout.Write(manifest.Bytes()); err != nil {
+		fmt.Fprintf(stdio.Stderr, "weft uninstall: %v\n", err)
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+// writeReference writes one YAML document naming o: what kubectl delete
+// needs, and nothing of the object's content (no certificates or keys).
+func writeReference(w io.Writer, o install.Object) error {
+	gvk := o.GetObjectKind().GroupVersionKind()
+	md := map[string]string{"name": o.GetName()}
+	if o.GetNamespace() != "" {
+		md["namespace"] = o.GetNamespace()
+	}
+	b, err := yaml.Marshal(map[string]any{"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind, "metadata": md})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "---\n%s", b)
+	return err
+}
+
+// deleteInstalled deletes the objects of objs in order (weft uninstall
+// --delete), one report line each on stdout.
+func deleteInstalled(ctx context.Context, c uninstallClients, objs []install.Object, dryRun, wait bool, stdio IO) int {
+	var failed bool
+	var deleted []uninstallTarget
+	for _, o := range objs {
+		t, served, err := c.resolve(o)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "weft uninstall: %v\n", err)
+			failed = true
+			continue
+		}
+		if !served {
+			fmt.Fprintf(stdio.Stdout, "absent  %s (kind not served)\n", t.what)
+			continue
+		}
+		if dryRun {
+			fmt.Fprintf(stdio.Stdout, "would delete %s\n", t.what)
+			continue
+		}
+		err = t.ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationBackground)})
+		switch {
+		case apierrors.IsNotFound(err):
+			fmt.Fprintf(stdio.Stdout, "absent  %s\n", t.what)
+		case err != nil:
+			fmt.Fprintf(stdio.Stderr, "weft uninstall: delete %s: %v\n", t.what, err)
+			failed = true
+		default:
+			fmt.Fprintf(stdio.Stdout, "deleted %s\n", t.what)
+			deleted = append(deleted, t)
+		}
+	}
+	if wait && !failed {
+		for _, t := range deleted {
+			if err := waitGone(ctx, t.ri, t.obj.GetName()); err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft uninstall: %s still there: %v\n", t.what, err)
+				failed = true
+			}
+		}
+	}
+	if failed {
+		return ExitFailure
+	}
+	return ExitOK
+}
+
 // installedObjects lists what `weft install` creates for values, with and
-// without --ha, in deletion order: webhook configurations, namespaced
-// objects, the namespace, cluster-scoped RBAC, then (unless keepCRDs) the
-// CRDs. The certificates rendered with are throwaway: only kinds and names
-// are used.
+// without --ha and --prometheus-operator, in deletion order: webhook
+// configurations, namespaced objects, the namespace, cluster-scoped RBAC,
+// then (unless keepCRDs) the CRDs. The certificates rendered with are
+// throwaway: only kinds and names are used.
 func installedObjects(values inject.Values, keepCRDs bool) ([]install.Object, error) {
 	now := time.Now()
 	id, _, err := install.GenerateIdentity(now)
@@ -159,7 +294,7 @@ func installedObjects(values inject.Values, keepCRDs bool) ([]install.Object, er
 	certs := install.Certificates{Identity: id, Webhook: hook}
 	seen := map[string]bool{}
 	var all []install.Object
-	for _, opts := range [][]install.Option{nil, {install.WithHA()}} {
+	for _, opts := range [][]install.Option{nil, {install.WithHA(), install.WithPrometheusOperator()}} {
 		m, err := install.Render(values, certs, opts...)
 		if err != nil {
 			return nil, err

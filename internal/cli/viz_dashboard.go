@@ -90,6 +90,9 @@ func localDashboard(ctx context.Context, src viz.Source, ex *vizlocal.Explainer)
 func setupVizDashboard(fs *FlagSet) Action {
 	var f vizFlags
 	f.register(fs, "table")
+	// The dashboard reads the proxies only: --prometheus is not offered,
+	// and refused with a clear message when given anyway.
+	_ = fs.MarkHidden("prometheus")
 	addr := fs.String("addr", "127.0.0.1:50750", "address to serve the dashboard on (loopback by default: it has no authentication)")
 	interval := fs.Duration("interval", 2*time.Second, "how often the proxies are read")
 	window := fs.Duration("window", 10*time.Second, "span the figures cover")

@@ -94,6 +94,7 @@ type statJSON struct {
 		Pods        int      `json:"pods"`
 		Requests    float64  `json:"requests"`
 		Successes   float64  `json:"successes"`
+		Denied      float64  `json:"denied"`
 		SuccessRate *float64 `json:"successRate"`
 		RPS         *float64 `json:"rps"`
 		MTLSShare   *float64 `json:"mtlsShare"`
@@ -123,22 +124,26 @@ func TestVizCommandsAgreeWithTheDemosOwnCounters(t *testing.T) {
 	require.Equal(t, int64(n), c["backend"].Succeeded)
 	require.Equal(t, int64(m), c["intruder"].Denied, "every intruder request was denied")
 
-	// stat: what each workload served, since the proxies started. The
-	// proxies count a response when it ends, a moment after the client
-	// may have read it: wait for the count, then compare exactly.
+	// stat: what each workload was sent, since the proxies started: what
+	// it served and what its policy denied (backend denies the intruder:
+	// 403s, not failures). The proxies count a response when it ends, a
+	// moment after the client may have read it: wait for the count, then
+	// compare exactly.
 	var st statJSON
 	testutil.Eventually(t, 30*time.Second, func() bool {
 		vizJSON(t, &st, append([]string{"stat", "deploy", "--since-start"}, local...)...)
 		ix := st.byName()
 		_, ok1 := ix["frontend"]
 		_, ok2 := ix["backend"]
-		return ok1 && ok2 && st.Rows[ix["frontend"]].Requests == n && st.Rows[ix["backend"]].Requests == n
+		return ok1 && ok2 && st.Rows[ix["frontend"]].Requests == n && st.Rows[ix["backend"]].Requests == n+m
 	}, "the proxies to count every request")
 	ix := st.byName()
 	require.Len(t, st.Rows, 4)
+	assert.Equal(t, float64(m), st.Rows[ix["backend"]].Denied, "the intruder's requests")
+	assert.Zero(t, st.Rows[ix["frontend"]].Denied)
 	for _, w := range []string{"frontend", "backend"} {
 		r := st.Rows[ix[w]]
-		assert.Equal(t, float64(c[w].Succeeded), r.Successes, w)
+		assert.Equal(t, float64(c[w].Succeeded)+r.Denied, r.Successes, w)
 		assert.Equal(t, 1.0, *r.SuccessRate, w)
 		assert.Equal(t, 1.0, *r.MTLSShare, w+": every request came over mutual TLS")
 		assert.Equal(t, 1, r.Meshed, w)
@@ -261,7 +266,7 @@ func TestVizCommandsAgreeWithTheDemosOwnCounters(t *testing.T) {
 		var now statJSON
 		vizJSON(t, &now, append([]string{"stat", "deploy", "--since-start"}, local...)...)
 		ix := now.byName()
-		return len(now.Rows) == 4 && now.Rows[ix["frontend"]].Requests == n+k && now.Rows[ix["backend"]].Requests == n+k
+		return len(now.Rows) == 4 && now.Rows[ix["frontend"]].Requests == n+k && now.Rows[ix["backend"]].Requests == n+k+m
 	}, "the proxies to count the window's requests")
 	stop()
 	wg.Wait()

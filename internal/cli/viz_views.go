@@ -76,6 +76,7 @@ func setupVizStat(fs *FlagSet) Action {
 				Meshed         int     `json:"meshedPods"`
 				Pods           int     `json:"pods"`
 				TCPConnections float64 `json:"tcpConnections"`
+				Denied         float64 `json:"denied"`
 				goldenJSON
 			}
 			out := struct {
@@ -87,7 +88,7 @@ func setupVizStat(fs *FlagSet) Action {
 				if row.WorkloadKind != "" {
 					kind = row.WorkloadKind
 				}
-				out.Rows = append(out.Rows, rowJSON{kind, row.Namespace, row.Name, row.Authority, row.Meshed, row.Pods, row.TCPConnections, toGoldenJSON(row.Golden, w.Duration)})
+				out.Rows = append(out.Rows, rowJSON{kind, row.Namespace, row.Name, row.Authority, row.Meshed, row.Pods, row.TCPConnections, row.Denied, toGoldenJSON(row.Golden, w.Duration)})
 			}
 			writeViz(stdio.Stdout, f.output, out)
 			return ExitOK
@@ -105,7 +106,7 @@ func setupVizStat(fs *FlagSet) Action {
 			head += "\tAUTHORITY"
 		}
 		if f.output == "wide" {
-			head += "\tREQUESTS\tFAILURES"
+			head += "\tREQUESTS\tFAILURES\tDENIED"
 		}
 		fmt.Fprintln(tw, head)
 		for _, row := range rows {
@@ -123,7 +124,7 @@ func setupVizStat(fs *FlagSet) Action {
 				line += "\t" + row.Authority
 			}
 			if f.output == "wide" {
-				line += fmt.Sprintf("\t%.0f\t%.0f", row.Requests(), row.Failures)
+				line += fmt.Sprintf("\t%.0f\t%.0f\t%.0f", row.Requests(), row.Failures, row.Denied)
 			}
 			fmt.Fprintln(tw, line)
 		}

@@ -180,3 +180,17 @@ func TestYAMLOutputCarriesTheSameObjectAsJSON(t *testing.T) {
 		assert.Equal(t, fromJSON, fromYAML, name)
 	}
 }
+
+// The dashboard reads the proxies only (docs/viz.md): its help does not
+// offer --prometheus, and giving it anyway is refused, naming the flag.
+func TestVizDashboardDoesNotOfferPrometheusAndRefusesIt(t *testing.T) {
+	st, help, errs := runWeft(t, "viz", "dashboard", "--help")
+	require.Equal(t, cli.ExitOK, st, errs)
+	assert.Contains(t, help, "--addr")
+	assert.NotContains(t, help, "prometheus")
+
+	st, out, errs := runWeft(t, "viz", "dashboard", "--prometheus", "http://127.0.0.1:9090", "--addr", "127.0.0.1:0")
+	assert.Equal(t, cli.ExitUsage, st)
+	assert.Empty(t, out, "nothing served")
+	assert.Equal(t, "weft viz dashboard: the dashboard reads the proxies directly; --prometheus is not supported\n", errs)
+}

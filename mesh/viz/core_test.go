@@ -186,11 +186,12 @@ func TestStatReportsGoldenMetricsOfWhatEachWorkloadServed(t *testing.T) {
 	assert.Equal(t, "api", api.Name)
 	assert.Equal(t, 2, api.Pods)
 	assert.Equal(t, 1, api.Meshed, "api-1 did not answer")
-	assert.Equal(t, 40.0, api.Requests())
-	assert.Equal(t, 1.0, api.SuccessRate())
-	assert.InDelta(t, 4.0, api.RPS(w.Duration), 1e-9)
+	assert.Equal(t, 46.0, api.Requests(), "40 served and 6 its policy denied")
+	assert.Equal(t, 6.0, api.Denied)
+	assert.Equal(t, 1.0, api.SuccessRate(), "the denied requests were answered 403, not a failure")
+	assert.InDelta(t, 4.6, api.RPS(w.Duration), 1e-9)
 	assert.Equal(t, 1.0, api.MTLSShare())
-	assert.InDelta(t, 1+9*(20-0)/30.0, api.P(0.5), 1e-9)
+	assert.InDelta(t, 1+9*(20-0)/30.0, api.P(0.5), 1e-9, "latency is that of the served requests")
 	assert.InDelta(t, 10+90*(0.95*40-30)/10, api.P(0.95), 1e-9)
 	assert.Equal(t, 4.0, api.TCPConnections)
 	web := rows[1]
@@ -201,7 +202,7 @@ func TestStatReportsGoldenMetricsOfWhatEachWorkloadServed(t *testing.T) {
 
 	one := viz.Stat(w, viz.Resource{Kind: viz.KindPod, Namespace: "shop", Name: "api-0"})
 	require.Len(t, one, 1)
-	assert.Equal(t, 40.0, one[0].Requests())
+	assert.Equal(t, 46.0, one[0].Requests())
 
 	au := viz.Stat(w, viz.Resource{Kind: viz.KindAuthority, Namespace: "shop"})
 	require.Len(t, au, 1)
@@ -212,12 +213,43 @@ func TestStatReportsGoldenMetricsOfWhatEachWorkloadServed(t *testing.T) {
 	ns := viz.Stat(w, viz.Resource{Kind: viz.KindNamespace})
 	require.Len(t, ns, 1)
 	assert.Equal(t, 3, ns[0].Pods)
-	assert.Equal(t, 40.0, ns[0].Requests())
+	assert.Equal(t, 46.0, ns[0].Requests())
 
 	rt := viz.Stat(w, viz.Resource{Kind: viz.KindRoute, Namespace: "shop"})
 	require.Len(t, rt, 1)
 	assert.Equal(t, "GET /items", rt[0].Name)
 	assert.Equal(t, 40.0, rt[0].Requests())
+}
+
+// A workload whose policy denies every caller served nothing, but was
+// sent requests: they count in its rate. Linkerd's proxy answers a denied
+// HTTP request 403 (not a failure in its classification) and a denied
+// gRPC one PERMISSION_DENIED (a failure).
+func TestStatCountsDeniedRequestsInTheRateClassifiedByTheProxysAnswer(t *testing.T) {
+	denied := func(http, grpc int) string {
+		return `# TYPE inbound_http_authz_deny_total counter
+inbound_http_authz_deny_total{srv_group="policy.linkerd.io",srv_kind="server",srv_name="api-http",srv_port="8080",route_group="",route_kind="default",route_name="default",target_addr="10.0.0.7:8080",target_ip="10.0.0.7",target_port="8080",tls="true",client_id="` + intruderID + `",reason="unauthorized"} ` + itoa(http) + `
+inbound_http_authz_deny_total{srv_group="policy.linkerd.io",srv_kind="server",srv_name="api-grpc",srv_port="9090",route_group="gateway.networking.k8s.io",route_kind="grpcroute",route_name="votes",target_addr="10.0.0.7:9090",target_ip="10.0.0.7",target_port="9090",tls="false",reason="unauthorized"} ` + itoa(grpc) + `
+# TYPE inbound_tcp_authz_deny_total counter
+inbound_tcp_authz_deny_total{srv_kind="server",srv_name="api-tcp",target_port="7000",tls="true",client_id="` + intruderID + `"} 5
+`
+	}
+	w := window(t, 10*time.Second, apiPod, denied(0, 0), denied(30, 10))
+	rows := viz.Stat(w, viz.Resource{Kind: viz.KindWorkload, WorkloadKind: "deployment", Namespace: "shop", Name: "api"})
+	require.Len(t, rows, 1)
+	api := rows[0]
+	assert.Equal(t, 40.0, api.Requests(), "denied connections (TCP) are not requests")
+	assert.Equal(t, 40.0, api.Denied)
+	assert.InDelta(t, 4.0, api.RPS(w.Duration), 1e-9, "not 0.0rps")
+	assert.Equal(t, 30.0, api.Successes, "HTTP 403")
+	assert.Equal(t, 10.0, api.Failures, "gRPC PERMISSION_DENIED")
+	assert.InDelta(t, 0.75, api.SuccessRate(), 1e-9)
+	assert.InDelta(t, 0.75, api.MTLSShare(), 1e-9)
+	assert.True(t, math.IsNaN(api.P(0.5)), "no response went through the workload: no latency")
+
+	// Routes and authorities are read from other series: unchanged.
+	assert.Empty(t, viz.Stat(w, viz.Resource{Kind: viz.KindRoute, Namespace: "shop"}))
+	assert.Empty(t, viz.Stat(w, viz.Resource{Kind: viz.KindAuthority, Namespace: "shop"}))
 }
 
 func TestEdgesJoinBothProxiesIdentitiesAndMarkDenials(t *testing.T) {

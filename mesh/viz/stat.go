@@ -27,6 +27,12 @@ const (
 type Golden struct {
 	// Successes and Failures count responses by classification.
 	Successes, Failures float64
+	// Denied counts the requests the proxy's authorization policy refused
+	// (Stat only). They are requests the workload was sent, so they are
+	// in Successes or Failures too, classified as Linkerd classifies the
+	// answer the proxy gives them: an HTTP 403 is not a failure (only 5xx
+	// is), a gRPC PERMISSION_DENIED (on a GRPCRoute) is one.
+	Denied float64
 	// MTLS counts responses whose request came over mutual TLS.
 	MTLS float64
 	// Latency is the response latency histogram in milliseconds.
@@ -78,6 +84,23 @@ func (g *Golden) addResponse(s Series) {
 	}
 }
 
+// addDenied adds one inbound_http_authz_deny_total series to g. Denied
+// requests have no response_total series (the proxy answers them itself,
+// before the request metrics), so they count here: a request on a gRPC
+// route was answered grpc-status PERMISSION_DENIED, a failure; any other
+// was answered 403, which Linkerd's classification counts as a success.
+func (g *Golden) addDenied(s Series) {
+	g.Denied += s.Value
+	if s.Labels["route_kind"] == "grpcroute" {
+		g.Failures += s.Value
+	} else {
+		g.Successes += s.Value
+	}
+	if s.Labels["tls"] == "true" {
+		g.MTLS += s.Value
+	}
+}
+
 // StatRow is one line of `weft viz stat`.
 type StatRow struct {
 	Kind      Kind
@@ -103,7 +126,8 @@ type statKey struct {
 // Stat computes the golden metrics of each resource of r's kind over w,
 // from the inbound side of the selected pods' proxies (what the workload
 // served, as `linkerd viz stat` shows; routes from the inbound route_*
-// series). Authorities come from the callers' side (the outbound
+// series). Requests the selected pods' policy denied count as requests
+// (Golden.Denied says how they are classified). Authorities come from the callers' side (the outbound
 // authority label), in the destination's namespace. Rows are sorted by namespace and name; a
 // selected workload or pod without traffic still gets a row.
 func Stat(w Window, r Resource) []StatRow {
@@ -186,6 +210,18 @@ func Stat(w Window, r Resource) []StatRow {
 		dir = "outbound"
 	}
 	for _, s := range w.Series {
+		if s.Name == MetricHTTPDeny {
+			// What the workload was sent and its proxy refused; these
+			// series carry no direction (they are inbound) and no route
+			// or authority label of the stat's kinds.
+			if r.Kind == KindAuthority || r.Kind == KindRoute {
+				continue
+			}
+			if k, ok := keyOf(s.Labels); ok {
+				get(k).addDenied(s)
+			}
+			continue
+		}
 		if s.Labels["direction"] != dir {
 			continue
 		}

@@ -123,7 +123,9 @@ func (m *mesh) install(t *testing.T) {
 		}
 	}
 
-	rep := m.check(t)
+	// Right after the install, as a user would run it: check waits for
+	// what is still starting.
+	rep := m.check(t, "--wait", "2m")
 	assert.True(t, rep.Success)
 	assert.Zero(t, rep.Count(check.StatusFail))
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -345,8 +346,9 @@ func (m *mesh) injectorDown(t *testing.T) {
 	})
 }
 
-// uninstall runs `weft uninstall` and asks the API server for every kind
-// the install created: none of its objects may be left.
+// uninstall runs `weft uninstall | kubectl delete --wait -f -` (the
+// cluster's kubectl) and asks the API server for every kind the install
+// created: none of its objects may be left.
 func (m *mesh) uninstall(t *testing.T) {
 	e := m.e
 	code, manifest, errs := e.weftCmd(t, nil, append([]string{"install"}, m.pinned...)...)
@@ -354,11 +356,17 @@ func (m *mesh) uninstall(t *testing.T) {
 	objs, err := install.Decode(manifest)
 	require.NoError(t, err)
 
-	code, out, errs := e.weftCmd(t, nil, "uninstall", "--values", filepath.Join(m.dir, "values.yaml"), "--wait", "--timeout", "5m")
+	code, out, errs := e.weftCmd(t, nil, "uninstall", "--values", filepath.Join(m.dir, "values.yaml"))
 	require.Equal(t, 0, code, "%s %s", out, errs)
-	t.Logf("weft uninstall:\n%s%s", out, errs)
-
+	t.Logf("weft uninstall:\n%s\nits report:\n%s", out, errs)
 	ctx := timeout(t, 5*time.Minute)
+	kubectl := exec.CommandContext(ctx, filepath.Join(e.state.BinDir, "kubectl"), "delete", "--wait", "--timeout", "4m", "-f", "-")
+	kubectl.Env = append(os.Environ(), "KUBECONFIG="+e.state.Kubeconfig)
+	kubectl.Stdin = bytes.NewReader(out)
+	deleted, err := kubectl.CombinedOutput()
+	t.Logf("kubectl delete -f -:\n%s", deleted)
+	require.NoError(t, err, "weft uninstall | kubectl delete -f -")
+
 	for _, o := range objs {
 		kind := o.GetObjectKind().GroupVersionKind()
 		eventually(t, 3*time.Minute, fmt.Sprintf("%s %s gone", kind.Kind, o.GetName()), func(ctx context.Context) error {

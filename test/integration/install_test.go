@@ -42,10 +42,12 @@ func installCLI(t *testing.T, cmd cli.Command, args ...string) (int, []byte, str
 	return st, out.Bytes(), errb.String()
 }
 
-// installCheck runs `weft check -o json` with args and decodes the report.
+// installCheck runs `weft check -o json --wait 0` with args and decodes the
+// report: no kubelet runs here, so the pods never become ready and waiting
+// for them would only delay the failure the tests expect.
 func installCheck(t *testing.T, args ...string) (int, check.Report) {
 	t.Helper()
-	st, out, errs := installCLI(t, cli.CheckCommand(), append([]string{"--kubeconfig", env.KubeconfigPath(), "-o", "json"}, args...)...)
+	st, out, errs := installCLI(t, cli.CheckCommand(), append([]string{"--kubeconfig", env.KubeconfigPath(), "-o", "json", "--wait", "0"}, args...)...)
 	var rep check.Report
 	require.NoError(t, json.Unmarshal(out, &rep), "weft check output: %s\nstderr: %s", out, errs)
 	var text strings.Builder

@@ -3,9 +3,14 @@
 package integration_test
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +24,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/restmapper"
+	sigyaml "sigs.k8s.io/yaml"
 
 	"github.com/weftmesh/weft/internal/cli"
 	"github.com/weftmesh/weft/internal/testutil"
@@ -27,7 +35,8 @@ import (
 
 // TestUninstallDeletesExactlyWhatInstallCreated installs a control plane
 // (CRDs aside: the suite shares them) and runs `weft uninstall
-// --keep-crds`: every object of the install is then gone (the namespace at
+// --keep-crds`, which lists exactly those objects and deletes nothing,
+// then `weft uninstall --delete --keep-crds`: every object of the install is then gone (the namespace at
 // least Terminating: no controller manager runs here to finish it), the
 // CRDs and an unrelated object are still there, and a second run finds
 // nothing to delete.
@@ -58,9 +67,27 @@ func TestUninstallDeletesExactlyWhatInstallCreated(t *testing.T) {
 	require.NoError(t, err)
 
 	args := []string{"--values", values, "--keep-crds", "--kubeconfig", env.KubeconfigPath()}
+
+	// Without --delete: a manifest of exactly the objects created (by
+	// kind, name and namespace, in deletion order), nothing deleted.
 	st, out, errs := installCLI(t, cli.UninstallCommand(), args...)
 	require.Equal(t, cli.ExitOK, st, "%s %s", out, errs)
-	t.Logf("weft uninstall:\n%s", out)
+	t.Logf("weft uninstall:\n%s\nits report:\n%s", out, errs)
+	listed := manifestRefs(t, out)
+	var want []string
+	for _, o := range created {
+		want = append(want, fmt.Sprint(o.GetObjectKind().GroupVersionKind().GroupVersion(), " ", o.GetObjectKind().GroupVersionKind().Kind, " ", o.GetNamespace(), "/", o.GetName()))
+	}
+	assert.ElementsMatch(t, want, listed)
+	require.NotEmpty(t, listed)
+	assert.True(t, strings.Contains(listed[0], "WebhookConfiguration"), "webhooks go first: %s", listed[0])
+	for _, o := range created {
+		require.NoError(t, getCreated(ctx, t, c, mapper, o), "weft uninstall without --delete deleted %s %s", o.GetObjectKind().GroupVersionKind().Kind, o.GetName())
+	}
+
+	st, out, errs = installCLI(t, cli.UninstallCommand(), append([]string{"--delete"}, args...)...)
+	require.Equal(t, cli.ExitOK, st, "%s %s", out, errs)
+	t.Logf("weft uninstall --delete:\n%s", out)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	assert.Len(t, lines, len(created)+countHAOnly(t, values, manifest), "one line per object of the install (HA's included)")
 	assert.True(t, strings.HasPrefix(lines[0], "deleted MutatingWebhookConfiguration") || strings.HasPrefix(lines[0], "deleted ValidatingWebhookConfiguration"), "webhooks go first: %s", lines[0])
@@ -87,7 +114,7 @@ func TestUninstallDeletesExactlyWhatInstallCreated(t *testing.T) {
 		}
 	}
 
-	st, out, errs = installCLI(t, cli.UninstallCommand(), args...)
+	st, out, errs = installCLI(t, cli.UninstallCommand(), append([]string{"--delete"}, args...)...)
 	require.Equal(t, cli.ExitOK, st, "%s %s", out, errs)
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		if strings.HasPrefix(l, "deleted ") {
@@ -96,11 +123,51 @@ func TestUninstallDeletesExactlyWhatInstallCreated(t *testing.T) {
 	}
 }
 
-// countHAOnly counts the objects only the --ha rendering has (uninstall
-// deletes those too, reporting them absent here).
+// manifestRefs reads weft uninstall's manifest strictly, document by
+// document, as "apiVersion Kind namespace/name".
+func manifestRefs(t *testing.T, data []byte) []string {
+	t.Helper()
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var refs []string
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return refs
+		}
+		require.NoError(t, err)
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		var ref struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace,omitempty"`
+			} `json:"metadata"`
+		}
+		require.NoError(t, sigyaml.UnmarshalStrict(doc, &ref), "document %q", doc)
+		refs = append(refs, fmt.Sprint(ref.APIVersion, " ", ref.Kind, " ", ref.Metadata.Namespace, "/", ref.Metadata.Name))
+	}
+}
+
+// getCreated reads o back from the API server.
+func getCreated(ctx context.Context, t *testing.T, c clients, mapper *restmapper.DeferredDiscoveryRESTMapper, o install.Object) error {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	require.NoError(t, err)
+	ri, err := resourceFor(mapper, &unstructured.Unstructured{Object: m}, c.dyn)
+	require.NoError(t, err)
+	_, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+	return err
+}
+
+// countHAOnly counts the objects only the --ha and --prometheus-operator
+// rendering has (uninstall --delete looks for those too, reporting them
+// absent here).
 func countHAOnly(t *testing.T, values string, manifest []byte) int {
 	t.Helper()
-	st, ha, errs := installCLI(t, cli.InstallCommand(), "--values", values, "--ha")
+	st, ha, errs := installCLI(t, cli.InstallCommand(), "--values", values, "--ha", "--prometheus-operator")
 	require.Equal(t, cli.ExitOK, st, errs)
 	plain, err := install.Decode(manifest)
 	require.NoError(t, err)

@@ -123,6 +123,16 @@ func (r *run) fail(cat, name, msg, hint string) Result {
 }
 func (r *run) skip(cat, name, msg string) Result { return r.add(cat, name, StatusSkip, msg, "") }
 
+// notReady records a failure because something is not ready yet (pods
+// starting, endpoints not yet published): one that may pass later with
+// nobody acting, which Wait retries.
+func (r *run) notReady(cat, name, msg, hint string) Result {
+	res := r.add(cat, name, StatusFail, msg, hint)
+	r.results[len(r.results)-1].NotReady = true
+	res.NotReady = true
+	return res
+}
+
 // apiError turns an API error into a short message and logs the full one.
 func (r *run) apiError(what string, err error) string {
 	r.c.cfg.logger.Debug("check: API error", "what", what, "error", err)

@@ -70,6 +70,8 @@ func TestDeploymentsWithoutPodsAreReportedWithTheReason(t *testing.T) {
 	assert.Contains(t, id.Hint, "kubectl -n weft describe deployment weft-identity")
 	dst := result(t, r, check.CategoryControlPlane, "destination is ready")
 	assert.Contains(t, dst.Message, "creating pods failed (FailedCreate: exceeded quota: pods)")
+	assert.True(t, id.NotReady, "pods may still come")
+	assert.False(t, dst.NotReady, "the cluster refused the pods: waiting does not help")
 	// The other checks still ran.
 	assert.Equal(t, check.StatusOK, result(t, r, check.CategoryIdentity, "issuer certificate is valid and chains to the trust anchors").Status)
 }
@@ -270,6 +272,7 @@ func TestProxyChecksFindUnreadyStaleAndOldRootPods(t *testing.T) {
 	assert.False(t, r.Success)
 	ready := result(t, r, check.CategoryDataPlane, "meshed pods' proxies are ready")
 	assert.Equal(t, check.StatusFail, ready.Status)
+	assert.False(t, ready.NotReady, "a pod without a proxy does not get one by waiting")
 	assert.Equal(t, "3 of 5 meshed pods: blog/plain (labelled as meshed but has no weft-proxy container); blog/broken (proxy waiting (ImagePullBackOff)); shop/starting (proxy running but not ready, 0 restarts)", ready.Message)
 	ver := result(t, r, check.CategoryDataPlane, "meshed pods run the control plane's proxy")
 	assert.Equal(t, check.StatusWarn, ver.Status)

@@ -114,23 +114,30 @@ func (r *run) component(ctx context.Context, comp install.Component) {
 	case want == 0:
 		r.warn(CategoryControlPlane, name, fmt.Sprintf("Deployment %s/%s is scaled to 0", r.ns, comp.Deployment), fmt.Sprintf("kubectl -n %s scale deployment %s --replicas=1", r.ns, comp.Deployment))
 	case len(items) == 0:
-		r.fail(CategoryControlPlane, name, prefix+"; no pods exist: "+noPodsReason(d), hint)
+		reason, refused := noPodsReason(d)
+		if refused {
+			r.fail(CategoryControlPlane, name, prefix+"; no pods exist: "+reason, hint)
+		} else {
+			r.notReady(CategoryControlPlane, name, prefix+"; no pods exist: "+reason, hint)
+		}
 	case int32(ready) < want:
-		r.fail(CategoryControlPlane, name, prefix+"; "+list(problems, r.c.cfg.maxListed), hint)
+		r.notReady(CategoryControlPlane, name, prefix+"; "+list(problems, r.c.cfg.maxListed), hint)
 	default:
 		r.ok(CategoryControlPlane, name, prefix)
 	}
 }
 
-// noPodsReason explains, from a Deployment's status, why it has no pods.
-func noPodsReason(d *appsv1.Deployment) string {
+// noPodsReason explains, from a Deployment's status, why it has no pods;
+// refused is true when the cluster refused to create them (waiting does
+// not help), false when they may still come.
+func noPodsReason(d *appsv1.Deployment) (reason string, refused bool) {
 	if d.Status.ObservedGeneration < d.Generation || d.Status.ObservedGeneration == 0 {
-		return "the Deployment controller has not processed this Deployment (is kube-controller-manager running?)"
+		return "the Deployment controller has not processed this Deployment (is kube-controller-manager running?)", false
 	}
 	for _, c := range d.Status.Conditions {
 		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
-			return "creating pods failed" + suffix(c.Reason, c.Message)
+			return "creating pods failed" + suffix(c.Reason, c.Message), true
 		}
 	}
-	return "the ReplicaSet has created none (a quota, an admission webhook or a scheduling constraint may be refusing them)"
+	return "the ReplicaSet has created none (a quota, an admission webhook or a scheduling constraint may be refusing them)", false
 }

@@ -77,7 +77,11 @@ func (r *run) dataPlane(ctx context.Context) {
 			all = append(all, id+" (labelled as meshed but has no "+vocab.ProxyContainerName+" container)")
 		}
 		all = append(all, notReady...)
-		r.fail(CategoryDataPlane, readyName, fmt.Sprintf("%d of %d meshed pods: %s", len(all), total, list(all, n)),
+		report := r.fail
+		if len(noProxy) == 0 {
+			report = r.notReady
+		}
+		report(CategoryDataPlane, readyName, fmt.Sprintf("%d of %d meshed pods: %s", len(all), total, list(all, n)),
 			"kubectl -n NAMESPACE logs POD -c "+vocab.ProxyContainerName+"; kubectl -n NAMESPACE describe pod POD")
 	default:
 		r.ok(CategoryDataPlane, readyName, fmt.Sprintf("%d meshed pods, all proxies ready", total))

@@ -47,6 +47,20 @@
 //     current trust roots (linkerd.io/trust-root-sha256; a warning
 //     otherwise). The proxies' own certificate expiry is not read.
 //
+// # Waiting
+//
+// Right after an install the pods are still starting. A failure caused
+// only by something not ready yet is marked [Result].NotReady: a
+// component's pods not ready (or not created yet), a webhook Service
+// without ready endpoints, meshed pods whose proxy is not ready. [Wait]
+// runs the checks again every 5s (DefaultPollInterval) while every failure
+// is NotReady, up to a deadline (`weft check --wait`, 5m by default as in
+// `linkerd check`); any other failure (a missing CRD or object, a refused
+// request, a bad certificate) ends the wait at once.
+//
+//	rep := check.Wait(ctx, c, check.Scope{}, check.DefaultWait,
+//		check.OnWait(func(r check.Report, left time.Duration) { ... }))
+//
 // The checker only reads (plus the access reviews). Reading the issuer and
 // webhook Secrets needs get on Secrets in the control-plane namespace; the
 // data-plane checks list pods cluster-wide.

@@ -33,6 +33,11 @@ type Result struct {
 	Message string `json:"message,omitempty"`
 	// Hint says what to do about a warning or failure.
 	Hint string `json:"hint,omitempty"`
+	// NotReady marks a failure caused only by something not being ready
+	// yet (pods starting, endpoints not published): it may pass later
+	// without anyone acting, so Wait retries it. A missing object, a
+	// refused request or a bad certificate is not NotReady.
+	NotReady bool `json:"notReady,omitempty"`
 }
 
 // Report is the outcome of a run, in the order the checks ran.
@@ -50,6 +55,21 @@ func (r Report) Find(category, name string) (Result, bool) {
 		}
 	}
 	return Result{}, false
+}
+
+// OnlyNotReady is true when the report failed and every failure is
+// NotReady: running the checks again later may pass.
+func (r Report) OnlyNotReady() bool {
+	failed := false
+	for _, res := range r.Results {
+		if res.Status == StatusFail {
+			if !res.NotReady {
+				return false
+			}
+			failed = true
+		}
+	}
+	return failed
 }
 
 // Count returns how many results have status s.

@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -55,16 +56,22 @@ func (r *run) webhooks(ctx context.Context) {
 			continue
 		}
 		var problems, fine []string
+		onlyNotReady := true
 		for i, cc := range c.hooks {
 			msg, err := r.clientConfig(ctx, cc, serving)
 			if err != nil {
 				problems = append(problems, err.Error())
+				onlyNotReady = onlyNotReady && errors.Is(err, errNoReadyEndpoints)
 				continue
 			}
 			fine = append(fine, msg+", failurePolicy "+c.fp[i])
 		}
 		if len(problems) > 0 {
-			r.fail(CategoryWebhooks, name, strings.Join(problems, "; "),
+			report := r.fail
+			if onlyNotReady {
+				report = r.notReady
+			}
+			report(CategoryWebhooks, name, strings.Join(problems, "; "),
 				fmt.Sprintf("kubectl -n %s get endpointslices,pods -l %s=proxy-injector; kubectl -n %s describe deployment weft-proxy-injector", r.ns, install.LabelComponent, r.ns))
 			continue
 		}
@@ -92,6 +99,9 @@ func failurePolicy(p *admissionregv1.FailurePolicyType) string {
 	}
 	return string(*p)
 }
+
+// errNoReadyEndpoints is the one webhook problem that waiting may cure.
+var errNoReadyEndpoints = errors.New("the API server cannot reach the webhook")
 
 // clientConfig checks one webhook's target: the Service exists, exposes the
 // port, has ready endpoints, and the caBundle trusts the serving
@@ -128,7 +138,7 @@ func (r *run) clientConfig(ctx context.Context, cc admissionregv1.WebhookClientC
 	}
 	ready := readyEndpoints(slices.Items, sp)
 	if ready == 0 {
-		return "", fmt.Errorf("Service %s has no ready endpoints for port %d (%d EndpointSlices): the API server cannot reach the webhook", key, port, len(slices.Items))
+		return "", fmt.Errorf("Service %s has no ready endpoints for port %d (%d EndpointSlices): %w", key, port, len(slices.Items), errNoReadyEndpoints)
 	}
 	if len(cc.CABundle) == 0 {
 		return "", fmt.Errorf("no caBundle for Service %s", key)
