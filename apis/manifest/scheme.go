@@ -63,7 +63,7 @@ func Scheme() *runtime.Scheme {
 	addKnown(s, discoveryv1.SchemeGroupVersion,
 		&discoveryv1.EndpointSlice{}, &discoveryv1.EndpointSliceList{},
 	)
-	addKnown(s, gatewayv1.SchemeGroupVersion,
+	addKnown(s, schema.GroupVersion{Group: gatewayv1.GroupName, Version: "v1"},
 		&gatewayv1.HTTPRoute{}, &gatewayv1.HTTPRouteList{},
 		&gatewayv1.GRPCRoute{}, &gatewayv1.GRPCRouteList{},
 	)

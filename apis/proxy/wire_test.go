@@ -784,7 +784,8 @@ func TestOutboundPolicyDecodesFromUpstreamBytes(t *testing.T) {
 	require.NotNil(t, ra, "the random_available arm must be set")
 	assert.Equal(t, uint32(90), ra.GetBackends()[0].GetWeight())
 	checkBackend(t, ra.GetBackends()[0].GetBackend().GetBackend())
-	assert.Equal(t, int64(5), rule.GetRequestTimeout().GetSeconds()) //nolint:staticcheck // the deprecated field must still decode
+	//lint:ignore SA1019 the deprecated field must still decode: older control planes send it
+	assert.Equal(t, int64(5), rule.GetRequestTimeout().GetSeconds())
 	assert.Equal(t, int64(5), rule.GetTimeouts().GetResponse().GetSeconds())
 	assert.Equal(t, int64(6), rule.GetTimeouts().GetRequest().GetSeconds())
 	assert.Equal(t, int64(7), rule.GetTimeouts().GetIdle().GetSeconds())

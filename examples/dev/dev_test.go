@@ -4,7 +4,6 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +28,7 @@ func TestTheExampleMeshFileRunsUnderWeftDev(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "app")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./app").CombinedOutput()
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./app").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	t.Setenv("DEV_APP", bin)
 

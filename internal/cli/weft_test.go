@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"sigs.k8s.io/yaml"
 
 	"github.com/weftmesh/weft/internal/cli"
@@ -28,7 +29,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runAsWeft) == "1" && filepath.Base(os.Args[0]) == "weft" {
 		os.Exit(cli.WeftMain(os.Args[1:], cli.StdIO()))
 	}
-	os.Exit(m.Run())
+	// Otherwise the tests run, and a goroutine that outlives them fails the
+	// run. glog, linked in through step-ca (the smallstep issuer), starts
+	// its flush daemon in its package init; it lives as long as the process.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"))
 }
 
 // runWeft runs weft's whole tree with args.

@@ -181,13 +181,6 @@ func (ds *destinations) closeAll() {
 	}
 }
 
-// size reports how many destinations are watched.
-func (ds *destinations) size() int {
-	ds.mu.Lock()
-	defer ds.mu.Unlock()
-	return len(ds.m)
-}
-
 // newEndpointSet builds a set, keeping the connection counts of endpoints
 // that were already there.
 func newEndpointSet(eps []Endpoint, prev *endpointSet) *endpointSet {
@@ -315,21 +308,6 @@ func (pc *policyCache) has(port uint32) bool {
 	return pp != nil && pp.cur.Load() != nil
 }
 
-// peek returns the current policy of port without waiting or starting a
-// watch.
-func (pc *policyCache) peek(port uint32) *portState {
-	if pc.p.policies == nil {
-		return pc.p.defaultState
-	}
-	pc.mu.Lock()
-	pp := pc.m[port]
-	pc.mu.Unlock()
-	if pp == nil {
-		return nil
-	}
-	return pp.cur.Load()
-}
-
 // get returns the current policy of port, waiting up to the policy timeout
 // for the first one.
 func (pc *policyCache) get(ctx context.Context, port uint32) (*portState, error) {
@@ -390,7 +368,6 @@ func (pc *policyCache) watch(ctx context.Context, port uint32, pp *portPolicy) {
 			if ctx.Err() != nil {
 				return
 			}
-			err = errors.New("watch ended")
 		} else if errors.Is(err, ErrNotFound) {
 			// The source has no policy for this port: the default applies
 			// until it has one.

@@ -295,11 +295,9 @@ func openSilent(t *testing.T, addr string, n int) (waitClosed func()) {
 	t.Helper()
 	var wg sync.WaitGroup
 	var closedByProxy atomic.Int32
-	conns := make([]net.Conn, 0, n)
 	for i := 0; i < n; i++ {
 		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 		require.NoError(t, err)
-		conns = append(conns, c)
 		t.Cleanup(func() { c.Close() })
 		wg.Add(1)
 		go func() {

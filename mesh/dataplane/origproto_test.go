@@ -1,5 +1,7 @@
 package dataplane_test
 
+//lint:file-ignore SA1019 x/net's HTTP/2 Transport speaks to the proxy on a connection this test dials itself (NewClientConn), which net/http's bundled copy does not offer on a bare connection.
+
 import (
 	"io"
 	"net/http"

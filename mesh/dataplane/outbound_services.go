@@ -170,7 +170,6 @@ func watchSource[T any](ctx context.Context, p *Proxy, what, target string, open
 			if ctx.Err() != nil {
 				return
 			}
-			err = errors.New("watch ended")
 		} else if errors.Is(err, ErrNotFound) {
 			publish(zero, false)
 			first = false

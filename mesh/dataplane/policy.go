@@ -127,14 +127,6 @@ func metaLabel(m authz.Meta) string {
 	return strings.ToLower(m.Kind) + ":" + m.Name
 }
 
-// authzName labels the authorization that admitted a client.
-func authzName(a *authz.Authorization) string {
-	if a == nil {
-		return ""
-	}
-	return metaLabel(a.Meta)
-}
-
 // routeName labels the route a request matched.
 func routeName(res *authz.Result) string {
 	m, ok := res.Route()

@@ -220,20 +220,3 @@ func (cp *connPool) closeAll() {
 		e.mu.Unlock()
 	}
 }
-
-// size reports the live connections, for tests and diagnostics.
-func (cp *connPool) size() int {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	n := 0
-	for _, e := range cp.m {
-		e.mu.Lock()
-		for _, cc := range e.conns {
-			if !cc.State().Closed {
-				n++
-			}
-		}
-		e.mu.Unlock()
-	}
-	return n
-}

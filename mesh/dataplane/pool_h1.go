@@ -227,18 +227,6 @@ func (pp *peerH1Pool) waiting() int {
 	return n
 }
 
-// size reports the open connections (idle and busy), for tests and
-// diagnostics.
-func (pp *peerH1Pool) size() int {
-	pp.mu.Lock()
-	defer pp.mu.Unlock()
-	n := 0
-	for _, e := range pp.m {
-		n += e.cl.Open(e.addr)
-	}
-	return n
-}
-
 // peerIdleState is what an idle connection's socket holds (peekIdle).
 type peerIdleState uint8
 

@@ -601,14 +601,6 @@ func originalDstOf(c net.Conn) (netip.AddrPort, error) {
 	return originalDst(tc)
 }
 
-// closeWriteOrClose shuts the write side of c if it can.
-func closeWriteOrClose(c net.Conn) {
-	if hc, ok := c.(halfCloser); ok && hc.CloseWrite() == nil {
-		return
-	}
-	c.Close()
-}
-
 // writeAll writes the pieces as one write (one TLS record where possible).
 func writeAll(w io.Writer, parts ...[]byte) error {
 	total := 0

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -60,7 +61,8 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(benchServerEnv); mode != "" {
 		os.Exit(benchServer(mode))
 	}
-	os.Exit(m.Run())
+	// Otherwise the tests run, and a goroutine that outlives them fails the run.
+	goleak.VerifyTestMain(m)
 }
 
 // benchServer serves Certify on 127.0.0.1 until stdin closes (the parent

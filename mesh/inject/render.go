@@ -130,7 +130,6 @@ type RenderOption func(*renderConfig)
 
 type renderConfig struct {
 	defaultMode string
-	describe    string
 	kind, name  string
 }
 

@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// Env returns the variables that tell a pod's program where it is:
+// Environ returns the variables that tell a pod's program where it is:
 //
 //	WEFT_POD_IP, WEFT_POD_NAME, WEFT_NAMESPACE, WEFT_WORKLOAD,
 //	WEFT_SERVICE_ACCOUNT, WEFT_IDENTITY

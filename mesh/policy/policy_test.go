@@ -102,9 +102,8 @@ spec:
 var web = policy.WorkloadRef{Namespace: "my-app", Kind: "pod", Name: "web-0"}
 
 type client struct {
-	id  string
-	ip  string
-	tls bool
+	id string
+	ip string
 }
 
 func decide(t *testing.T, ix *policy.Index, port intstr.IntOrString, c client, req *authz.Request) policy.Result {

@@ -37,7 +37,6 @@ type httpRouteSpec struct {
 	route                                 authz.HTTPRoute // without authorizations
 	// rules kept for outbound translation
 	rules []routeRule
-	hosts []string
 }
 
 type routeRule struct {

@@ -144,15 +144,15 @@ func coreDNSReady(ctx context.Context, kube kubernetes.Interface) error {
 	}
 	if d.Status.ReadyReplicas < 1 {
 		pods, err := kube.CoreV1().Pods(dnsNS).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
-		if err == nil {
-			for _, p := range pods.Items {
-				for _, cs := range p.Status.ContainerStatuses {
-					if cs.State.Waiting != nil {
-						return fmt.Errorf("CoreDNS pod %s: %s: %s", p.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message)
-					}
+		if err == nil && len(pods.Items) > 0 {
+			// The first pod's state says why CoreDNS is not ready.
+			p := pods.Items[0]
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Waiting != nil {
+					return fmt.Errorf("CoreDNS pod %s: %s: %s", p.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message)
 				}
-				return fmt.Errorf("CoreDNS pod %s: phase %s", p.Name, p.Status.Phase)
 			}
+			return fmt.Errorf("CoreDNS pod %s: phase %s", p.Name, p.Status.Phase)
 		}
 		return fmt.Errorf("CoreDNS: %d ready replicas", d.Status.ReadyReplicas)
 	}

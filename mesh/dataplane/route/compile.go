@@ -220,6 +220,7 @@ func compileHTTPRule(prr *outbound.HttpRoute_Rule, name, target string) (httpRul
 	if err != nil {
 		return rule, err
 	}
+	//lint:ignore SA1019 request_timeout is deprecated in the proxy API in favour of timeouts, but a control plane that sends only it must still be obeyed (timeoutsOf uses it when timeouts.response is unset)
 	rt.Timeouts = timeoutsOf(prr.GetTimeouts(), prr.GetRequestTimeout().AsDuration())
 	if pr := prr.GetRetry(); pr != nil {
 		rt.Retry = &Retry{

@@ -119,6 +119,7 @@ func (r *run) clientConfig(ctx context.Context, cc admissionregv1.WebhookClientC
 	svc, err := r.c.kube.CoreV1().Services(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
+		//lint:ignore ST1005 "Service" is the Kubernetes kind, spelt as kubectl spells it
 		return "", fmt.Errorf("Service %s not found", key)
 	case err != nil:
 		return "", fmt.Errorf("%s", r.apiError("get Service "+key, err))
@@ -130,6 +131,7 @@ func (r *run) clientConfig(ctx context.Context, cc admissionregv1.WebhookClientC
 		}
 	}
 	if sp == nil {
+		//lint:ignore ST1005 "Service" is the Kubernetes kind, spelt as kubectl spells it
 		return "", fmt.Errorf("Service %s has no port %d", key, port)
 	}
 	slices, err := r.c.kube.DiscoveryV1().EndpointSlices(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + ref.Name})
@@ -138,6 +140,7 @@ func (r *run) clientConfig(ctx context.Context, cc admissionregv1.WebhookClientC
 	}
 	ready := readyEndpoints(slices.Items, sp)
 	if ready == 0 {
+		//lint:ignore ST1005 "Service" is the Kubernetes kind, spelt as kubectl spells it
 		return "", fmt.Errorf("Service %s has no ready endpoints for port %d (%d EndpointSlices): %w", key, port, len(slices.Items), errNoReadyEndpoints)
 	}
 	if len(cc.CABundle) == 0 {

@@ -1,18 +1,18 @@
 package h2client_test
 
+//lint:file-ignore SA1019 x/net's HTTP/2 Server is the independent server the client is tested against (decisions: the HTTP/2 client's tests run it against x/net's server).
+
 import (
 	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -465,10 +465,6 @@ func waitChan(t *testing.T, c <-chan struct{}, what string) {
 		t.Fatalf("timed out waiting: %s", what)
 	}
 }
-
-func errorsIsUnprocessed(err error) bool { return errors.Is(err, h2client.ErrUnprocessed) }
-
-var _ = strings.Contains
 
 func TestManyConcurrentStreamsWithMixedBodiesAllComeBackWhole(t *testing.T) {
 	srv := startH2(t, true, &http2.Server{MaxConcurrentStreams: 16}, http.HandlerFunc(echo))

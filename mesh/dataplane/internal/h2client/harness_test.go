@@ -1,5 +1,7 @@
 package h2client_test
 
+//lint:file-ignore SA1019 x/net's HTTP/2 Server is the independent server the client is tested against, served on the test's own connections (ServeConn).
+
 import (
 	"bytes"
 	"context"

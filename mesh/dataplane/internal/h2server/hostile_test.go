@@ -101,10 +101,8 @@ func (hs *hostileServer) waitServed(t *testing.T) *connStats {
 // deafClient is a client that never reads: its receive buffer is small
 // and nothing drains it.
 type deafClient struct {
-	c    net.Conn
-	fr   *http2.Framer
-	enc  *hpack.Encoder
-	ebuf []byte
+	c  net.Conn
+	fr *http2.Framer
 }
 
 func dialDeaf(t *testing.T, addr string, settings ...http2.Setting) *deafClient {

@@ -1,11 +1,12 @@
 package h2server
 
+//lint:file-ignore SA1019 x/net's HTTP/2 Transport is the independent client the server is tested against.
+
 import (
 	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -324,8 +325,6 @@ func TestStreamsBeyondTheLimitAreRefused(t *testing.T) {
 	close(release)
 	assert.Equal(t, int32(2), running.Load())
 }
-
-var errNoFrame = errors.New("no frame")
 
 func TestResponsesKeepNetHTTPsBodyRules(t *testing.T) {
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
