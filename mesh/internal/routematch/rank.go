@@ -57,10 +57,10 @@ func sat(n, bits int) uint64 {
 	return uint64(n)
 }
 
-// Less reports whether a is less specific than b: b wins over a. Equal
+// Less reports whether r is less specific than o: o wins over r. Equal
 // ranks are not less, so the first of equals stays chosen.
-func (a Rank) Less(b Rank) bool {
-	return a.hi < b.hi || a.hi == b.hi && a.lo < b.lo
+func (r Rank) Less(o Rank) bool {
+	return r.hi < o.hi || r.hi == o.hi && r.lo < o.lo
 }
 
 func hostRank(kind uint64, n int) Rank {
