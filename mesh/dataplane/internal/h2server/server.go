@@ -448,7 +448,7 @@ func (c *conn) shutdown(err error) {
 	c.mu.Lock()
 	reason := c.abuse
 	if reason != "" {
-		_ = c.flushLocked() // the GOAWAY, within closeLinger; not if another goroutine is stuck writing
+		c.flushGoAwayLocked()
 	}
 	if c.werr == nil {
 		c.werr = errConnClosed
@@ -470,6 +470,22 @@ func (c *conn) shutdown(err error) {
 		c.cfg.OnAbuse(reason)
 	}
 	_ = err
+}
+
+// flushGoAwayLocked writes what is queued (the final GOAWAY) before an
+// abusive connection is closed, within about closeLinger. Another
+// goroutine may be in the middle of a write: its deadline is cut to
+// closeLinger and it is waited for, since closing under it would drop the
+// GOAWAY and the client would see only a reset.
+func (c *conn) flushGoAwayLocked() {
+	start := time.Now()
+	if c.flushing {
+		_ = c.nc.SetWriteDeadline(start.Add(closeLinger))
+	}
+	for c.flushing && c.werr == nil && time.Since(start) < closeLinger {
+		c.flushDone.Wait()
+	}
+	_ = c.flushLocked()
 }
 
 // startTimers arms the idle and keepalive timers.
