@@ -31,3 +31,25 @@ func MetricShapes(t testing.TB, g prometheus.Gatherer) map[string]string {
 	}
 	return out
 }
+
+// GaugeValue gathers g and returns the value of the gauge series name
+// whose label has the value value, or -1 when there is no such series
+// (a vector shows up once a series of it has been set).
+func GaugeValue(t testing.TB, g prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	fams, err := g.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}

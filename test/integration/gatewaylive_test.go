@@ -28,6 +28,7 @@ import (
 	"github.com/weftmesh/weft/apis/crds"
 	policyv1alpha1 "github.com/weftmesh/weft/apis/policy/v1alpha1"
 	policyv1beta3 "github.com/weftmesh/weft/apis/policy/v1beta3"
+	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/internal/testutil/kubeenv"
 	"github.com/weftmesh/weft/mesh/policy"
 	"github.com/weftmesh/weft/mesh/policy/authz"
@@ -132,7 +133,7 @@ func TestPolicyControllerPicksUpGatewayAPIRoutesWhenTheirCRDsAreInstalledLater(t
 
 	const grpcCRD = "grpcroutes.gateway.networking.k8s.io"
 	assert.False(t, src.GatewayAPIWatched()[grpcCRD])
-	assert.Equal(t, 0.0, gatewayWatchedGauge(t, reg, grpcCRD))
+	assert.Equal(t, 0.0, testutil.GaugeValue(t, reg, "weft_policy_gateway_api_watched", "resource", grpcCRD))
 	ping := &authz.Request{Method: "POST", Path: "/weft.test.Pinger/Ping", Header: http.Header{"Content-Type": {"application/grpc"}}}
 	// decision is "allow" or "deny", or the evaluation's error.
 	decision := func(sa string) string {
@@ -183,7 +184,7 @@ func TestPolicyControllerPicksUpGatewayAPIRoutesWhenTheirCRDsAreInstalledLater(t
 	t.Logf("GRPCRoute applied after its CRD -> admitted by the index in %s", took.Round(time.Millisecond))
 	assert.Equal(t, "deny", decision("web"), "another service account stays denied on the route")
 	assert.True(t, src.GatewayAPIWatched()[grpcCRD])
-	assert.Equal(t, 1.0, gatewayWatchedGauge(t, reg, grpcCRD))
+	assert.Equal(t, 1.0, testutil.GaugeValue(t, reg, "weft_policy_gateway_api_watched", "resource", grpcCRD))
 	assert.Empty(t, src.Errors())
 
 	// The CRD goes (and with it the route): the authorization goes too.
@@ -191,27 +192,6 @@ func TestPolicyControllerPicksUpGatewayAPIRoutesWhenTheirCRDsAreInstalledLater(t
 	waitFor(t, time.Now(), x.Updated(), func() bool { return decision("client") == "deny" }, "the route gone with its CRD")
 	waitFor(t, time.Now(), x.Updated(), func() bool { return !src.GatewayAPIWatched()[grpcCRD] }, "the GRPCRoutes no longer watched")
 	assert.Empty(t, src.Objects().GRPCRoutes)
-	assert.Equal(t, 0.0, gatewayWatchedGauge(t, reg, grpcCRD))
+	assert.Equal(t, 0.0, testutil.GaugeValue(t, reg, "weft_policy_gateway_api_watched", "resource", grpcCRD))
 	assert.True(t, src.GatewayAPIWatched()["httproutes.gateway.networking.k8s.io"], "the other kind stays watched")
-}
-
-// gatewayWatchedGauge reads weft_policy_gateway_api_watched{resource} from
-// reg, or -1 when it has no such series.
-func gatewayWatchedGauge(t *testing.T, reg *prometheus.Registry, resource string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != "weft_policy_gateway_api_watched" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "resource" && l.GetValue() == resource {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return -1
 }

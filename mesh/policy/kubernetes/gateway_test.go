@@ -69,26 +69,6 @@ func waitUntil(t *testing.T, src *kubernetes.Source, cond func() bool, what stri
 	}
 }
 
-func gaugeValue(t *testing.T, reg *prometheus.Registry, crd string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != "weft_policy_gateway_api_watched" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "resource" && l.GetValue() == crd {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no weft_policy_gateway_api_watched{resource=%q}", crd)
-	return -1
-}
-
 func TestGatewayRoutesArePickedUpWhenTheirCRDAppearsAndDroppedWhenItIsDeleted(t *testing.T) {
 	h := newBareHarness()
 	route, ap := sourcetest.AdminRoute()
@@ -103,7 +83,7 @@ func TestGatewayRoutesArePickedUpWhenTheirCRDAppearsAndDroppedWhenItIsDeleted(t 
 
 	const crd = "httproutes.gateway.networking.k8s.io"
 	assert.Equal(t, map[string]bool{crd: false, "grpcroutes.gateway.networking.k8s.io": false}, src.GatewayAPIWatched())
-	assert.Equal(t, 0.0, gaugeValue(t, reg, crd))
+	assert.Equal(t, 0.0, testutil.GaugeValue(t, reg, "weft_policy_gateway_api_watched", "resource", crd))
 
 	// The CRD arrives, not yet Established: nothing is watched.
 	ctx := testutil.Context(t, 5*time.Second)
@@ -119,8 +99,8 @@ func TestGatewayRoutesArePickedUpWhenTheirCRDAppearsAndDroppedWhenItIsDeleted(t 
 	waitUntil(t, src, func() bool { return len(src.Objects().GatewayHTTPRoutes) == 1 }, "the HTTPRoute after its CRD was Established")
 	assert.True(t, src.GatewayAPIWatched()[crd])
 	assert.False(t, src.GatewayAPIWatched()["grpcroutes.gateway.networking.k8s.io"])
-	assert.Equal(t, 1.0, gaugeValue(t, reg, crd))
-	assert.Equal(t, 0.0, gaugeValue(t, reg, "grpcroutes.gateway.networking.k8s.io"))
+	assert.Equal(t, 1.0, testutil.GaugeValue(t, reg, "weft_policy_gateway_api_watched", "resource", crd))
+	assert.Equal(t, 0.0, testutil.GaugeValue(t, reg, "weft_policy_gateway_api_watched", "resource", "grpcroutes.gateway.networking.k8s.io"))
 
 	// Routes created afterwards arrive through the new informer.
 	second := route.DeepCopy()
@@ -133,7 +113,7 @@ func TestGatewayRoutesArePickedUpWhenTheirCRDAppearsAndDroppedWhenItIsDeleted(t 
 	require.NoError(t, crds.Delete(ctx, crd, metav1.DeleteOptions{}))
 	waitUntil(t, src, func() bool { return len(src.Objects().GatewayHTTPRoutes) == 0 }, "the HTTPRoutes gone with their CRD")
 	assert.False(t, src.GatewayAPIWatched()[crd])
-	assert.Equal(t, 0.0, gaugeValue(t, reg, crd))
+	assert.Equal(t, 0.0, testutil.GaugeValue(t, reg, "weft_policy_gateway_api_watched", "resource", crd))
 
 	// And come back with it.
 	_, err = crds.Create(ctx, gatewayCRD(crd, true), metav1.CreateOptions{})
