@@ -89,18 +89,7 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 
 // CRDs returns the CustomResourceDefinitions Weft serves (apis/crds), as
 // `weft install --crds` prints them.
-func CRDs() (*Manifest, error) {
-	all, err := crds.All()
-	if err != nil {
-		return nil, fmt.Errorf("install: %w", err)
-	}
-	m := &Manifest{}
-	for _, crd := range all {
-		crd.TypeMeta = metav1.TypeMeta{APIVersion: apiextensionsv1.SchemeGroupVersion.String(), Kind: "CustomResourceDefinition"}
-		m.Objects = append(m.Objects, crd)
-	}
-	return m, nil
-}
+func CRDs() (*Manifest, error) { return crdManifest(crds.All) }
 
 // GatewayAPICRDs returns the Gateway API CRDs Weft reads (HTTPRoute and
 // GRPCRoute, standard channel, at the version of sigs.k8s.io/gateway-api
@@ -108,8 +97,12 @@ func CRDs() (*Manifest, error) {
 // for clusters that cannot fetch them from the Gateway API release. They
 // are upstream's manifests (apis/crds.GatewayAPI); Render never includes
 // them and `weft uninstall` never deletes them.
-func GatewayAPICRDs() (*Manifest, error) {
-	all, err := crds.GatewayAPI()
+func GatewayAPICRDs() (*Manifest, error) { return crdManifest(crds.GatewayAPI) }
+
+// crdManifest is the manifest of the CRDs load returns, typed for
+// printing.
+func crdManifest(load func() ([]*apiextensionsv1.CustomResourceDefinition, error)) (*Manifest, error) {
+	all, err := load()
 	if err != nil {
 		return nil, fmt.Errorf("install: %w", err)
 	}
