@@ -83,10 +83,13 @@ func TestVizWithPrometheusAgreesWithTheDemosOwnCounters(t *testing.T) {
 		ix := st.byName()
 		f, ok1 := ix["frontend"]
 		b, ok2 := ix["backend"]
-		return ok1 && ok2 && st.Rows[f].Requests == n && st.Rows[b].Requests == n
+		// backend was also sent the intruder's m requests, which its
+		// policy denied.
+		return ok1 && ok2 && st.Rows[f].Requests == n && st.Rows[b].Requests == n+m && st.Rows[b].Denied == m
 	}, "prometheus to have scraped every request")
 	ix := st.byName()
 	assert.Equal(t, float64(c["frontend"].Succeeded), st.Rows[ix["frontend"]].Successes)
+	assert.Zero(t, st.Rows[ix["frontend"]].Denied)
 	assert.Equal(t, 1.0, *st.Rows[ix["backend"]].MTLSShare)
 
 	var ed struct {
