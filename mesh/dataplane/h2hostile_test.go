@@ -138,9 +138,16 @@ func TestServerResetsOfAClientThatDoesNotReadCountInTheBudget(t *testing.T) {
 	}
 	t.Logf("%d streams opened and reset before the connection ended; %d requests reached the application", sent, app.requests.Load())
 	assert.Less(t, sent, 40000, "the server ended the connection")
+	// Usually the reset budget ends it. On a busy machine the read loop
+	// can instead become the goroutine that writes the queue (it flushes
+	// its answers when no one else is writing), and the queue may hold the
+	// stalled response's DATA: the loop then reads nothing more until the
+	// write timeout (10 s) ends the connection. Either way the flood stops
+	// being read, which the bound on requests below checks.
 	testutil.Eventually(t, 20*time.Second, func() bool {
-		return r.metric(t, "http_protocol_errors_total", `reason="http2-rapid-reset"`) > 0
-	}, "the reset budget ended the connection")
+		return r.metric(t, "http_protocol_errors_total", `reason="http2-rapid-reset"`) > 0 ||
+			r.metric(t, "http_protocol_errors_total", `reason="http2-write_timeout"`) > 0
+	}, "the reset budget or the write timeout ended the connection")
 	// The budget (100) plus the streams in flight to the application
 	// when it was spent (at most MaxConcurrentStreams, 100).
 	assert.LessOrEqual(t, int(app.requests.Load()), 1+2*dataplane.DefaultConfig().H2ResetBudget+int(dataplane.DefaultConfig().H2MaxConcurrentStreams))
