@@ -66,7 +66,7 @@ type Config struct {
 	CountError func(class string)
 	// OnAbuse is told, once per connection, why a connection was ended
 	// for abuse (a reason such as "http2-rapid-reset"; see the package
-	// doc for the list).
+	// doc for the list), before the connection is closed.
 	OnAbuse func(reason string)
 	// Logger receives connection errors at debug level.
 	Logger *slog.Logger
@@ -465,10 +465,12 @@ func (c *conn) shutdown(err error) {
 	}
 	c.flushDone.Broadcast()
 	c.mu.Unlock()
-	_ = c.nc.Close()
+	// The reason is reported before the close, so that whoever sees the
+	// connection end (the client, a test) finds it counted.
 	if reason != "" && c.cfg.OnAbuse != nil {
 		c.cfg.OnAbuse(reason)
 	}
+	_ = c.nc.Close()
 	_ = err
 }
 
