@@ -125,20 +125,25 @@ func TestEveryCRDPassesTheAPIServersOwnValidation(t *testing.T) {
 	all, err := crds.All()
 	require.NoError(t, err)
 	for _, crd := range all {
-		t.Run(crd.Name, func(t *testing.T) {
-			v1 := crd.DeepCopy()
-			apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(v1)
-			internal := &apiextensions.CustomResourceDefinition{}
-			require.NoError(t, apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(v1, internal, nil))
-			for _, v := range internal.Spec.Versions {
-				if v.Storage {
-					internal.Status.StoredVersions = []string{v.Name}
-				}
-			}
-			errs := validation.ValidateCustomResourceDefinition(context.Background(), internal)
-			assert.Empty(t, errs.ToAggregate(), "validation errors")
-		})
+		t.Run(crd.Name, func(t *testing.T) { assertTheAPIServerAccepts(t, crd) })
 	}
+}
+
+// assertTheAPIServerAccepts runs on crd the validation kube-apiserver
+// runs when a CRD is created, as a CRD stored at its storage version.
+func assertTheAPIServerAccepts(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	v1 := crd.DeepCopy()
+	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(v1)
+	internal := &apiextensions.CustomResourceDefinition{}
+	require.NoError(t, apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(v1, internal, nil))
+	for _, v := range internal.Spec.Versions {
+		if v.Storage {
+			internal.Status.StoredVersions = []string{v.Name}
+		}
+	}
+	errs := validation.ValidateCustomResourceDefinition(context.Background(), internal)
+	assert.Empty(t, errs.ToAggregate(), "validation errors of %s", crd.Name)
 }
 
 func TestEveryRegisteredKindHasACRDVersionAndNoCRDVersionLacksAGoType(t *testing.T) {
