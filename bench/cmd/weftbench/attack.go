@@ -33,6 +33,9 @@ type attackSpec struct {
 	run func(ctx context.Context, e *attackEnv, lim attackLimits) string
 	// skip, when set, is why the attack is listed but not measured.
 	skip string
+	// countsAppRequests: the report counts the attack's requests that
+	// reached the application (which the parent process serves).
+	countsAppRequests bool
 }
 
 func attackSpecs() []attackSpec {
@@ -42,9 +45,9 @@ func attackSpecs() []attackSpec {
 		{name: "output-queue-peer", summary: "finding 1 over mesh TLS: a meshed peer (attacker identity, transport header) to the server proxy's inbound port, same frames",
 			victims: []victimKind{victimH2}, run: outputQueueAttack(viaPeer)},
 		{name: "made-you-reset-outbound", summary: "finding 2: non-reading h2c client, a valid GET then WINDOW_UPDATE increment 0 on each stream (the server must reset it)",
-			victims: []victimKind{victimH2}, run: madeYouResetAttack(viaOutbound)},
+			victims: []victimKind{victimH2}, run: madeYouResetAttack(viaOutbound), countsAppRequests: true},
 		{name: "made-you-reset-peer", summary: "finding 2 over mesh TLS from a meshed peer",
-			victims: []victimKind{victimH2}, run: madeYouResetAttack(viaPeer)},
+			victims: []victimKind{victimH2}, run: madeYouResetAttack(viaPeer), countsAppRequests: true},
 		{name: "zero-window-6x2MiB", summary: "finding 3: h2c client of the client proxy with SETTINGS_INITIAL_WINDOW_SIZE 0 asking for 6 responses of 2 MiB; victims share the pooled HTTP/2 connections to the server proxy and the application",
 			victims: []victimKind{victimH2Big, victimGRPC}, run: zeroWindowAttack(viaOutbound, 6, 2<<20)},
 		{name: "zero-window-60x100kB", summary: "finding 3: the same with 60 responses of 100 kB",
@@ -75,6 +78,8 @@ func runAttackCmd(ctx context.Context, args []string, out io.Writer) error {
 	outFile := fs.String("out", "", "also write the report to this file")
 	keep := fs.Bool("keep", false, "keep the work directory (proxy logs, PKI, static files)")
 	attackerSrc := fs.String("attacker-source", "127.0.0.2", "loopback source address of the attackers' connections (the victims use 127.0.0.1)")
+	inProcess := fs.Bool("attacker-in-process", false, "run each attacker as goroutines of this process, beside the victims and the application, instead of in a child process (how runs before 2026-12-06 measured)")
+	attackerCPUs := fs.String("attacker-cpus", "", "run the attacker process under `taskset -c LIST` (e.g. 1; run this process under taskset on the other CPUs)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -94,6 +99,10 @@ func runAttackCmd(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New("-lead must be 0..30s")
 	case *maxFrames < 1 || *maxFrames > 50_000_000:
 		return errors.New("-max-frames must be 1..50000000")
+	case *inProcess && *attackerCPUs != "":
+		return errors.New("-attacker-cpus needs the attacker in a process of its own (drop -attacker-in-process)")
+	case strings.Trim(*attackerCPUs, "0123456789,-") != "":
+		return fmt.Errorf("-attacker-cpus %q: want a CPU list such as 1 or 2-3", *attackerCPUs)
 	}
 	src := net.ParseIP(*attackerSrc)
 	if src == nil || !src.IsLoopback() {
@@ -117,6 +126,10 @@ func runAttackCmd(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer e.stopApp()
+	e.childAttacker, e.attackerCPUs = !*inProcess, *attackerCPUs
+	if err := e.saveState(); err != nil {
+		return err
+	}
 
 	load := []string{"start: " + loadAvg()}
 	var rows []attackRow
@@ -260,7 +273,13 @@ func attackRound(ctx context.Context, e *attackEnv, a attackSpec, s, c *proxyPro
 	sampler := sampleRSS(pids, 50*time.Millisecond)
 	actx, cancel := context.WithTimeout(ctx, lead+dur+victimTimeout+tapTimeout)
 	done := make(chan string, 1)
-	go func() { done <- a.run(actx, e, attackLimits{maxFrames: maxFrames, window: lead + dur}) }()
+	go func() {
+		if e.childAttacker {
+			done <- e.attackInChild(actx, a, lead+dur, maxFrames)
+			return
+		}
+		done <- a.run(actx, e, attackLimits{maxFrames: maxFrames, window: lead + dur})
+	}()
 	var attackedErrs map[victimKind]string
 	if sleepCtx(ctx, lead) == nil {
 		samples, attackedErrs = v.run(ctx, a.victims, rate, dur)

@@ -64,6 +64,13 @@ type attackEnv struct {
 	attackerSrc net.IP
 
 	stopApp func()
+
+	// childAttacker: attacks run in a child process (attack_proc.go),
+	// under taskset -c attackerCPUs when that is set. remote: this is
+	// that child, without the application's counters.
+	childAttacker bool
+	attackerCPUs  string
+	remote        bool
 }
 
 // attackerDialer dials from the attacker's source address.

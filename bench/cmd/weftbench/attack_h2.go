@@ -316,7 +316,11 @@ func madeYouResetAttack(path h2Path) func(ctx context.Context, e *attackEnv, lim
 				return 2, fr.WriteWindowUpdate(id, 0)
 			})
 		})
-		st.extra.Store(e.appAttackReqs.Load() - before)
+		if e.remote {
+			st.extraName = "" // the parent, which serves the application, counts them
+		} else {
+			st.extra.Store(e.appAttackReqs.Load() - before)
+		}
 		return st.String()
 	}
 }

@@ -21,7 +21,8 @@
 //	weftbench goproxy -listen ... -to URL [TLS flags]
 //	weftbench vegeta-stats FILE.csv
 //	weftbench ghz-stats FILE.json
-//	weftbench attack -proxy-bin PATH [-attack NAME,...|all] [-duration 10s] [-rounds 3] [-out FILE]
+//	weftbench attack -proxy-bin PATH [-attack NAME,...|all] [-duration 10s] [-rounds 3] [-out FILE] [-attacker-cpus LIST]
+//	weftbench attack-client -env DIR -attack NAME -window D (started by attack)
 package main
 
 import (
@@ -40,17 +41,18 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"pki":          {"write an anchor, an issuer and leaf certificates", runPKI},
-	"echo":         {"TCP echo server", runEcho},
-	"tput":         {"echo throughput over N connections", runTput},
-	"connrate":     {"new connections per second (connect, 1-byte echo, close)", runConnRate},
-	"latency":      {"small-message echo latency on one connection", runLatency},
-	"idle":         {"open N connections, echo once on each, hold them", runIdle},
-	"backend":      {"HTTP/1.1 + h2c backend and gRPC health backend", runBackend},
-	"goproxy":      {"httputil.ReverseProxy with optional TLS on either side", runGoProxy},
-	"vegeta-stats": {"percentiles and rates from `vegeta encode --to csv` output", runVegetaStats},
-	"ghz-stats":    {"percentiles and rates from ghz -O json output", runGhzStats},
-	"attack":       {"victims' latency and proxy memory under hostile clients (issue 27)", runAttackCmd},
+	"pki":           {"write an anchor, an issuer and leaf certificates", runPKI},
+	"echo":          {"TCP echo server", runEcho},
+	"tput":          {"echo throughput over N connections", runTput},
+	"connrate":      {"new connections per second (connect, 1-byte echo, close)", runConnRate},
+	"latency":       {"small-message echo latency on one connection", runLatency},
+	"idle":          {"open N connections, echo once on each, hold them", runIdle},
+	"backend":       {"HTTP/1.1 + h2c backend and gRPC health backend", runBackend},
+	"goproxy":       {"httputil.ReverseProxy with optional TLS on either side", runGoProxy},
+	"vegeta-stats":  {"percentiles and rates from `vegeta encode --to csv` output", runVegetaStats},
+	"ghz-stats":     {"percentiles and rates from ghz -O json output", runGhzStats},
+	"attack":        {"victims' latency and proxy memory under hostile clients (issue 27)", runAttackCmd},
+	"attack-client": {"one attack phase, as `weftbench attack` runs it in a child process", runAttackClientCmd},
 }
 
 func main() {
