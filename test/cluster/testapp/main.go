@@ -5,6 +5,9 @@
 //	testapp --name backend  [--http :8080] [--tcp :9090]
 //	testapp --name frontend --upstream http://backend:8080
 //	testapp --name client   (every instance also serves the control port)
+//	testapp --name api --grpc :8090 --fail-every 4       (grpc.go: the demo's gRPC backend)
+//	testapp --name web --grpc-upstream api:8090           (HTTP/1.1 frontend calling it)
+//	testapp --name load --load http://web:8080/unary,http://web:8080/empty --load-interval 100ms
 //
 // Every instance serves, on --control (:8081), the endpoints the test uses
 // to make calls from inside the pod (through its proxy):
@@ -13,6 +16,7 @@
 //	GET /load/start?url=U&interval=D&marker=M a background loop (one at a time, at most 10 minutes)
 //	GET /load/stop                            stops it and returns its counts
 //	GET /tcp?addr=A&payload=P                 one TCP exchange with an echo server
+//	GET /load/counts                          the counts of the --load loop so far
 //
 // Requests carry the marker in a header and in the path, and backends echo
 // it in their bodies, so a packet capture can look for it.
@@ -53,26 +57,57 @@ func main() {
 	control := flag.String("control", ":8081", "control address (empty: none)")
 	upstream := flag.String("upstream", "", "URL each HTTP request is passed on to")
 	drain := flag.Duration("drain", 5*time.Second, "after SIGTERM, serve on this long before stopping")
+	grpcAddr := flag.String("grpc", "", "gRPC address of the test service (empty: none)")
+	failEvery := flag.Int("fail-every", 0, "with --grpc: UnaryCall fails with INTERNAL on every Nth call (0: never)")
+	grpcUp := flag.String("grpc-upstream", "", "host:port of a gRPC test service each HTTP request calls (instead of --upstream)")
+	load := flag.String("load", "", "comma-separated URLs to request in turn from start to end (a load generator)")
+	loadInterval := flag.Duration("load-interval", 100*time.Millisecond, "with --load: one request every this long")
 	flag.Parse()
+	if *failEvery < 0 || (*upstream != "" && *grpcUp != "") {
+		log.Fatal("--fail-every must be >= 0; --upstream and --grpc-upstream exclude each other")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a := &app{name: *name, upstream: *upstream, client: &http.Client{Timeout: callTimeout}}
+	handler := http.HandlerFunc(a.serve)
+	if *grpcUp != "" {
+		up, err := dialUpstream(*grpcUp)
+		if err != nil {
+			log.Fatal(err)
+		}
+		handler = func(w http.ResponseWriter, r *http.Request) { up.serve(*name, w, r) }
+	}
 	var servers []*http.Server
 	if *httpAddr != "" {
-		servers = append(servers, &http.Server{Addr: *httpAddr, Handler: http.HandlerFunc(a.serve), ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, &http.Server{Addr: *httpAddr, Handler: handler, ReadHeaderTimeout: 10 * time.Second})
 	}
 	if *control != "" {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/call", a.call)
 		mux.HandleFunc("/load/start", a.loadStart)
 		mux.HandleFunc("/load/stop", a.loadStop)
+		mux.HandleFunc("/load/counts", a.loadCounts)
 		mux.HandleFunc("/tcp", a.tcp)
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 		servers = append(servers, &http.Server{Addr: *control, Handler: mux, ReadHeaderTimeout: 10 * time.Second})
 	}
-	errc := make(chan error, len(servers)+1)
+	errc := make(chan error, len(servers)+2)
 	for _, s := range servers {
 		go func() { errc <- s.ListenAndServe() }()
+	}
+	if *grpcAddr != "" {
+		ln, err := net.Listen("tcp", *grpcAddr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer serveGRPC(ln, *name, *failEvery, errc).Stop()
+	}
+	if *load != "" {
+		urls, err := parseLoad(*load, *loadInterval)
+		if err != nil {
+			log.Fatal(err)
+		}
+		a.startupLoad(ctx, urls, *loadInterval)
 	}
 	if *tcpAddr != "" {
 		ln, err := net.Listen("tcp", *tcpAddr)
@@ -107,8 +142,9 @@ type app struct {
 	name, upstream string
 	client         *http.Client
 
-	mu   sync.Mutex
-	load *loadRun
+	mu      sync.Mutex
+	load    *loadRun
+	startup *loadRun // the --load loop
 }
 
 // serve answers "<name> <marker>", or "<name> <marker> -> <upstream's
