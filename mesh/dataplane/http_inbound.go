@@ -84,7 +84,7 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	}
 	series := p.inboundSeries(cache, info, &res, denyClass)
 	series.use(now)
-	series.authz.inc()
+	series.authz.Inc()
 	var tr *tapRequest // set when an open tap takes the request
 	if p.tap.on() {
 		tr = p.tapInbound(r, info, st, &res)

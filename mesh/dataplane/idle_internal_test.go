@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftmesh/weft/internal/testutil"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 )
 
 // testLinger is the quiet time before a direction parks in these tests.
@@ -65,7 +66,7 @@ type testPipe struct {
 func startPipe(t *testing.T, p *Proxy, app, client, srv, server net.Conn) *testPipe {
 	t.Helper()
 	tp := &testPipe{app: app, srv: srv, tracked: client, ended: make(chan struct{}),
-		stats: &connStats{read: &series{}, wrt: &series{}}, dstStats: &connStats{read: &series{}, wrt: &series{}}}
+		stats: &connStats{read: &metricstore.Series{}, wrt: &metricstore.Series{}}, dstStats: &connStats{read: &metricstore.Series{}, wrt: &metricstore.Series{}}}
 	require.True(t, p.track(client))
 	p.pipe(client, client, server, tp.stats, tp.dstStats, func() {
 		if tp.done.Add(1) == 1 {

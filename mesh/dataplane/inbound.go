@@ -15,6 +15,7 @@ import (
 
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/mesh/dataplane/detect"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
@@ -267,12 +268,12 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 		reason = res.Reason.String()
 	}
 	target := ic.targetAddr()
-	al := targetLabels(&labels{}, target)
-	srvLabels(al, srv, ic.port)
+	al := metricstore.Target(&metricstore.Labels{}, target)
+	metricstore.Server(al, srv, ic.port)
 	if allowed && authzMeta != nil {
-		metaLabels(al, "authz", *authzMeta)
+		metricstore.Meta(al, "authz", *authzMeta)
 	}
-	tlsAccept(al, ic.peer, false)
+	metricstore.TLSAccept(al, ic.peer, false)
 	p.m.authzTCP(al, allowed)
 	if !allowed {
 		if err == nil && hasHTTPRoutes(st.srv) {

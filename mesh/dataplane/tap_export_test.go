@@ -6,6 +6,7 @@ import (
 	"time"
 
 	ptap "github.com/weftmesh/weft/apis/proxy/tap"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 )
 
 // TapFeedForTest hands n requests' events (request init, response init,
@@ -68,7 +69,7 @@ func feedRequest(start time.Time) *tapRequest {
 		headAt: start.Add(time.Millisecond), status: 200,
 		sinceRequest: 2 * time.Millisecond, sinceResponse: time.Millisecond, bytes: 27, grpcStatus: -1, resetCode: -1,
 	}
-	tr.srcMeta = append(tr.srcBuf[:0], tapLabel{"tls", noTLSLoopback})
+	tr.srcMeta = append(tr.srcBuf[:0], tapLabel{"tls", metricstore.NoTLSLoopback})
 	tr.refs.Store(1 << 30) // shared by every item fed: never back in the pool
 	return tr
 }

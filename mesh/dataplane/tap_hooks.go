@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/http2"
 
 	ptap "github.com/weftmesh/weft/apis/proxy/tap"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -74,26 +75,26 @@ func (v *tapView) meta(buf, dstBuf []tapLabel) (src, dst []tapLabel) {
 		if ep.Identity != "" {
 			dst = append(dst, tapLabel{"tls", "true"}, tapLabel{"server_id", ep.Identity})
 		} else {
-			dst = append(dst, tapLabel{"tls", noTLSNotProvidedDst})
+			dst = append(dst, tapLabel{"tls", metricstore.NoTLSNotProvidedDst})
 		}
-		return append(buf, tapLabel{"tls", noTLSLoopback}), dst
+		return append(buf, tapLabel{"tls", metricstore.NoTLSLoopback}), dst
 	}
 	if v.info.peer.TLS {
 		src = append(buf, tapLabel{"tls", "true"}, tapLabel{"client_id", v.info.peer.Identity})
 	} else {
-		src = append(buf, tapLabel{"tls", noTLSFromRemote})
+		src = append(buf, tapLabel{"tls", metricstore.NoTLSFromRemote})
 	}
-	l := &labels{}
+	l := &metricstore.Labels{}
 	for _, g := range v.policyMetas() {
 		if g.ok {
-			metaLabels(l, g.prefix, g.meta)
+			metricstore.Meta(l, g.prefix, g.meta)
 		}
 	}
-	dst = slices.Grow(dstBuf, len(l.names)+1)
-	for i, n := range l.names {
-		dst = append(dst, tapLabel{n, l.values[i]})
+	dst = slices.Grow(dstBuf, len(l.Names)+1)
+	for i, n := range l.Names {
+		dst = append(dst, tapLabel{n, l.Values[i]})
 	}
-	return src, append(dst, tapLabel{"tls", noTLSLoopback})
+	return src, append(dst, tapLabel{"tls", metricstore.NoTLSLoopback})
 }
 
 // tapPolicyMeta is one policy object an inbound request's labels name.
@@ -128,7 +129,7 @@ func (v *tapView) dstLabelIs(k, want string) bool {
 		case k == "tls" && ep.Identity != "":
 			return want == "true"
 		case k == "tls":
-			return want == noTLSNotProvidedDst
+			return want == metricstore.NoTLSNotProvidedDst
 		case k == "server_id" && ep.Identity != "":
 			return want == ep.Identity
 		}
@@ -136,7 +137,7 @@ func (v *tapView) dstLabelIs(k, want string) bool {
 		return ok && val == want
 	}
 	if k == "tls" {
-		return want == noTLSLoopback
+		return want == metricstore.NoTLSLoopback
 	}
 	prefix, field, ok := strings.Cut(k, "_")
 	if !ok {
@@ -160,33 +161,33 @@ func metaLabelIs(m authz.Meta, field, want string) bool {
 		case "kind":
 			return want == "default"
 		case "name":
-			return want == labelValue(m.Default)
+			return want == metricstore.LabelValue(m.Default)
 		}
 		return false
 	}
 	switch field {
 	case "group":
-		return want == labelValue(m.Group)
+		return want == metricstore.LabelValue(m.Group)
 	case "kind":
 		return lowerIs(m.Kind, want)
 	case "name":
-		return want == labelValue(m.Name)
+		return want == metricstore.LabelValue(m.Name)
 	}
 	return false
 }
 
-// lowerIs reports whether labelValue(strings.ToLower(s)) == want, without
+// lowerIs reports whether metricstore.LabelValue(strings.ToLower(s)) == want, without
 // allocating for an ASCII s.
 func lowerIs(s, want string) bool {
-	if len(s) > maxLabelValue {
-		return want == labelValue(strings.ToLower(s))
+	if len(s) > metricstore.MaxLabelValue {
+		return want == metricstore.LabelValue(strings.ToLower(s))
 	}
 	if len(s) != len(want) {
 		// ToLower keeps an ASCII string's length; a non-ASCII one takes
 		// the slow path.
 		for i := 0; i < len(s); i++ {
 			if s[i] >= utf8.RuneSelf {
-				return want == labelValue(strings.ToLower(s))
+				return want == metricstore.LabelValue(strings.ToLower(s))
 			}
 		}
 		return false
@@ -194,7 +195,7 @@ func lowerIs(s, want string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c >= utf8.RuneSelf {
-			return want == labelValue(strings.ToLower(s))
+			return want == metricstore.LabelValue(strings.ToLower(s))
 		}
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'

@@ -17,6 +17,7 @@ import (
 	"github.com/weftmesh/weft/apis/proxy/httptypes"
 	proxynet "github.com/weftmesh/weft/apis/proxy/net"
 	ptap "github.com/weftmesh/weft/apis/proxy/tap"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -138,14 +139,14 @@ func TestTapWireMatchesTheGeneratedMessages(t *testing.T) {
 	requests := map[string]*tapRequest{
 		"outbound IPv4, registered method, no headers": {
 			direction: ptap.TapEvent_OUTBOUND, src: netip.MustParseAddrPort("127.0.0.1:40000"), dst: netip.MustParseAddrPort("10.0.0.7:8080"),
-			srcMeta: []tapLabel{{"tls", noTLSLoopback}}, dstMeta: []tapLabel{{"deployment", "web"}, {"tls", "true"}, {"server_id", "web.shop"}},
+			srcMeta: []tapLabel{{"tls", metricstore.NoTLSLoopback}}, dstMeta: []tapLabel{{"deployment", "web"}, {"tls", "true"}, {"server_id", "web.shop"}},
 			route: "default", start: start, method: "GET", scheme: "http", authority: "web:8080", path: "/",
 			headAt: start.Add(3 * time.Millisecond), status: 200,
 			sinceRequest: 5 * time.Millisecond, sinceResponse: 2 * time.Millisecond, bytes: 27, grpcStatus: -1, resetCode: -1,
 		},
 		"inbound IPv6 and IPv4-mapped, unregistered method and scheme, HTTP/2 headers, gRPC status 0": {
 			direction: ptap.TapEvent_INBOUND, src: netip.MustParseAddrPort("[fd00::1:2]:5000"), dst: netip.MustParseAddrPort("[::ffff:10.1.2.3]:80"),
-			srcMeta: []tapLabel{{"tls", "true"}, {"client_id", "a.b"}}, dstMeta: []tapLabel{{"srv_kind", "server"}, {"tls", noTLSLoopback}},
+			srcMeta: []tapLabel{{"tls", "true"}, {"client_id", "a.b"}}, dstMeta: []tapLabel{{"srv_kind", "server"}, {"tls", metricstore.NoTLSLoopback}},
 			start: start, method: "PROPFIND", scheme: "weird", authority: "api", path: "/x?y=1", reqH2: true,
 			reqHeader: http.Header{"User-Agent": {"t"}, "X-Many": {"1", "2"}, "Content-Type": {"application/grpc"}},
 			headAt:    start.Add(time.Second + 5), status: 200, respH2: true, respHeader: http.Header{"Grpc-Status": {"0"}},
