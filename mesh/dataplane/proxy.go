@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -29,7 +30,7 @@ type Proxy struct {
 	log      *slog.Logger
 	reg      *prometheus.Registry
 	m        *metrics
-	tap      *tapHub
+	tap      *tap.Hub
 	now      func() time.Time
 
 	outPolicies OutboundPolicies
@@ -154,8 +155,8 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: registering metrics: %w", err)
 	}
-	hub := newTapHub(cfg.TapMaxTaps, cfg.TapMaxEventsPerSecond)
-	for _, c := range hub.collectors() {
+	hub := tap.NewHub(cfg.TapMaxTaps, cfg.TapMaxEventsPerSecond)
+	for _, c := range hub.Collectors() {
 		if err := o.reg.Register(c); err != nil {
 			return nil, fmt.Errorf("dataplane: registering metrics: %w", err)
 		}
