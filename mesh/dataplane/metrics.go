@@ -118,7 +118,7 @@ func (m *metrics) opened(l *metricstore.Labels) *connStats {
 }
 
 // fail records why the connection ended badly (the first error wins).
-func (s *connStats) fail(err error) {
+func (s *connStats) Fail(err error) {
 	if err != nil {
 		s.failure.CompareAndSwap(nil, &err)
 	}
@@ -175,11 +175,8 @@ func classLabel(failure bool) string {
 	return "success"
 }
 
-// byteCounter is what the copy loops count into.
-type byteCounter interface{ Add(float64) }
-
-// both counts bytes on two series at once: the bytes one connection reads
-// are the bytes the other writes.
+// both counts bytes on two series at once (a relay.Counter): the bytes
+// one connection reads are the bytes the other writes.
 type both struct{ a, b *metricstore.Series }
 
 func (c both) Add(v float64) {

@@ -1,12 +1,11 @@
 package dataplane
 
 import (
-	"errors"
-	"io"
 	"net"
 	"net/netip"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -72,16 +71,16 @@ func (p *Proxy) countedDial(c net.Conn, l *metricstore.Labels) net.Conn {
 
 func (c *statsConn) Read(b []byte) (int, error) {
 	n, err := c.countedConn.Read(b)
-	if err != nil && !isClosedErr(err) {
-		c.stats.fail(err)
+	if err != nil && !relay.IsClosedErr(err) {
+		c.stats.Fail(err)
 	}
 	return n, err
 }
 
 func (c *statsConn) Write(b []byte) (int, error) {
 	n, err := c.countedConn.Write(b)
-	if err != nil && !isClosedErr(err) {
-		c.stats.fail(err)
+	if err != nil && !relay.IsClosedErr(err) {
+		c.stats.Fail(err)
 	}
 	return n, err
 }
@@ -94,9 +93,3 @@ func (c *statsConn) Close() error {
 
 // NetConn returns the wrapped connection.
 func (c *statsConn) NetConn() net.Conn { return c.Conn }
-
-// isClosedErr reports errors that mean the connection was closed locally
-// or ended normally, which do not make its end a failure.
-func isClosedErr(err error) bool {
-	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || isTimeout(err)
-}
