@@ -47,6 +47,28 @@ var rules = []depstest.Rule{
 		Why:  "the proxy links nothing of k8s.io: its package init and text pages cost every proxy memory (docs/benchmarks.md)",
 	},
 	{
+		Packages: []string{weft("mesh/dataplane/internal/relay")},
+		Deny:     []string{depstest.All},
+		Allow:    []string{depstest.Std, "golang.org/x/sys/..."},
+		Why:      "the proxy's L4 relay and idle poller import only the standard library and x/sys: nothing of HTTP, metrics or Weft",
+	},
+	{
+		Packages: []string{
+			weft("mesh/dataplane/internal/metricstore"), weft("mesh/dataplane/internal/relay"), weft("mesh/dataplane/internal/tap"),
+		},
+		Deny: []string{
+			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),
+			weft("mesh/dataplane/internal/h1"), weft("mesh/dataplane/internal/h2server"), weft("mesh/dataplane/internal/h2client"),
+			weft("mesh/dataplane/internal/h2hdr"), weft("mesh/dataplane/route"), weft("mesh/dataplane/balance"), weft("mesh/dataplane/retry"),
+		},
+		Why: "the proxy's packages by concern (metric store, relay, tap) take values and small seams from the dataplane package, never the package itself or its HTTP proxying, routing and balancing",
+	},
+	{
+		Packages: []string{weft("mesh/dataplane/internal/metricstore"), weft("mesh/dataplane/internal/relay")},
+		Deny:     []string{weft("mesh/dataplane/internal/tap")},
+		Why:      "the metric store and the relay sit below tap: tap renders its labels with the store's builders, never the other way round",
+	},
+	{
 		Packages: []string{
 			weft("mesh/policy/authz"), weft("mesh/policy/pathnorm"),
 			weft("mesh/identity"), weft("mesh/identity/pki"), weft("mesh/identity/localca"),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/envcheck"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/iptables"
 )
 
@@ -140,9 +141,9 @@ func DefaultConfig() Config {
 		AdminIdleTimeout:       30 * time.Second,
 		AdminMaxConnections:    500,
 		TapAddr:                "0.0.0.0:4190",
-		TapMaxTaps:             defaultTapMaxTaps,
-		TapMaxEventsPerSecond:  defaultTapEventsPerSec,
-		TapHandshakeTimeout:    defaultTapHandshakeTimeout,
+		TapMaxTaps:             tap.DefaultMaxTaps,
+		TapMaxEventsPerSecond:  tap.DefaultEventsPerSec,
+		TapHandshakeTimeout:    tap.DefaultHandshakeTimeout,
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"time"
+
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 )
 
 // connectTimeout is the dial timeout for the direction of the request or
@@ -42,8 +44,8 @@ func (p *Proxy) lacksRequiredIdentity(ic *inboundConn) bool {
 	if ic.peer.Identity != "" || !p.cfg.RequireIdentityPorts.Contains(ic.port) {
 		return false
 	}
-	l := targetLabels(&labels{}, ic.targetAddr())
-	tlsAccept(l, ic.peer, false)
+	l := metricstore.Target(&metricstore.Labels{}, ic.targetAddr())
+	metricstore.TLSAccept(l, ic.peer, false)
 	p.m.authzTCP(l, false)
 	return true
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2server"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
@@ -149,7 +150,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 	// HTTP/1 to the application and to unmeshed endpoints: two clients,
 	// so that each connection is counted with the right transport labels.
 	// The connect timeout is the direction's (dialWithin).
-	newH1 := func(l func(addr string) *labels) *h1.Client {
+	newH1 := func(l func(addr string) *metricstore.Labels) *h1.Client {
 		return &h1.Client{
 			Dial: func(ctx context.Context, addr string) (net.Conn, error) {
 				c, err := p.dialWithin(ctx, addr)
@@ -165,8 +166,8 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 			OmitTrailer:    isMeshHeader, // never forwarded as trailers
 		}
 	}
-	rt.appH1 = newH1(func(string) *labels { return appLabels() })
-	rt.extH1 = newH1(func(addr string) *labels {
+	rt.appH1 = newH1(func(string) *metricstore.Labels { return appLabels() })
+	rt.extH1 = newH1(func(addr string) *metricstore.Labels {
 		ap, _ := netip.ParseAddrPort(addr)
 		return outboundDstLabels("", Endpoint{Addr: ap})
 	})
@@ -203,7 +204,7 @@ func h2ErrorClass(errType string) string {
 // announced by the transport header), on a fresh goroutine so that the
 // stack grown during detection is released. l are the connection's
 // transport labels (peer="src"). done runs when it ends.
-func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInfo, l *labels, done func()) {
+func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInfo, l *metricstore.Labels, done func()) {
 	ctx := context.WithValue(p.runCtx, infoKey{}, info)
 	stats := p.m.opened(l)
 	conn = &countedConn{Conn: conn, read: stats.read, wrt: stats.wrt}
@@ -627,13 +628,13 @@ func abort() { panic(http.ErrAbortHandler) }
 // (tcp_read_bytes_total, tcp_write_bytes_total).
 type countedConn struct {
 	net.Conn
-	read, wrt *series
+	read, wrt *metricstore.Series
 }
 
 func (c *countedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.read.n.Add(uint64(n))
+		c.read.AddN(uint64(n))
 	}
 	return n, err
 }
@@ -644,7 +645,7 @@ func (c *countedConn) NetConn() net.Conn { return c.Conn }
 func (c *countedConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if n > 0 {
-		c.wrt.n.Add(uint64(n))
+		c.wrt.AddN(uint64(n))
 	}
 	return n, err
 }

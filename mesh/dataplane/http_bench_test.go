@@ -474,7 +474,7 @@ func BenchmarkTapStream(b *testing.B) {
 // over as the data path hands them (three per request), paced at 333
 // requests a second (the default budget of 1,000 events a second) and at
 // 1,000, to a tapper in a process of its own. Unlike BenchmarkTapStream,
-// whose batches are full, batches here are what tapBatchWait gathers, so
+// whose batches are full, batches here are what internal/tap's batchWait gathers, so
 // the per-batch costs (waking the tap's goroutine and HTTP/2's, the
 // write, the tapper's window updates and pings) are counted. Each round
 // runs the same pace with no tap open (the pacing's own cost, and the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -84,17 +85,17 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	}
 	series := p.inboundSeries(cache, info, &res, denyClass)
 	series.use(now)
-	series.authz.inc()
-	var tr *tapRequest // set when an open tap takes the request
-	if p.tap.on() {
+	series.authz.Inc()
+	var tr *tap.Request // set when an open tap takes the request
+	if p.tap.On() {
 		tr = p.tapInbound(r, info, st, &res)
-		defer tapEnd(&tr, 0, -1, -1, nil) // ends an upgraded or aborted request; no-op once ended
+		defer tap.End(&tr, 0, -1, -1, nil) // ends an upgraded or aborted request; no-op once ended
 	}
 	if deny != nil {
 		p.log.Info("inbound request denied", "port", info.port, "reason", deny.class, "peer_id", info.peer.Identity, "method", r.Method)
 		writeProxyError(w, grpc, deny, true)
-		tr.responseInit(deny.status, w.Header(), info.h2)
-		tapEnd(&tr, 0, tapGRPCStatus(grpcStatusOf(grpc, deny)), -1, nil)
+		tr.ResponseInit(deny.status, w.Header(), info.h2)
+		tap.End(&tr, 0, tap.GRPCStatus(grpcStatusOf(grpc, deny)), -1, nil)
 		return
 	}
 	if res.Decision == authz.Audit {
@@ -108,8 +109,8 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		writeProxyError(w, grpc, e, false)
 		stats.head(e.status)
 		stats.done(e.status, grpcStatusOf(grpc, e), true, e.class)
-		tr.responseInit(e.status, w.Header(), info.h2)
-		tapEnd(&tr, 0, tapGRPCStatus(grpcStatusOf(grpc, e)), -1, nil)
+		tr.ResponseInit(e.status, w.Header(), info.h2)
+		tap.End(&tr, 0, tap.GRPCStatus(grpcStatusOf(grpc, e)), -1, nil)
 	}
 
 	// The request as the application sees it: the normalized path the
@@ -190,7 +191,7 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	gs := resp.Header.Get("Grpc-Status")
 	failure := resp.StatusCode >= 500 || (gs != "" && gs != "0")
 	stats.head(resp.StatusCode)
-	tr.responseInit(resp.StatusCode, resp.Header, info.h2)
+	tr.ResponseInit(resp.StatusCode, resp.Header, info.h2)
 	trailer, n, err := copyResponse(w, resp, removeMeshHeaders, nil)
 	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
 		gs = tgs
@@ -198,14 +199,14 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	}
 	if err != nil {
 		stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
-		tapEnd(&tr, n, -1, tapResetCode(err), nil)
+		tap.End(&tr, n, -1, tapResetCode(err), nil)
 		if errors.Is(err, errUpstreamBody) {
 			abort()
 		}
 		return
 	}
 	stats.done(resp.StatusCode, gs, failure, "")
-	tapEnd(&tr, n, tapGRPCStatus(gs), -1, trailer)
+	tap.End(&tr, n, tap.GRPCStatus(gs), -1, trailer)
 }
 
 // grpcStatusOf is the grpc-status of an answer the proxy made itself

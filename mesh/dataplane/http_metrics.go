@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 )
 
 // httpMetrics are the request-level series: Linkerd's endpoint-level
@@ -18,11 +20,11 @@ import (
 // additionally capped: past maxTargetLabels distinct values, new ones count
 // as "overflow".
 type httpMetrics struct {
-	st *store
+	st *metricstore.Store
 
 	ep, route reqFamilies
 
-	authzAllow, authzDeny, authzAudit, routeNotFound *family
+	authzAllow, authzDeny, authzAudit, routeNotFound *metricstore.Family
 
 	retries   *prometheus.CounterVec
 	exhausted *prometheus.CounterVec
@@ -35,37 +37,37 @@ type httpMetrics struct {
 
 // reqFamilies are the families of one level (endpoint or route).
 type reqFamilies struct {
-	requests, responses, latency *family
-	retryable                    *family // route level only
+	requests, responses, latency *metricstore.Family
+	retryable                    *metricstore.Family // route level only
 }
 
 // maxTargetLabels bounds the distinct authority label values.
 const maxTargetLabels = 500
 
-func newHTTPMetrics(st *store) *httpMetrics {
+func newHTTPMetrics(st *metricstore.Store) *httpMetrics {
 	return &httpMetrics{
 		st: st,
 		ep: reqFamilies{
-			requests:  newFamily("request_total", "Total count of HTTP requests.", kindCounter),
-			responses: newFamily("response_total", "Total count of HTTP responses.", kindCounter),
-			latency: newFamily("response_latency_ms",
-				"Elapsed times between a request's headers being received and its response's headers being sent, in milliseconds.", kindHistogram),
+			requests:  metricstore.NewFamily("request_total", "Total count of HTTP requests.", metricstore.Counter),
+			responses: metricstore.NewFamily("response_total", "Total count of HTTP responses.", metricstore.Counter),
+			latency: metricstore.NewFamily("response_latency_ms",
+				"Elapsed times between a request's headers being received and its response's headers being sent, in milliseconds.", metricstore.Histogram),
 		},
 		route: reqFamilies{
-			requests:  newFamily("route_request_total", "Total count of HTTP requests, by route.", kindCounter),
-			responses: newFamily("route_response_total", "Total count of HTTP responses, by route.", kindCounter),
-			latency: newFamily("route_response_latency_ms",
-				"Elapsed times between a request's headers being received and its response's headers being sent, by route, in milliseconds.", kindHistogram),
-			retryable: newFamily("route_retryable_total", "Total count of retryable HTTP responses, by route.", kindCounter),
+			requests:  metricstore.NewFamily("route_request_total", "Total count of HTTP requests, by route.", metricstore.Counter),
+			responses: metricstore.NewFamily("route_response_total", "Total count of HTTP responses, by route.", metricstore.Counter),
+			latency: metricstore.NewFamily("route_response_latency_ms",
+				"Elapsed times between a request's headers being received and its response's headers being sent, by route, in milliseconds.", metricstore.Histogram),
+			retryable: metricstore.NewFamily("route_retryable_total", "Total count of retryable HTTP responses, by route.", metricstore.Counter),
 		},
-		authzAllow: newFamily("inbound_http_authz_allow_total",
-			"The total number of inbound HTTP requests that were authorized.", kindCounter),
-		authzDeny: newFamily("inbound_http_authz_deny_total",
-			"The total number of inbound HTTP requests that were denied by authorization policy.", kindCounter),
-		authzAudit: newFamily("inbound_http_authz_audit_total",
-			"Inbound HTTP requests only an audit policy admitted (let through and reported).", kindCounter),
-		routeNotFound: newFamily("inbound_http_route_not_found_total",
-			"The total number of inbound HTTP requests that could not be associated with a route.", kindCounter),
+		authzAllow: metricstore.NewFamily("inbound_http_authz_allow_total",
+			"The total number of inbound HTTP requests that were authorized.", metricstore.Counter),
+		authzDeny: metricstore.NewFamily("inbound_http_authz_deny_total",
+			"The total number of inbound HTTP requests that were denied by authorization policy.", metricstore.Counter),
+		authzAudit: metricstore.NewFamily("inbound_http_authz_audit_total",
+			"Inbound HTTP requests only an audit policy admitted (let through and reported).", metricstore.Counter),
+		routeNotFound: metricstore.NewFamily("inbound_http_route_not_found_total",
+			"The total number of inbound HTTP requests that could not be associated with a route.", metricstore.Counter),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbound_http_retries_total", Help: "Outbound HTTP retries, by target, route and reason (status, error, timeout).",
 		}, []string{"target", "route", "reason"}),
@@ -103,7 +105,7 @@ func (b *labelBudget) admit(v string) string {
 	if len(b.seen) >= maxTargetLabels {
 		return "overflow"
 	}
-	v = labelValue(v)
+	v = metricstore.LabelValue(v)
 	b.seen[v] = true
 	return v
 }
@@ -148,11 +150,11 @@ const maxCacheEntries = 4096
 // request counter, latency histograms by status and response counters by
 // outcome, the last two resolved on first use and cached.
 type reqSeries struct {
-	g        *group
+	g        *metricstore.Group
 	fam      *reqFamilies
-	requests *series
-	lat      cowMap[uint16, *series]
-	rsp      cowMap[respKey, *series]
+	requests *metricstore.Series
+	lat      cowMap[uint16, *metricstore.Series]
+	rsp      cowMap[respKey, *metricstore.Series]
 	retrySeries
 }
 
@@ -164,47 +166,47 @@ type respKey struct {
 	err     string // error class when the response failed mid-way, or the proxy answered itself
 }
 
-func (h *httpMetrics) reqSeries(fam *reqFamilies, base *labels) *reqSeries {
-	g := h.st.group(base)
-	return &reqSeries{g: g, fam: fam, requests: g.series(fam.requests, nil)}
+func (h *httpMetrics) reqSeries(fam *reqFamilies, base *metricstore.Labels) *reqSeries {
+	g := h.st.Group(base)
+	return &reqSeries{g: g, fam: fam, requests: g.Series(fam.requests, nil)}
 }
 
-func (r *reqSeries) alive() bool { return r != nil && r.g.alive() }
+func (r *reqSeries) alive() bool { return r != nil && r.g.Alive() }
 
 func (r *reqSeries) request(now time.Time) {
-	r.g.touch(now)
-	r.requests.inc()
+	r.g.Touch(now)
+	r.requests.Inc()
 }
 
 func (r *reqSeries) latency(status uint16, d time.Duration) {
 	s, ok := r.lat.load(status)
 	if !ok {
-		var extra *labels
+		var extra *metricstore.Labels
 		if status != 0 {
-			extra = (&labels{}).add("status_code", strconv.Itoa(int(status)))
+			extra = (&metricstore.Labels{}).Add("status_code", strconv.Itoa(int(status)))
 		}
-		s = r.g.series(r.fam.latency, extra)
+		s = r.g.Series(r.fam.latency, extra)
 		r.lat.store(status, s, 128)
 	}
-	s.observe(d)
+	s.Observe(d)
 }
 
 func (r *reqSeries) response(k respKey) {
 	s, ok := r.rsp.load(k)
 	if !ok {
-		extra := &labels{}
+		extra := &metricstore.Labels{}
 		if k.status != 0 {
-			extra.add("status_code", strconv.Itoa(int(k.status)))
+			extra.Add("status_code", strconv.Itoa(int(k.status)))
 		}
-		extra.add("classification", classLabel(k.failure))
+		extra.Add("classification", classLabel(k.failure))
 		if k.grpc >= 0 {
-			extra.add("grpc_status", strconv.Itoa(int(k.grpc)))
+			extra.Add("grpc_status", strconv.Itoa(int(k.grpc)))
 		}
-		extra.addIf("error", k.err)
-		s = r.g.series(r.fam.responses, extra)
+		extra.AddIf("error", k.err)
+		s = r.g.Series(r.fam.responses, extra)
 		r.rsp.store(k, s, 256)
 	}
-	s.inc()
+	s.Inc()
 }
 
 // statusOf bounds a status code for labels: 0 outside 100..599.

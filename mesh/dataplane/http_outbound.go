@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/policy/pathnorm"
@@ -89,7 +90,7 @@ func (c *outboundCall) selectRoute() {
 	c.stats.begin(c.svc.routeSeries(c.rt.Name), time.Now())
 }
 
-func (c *outboundCall) endTap() { tapEnd(&c.tr, 0, -1, -1, nil) }
+func (c *outboundCall) endTap() { tap.End(&c.tr, 0, -1, -1, nil) }
 
 // answeredByRoute answers the requests that are not sent on: CONNECT
 // (served by its own listener), no matching route, a redirect, a failure
@@ -121,8 +122,8 @@ func (c *outboundCall) redirect() {
 	c.stats.attempt(c.svc.localSeries())
 	c.stats.head(rt.Redirect.Status)
 	c.stats.done(rt.Redirect.Status, "", false, "")
-	c.tr.responseInit(rt.Redirect.Status, w.Header(), c.info.h2)
-	tapEnd(&c.tr, 0, -1, -1, nil)
+	c.tr.ResponseInit(rt.Redirect.Status, w.Header(), c.info.h2)
+	tap.End(&c.tr, 0, -1, -1, nil)
 }
 
 // bound puts the route's request and idle timeouts on the request's
@@ -151,7 +152,7 @@ func (c *outboundCall) relay(a *outboundAttempt) {
 	gs := resp.Header.Get("Grpc-Status")
 	failure := route.Failure(rt.Classes, resp.StatusCode, gs)
 	c.stats.head(resp.StatusCode)
-	c.tr.responseInit(resp.StatusCode, resp.Header, c.info.h2)
+	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.info.h2)
 	meshed := a.h.Value().Identity != ""
 	trailer, n, err := copyResponse(c.w, resp, func(h http.Header) {
 		cleanResponseHeader(h, meshed)
@@ -163,14 +164,14 @@ func (c *outboundCall) relay(a *outboundAttempt) {
 	}
 	if err != nil {
 		c.stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
-		tapEnd(&c.tr, n, -1, tapResetCode(err), nil)
+		tap.End(&c.tr, n, -1, tapResetCode(err), nil)
 		if errors.Is(err, errUpstreamBody) {
 			abort()
 		}
 		return
 	}
 	c.stats.done(resp.StatusCode, gs, failure, "")
-	tapEnd(&c.tr, n, tapGRPCStatus(gs), -1, trailer)
+	tap.End(&c.tr, n, tap.GRPCStatus(gs), -1, trailer)
 }
 
 // faultErr is the answer of a failure injector: its HTTP status, or its

@@ -15,6 +15,8 @@ import (
 
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/mesh/dataplane/detect"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
@@ -48,7 +50,7 @@ func sniff(c net.Conn, buf []byte, deadline time.Time, wantSNI bool) (int, detec
 		}
 		if err != nil {
 			switch {
-			case n == 0 && !isTimeout(err):
+			case n == 0 && !relay.IsTimeout(err):
 				return 0, detect.Unknown, "", err
 			case proto == detect.TLS:
 				return n, detect.Opaque, "", nil
@@ -67,6 +69,15 @@ type replayConn struct {
 
 // NetConn returns the connection replayConn wraps.
 func (c *replayConn) NetConn() net.Conn { return c.Conn }
+
+// Replayed returns the connection replayConn wraps once every replayed
+// byte was read, nil before: the relay reads the socket directly then.
+func (c *replayConn) Replayed() net.Conn {
+	if len(c.prefix) == 0 {
+		return c.Conn
+	}
+	return nil
+}
 
 func (c *replayConn) Read(p []byte) (int, error) {
 	if len(c.prefix) > 0 {
@@ -154,7 +165,7 @@ func (ic *inboundConn) targetAddr() netip.AddrPort {
 // release gives back the sniffing buffer (the prefix points into it).
 func (ic *inboundConn) release() {
 	if ic != nil && ic.buf != nil {
-		putBuf(ic.buf)
+		relay.PutBuf(ic.buf)
 		ic.buf, ic.prefix = nil, nil
 	}
 }
@@ -162,7 +173,7 @@ func (ic *inboundConn) release() {
 // sniff runs protocol detection on the (plaintext) client stream.
 func (ic *inboundConn) sniff(deadline time.Time) error {
 	ic.release()
-	ic.buf = getBuf()
+	ic.buf = relay.GetBuf()
 	n, proto, _, err := sniff(ic.conn, *ic.buf, deadline, false)
 	if err != nil {
 		return err
@@ -267,12 +278,12 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 		reason = res.Reason.String()
 	}
 	target := ic.targetAddr()
-	al := targetLabels(&labels{}, target)
-	srvLabels(al, srv, ic.port)
+	al := metricstore.Target(&metricstore.Labels{}, target)
+	metricstore.Server(al, srv, ic.port)
 	if allowed && authzMeta != nil {
-		metaLabels(al, "authz", *authzMeta)
+		metricstore.Meta(al, "authz", *authzMeta)
 	}
-	tlsAccept(al, ic.peer, false)
+	metricstore.TLSAccept(al, ic.peer, false)
 	p.m.authzTCP(al, allowed)
 	if !allowed {
 		if err == nil && hasHTTPRoutes(st.srv) {
@@ -389,7 +400,7 @@ func (p *Proxy) acceptInbound(ctx context.Context, c net.Conn) (*inboundConn, er
 	// opaque, which discovery does not read) connects to the port itself
 	// with mesh TLS, and its identity must be verified, not its TLS bytes
 	// forwarded as an anonymous client's.
-	ic.buf = getBuf()
+	ic.buf = relay.GetBuf()
 	n, proto, sni, err := sniff(c, *ic.buf, deadline, true)
 	if err != nil {
 		return ic, err

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 )
 
 // Label values of the direction label.
@@ -24,13 +26,13 @@ const (
 )
 
 // metrics are the proxy's Prometheus series: the Linkerd-named families
-// in a store (see metrics_store.go) and Weft's extras as client_golang
+// in a store (internal/metricstore) and Weft's extras as client_golang
 // vectors.
 type metrics struct {
-	st *store
+	st *metricstore.Store
 
-	tcpOpen, tcpClose, tcpOpenConns, tcpRead, tcpWrite, tcpDuration *family
-	tcpAuthzAllow, tcpAuthzDeny                                     *family
+	tcpOpen, tcpClose, tcpOpenConns, tcpRead, tcpWrite, tcpDuration *metricstore.Family
+	tcpAuthzAllow, tcpAuthzDeny                                     *metricstore.Family
 
 	refused       *prometheus.CounterVec // tcp_refused_total
 	policyRefused prometheus.Counter
@@ -43,17 +45,17 @@ func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*
 		Help: "Label sets folded into the overflow series because the proxy holds the most it keeps.",
 	})
 	m := &metrics{
-		st:           newStore(overflow),
-		tcpOpen:      newFamily("tcp_open_total", "Total count of opened connections.", kindCounter),
-		tcpClose:     newFamily("tcp_close_total", "Total count of closed connections.", kindCounter),
-		tcpOpenConns: newFamily("tcp_open_connections", "Number of currently open connections.", kindGauge),
-		tcpRead:      newFamily("tcp_read_bytes_total", "Total count of bytes read from peers.", kindCounter),
-		tcpWrite:     newFamily("tcp_write_bytes_total", "Total count of bytes written to peers.", kindCounter),
-		tcpDuration:  newFamily("tcp_connection_duration_ms", "Connection lifetimes, in milliseconds.", kindHistogram),
-		tcpAuthzAllow: newFamily("inbound_tcp_authz_allow_total",
-			"The total number of inbound TCP connections that were authorized.", kindCounter),
-		tcpAuthzDeny: newFamily("inbound_tcp_authz_deny_total",
-			"The total number of inbound TCP connections that were denied.", kindCounter),
+		st:           metricstore.NewStore(overflow),
+		tcpOpen:      metricstore.NewFamily("tcp_open_total", "Total count of opened connections.", metricstore.Counter),
+		tcpClose:     metricstore.NewFamily("tcp_close_total", "Total count of closed connections.", metricstore.Counter),
+		tcpOpenConns: metricstore.NewFamily("tcp_open_connections", "Number of currently open connections.", metricstore.Gauge),
+		tcpRead:      metricstore.NewFamily("tcp_read_bytes_total", "Total count of bytes read from peers.", metricstore.Counter),
+		tcpWrite:     metricstore.NewFamily("tcp_write_bytes_total", "Total count of bytes written to peers.", metricstore.Counter),
+		tcpDuration:  metricstore.NewFamily("tcp_connection_duration_ms", "Connection lifetimes, in milliseconds.", metricstore.Histogram),
+		tcpAuthzAllow: metricstore.NewFamily("inbound_tcp_authz_allow_total",
+			"The total number of inbound TCP connections that were authorized.", metricstore.Counter),
+		tcpAuthzDeny: metricstore.NewFamily("inbound_tcp_authz_deny_total",
+			"The total number of inbound TCP connections that were denied.", metricstore.Counter),
 	}
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tcp_refused_total",
@@ -92,31 +94,31 @@ func registerRuntime(reg prometheus.Registerer) {
 // connStats are the series of one connection, resolved when it opens.
 type connStats struct {
 	m          *metrics
-	g          *group
-	read, wrt  *series
-	openConns  *series
+	g          *metricstore.Group
+	read, wrt  *metricstore.Series
+	openConns  *metricstore.Series
 	start      time.Time
 	failure    atomic.Pointer[error]
 	closedOnce atomic.Bool
 }
 
 // opened counts a connection with the transport labels l (see
-// metrics_labels.go for how they are built) and returns its series. The
+// metrics_conn.go and internal/metricstore for how they are built) and returns its series. The
 // caller must call closed exactly once.
-func (m *metrics) opened(l *labels) *connStats {
-	g := m.st.group(l)
-	g.pins.Add(1)
+func (m *metrics) opened(l *metricstore.Labels) *connStats {
+	g := m.st.Group(l)
+	g.Pin()
 	s := &connStats{m: m, g: g, start: time.Now()}
-	g.series(m.tcpOpen, nil).inc()
-	s.openConns = g.series(m.tcpOpenConns, nil)
-	s.openConns.gaugeAdd(1)
-	s.read = g.series(m.tcpRead, nil)
-	s.wrt = g.series(m.tcpWrite, nil)
+	g.Series(m.tcpOpen, nil).Inc()
+	s.openConns = g.Series(m.tcpOpenConns, nil)
+	s.openConns.GaugeAdd(1)
+	s.read = g.Series(m.tcpRead, nil)
+	s.wrt = g.Series(m.tcpWrite, nil)
 	return s
 }
 
 // fail records why the connection ended badly (the first error wins).
-func (s *connStats) fail(err error) {
+func (s *connStats) Fail(err error) {
 	if err != nil {
 		s.failure.CompareAndSwap(nil, &err)
 	}
@@ -133,12 +135,12 @@ func (s *connStats) closed() {
 	if e := s.failure.Load(); e != nil {
 		failure = *e
 	}
-	extra := (&labels{}).add("errno", errnoLabel(failure)).add("classification", classLabel(failure != nil))
-	s.g.series(s.m.tcpClose, extra).inc()
-	s.g.series(s.m.tcpDuration, extra).observe(now.Sub(s.start))
-	s.openConns.gaugeAdd(-1)
-	s.g.touch(now)
-	s.g.pins.Add(-1)
+	extra := (&metricstore.Labels{}).Add("errno", errnoLabel(failure)).Add("classification", classLabel(failure != nil))
+	s.g.Series(s.m.tcpClose, extra).Inc()
+	s.g.Series(s.m.tcpDuration, extra).Observe(now.Sub(s.start))
+	s.openConns.GaugeAdd(-1)
+	s.g.Touch(now)
+	s.g.Unpin()
 }
 
 // errnoLabel names the operating-system error that ended a connection
@@ -173,33 +175,27 @@ func classLabel(failure bool) string {
 	return "success"
 }
 
-// byteCounter is what the copy loops count into.
-type byteCounter interface{ Add(float64) }
-
-// Add makes a counter series a byteCounter.
-func (s *series) Add(v float64) { s.n.Add(uint64(v)) }
-
-// both counts bytes on two series at once: the bytes one connection reads
-// are the bytes the other writes.
-type both struct{ a, b *series }
+// both counts bytes on two series at once (a relay.Counter): the bytes
+// one connection reads are the bytes the other writes.
+type both struct{ a, b *metricstore.Series }
 
 func (c both) Add(v float64) {
 	n := uint64(v)
-	c.a.n.Add(n)
+	c.a.AddN(n)
 	if c.b != nil {
-		c.b.n.Add(n)
+		c.b.AddN(n)
 	}
 }
 
 // authzTCP counts an inbound connection's authorization:
 // inbound_tcp_authz_allow_total or inbound_tcp_authz_deny_total, with the
 // labels l (target, server, authorization and TLS labels).
-func (m *metrics) authzTCP(l *labels, allowed bool) {
+func (m *metrics) authzTCP(l *metricstore.Labels, allowed bool) {
 	f := m.tcpAuthzDeny
 	if allowed {
 		f = m.tcpAuthzAllow
 	}
-	m.st.group(l).series(f, nil).inc()
+	m.st.Group(l).Series(f, nil).Inc()
 }
 
 // refuse counts a connection refused for reason (one of the refuse*

@@ -1,11 +1,11 @@
 package dataplane
 
 import (
-	"errors"
-	"io"
 	"net"
 	"net/netip"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -14,37 +14,37 @@ import (
 
 // inboundSrcLabels labels a connection the inbound proxy accepted:
 // direction, peer="src", target, TLS (client_id) and server labels.
-func inboundSrcLabels(target netip.AddrPort, peer authz.Conn, srv *authz.Server, port uint16) *labels {
-	l := (&labels{}).add("direction", Inbound).add("peer", peerSrc)
-	targetLabels(l, target)
-	tlsAccept(l, peer, false)
-	return srvLabels(l, srv, port)
+func inboundSrcLabels(target netip.AddrPort, peer authz.Conn, srv *authz.Server, port uint16) *metricstore.Labels {
+	l := (&metricstore.Labels{}).Add("direction", Inbound).Add("peer", peerSrc)
+	metricstore.Target(l, target)
+	metricstore.TLSAccept(l, peer, false)
+	return metricstore.Server(l, srv, port)
 }
 
 // appLabels labels a connection the inbound proxy opened to the local
 // application.
-func appLabels() *labels {
-	l := (&labels{}).add("direction", Inbound).add("peer", peerDst)
-	return tlsConnect(l, "", true)
+func appLabels() *metricstore.Labels {
+	l := (&metricstore.Labels{}).Add("direction", Inbound).Add("peer", peerDst)
+	return metricstore.TLSConnect(l, "", true)
 }
 
 // outboundSrcLabels labels a connection the outbound proxy accepted from
 // the application; target is its original destination when known.
-func outboundSrcLabels(target netip.AddrPort) *labels {
-	l := (&labels{}).add("direction", Outbound).add("peer", peerSrc)
-	targetLabels(l, target)
-	return tlsAccept(l, authz.Conn{}, true)
+func outboundSrcLabels(target netip.AddrPort) *metricstore.Labels {
+	l := (&metricstore.Labels{}).Add("direction", Outbound).Add("peer", peerSrc)
+	metricstore.Target(l, target)
+	return metricstore.TLSAccept(l, authz.Conn{}, true)
 }
 
 // outboundDstLabels labels a connection the outbound proxy opened to an
 // endpoint: the logical authority (when it is a name), the endpoint's
 // address, its identity and its discovery labels (dst_*).
-func outboundDstLabels(authority string, ep Endpoint) *labels {
-	l := (&labels{}).add("direction", Outbound).add("peer", peerDst)
-	l.addIf("authority", authority)
-	targetLabels(l, ep.Addr)
-	tlsConnect(l, ep.Identity, false)
-	return dstLabels(l, ep.MetricLabels)
+func outboundDstLabels(authority string, ep Endpoint) *metricstore.Labels {
+	l := (&metricstore.Labels{}).Add("direction", Outbound).Add("peer", peerDst)
+	l.AddIf("authority", authority)
+	metricstore.Target(l, ep.Addr)
+	metricstore.TLSConnect(l, ep.Identity, false)
+	return metricstore.Dst(l, ep.MetricLabels)
 }
 
 // authorityLabel is the authority label of an outbound target: a name is
@@ -64,23 +64,23 @@ type statsConn struct {
 }
 
 // countedDial wraps a connection the proxy dialled with labels l.
-func (p *Proxy) countedDial(c net.Conn, l *labels) net.Conn {
+func (p *Proxy) countedDial(c net.Conn, l *metricstore.Labels) net.Conn {
 	s := p.m.opened(l)
 	return &statsConn{countedConn: countedConn{Conn: c, read: s.read, wrt: s.wrt}, stats: s}
 }
 
 func (c *statsConn) Read(b []byte) (int, error) {
 	n, err := c.countedConn.Read(b)
-	if err != nil && !isClosedErr(err) {
-		c.stats.fail(err)
+	if err != nil && !relay.IsClosedErr(err) {
+		c.stats.Fail(err)
 	}
 	return n, err
 }
 
 func (c *statsConn) Write(b []byte) (int, error) {
 	n, err := c.countedConn.Write(b)
-	if err != nil && !isClosedErr(err) {
-		c.stats.fail(err)
+	if err != nil && !relay.IsClosedErr(err) {
+		c.stats.Fail(err)
 	}
 	return n, err
 }
@@ -93,9 +93,3 @@ func (c *statsConn) Close() error {
 
 // NetConn returns the wrapped connection.
 func (c *statsConn) NetConn() net.Conn { return c.Conn }
-
-// isClosedErr reports errors that mean the connection was closed locally
-// or ended normally, which do not make its end a failure.
-func isClosedErr(err error) bool {
-	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || isTimeout(err)
-}

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -27,15 +28,15 @@ type inboundKey struct {
 
 // inboundEntry holds the resolved series of one inboundKey.
 type inboundEntry struct {
-	ep, rt  *reqSeries // request series (admitted requests only)
-	authz   *series    // the authorization counter the request adds to
-	authzG  *group
-	checked []*group
+	ep, rt  *reqSeries          // request series (admitted requests only)
+	authz   *metricstore.Series // the authorization counter the request adds to
+	authzG  *metricstore.Group
+	checked []*metricstore.Group
 }
 
 func (e *inboundEntry) alive() bool {
 	for _, g := range e.checked {
-		if !g.alive() {
+		if !g.Alive() {
 			return false
 		}
 	}
@@ -44,7 +45,7 @@ func (e *inboundEntry) alive() bool {
 
 // use touches the entry's groups.
 func (e *inboundEntry) use(now time.Time) {
-	e.authzG.touch(now)
+	e.authzG.Touch(now)
 }
 
 // inboundSeries returns the series of an inbound request on a port whose
@@ -75,41 +76,41 @@ func (p *Proxy) buildInboundSeries(st *portState, info *connInfo, res *authz.Res
 	// The policy labels shared by the authorization counters and the
 	// request series: target, server, route (when one matched),
 	// authorization (when one admitted), TLS.
-	policy := func(withAuthz bool) *labels {
-		l := targetLabels(&labels{}, info.targetAddr)
-		srvLabels(l, srv, info.port)
+	policy := func(withAuthz bool) *metricstore.Labels {
+		l := metricstore.Target(&metricstore.Labels{}, info.targetAddr)
+		metricstore.Server(l, srv, info.port)
 		if hasRoute {
-			metaLabels(l, "route", routeMeta)
+			metricstore.Meta(l, "route", routeMeta)
 		}
 		if withAuthz && res.Authorization != nil {
-			metaLabels(l, "authz", res.Authorization.Meta)
+			metricstore.Meta(l, "authz", res.Authorization.Meta)
 		}
-		return tlsAccept(l, info.peer, false)
+		return metricstore.TLSAccept(l, info.peer, false)
 	}
 
 	e := &inboundEntry{}
 	switch {
 	case deny == authz.ReasonNoRoute.String():
-		e.authzG = h.st.group(policy(false))
-		e.authz = e.authzG.series(h.routeNotFound, nil)
+		e.authzG = h.st.Group(policy(false))
+		e.authz = e.authzG.Series(h.routeNotFound, nil)
 	case deny != "":
-		e.authzG = h.st.group(policy(false))
-		e.authz = e.authzG.series(h.authzDeny, (&labels{}).add("reason", deny))
+		e.authzG = h.st.Group(policy(false))
+		e.authz = e.authzG.Series(h.authzDeny, (&metricstore.Labels{}).Add("reason", deny))
 	default:
-		e.authzG = h.st.group(policy(true))
+		e.authzG = h.st.Group(policy(true))
 		f := h.authzAllow
 		if res.Decision == authz.Audit {
 			f = h.authzAudit
 		}
-		e.authz = e.authzG.series(f, nil)
+		e.authz = e.authzG.Series(f, nil)
 
-		el := (&labels{}).add("direction", Inbound)
+		el := (&metricstore.Labels{}).Add("direction", Inbound)
 		pl := policy(true)
-		el.names, el.values = append(el.names, pl.names...), append(el.values, pl.values...)
+		el.Names, el.Values = append(el.Names, pl.Names...), append(el.Values, pl.Values...)
 		e.ep = h.reqSeries(&h.ep, el)
 
-		rl := (&labels{}).add("direction", Inbound)
-		rl.addIf("dst", info.dstName)
+		rl := (&metricstore.Labels{}).Add("direction", Inbound)
+		rl.AddIf("dst", info.dstName)
 		name := "default"
 		if hasRoute {
 			name = routeMeta.Name
@@ -117,7 +118,7 @@ func (p *Proxy) buildInboundSeries(st *portState, info *connInfo, res *authz.Res
 				name = routeMeta.Default
 			}
 		}
-		rl.add("rt_route", labelValue(name))
+		rl.Add("rt_route", metricstore.LabelValue(name))
 		e.rt = h.reqSeries(&h.route, rl)
 		e.checked = append(e.checked, e.ep.g, e.rt.g)
 	}

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 )
 
 // Outbound request series are resolved once per route (route_*) and per
@@ -17,7 +18,7 @@ func (s *service) routeSeries(name string) *reqSeries {
 		return rs
 	}
 	h := s.p.m.http
-	l := (&labels{}).add("direction", Outbound).add("dst", s.label).add("rt_route", labelValue(name))
+	l := (&metricstore.Labels{}).Add("direction", Outbound).Add("dst", s.label).Add("rt_route", metricstore.LabelValue(name))
 	rs := h.reqSeries(&h.route, l)
 	s.routes.store(name, rs, maxCacheEntries)
 	return rs
@@ -31,8 +32,8 @@ func (s *service) localSeries() *reqSeries {
 		return rs
 	}
 	h := s.p.m.http
-	l := (&labels{}).add("direction", Outbound)
-	l.addIf("authority", h.authorityLabel(s.target))
+	l := (&metricstore.Labels{}).Add("direction", Outbound)
+	l.AddIf("authority", h.authorityLabel(s.target))
 	rs := h.reqSeries(&h.ep, l)
 	s.local.Store(rs)
 	return rs
@@ -48,11 +49,11 @@ func (b *backend) seriesFor(s *service, h *balance.Handle[Endpoint]) *reqSeries 
 	}
 	m := s.p.m.http
 	ep := h.Value()
-	l := (&labels{}).add("direction", Outbound)
-	l.addIf("authority", m.authorityLabel(s.target))
-	targetLabels(l, ep.Addr)
-	tlsConnect(l, ep.Identity, false)
-	dstLabels(l, ep.MetricLabels)
+	l := (&metricstore.Labels{}).Add("direction", Outbound)
+	l.AddIf("authority", m.authorityLabel(s.target))
+	metricstore.Target(l, ep.Addr)
+	metricstore.TLSConnect(l, ep.Identity, false)
+	metricstore.Dst(l, ep.MetricLabels)
 	rs := m.reqSeries(&m.ep, l)
 	b.series.store(key, rs, maxCacheEntries)
 	return rs
@@ -64,11 +65,11 @@ func (s *reqStats) retryable(hasBudget bool) {
 	if s.rt == nil {
 		return
 	}
-	s.rt.retryable(hasBudget).inc()
+	s.rt.retryable(hasBudget).Inc()
 }
 
 // retryable returns the route_retryable_total series of a route.
-func (r *reqSeries) retryable(hasBudget bool) *series {
+func (r *reqSeries) retryable(hasBudget bool) *metricstore.Series {
 	p := &r.retry
 	if !hasBudget {
 		p = &r.retryNoBudget
@@ -76,16 +77,16 @@ func (r *reqSeries) retryable(hasBudget bool) *series {
 	if s := p.Load(); s != nil {
 		return s
 	}
-	var extra *labels
+	var extra *metricstore.Labels
 	if !hasBudget {
-		extra = (&labels{}).add("skipped", "no_budget")
+		extra = (&metricstore.Labels{}).Add("skipped", "no_budget")
 	}
-	s := r.g.series(r.fam.retryable, extra)
+	s := r.g.Series(r.fam.retryable, extra)
 	p.Store(s)
 	return s
 }
 
 // retrySeries are the route_retryable_total series of a route.
 type retrySeries struct {
-	retry, retryNoBudget atomic.Pointer[series]
+	retry, retryNoBudget atomic.Pointer[metricstore.Series]
 }

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
 
@@ -164,13 +165,13 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 	var sniffBuf *[]byte
 	release := func() {
 		if sniffBuf != nil {
-			putBuf(sniffBuf)
+			relay.PutBuf(sniffBuf)
 			sniffBuf = nil
 		}
 	}
 	defer release()
 	if !set.opaque {
-		sniffBuf = getBuf()
+		sniffBuf = relay.GetBuf()
 		n, dp, _, err := sniff(client, *sniffBuf, time.Now().Add(p.detectTimeout(Outbound)), false)
 		if err != nil {
 			return false

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 )
@@ -42,7 +43,7 @@ type outboundCall struct {
 	retries   uint32
 
 	stats  reqStats
-	tr     *tapRequest // set when an open tap took the request
+	tr     *tap.Request // set when an open tap took the request
 	tapped bool
 }
 
@@ -50,7 +51,7 @@ type outboundCall struct {
 // of h it is sent to (zero without one, when the proxy answers itself).
 // Nothing is allocated unless a tap takes the request.
 func (c *outboundCall) tapStart(h *balance.Handle[Endpoint]) {
-	if c.tapped || !c.p.tap.on() {
+	if c.tapped || !c.p.tap.On() {
 		return
 	}
 	c.tapped = true
@@ -74,8 +75,8 @@ func (c *outboundCall) fail(err error) {
 	gs := grpcStatusOf(c.grpc, &e)
 	c.stats.head(e.status)
 	c.stats.done(e.status, gs, true, e.class)
-	c.tr.responseInit(e.status, c.w.Header(), c.info.h2)
-	tapEnd(&c.tr, 0, tapGRPCStatus(gs), -1, nil)
+	c.tr.ResponseInit(e.status, c.w.Header(), c.info.h2)
+	tap.End(&c.tr, 0, tap.GRPCStatus(gs), -1, nil)
 }
 
 // prepareBody wraps the client's body: it keeps its first read error,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
 
@@ -154,9 +155,9 @@ func tunnel(a, b net.Conn) {
 	wg.Add(2)
 	half := func(dst, src net.Conn) {
 		defer wg.Done()
-		buf := getBuf()
+		buf := relay.GetBuf()
 		_, err := io.CopyBuffer(dst, src, *buf)
-		putBuf(buf)
+		relay.PutBuf(buf)
 		if err == nil {
 			if hc := halfCloserOf(dst); hc != nil && hc.CloseWrite() == nil {
 				return
@@ -175,9 +176,9 @@ func tunnel(a, b net.Conn) {
 // halfCloserOf finds, through the proxy's connection wrappers, the
 // connection whose write side can be shut (a TLS connection itself, so
 // that it sends close_notify).
-func halfCloserOf(c net.Conn) halfCloser {
+func halfCloserOf(c net.Conn) relay.HalfCloser {
 	for {
-		if hc, ok := c.(halfCloser); ok {
+		if hc, ok := c.(relay.HalfCloser); ok {
 			return hc
 		}
 		switch v := c.(type) {

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
 
@@ -66,7 +67,7 @@ type dialLabels struct {
 	ep      Endpoint
 }
 
-func (d dialLabels) labels() *labels {
+func (d dialLabels) labels() *metricstore.Labels {
 	if d.inbound {
 		return appLabels()
 	}

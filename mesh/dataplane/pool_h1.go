@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
 
@@ -227,13 +228,14 @@ func (pp *peerH1Pool) waiting() int {
 	return n
 }
 
-// peerIdleState is what an idle connection's socket holds (peekIdle).
-type peerIdleState uint8
+// peerIdleState is what an idle connection's socket holds
+// (relay.PeekIdle).
+type peerIdleState = relay.IdleState
 
 const (
-	peerOpen   peerIdleState = iota // nothing to read
-	peerClosed                      // the end of the stream, or an error
-	peerBytes                       // bytes to read
+	peerOpen   = relay.IdleOpen   // nothing to read
+	peerClosed = relay.IdleClosed // the end of the stream, or an error
+	peerBytes  = relay.IdleBytes  // bytes to read
 )
 
 // peerCheckAfter is how long a connection must have been idle before it
@@ -264,7 +266,7 @@ func plainConnReusable(c net.Conn, idle time.Duration) bool {
 // anything; a socket that cannot be read is closed.
 func peekSocket(rc syscall.RawConn) peerIdleState {
 	state := peerOpen
-	if err := rc.Read(func(fd uintptr) bool { state = peekIdle(fd); return true }); err != nil {
+	if err := rc.Read(func(fd uintptr) bool { state = relay.PeekIdle(fd); return true }); err != nil {
 		return peerClosed
 	}
 	return state

@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -29,7 +31,7 @@ type Proxy struct {
 	log      *slog.Logger
 	reg      *prometheus.Registry
 	m        *metrics
-	tap      *tapHub
+	tap      *tap.Hub
 	now      func() time.Time
 
 	outPolicies OutboundPolicies
@@ -60,11 +62,11 @@ type Proxy struct {
 	pols  *policyCache
 
 	connsMu sync.Mutex
-	conns   map[net.Conn]*pipeState // tracked connections; the pipe once piped
+	conns   map[net.Conn]*relay.Pipe // tracked connections; the pipe once piped
 	active  sync.WaitGroup
 
-	idle       atomic.Pointer[idlePoller] // set by Run before it accepts; nil: idle copies keep their goroutines
-	idleLinger time.Duration              // quiet time before a copy direction parks; 0: busyLinger (tests shorten it)
+	idle       atomic.Pointer[relay.Poller] // set by Run before it accepts; nil: idle copies keep their goroutines
+	idleLinger time.Duration                // quiet time before a copy direction parks; 0: the relay's default (tests shorten it)
 }
 
 // Option tunes a Proxy.
@@ -154,8 +156,8 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: registering metrics: %w", err)
 	}
-	hub := newTapHub(cfg.TapMaxTaps, cfg.TapMaxEventsPerSecond)
-	for _, c := range hub.collectors() {
+	hub := tap.NewHub(cfg.TapMaxTaps, cfg.TapMaxEventsPerSecond)
+	for _, c := range hub.Collectors() {
 		if err := o.reg.Register(c); err != nil {
 			return nil, fmt.Errorf("dataplane: registering metrics: %w", err)
 		}
@@ -176,7 +178,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		dialer:       net.Dialer{Timeout: cfg.ConnectTimeout},
 		destIdle:     o.destIdle,
 		origDst:      o.origDst,
-		conns:        map[net.Conn]*pipeState{},
+		conns:        map[net.Conn]*relay.Pipe{},
 	}
 	for _, addr := range []string{cfg.InboundAddr, cfg.OutboundAddr, cfg.ConnectAddr, cfg.AdminAddr} {
 		p.own.add(configuredPort(addr))
@@ -356,7 +358,7 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 
 	// Idle copy directions park in an epoll set of the proxy's own
 	// (pipe); where there is none they keep their goroutines.
-	if ip, err := newIdlePoller(); err == nil {
+	if ip, err := relay.NewPoller(); err == nil {
 		p.idle.Store(ip)
 	} else {
 		p.log.Debug("idle connections keep their goroutines", "err", err)
@@ -416,7 +418,7 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 		p.log.Warn("grace period over, closing connections", "closed", n)
 		<-drained
 	}
-	p.idle.Load().stop() // nothing is parked once every tracked connection ended
+	p.idle.Load().Stop() // nothing is parked once every tracked connection ended
 	p.http.pool.closeAll()
 	p.http.peerH1.closeAll()
 	p.http.appH1.CloseIdle(true)
@@ -500,7 +502,7 @@ func (p *Proxy) track(c net.Conn) bool {
 // piped records the pipe of a tracked connection, so that closeAll ends it
 // whole (its parked directions see no socket event when a connection
 // closes); false when the proxy is already closing everything.
-func (p *Proxy) piped(c net.Conn, ps *pipeState) bool {
+func (p *Proxy) piped(c net.Conn, ps *relay.Pipe) bool {
 	if r, ok := c.(*replayConn); ok {
 		c = r.Conn
 	}
@@ -541,7 +543,7 @@ func (p *Proxy) closeAll() int {
 	p.connsMu.Unlock()
 	for c, ps := range conns {
 		if ps != nil {
-			ps.closeConns()
+			ps.Close()
 		}
 		c.Close()
 	}
@@ -611,9 +613,9 @@ func writeAll(w io.Writer, parts ...[]byte) error {
 		return nil
 	}
 	var one []byte
-	if total <= bufSize {
-		buf := getBuf()
-		defer putBuf(buf)
+	if total <= relay.BufSize {
+		buf := relay.GetBuf()
+		defer relay.PutBuf(buf)
 		one = (*buf)[:0]
 	}
 	for _, b := range parts {

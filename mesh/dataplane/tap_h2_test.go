@@ -133,7 +133,7 @@ func TestTheTapServerAnswersBadCallsAsGRPCGoDid(t *testing.T) {
 
 func TestTheTapServerClosesANonTapperRightAfterItsHandshake(t *testing.T) {
 	// A non-tapper's connection is closed before it can send a request
-	// (tap_gate.go): it holds no slot, and no stream of it is read.
+	// (internal/tap/gate.go): it holds no slot, and no stream of it is read.
 	hp := startHTTPPair(t, httpPairOptions{cfgA: tapConfig})
 	c, _ := tapH2Client(t, hp.pki, idC, idA)
 	valid, err := proto.Marshal(&ptap.ObserveRequest{Limit: 1, Match: everything()})
@@ -315,7 +315,7 @@ func TestTheTapServerSpeaksOnlyHTTP2(t *testing.T) {
 		_, _ = c.Write([]byte("POST /io.linkerd.proxy.tap.Tap/Observe HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"))
 		n, err := c.Read(make([]byte, 1))
 		assert.Zero(t, n, "%v: no answer", protos)
-		// Closed right after the handshake (tap_gate.go): a request
+		// Closed right after the handshake (internal/tap/gate.go): a request
 		// written after the close may make it a reset.
 		assert.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET), "%v: the connection is closed, not timed out: %v", protos, err)
 		c.Close()

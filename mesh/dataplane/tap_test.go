@@ -86,7 +86,7 @@ func TestTapRefusesCallersThatAreNotAcceptedTappers(t *testing.T) {
 	req := &ptap.ObserveRequest{Limit: 10, Match: everything()}
 
 	t.Run("a mesh identity that is not a tapper", func(t *testing.T) {
-		// Closed right after its handshake (tap_gate.go): it never gets
+		// Closed right after its handshake (internal/tap/gate.go): it never gets
 		// to send a request, let alone hold a connection slot.
 		stream, err := tapConn(t, hp.pki, idC, hp.tapA, idA).Observe(ctxTimeout(t, 10*time.Second), req)
 		if err == nil {

@@ -1,4 +1,4 @@
-package dataplane
+package relay
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// idlePoller is the proxy's own epoll set for idle copy directions (see
+// Poller is the proxy's own epoll set for idle copy directions (see
 // flow): a direction with nothing to do registers its source socket here,
 // one-shot, and its goroutine exits; when the socket becomes readable (bytes,
 // EOF, an error, a hang-up) the poller starts a goroutine that resumes the
@@ -20,7 +20,7 @@ import (
 // registration cancelled meanwhile. Descriptors are only touched inside
 // RawConn.Control, which keeps the socket open for the call and fails once
 // it is closed, so a stale registration can never reach a reused number.
-type idlePoller struct {
+type Poller struct {
 	epfd   int
 	wakefd int // eventfd: written once by stop
 	done   chan struct{}
@@ -35,24 +35,24 @@ type idlePoller struct {
 // idleEvents is how many readiness events one epoll_wait returns at most.
 const idleEvents = 64
 
-// newIdlePoller creates the epoll set and starts its goroutine.
-func newIdlePoller() (*idlePoller, error) {
+// NewPoller creates the epoll set and starts its goroutine.
+func NewPoller() (*Poller, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("dataplane: idle poller: epoll_create1: %w", err)
+		return nil, fmt.Errorf("relay: idle poller: epoll_create1: %w", err)
 	}
 	wakefd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		unix.Close(epfd)
-		return nil, fmt.Errorf("dataplane: idle poller: eventfd: %w", err)
+		return nil, fmt.Errorf("relay: idle poller: eventfd: %w", err)
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN} // token 0
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &ev); err != nil {
 		unix.Close(wakefd)
 		unix.Close(epfd)
-		return nil, fmt.Errorf("dataplane: idle poller: epoll_ctl: %w", err)
+		return nil, fmt.Errorf("relay: idle poller: epoll_ctl: %w", err)
 	}
-	ip := &idlePoller{epfd: epfd, wakefd: wakefd, done: make(chan struct{}), parked: make(map[uint64]*flow)}
+	ip := &Poller{epfd: epfd, wakefd: wakefd, done: make(chan struct{}), parked: make(map[uint64]*flow)}
 	go ip.loop()
 	return ip, nil
 }
@@ -61,7 +61,7 @@ func eventToken(ev *unix.EpollEvent) uint64 {
 	return uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
 }
 
-func (ip *idlePoller) loop() {
+func (ip *Poller) loop() {
 	defer close(ip.done)
 	events := make([]unix.EpollEvent, idleEvents)
 	for {
@@ -83,7 +83,7 @@ func (ip *idlePoller) loop() {
 }
 
 // fire resumes the direction parked under tok, unless it was cancelled.
-func (ip *idlePoller) fire(tok uint64) {
+func (ip *Poller) fire(tok uint64) {
 	ip.mu.Lock()
 	f := ip.parked[tok]
 	if f != nil {
@@ -98,7 +98,7 @@ func (ip *idlePoller) fire(tok uint64) {
 }
 
 // ctlLocked runs epoll_ctl on rc's descriptor while the socket is held open.
-func (ip *idlePoller) ctlLocked(rc syscall.RawConn, op int, tok uint64) error {
+func (ip *Poller) ctlLocked(rc syscall.RawConn, op int, tok uint64) error {
 	ev := unix.EpollEvent{
 		Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT,
 		Fd:     int32(uint32(tok)),
@@ -120,7 +120,7 @@ func (ip *idlePoller) ctlLocked(rc syscall.RawConn, op int, tok uint64) error {
 // register watches f's source socket, one-shot, and returns the token f
 // must keep; ok is false when the poller cannot take it (stopped, the socket
 // closed): f then waits on its own goroutine.
-func (ip *idlePoller) register(f *flow) (tok uint64, ok bool) {
+func (ip *Poller) register(f *flow) (tok uint64, ok bool) {
 	if ip == nil {
 		return 0, false
 	}
@@ -140,7 +140,7 @@ func (ip *idlePoller) register(f *flow) (tok uint64, ok bool) {
 
 // unregister cancels the registration under tok (a no-op when it already
 // fired). It runs before the socket is closed.
-func (ip *idlePoller) unregister(rc syscall.RawConn, tok uint64) {
+func (ip *Poller) unregister(rc syscall.RawConn, tok uint64) {
 	ip.mu.Lock()
 	defer ip.mu.Unlock()
 	if _, ok := ip.parked[tok]; !ok {
@@ -152,8 +152,8 @@ func (ip *idlePoller) unregister(rc syscall.RawConn, tok uint64) {
 	}
 }
 
-// parkedCount is the number of directions parked now.
-func (ip *idlePoller) parkedCount() int {
+// Parked is the number of directions parked now (0 on a nil Poller).
+func (ip *Poller) Parked() int {
 	if ip == nil {
 		return 0
 	}
@@ -162,17 +162,17 @@ func (ip *idlePoller) parkedCount() int {
 	return len(ip.parked)
 }
 
-// wokenCount is the number of directions resumed by a socket event so far.
-func (ip *idlePoller) wokenCount() uint64 {
+// Woken is the number of directions resumed by a socket event so far.
+func (ip *Poller) Woken() uint64 {
 	ip.mu.Lock()
 	defer ip.mu.Unlock()
 	return ip.woken
 }
 
-// stop ends the poller's goroutine and closes its descriptors. Directions
+// Stop ends the poller's goroutine and closes its descriptors. Directions
 // still parked (none after a drain) are resumed on goroutines of their own
 // and keep them.
-func (ip *idlePoller) stop() {
+func (ip *Poller) Stop() {
 	if ip == nil {
 		return
 	}

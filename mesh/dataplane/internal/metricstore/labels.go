@@ -1,4 +1,4 @@
-package dataplane
+package metricstore
 
 import (
 	"net/netip"
@@ -17,14 +17,14 @@ import (
 // cannot grow them (Linkerd CVE-2025-43915); the store's cap is the last
 // resort.
 
-// maxLabelValue bounds one label value, in bytes.
-const maxLabelValue = 256
+// MaxLabelValue bounds one label value, in bytes.
+const MaxLabelValue = 256
 
-// labelValue makes s safe as a label value: valid UTF-8 (client_golang
-// refuses anything else) and at most maxLabelValue bytes.
-func labelValue(s string) string {
-	if len(s) > maxLabelValue {
-		s = s[:maxLabelValue]
+// LabelValue makes s safe as a label value: valid UTF-8 (client_golang
+// refuses anything else) and at most MaxLabelValue bytes.
+func LabelValue(s string) string {
+	if len(s) > MaxLabelValue {
+		s = s[:MaxLabelValue]
 	}
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
@@ -32,67 +32,68 @@ func labelValue(s string) string {
 	return s
 }
 
-// Values of no_tls_reason, as Linkerd spells them.
+// Values of no_tls_reason, as Linkerd spells them: a loopback peer, an
+// accepted peer without mesh TLS, an endpoint discovery gave no identity.
 const (
-	noTLSLoopback       = "loopback"
-	noTLSFromRemote     = "no_tls_from_remote"
-	noTLSNotProvidedDst = "not_provided_by_service_discovery"
+	NoTLSLoopback       = "loopback"
+	NoTLSFromRemote     = "no_tls_from_remote"
+	NoTLSNotProvidedDst = "not_provided_by_service_discovery"
 )
 
-// tlsAccept adds the TLS labels of a connection the proxy accepted:
+// TLSAccept adds the TLS labels of a connection the proxy accepted:
 // tls="true" with client_id for mesh TLS, otherwise tls="no_identity" and
 // a no_tls_reason.
-func tlsAccept(l *labels, peer authz.Conn, loopback bool) *labels {
+func TLSAccept(l *Labels, peer authz.Conn, loopback bool) *Labels {
 	switch {
 	case peer.TLS:
-		return l.add("tls", "true").add("client_id", labelValue(peer.Identity))
+		return l.Add("tls", "true").Add("client_id", LabelValue(peer.Identity))
 	case loopback:
-		return l.add("tls", "no_identity").add("no_tls_reason", noTLSLoopback)
+		return l.Add("tls", "no_identity").Add("no_tls_reason", NoTLSLoopback)
 	}
-	return l.add("tls", "no_identity").add("no_tls_reason", noTLSFromRemote)
+	return l.Add("tls", "no_identity").Add("no_tls_reason", NoTLSFromRemote)
 }
 
-// tlsConnect adds the TLS labels of a connection the proxy opened:
+// TLSConnect adds the TLS labels of a connection the proxy opened:
 // tls="true" with server_id when the endpoint has an identity.
-func tlsConnect(l *labels, serverID string, loopback bool) *labels {
+func TLSConnect(l *Labels, serverID string, loopback bool) *Labels {
 	switch {
 	case serverID != "":
-		return l.add("tls", "true").add("server_id", labelValue(serverID))
+		return l.Add("tls", "true").Add("server_id", LabelValue(serverID))
 	case loopback:
-		return l.add("tls", "no_identity").add("no_tls_reason", noTLSLoopback)
+		return l.Add("tls", "no_identity").Add("no_tls_reason", NoTLSLoopback)
 	}
-	return l.add("tls", "no_identity").add("no_tls_reason", noTLSNotProvidedDst)
+	return l.Add("tls", "no_identity").Add("no_tls_reason", NoTLSNotProvidedDst)
 }
 
-// targetLabels adds target_addr, target_ip and target_port; an unknown
+// Target adds target_addr, target_ip and target_port; an unknown
 // address adds nothing.
-func targetLabels(l *labels, ap netip.AddrPort) *labels {
+func Target(l *Labels, ap netip.AddrPort) *Labels {
 	if !ap.IsValid() {
 		return l
 	}
-	return l.add("target_addr", ap.String()).add("target_ip", ap.Addr().String()).add("target_port", strconv.Itoa(int(ap.Port())))
+	return l.Add("target_addr", ap.String()).Add("target_ip", ap.Addr().String()).Add("target_port", strconv.Itoa(int(ap.Port())))
 }
 
-// metaLabels adds PREFIX_group, PREFIX_kind and PREFIX_name for a policy
+// Meta adds PREFIX_group, PREFIX_kind and PREFIX_name for a policy
 // object: a built-in policy is kind "default" with its name and no group,
 // as Linkerd's proxy reports them.
-func metaLabels(l *labels, prefix string, m authz.Meta) *labels {
+func Meta(l *Labels, prefix string, m authz.Meta) *Labels {
 	if m.Default != "" {
-		return l.add(prefix+"_group", "").add(prefix+"_kind", "default").add(prefix+"_name", labelValue(m.Default))
+		return l.Add(prefix+"_group", "").Add(prefix+"_kind", "default").Add(prefix+"_name", LabelValue(m.Default))
 	}
-	return l.add(prefix+"_group", labelValue(m.Group)).
-		add(prefix+"_kind", labelValue(strings.ToLower(m.Kind))).
-		add(prefix+"_name", labelValue(m.Name))
+	return l.Add(prefix+"_group", LabelValue(m.Group)).
+		Add(prefix+"_kind", LabelValue(strings.ToLower(m.Kind))).
+		Add(prefix+"_name", LabelValue(m.Name))
 }
 
-// srvLabels adds the server labels (srv_group, srv_kind, srv_name,
+// Server adds the server labels (srv_group, srv_kind, srv_name,
 // srv_port) of an inbound port's policy.
-func srvLabels(l *labels, srv *authz.Server, port uint16) *labels {
+func Server(l *Labels, srv *authz.Server, port uint16) *Labels {
 	var m authz.Meta
 	if srv != nil {
 		m = srv.Meta
 	}
-	return metaLabels(l, "srv", m).add("srv_port", strconv.Itoa(int(port)))
+	return Meta(l, "srv", m).Add("srv_port", strconv.Itoa(int(port)))
 }
 
 // dstLabelKeys are the discovery metric labels exported as dst_*, in the
@@ -119,16 +120,16 @@ var dstLabelKeys = []struct{ key, name string }{
 	{"zone_locality", "dst_zone_locality"},
 }
 
-// dstLabels adds the dst_* labels of an endpoint's discovery metric
+// Dst adds the dst_* labels of an endpoint's discovery metric
 // labels.
-func dstLabels(l *labels, ml map[string]string) *labels {
+func Dst(l *Labels, ml map[string]string) *Labels {
 	if len(ml) == 0 {
 		return l
 	}
 	seen := ""
 	for _, k := range dstLabelKeys {
 		if v := ml[k.key]; v != "" && k.name != seen {
-			l.add(k.name, labelValue(v))
+			l.Add(k.name, LabelValue(v))
 			seen = k.name
 		}
 	}

@@ -1,4 +1,4 @@
-package dataplane
+package tap
 
 import (
 	"errors"
@@ -42,10 +42,10 @@ const (
 	matchPath
 )
 
-// tapMatch is a compiled predicate.
-type tapMatch struct {
+// matcher is a compiled predicate.
+type matcher struct {
 	kind     matchKind
-	subs     []*tapMatch // all, any, not (one)
+	subs     []*matcher // all, any, not (one)
 	net      netip.Prefix
 	min, max uint16 // port range; a valid net takes precedence
 	key, val string // label key and value; scheme or method in val
@@ -54,12 +54,12 @@ type tapMatch struct {
 
 // compileMatch compiles m, which is required (Linkerd's proxy refuses a
 // tap without one; all{} matches every request).
-func compileMatch(m *ptap.ObserveRequest_Match) (*tapMatch, error) {
+func compileMatch(m *ptap.ObserveRequest_Match) (*matcher, error) {
 	nodes := 0
 	return compileNode(m, 0, &nodes)
 }
 
-func compileNode(m *ptap.ObserveRequest_Match, depth int, nodes *int) (*tapMatch, error) {
+func compileNode(m *ptap.ObserveRequest_Match, depth int, nodes *int) (*matcher, error) {
 	if m == nil || m.GetMatch() == nil {
 		return nil, fmt.Errorf("%w: a predicate is missing", errInvalidMatch)
 	}
@@ -67,8 +67,8 @@ func compileNode(m *ptap.ObserveRequest_Match, depth int, nodes *int) (*tapMatch
 	if depth > maxMatchDepth || *nodes > maxMatchNodes {
 		return nil, fmt.Errorf("%w: more than %d levels or %d predicates", errInvalidMatch, maxMatchDepth, maxMatchNodes)
 	}
-	seq := func(kind matchKind, s *ptap.ObserveRequest_Match_Seq) (*tapMatch, error) {
-		out := &tapMatch{kind: kind}
+	seq := func(kind matchKind, s *ptap.ObserveRequest_Match_Seq) (*matcher, error) {
+		out := &matcher{kind: kind}
 		for _, sub := range s.GetMatches() {
 			if sub.GetMatch() == nil {
 				continue // an empty entry is skipped, as Linkerd's proxy does
@@ -91,7 +91,7 @@ func compileNode(m *ptap.ObserveRequest_Match, depth int, nodes *int) (*tapMatch
 		if err != nil {
 			return nil, err
 		}
-		return &tapMatch{kind: matchNot, subs: []*tapMatch{c}}, nil
+		return &matcher{kind: matchNot, subs: []*matcher{c}}, nil
 	case *ptap.ObserveRequest_Match_Source:
 		return compileTCP(matchSource, v.Source)
 	case *ptap.ObserveRequest_Match_Destination:
@@ -106,14 +106,14 @@ func compileNode(m *ptap.ObserveRequest_Match, depth int, nodes *int) (*tapMatch
 	return nil, fmt.Errorf("%w: unknown predicate", errInvalidMatch)
 }
 
-func compileLabel(kind matchKind, l *ptap.ObserveRequest_Match_Label) (*tapMatch, error) {
+func compileLabel(kind matchKind, l *ptap.ObserveRequest_Match_Label) (*matcher, error) {
 	if l.GetKey() == "" || l.GetValue() == "" {
 		return nil, fmt.Errorf("%w: a label predicate needs a key and a value", errInvalidMatch)
 	}
-	return &tapMatch{kind: kind, key: l.GetKey(), val: l.GetValue()}, nil
+	return &matcher{kind: kind, key: l.GetKey(), val: l.GetValue()}, nil
 }
 
-func compileTCP(kind matchKind, t *ptap.ObserveRequest_Match_Tcp) (*tapMatch, error) {
+func compileTCP(kind matchKind, t *ptap.ObserveRequest_Match_Tcp) (*matcher, error) {
 	switch v := t.GetMatch().(type) {
 	case *ptap.ObserveRequest_Match_Tcp_Ports:
 		lo, hi := v.Ports.GetMin(), v.Ports.GetMax()
@@ -131,7 +131,7 @@ func compileTCP(kind matchKind, t *ptap.ObserveRequest_Match_Tcp) (*tapMatch, er
 		case lo > hi:
 			return nil, fmt.Errorf("%w: port range %d-%d is reversed", errInvalidMatch, lo, hi)
 		}
-		return &tapMatch{kind: kind, min: uint16(lo), max: uint16(hi)}, nil
+		return &matcher{kind: kind, min: uint16(lo), max: uint16(hi)}, nil
 	case *ptap.ObserveRequest_Match_Tcp_Netmask_:
 		ip, err := authz.AddrFromProto(v.Netmask.GetIp())
 		if err != nil {
@@ -145,18 +145,18 @@ func compileTCP(kind matchKind, t *ptap.ObserveRequest_Match_Tcp) (*tapMatch, er
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errInvalidMatch, err)
 		}
-		return &tapMatch{kind: kind, net: pfx}, nil
+		return &matcher{kind: kind, net: pfx}, nil
 	}
 	return nil, fmt.Errorf("%w: a TCP predicate needs ports or a netmask", errInvalidMatch)
 }
 
-func compileHTTP(h *ptap.ObserveRequest_Match_Http) (*tapMatch, error) {
-	str := func(kind matchKind, s *ptap.ObserveRequest_Match_Http_StringMatch) (*tapMatch, error) {
+func compileHTTP(h *ptap.ObserveRequest_Match_Http) (*matcher, error) {
+	str := func(kind matchKind, s *ptap.ObserveRequest_Match_Http_StringMatch) (*matcher, error) {
 		switch v := s.GetMatch().(type) {
 		case *ptap.ObserveRequest_Match_Http_StringMatch_Exact:
-			return &tapMatch{kind: kind, val: v.Exact}, nil
+			return &matcher{kind: kind, val: v.Exact}, nil
 		case *ptap.ObserveRequest_Match_Http_StringMatch_Prefix:
-			return &tapMatch{kind: kind, val: v.Prefix, prefix: true}, nil
+			return &matcher{kind: kind, val: v.Prefix, prefix: true}, nil
 		}
 		return nil, fmt.Errorf("%w: a string predicate needs exact or prefix", errInvalidMatch)
 	}
@@ -166,13 +166,13 @@ func compileHTTP(h *ptap.ObserveRequest_Match_Http) (*tapMatch, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &tapMatch{kind: matchScheme, val: s}, nil
+		return &matcher{kind: matchScheme, val: s}, nil
 	case *ptap.ObserveRequest_Match_Http_Method:
 		m, err := methodName(v.Method)
 		if err != nil {
 			return nil, err
 		}
-		return &tapMatch{kind: matchMethod, val: m}, nil
+		return &matcher{kind: matchMethod, val: m}, nil
 	case *ptap.ObserveRequest_Match_Http_Authority:
 		return str(matchAuthority, v.Authority)
 	case *ptap.ObserveRequest_Match_Http_Path:
@@ -224,7 +224,7 @@ func schemeName(s *httptypes.Scheme) (string, error) {
 }
 
 // matches evaluates the predicate against one request.
-func (m *tapMatch) matches(v *tapView) bool {
+func (m *matcher) matches(v *View) bool {
 	switch m.kind {
 	case matchAll:
 		for _, s := range m.subs {
@@ -243,26 +243,26 @@ func (m *tapMatch) matches(v *tapView) bool {
 	case matchNot:
 		return !m.subs[0].matches(v)
 	case matchSource:
-		return m.matchAddr(v.src)
+		return m.matchAddr(v.Src)
 	case matchDestination:
-		return m.matchAddr(v.dst)
+		return m.matchAddr(v.Dst)
 	case matchDestinationLabel:
 		return v.dstLabelIs(m.key, m.val)
 	case matchRouteLabel:
-		return m.key == "route" && v.route != "" && v.route == m.val
+		return m.key == "route" && v.Route != "" && v.Route == m.val
 	case matchScheme:
-		return v.scheme == m.val
+		return v.Scheme == m.val
 	case matchMethod:
-		return v.method == m.val
+		return v.Method == m.val
 	case matchAuthority:
-		return m.matchString(v.authority)
+		return m.matchString(v.Authority)
 	case matchPath:
-		return m.matchString(v.path)
+		return m.matchString(v.Path)
 	}
 	return false
 }
 
-func (m *tapMatch) matchAddr(a netip.AddrPort) bool {
+func (m *matcher) matchAddr(a netip.AddrPort) bool {
 	if !a.IsValid() {
 		return false
 	}
@@ -272,7 +272,7 @@ func (m *tapMatch) matchAddr(a netip.AddrPort) bool {
 	return m.min <= a.Port() && a.Port() <= m.max
 }
 
-func (m *tapMatch) matchString(s string) bool {
+func (m *matcher) matchString(s string) bool {
 	if m.prefix {
 		return strings.HasPrefix(s, m.val)
 	}

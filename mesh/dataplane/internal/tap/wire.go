@@ -1,4 +1,4 @@
-package dataplane
+package tap
 
 import (
 	"encoding/binary"
@@ -14,10 +14,10 @@ import (
 )
 
 // A tap's goroutine writes each event's TapEvent (tap.proto, the field
-// numbers below) straight into a buffer it reuses, from the tapRequest,
+// numbers below) straight into a buffer it reuses, from the Request,
 // instead of building the generated messages and marshalling them: an
 // event costs a few hundred bytes of appends and no allocation. The
-// tap server frames the bytes as gRPC messages (tap_h2.go).
+// tap server frames the bytes as gRPC messages (stream.go).
 // TestTapWireMatchesTheGeneratedMessages decodes what this writes with
 // the generated types and compares.
 
@@ -82,14 +82,14 @@ const (
 	fDurationNanos   = 2
 )
 
-// tapEncoder is a tap goroutine's reused state.
-type tapEncoder struct {
+// encoder is a tap goroutine's reused state.
+type encoder struct {
 	buf   []byte
 	names []string
 }
 
 // encode writes the event of item it, for session s, into e.buf.
-func (e *tapEncoder) encode(s *tapSession, it tapItem) []byte {
+func (e *encoder) encode(s *session, it item) []byte {
 	tr := it.tr
 	b := e.buf[:0]
 	b = appendTCPAddr(b, fEventSource, tr.src)
@@ -98,7 +98,7 @@ func (e *tapEncoder) encode(s *tapSession, it tapItem) []byte {
 	b, ev := openField(b, fEventHTTP)
 	var m int
 	switch it.kind {
-	case tapRequestInit:
+	case kindRequestInit:
 		b, m = openField(b, fHTTPRequestInit)
 		b = appendStreamID(b, fReqID, s.base, it.id)
 		b = appendMethod(b, fReqMethod, tr.method)
@@ -115,7 +115,7 @@ func (e *tapEncoder) encode(s *tapSession, it tapItem) []byte {
 			b = e.appendHeaders(b, fReqHeaders, pseudo[:n], tr.reqHeader)
 		}
 		b = closeField(b, m)
-	case tapResponseInit:
+	case kindResponseInit:
 		b, m = openField(b, fHTTPResponseInit)
 		b = appendStreamID(b, fRespID, s.base, it.id)
 		b = appendDuration(b, fRespSince, tr.headAt.Sub(tr.start))
@@ -129,7 +129,7 @@ func (e *tapEncoder) encode(s *tapSession, it tapItem) []byte {
 			b = e.appendHeaders(b, fRespHeaders, pseudo[:n], tr.respHeader)
 		}
 		b = closeField(b, m)
-	case tapResponseEnd:
+	case kindResponseEnd:
 		b, m = openField(b, fHTTPResponseEnd)
 		b = appendStreamID(b, fEndID, s.base, it.id)
 		b = appendDuration(b, fEndSinceRequest, tr.sinceRequest)
@@ -155,7 +155,7 @@ func (e *tapEncoder) encode(s *tapSession, it tapItem) []byte {
 	b = appendMeta(b, fEventSourceMeta, tr.srcMeta)
 	b = appendUint(b, fEventProxyDirection, uint64(tr.direction))
 	if tr.route != "" {
-		b = appendMeta(b, fEventRouteMeta, []tapLabel{{"route", tr.route}})
+		b = appendMeta(b, fEventRouteMeta, []label{{"route", tr.route}})
 	}
 	e.buf = b
 	return b
@@ -277,7 +277,7 @@ func appendScheme(b []byte, num protowire.Number, scheme string) []byte {
 
 // appendMeta writes an EndpointMeta or RouteMeta; it is present, perhaps
 // empty, on every event.
-func appendMeta(b []byte, num protowire.Number, labels []tapLabel) []byte {
+func appendMeta(b []byte, num protowire.Number, labels []label) []byte {
 	b, m := openField(b, num)
 	for _, l := range labels {
 		var entry int
@@ -293,7 +293,7 @@ func appendMeta(b []byte, num protowire.Number, labels []tapLabel) []byte {
 
 // appendHeaders writes Headers: the pseudo-headers, then h with names
 // lower-cased in sorted order (HTTP/2 style), values as sent.
-func (e *tapEncoder) appendHeaders(b []byte, num protowire.Number, pseudo [][2]string, h http.Header) []byte {
+func (e *encoder) appendHeaders(b []byte, num protowire.Number, pseudo [][2]string, h http.Header) []byte {
 	b, m := openField(b, num)
 	for _, p := range pseudo {
 		b = appendHeader(b, p[0], p[1])

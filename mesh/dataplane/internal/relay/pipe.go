@@ -1,4 +1,4 @@
-package dataplane
+package relay
 
 import (
 	"crypto/tls"
@@ -11,44 +11,57 @@ import (
 	"time"
 )
 
-// pipe copies in both directions and returns at once; the direction that
-// finishes last closes both connections and calls done. Each direction runs
-// on a goroutine of its own while it has bytes to move and, on Linux, parks
-// in the proxy's idle poller after busyLinger without data: its goroutine
-// exits and no buffer is held until the source is readable again (see flow).
-// Handing the copies to fresh goroutines also lets the accepting goroutine,
-// whose stack grew during detection and the TLS handshake, exit.
-//
-// tracked is the accepted connection the proxy tracks for its drain: a
-// forced close of it (closeAll) ends both directions, parked or not. src
-// are the series of the client connection (bytes from client count as
-// read, bytes to it as written), dst those of the server connection (nil
-// when it is not counted); errors are recorded on the side they came from.
-func (p *Proxy) pipe(tracked, client, server net.Conn, src, dst *connStats, done func()) {
-	ps := &pipeState{poller: p.idle.Load(), linger: p.idleLinger, client: client, server: server, done: done}
+// Counter counts the bytes a direction moves (a transport series, or two
+// at once).
+type Counter interface{ Add(float64) }
+
+// Stats is where one side of a pipe records the error that ended its
+// copy: read errors on the source's side, write errors on the
+// destination's.
+type Stats interface{ Fail(error) }
+
+// Ends are the two connections of a pipe and what it counts on them.
+type Ends struct {
+	// Client is the accepted connection, Server the one the proxy opened.
+	Client, Server net.Conn
+	// ToClient and ToServer count the bytes each direction moves.
+	ToClient, ToServer Counter
+	// ClientStats and ServerStats record each side's error; ServerStats
+	// may be nil (the connection is not counted).
+	ClientStats, ServerStats Stats
+}
+
+// NewPipe prepares the copies of a pipe between e.Client and e.Server;
+// Start runs them. Each direction runs on a goroutine of its own while it
+// has bytes to move and, on Linux, parks in poller (nil: never) after
+// linger (busyLinger when not positive) without data: its goroutine exits
+// and no buffer is held until the source is readable again (see flow).
+// Handing the copies to fresh goroutines also lets the accepting
+// goroutine, whose stack grew during detection and the TLS handshake,
+// exit. The direction that finishes last closes both connections and
+// calls done.
+func NewPipe(poller *Poller, linger time.Duration, e Ends, done func()) *Pipe {
+	ps := &Pipe{poller: poller, linger: linger, client: e.Client, server: e.Server, done: done}
 	if ps.linger <= 0 {
 		ps.linger = busyLinger
 	}
 	ps.left.Store(2)
-	var toClient, toServer byteCounter = src.wrt, src.read
-	if dst != nil {
-		toClient, toServer = both{src.wrt, dst.read}, both{src.read, dst.wrt}
-	}
-	ps.flows[0].init(ps, client, server, toClient, dst, src)
-	ps.flows[1].init(ps, server, client, toServer, src, dst)
-	if !p.piped(tracked, ps) {
-		// The proxy closed everything before the pipe was known to it.
-		ps.closeConns()
-	}
+	ps.flows[0].init(ps, e.Client, e.Server, e.ToClient, e.ServerStats, e.ClientStats)
+	ps.flows[1].init(ps, e.Server, e.Client, e.ToServer, e.ClientStats, e.ServerStats)
+	return ps
+}
+
+// Start runs the pipe's two directions and returns at once.
+func (ps *Pipe) Start() {
 	go ps.flows[0].run()
 	go ps.flows[1].run()
 }
 
-// pipeState is what a pipe keeps for its two directions.
-type pipeState struct {
+// Pipe is what a pipe keeps for its two directions.
+type Pipe struct {
 	mu      sync.Mutex
-	closing bool // closeConns ran: nothing parks any more
-	poller  *idlePoller
+	closing bool // Close ran: nothing parks any more
+	poller  *Poller
 	linger  time.Duration // busyLinger, or a test's
 	client  net.Conn
 	server  net.Conn
@@ -59,7 +72,7 @@ type pipeState struct {
 
 // finish ends one direction; the last one closes both connections and
 // calls done.
-func (ps *pipeState) finish() {
+func (ps *Pipe) finish() {
 	if ps.left.Add(-1) == 0 {
 		ps.client.Close()
 		ps.server.Close()
@@ -67,11 +80,11 @@ func (ps *pipeState) finish() {
 	}
 }
 
-// closeConns closes both connections, which ends both directions: a
+// Close closes both connections, which ends both directions: a
 // running one sees its reads fail; a parked one (which no socket event
 // would wake: closing a socket drops it from epoll silently) has its
 // registration cancelled before the sockets close and is finished here.
-func (ps *pipeState) closeConns() {
+func (ps *Pipe) Close() {
 	var parked [2]*flow
 	n := 0
 	ps.mu.Lock()
@@ -103,12 +116,12 @@ const (
 
 // flow is one direction of a pipe: bytes from src to dst.
 type flow struct {
-	ps      *pipeState
+	ps      *Pipe
 	dst     net.Conn
 	src     net.Conn
-	count   byteCounter
-	from    *connStats // series of src: read errors are recorded here
-	to      *connStats // series of dst: write errors are recorded here
+	count   Counter
+	from    Stats // src's side: read errors are recorded here (may be nil)
+	to      Stats // dst's side: write errors are recorded here (may be nil)
 	tcp     *net.TCPConn
 	tls     *tls.Conn
 	raw     syscall.RawConn    // src's socket; nil when the direction cannot park
@@ -119,7 +132,7 @@ type flow struct {
 	peekErr syscall.Errno
 }
 
-func (f *flow) init(ps *pipeState, dst, src net.Conn, count byteCounter, from, to *connStats) {
+func (f *flow) init(ps *Pipe, dst, src net.Conn, count Counter, from, to Stats) {
 	f.ps, f.dst, f.src, f.count, f.from, f.to = ps, dst, src, count, from, to
 	var sock net.Conn
 	switch s := src.(type) {
@@ -127,8 +140,10 @@ func (f *flow) init(ps *pipeState, dst, src net.Conn, count byteCounter, from, t
 		f.tcp, sock = s, s
 	case *tls.Conn:
 		f.tls, sock = s, s.NetConn()
-		if r, ok := sock.(*replayConn); ok && len(r.prefix) == 0 {
-			sock = r.Conn // the ClientHello it replayed is consumed
+		if r, ok := sock.(replayer); ok {
+			if c := r.Replayed(); c != nil {
+				sock = c // the ClientHello it replayed is consumed
+			}
 		}
 	}
 	if tc, ok := sock.(*net.TCPConn); ok {
@@ -163,27 +178,27 @@ func (f *flow) run() {
 }
 
 // errParked is the error of a copy loop that parked its direction.
-var errParked = errors.New("dataplane: parked")
+var errParked = errors.New("relay: parked")
 
 // end shuts dst's write side after a clean end of src (or closes both
 // connections when that is not possible or the copy failed, which also ends
 // the other direction), then finishes the direction.
 func (f *flow) end(err error) {
 	if err == nil {
-		if hc, ok := f.dst.(halfCloser); ok && hc.CloseWrite() == nil {
+		if hc, ok := f.dst.(HalfCloser); ok && hc.CloseWrite() == nil {
 			f.ps.finish()
 			return
 		}
 	} else {
 		f.failed(err)
 	}
-	f.ps.closeConns()
+	f.ps.Close()
 	f.ps.finish()
 }
 
 // failed records the error that ended the copy on the side it came from.
 func (f *flow) failed(err error) {
-	if err == nil || isClosedErr(err) {
+	if err == nil || IsClosedErr(err) {
 		return
 	}
 	side := f.from
@@ -192,9 +207,14 @@ func (f *flow) failed(err error) {
 		side = f.to
 	}
 	if side != nil {
-		side.fail(err)
+		side.Fail(err)
 	}
 }
+
+// replayer is a connection that first replays bytes read from it before
+// it was piped (the dataplane's replayConn). Replayed returns the
+// connection under it once every replayed byte was read, nil before.
+type replayer interface{ Replayed() net.Conn }
 
 // canPark reports whether the direction may park in the idle poller.
 func (f *flow) canPark() bool { return f.raw != nil && f.ps.poller != nil && !f.noPark }
@@ -254,7 +274,7 @@ func (f *flow) copyTCP() error {
 				Err: os.NewSyscallError("recvfrom", f.peekErr)}
 		}
 		if err != nil {
-			if !lingering || !isTimeout(err) {
+			if !lingering || !IsTimeout(err) {
 				return err
 			}
 			if idle := time.Since(last); idle < f.ps.linger {
@@ -272,12 +292,12 @@ func (f *flow) copyTCP() error {
 			lingering = false
 			continue
 		}
-		buf := getBuf()
+		buf := GetBuf()
 		for {
 			n, err := src.Read(*buf)
 			if n > 0 {
 				if werr := f.forward((*buf)[:n]); werr != nil {
-					putBuf(buf)
+					PutBuf(buf)
 					return werr
 				}
 				if lingering {
@@ -285,20 +305,20 @@ func (f *flow) copyTCP() error {
 				}
 			}
 			if err != nil {
-				if lingering && isTimeout(err) {
+				if lingering && IsTimeout(err) {
 					// The linger's deadline, not the stream's end: a
 					// stream that never drains outlives it. The wait
 					// above re-arms it from the last byte.
 					break
 				}
-				putBuf(buf)
+				PutBuf(buf)
 				return eofIsNil(err)
 			}
 			if n < len(*buf) {
 				break // drained: wait without the buffer
 			}
 		}
-		putBuf(buf)
+		PutBuf(buf)
 	}
 }
 
@@ -324,7 +344,7 @@ func (f *flow) copyTLS() error {
 		// Idle: no buffer held; the TLS layer keeps the record.
 		n, err := src.Read(first[:])
 		if err != nil {
-			if park && isTimeout(err) {
+			if park && IsTimeout(err) {
 				if parked, err := f.parkTLS(); parked || err != nil {
 					return err
 				}
@@ -335,17 +355,17 @@ func (f *flow) copyTLS() error {
 		if n == 0 {
 			continue
 		}
-		buf := getBuf()
+		buf := GetBuf()
 		(*buf)[0] = first[0]
 		// Take what the TLS layer already holds without touching the socket.
 		_ = src.SetReadDeadline(aLongTimeAgo)
 		m, err := src.Read((*buf)[1:])
 		if werr := f.forward((*buf)[:1+m]); werr != nil {
-			putBuf(buf)
+			PutBuf(buf)
 			return werr
 		}
-		if err != nil && !isTimeout(err) {
-			putBuf(buf)
+		if err != nil && !IsTimeout(err) {
+			PutBuf(buf)
 			return eofIsNil(err)
 		}
 		// Busy: blocking reads with the buffer until the stream pauses for
@@ -356,14 +376,14 @@ func (f *flow) copyTLS() error {
 			n, err := src.Read(*buf)
 			if n > 0 {
 				if werr := f.forward((*buf)[:n]); werr != nil {
-					putBuf(buf)
+					PutBuf(buf)
 					return werr
 				}
 				last = time.Now()
 			}
 			if err != nil {
-				if !isTimeout(err) {
-					putBuf(buf)
+				if !IsTimeout(err) {
+					PutBuf(buf)
 					return eofIsNil(err)
 				}
 				if time.Since(last) < f.ps.linger {
@@ -373,7 +393,7 @@ func (f *flow) copyTLS() error {
 				break
 			}
 		}
-		putBuf(buf)
+		PutBuf(buf)
 		if f.canPark() {
 			if parked, err := f.parkTLS(); parked || err != nil {
 				return err

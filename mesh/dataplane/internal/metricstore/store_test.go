@@ -1,4 +1,4 @@
-package dataplane
+package metricstore
 
 import (
 	"strings"
@@ -11,21 +11,21 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func newTestStore(t *testing.T) (*store, *prometheus.Registry) {
+func newTestStore(t *testing.T) (*Store, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	st := newStore(prometheus.NewCounter(prometheus.CounterOpts{Name: "overflow_total", Help: "x"}))
+	st := NewStore(prometheus.NewCounter(prometheus.CounterOpts{Name: "overflow_total", Help: "x"}))
 	require.NoError(t, reg.Register(st))
 	return st, reg
 }
 
 func TestStoreExportsEachSeriesWithItsOwnLabelSet(t *testing.T) {
 	st, reg := newTestStore(t)
-	f := newFamily("request_total", "Total count of HTTP requests.", kindCounter)
-	in := st.group((&labels{}).add("direction", "inbound").add("tls", "true").add("client_id", "a.ns.serviceaccount.identity.weft.cluster.local"))
-	out := st.group((&labels{}).add("direction", "outbound").add("tls", "no_identity").add("no_tls_reason", "not_provided_by_service_discovery"))
-	in.series(f, nil).inc()
-	out.series(f, nil).add(2)
+	f := NewFamily("request_total", "Total count of HTTP requests.", Counter)
+	in := st.Group((&Labels{}).Add("direction", "inbound").Add("tls", "true").Add("client_id", "a.ns.serviceaccount.identity.weft.cluster.local"))
+	out := st.Group((&Labels{}).Add("direction", "outbound").Add("tls", "no_identity").Add("no_tls_reason", "not_provided_by_service_discovery"))
+	in.Series(f, nil).Inc()
+	out.Series(f, nil).Add(2)
 
 	const want = `
 # HELP request_total Total count of HTTP requests.
@@ -38,12 +38,12 @@ request_total{direction="outbound",no_tls_reason="not_provided_by_service_discov
 
 func TestStoreHistogramsUseLinkerdsLatencyBuckets(t *testing.T) {
 	st, reg := newTestStore(t)
-	f := newFamily("response_latency_ms", "latency", kindHistogram)
-	s := st.group((&labels{}).add("direction", "inbound")).series(f, (&labels{}).add("status_code", "200"))
-	s.observe(500 * time.Microsecond) // le 1
-	s.observe(time.Millisecond)       // le 1 (bounds are inclusive)
-	s.observe(7 * time.Millisecond)   // le 10
-	s.observe(time.Minute)            // +Inf
+	f := NewFamily("response_latency_ms", "latency", Histogram)
+	s := st.Group((&Labels{}).Add("direction", "inbound")).Series(f, (&Labels{}).Add("status_code", "200"))
+	s.Observe(500 * time.Microsecond) // le 1
+	s.Observe(time.Millisecond)       // le 1 (bounds are inclusive)
+	s.Observe(7 * time.Millisecond)   // le 10
+	s.Observe(time.Minute)            // +Inf
 
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
@@ -55,7 +55,7 @@ func TestStoreHistogramsUseLinkerdsLatencyBuckets(t *testing.T) {
 		bounds = append(bounds, b.GetUpperBound())
 		cum[b.GetUpperBound()] = b.GetCumulativeCount()
 	}
-	assert.Equal(t, latencyBoundsMs, bounds)
+	assert.Equal(t, LatencyBoundsMs, bounds)
 	assert.Equal(t, uint64(2), cum[1])
 	assert.Equal(t, uint64(2), cum[5])
 	assert.Equal(t, uint64(3), cum[10])
@@ -67,14 +67,14 @@ func TestStoreHistogramsUseLinkerdsLatencyBuckets(t *testing.T) {
 func TestStoreDropsGroupsIdleForTheRetentionPeriodButNeverPinnedOnes(t *testing.T) {
 	st, reg := newTestStore(t)
 	st.retainIdle = time.Hour
-	f := newFamily("tcp_open_total", "x", kindCounter)
-	idle := st.group((&labels{}).add("target_addr", "10.0.0.1:80"))
-	idle.series(f, nil).inc()
-	pinned := st.group((&labels{}).add("target_addr", "10.0.0.2:80"))
-	pinned.series(f, nil).inc()
-	pinned.pins.Add(1)
-	fresh := st.group((&labels{}).add("target_addr", "10.0.0.3:80"))
-	fresh.series(f, nil).inc()
+	f := NewFamily("tcp_open_total", "x", Counter)
+	idle := st.Group((&Labels{}).Add("target_addr", "10.0.0.1:80"))
+	idle.Series(f, nil).Inc()
+	pinned := st.Group((&Labels{}).Add("target_addr", "10.0.0.2:80"))
+	pinned.Series(f, nil).Inc()
+	pinned.Pin()
+	fresh := st.Group((&Labels{}).Add("target_addr", "10.0.0.3:80"))
+	fresh.Series(f, nil).Inc()
 
 	old := time.Now().Add(-2 * time.Hour).Unix()
 	idle.lastUsed.Store(old)
@@ -83,21 +83,21 @@ func TestStoreDropsGroupsIdleForTheRetentionPeriodButNeverPinnedOnes(t *testing.
 	n, err := testutil.GatherAndCount(reg, "tcp_open_total")
 	require.NoError(t, err)
 	assert.Equal(t, 2, n, "the idle group is dropped at the next scrape")
-	assert.False(t, idle.alive(), "its holders learn it is gone")
-	assert.True(t, pinned.alive(), "an open connection keeps its series")
-	assert.True(t, fresh.alive())
+	assert.False(t, idle.Alive(), "its holders learn it is gone")
+	assert.True(t, pinned.Alive(), "an open connection keeps its series")
+	assert.True(t, fresh.Alive())
 
-	again := st.group((&labels{}).add("target_addr", "10.0.0.1:80"))
+	again := st.Group((&Labels{}).Add("target_addr", "10.0.0.1:80"))
 	assert.NotSame(t, idle, again, "a dropped label set comes back as a new group")
-	assert.True(t, again.alive())
+	assert.True(t, again.Alive())
 }
 
 func TestStoreFoldsLabelSetsPastItsCapIntoOneOverflowGroup(t *testing.T) {
 	st, reg := newTestStore(t)
 	st.maxGroups = 10
-	f := newFamily("request_total", "x", kindCounter)
+	f := NewFamily("request_total", "x", Counter)
 	for i := 0; i < 50; i++ {
-		st.group((&labels{}).add("direction", "outbound").add("target_addr", strings.Repeat("x", i))).series(f, nil).inc()
+		st.Group((&Labels{}).Add("direction", "outbound").Add("target_addr", strings.Repeat("x", i))).Series(f, nil).Inc()
 	}
 	assert.LessOrEqual(t, st.size(), 11, "the cap plus one overflow group")
 	n, err := testutil.GatherAndCount(reg, "request_total")
@@ -121,13 +121,13 @@ func TestStoreFoldsLabelSetsPastItsCapIntoOneOverflowGroup(t *testing.T) {
 
 func TestLabelValuesFromPeersAreMadeValidAndBounded(t *testing.T) {
 	st, reg := newTestStore(t)
-	f := newFamily("request_total", "x", kindCounter)
-	l := dstLabels(&labels{}, map[string]string{
+	f := NewFamily("request_total", "x", Counter)
+	l := Dst(&Labels{}, map[string]string{
 		"pod":       "web-\xff\xfe",
 		"namespace": strings.Repeat("n", 10000),
 		"evil":      "never a label",
 	})
-	st.group(l).series(f, nil).inc()
+	st.Group(l).Series(f, nil).Inc()
 	mfs, err := reg.Gather()
 	require.NoError(t, err, "invalid UTF-8 from a control plane must not break the scrape")
 	got := map[string]string{}
@@ -135,23 +135,6 @@ func TestLabelValuesFromPeersAreMadeValidAndBounded(t *testing.T) {
 		got[lp.GetName()] = lp.GetValue()
 	}
 	assert.Equal(t, "web-\uFFFD", got["dst_pod"])
-	assert.Len(t, got["dst_namespace"], maxLabelValue)
+	assert.Len(t, got["dst_namespace"], MaxLabelValue)
 	assert.NotContains(t, got, "dst_evil", "only known discovery keys become labels")
-}
-
-func TestRecordingARequestOnResolvedSeriesDoesNotAllocate(t *testing.T) {
-	st, _ := newTestStore(t)
-	h := newHTTPMetrics(st)
-	ep := h.reqSeries(&h.ep, (&labels{}).add("direction", "outbound"))
-	rt := h.reqSeries(&h.route, (&labels{}).add("direction", "outbound").add("rt_route", "r"))
-	record := func() {
-		var s reqStats
-		s.begin(rt, time.Now())
-		s.attempt(ep)
-		s.head(200)
-		s.done(200, "", false, "")
-	}
-	record() // resolves the status and outcome series
-	allocs := testing.AllocsPerRun(1000, record)
-	assert.Zero(t, allocs, "a request adds to counters it already holds")
 }

@@ -1,10 +1,9 @@
-package dataplane
+package tap
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
@@ -13,12 +12,12 @@ import (
 )
 
 // The tap listener's front door. A connection holds one of the
-// tapMaxConns slots only once it is known to be a tapper's: the gate
+// maxConns slots only once it is known to be a tapper's: the gate
 // accepts every TCP connection, runs its TLS handshake under a short
-// deadline (Config.TapHandshakeTimeout) in a bounded stage
-// (tapMaxHandshakes at once, tapMaxHandshakesPerClient from one client
+// deadline (ServerConfig.HandshakeTimeout) in a bounded stage
+// (maxHandshakes at once, maxHandshakesPerClient from one client
 // address), checks the client certificate's identity against
-// Config.TapIdentities, and closes at once a connection that fails any
+// ServerConfig.Identities, and closes at once a connection that fails any
 // step. Only then does the connection take a slot and reach the HTTP/2
 // server. A silent client, a client without a certificate, or a meshed
 // client of another identity holds a handshake place for at most the
@@ -26,35 +25,37 @@ import (
 // Every refusal is counted in tcp_refused_total{direction="tap"}.
 
 const (
-	// tapMaxHandshakes bounds the TLS handshakes the tap listener runs at
+	// maxHandshakes bounds the TLS handshakes the tap listener runs at
 	// once; a connection beyond it is closed at once.
-	tapMaxHandshakes = 16
-	// tapMaxHandshakesPerClient bounds them per client address, so that
+	maxHandshakes = 16
+	// maxHandshakesPerClient bounds them per client address, so that
 	// one client cannot take the whole stage.
-	tapMaxHandshakesPerClient = 4
-	// defaultTapHandshakeTimeout is Config.TapHandshakeTimeout's default.
-	defaultTapHandshakeTimeout = 3 * time.Second
+	maxHandshakesPerClient = 4
+	// DefaultHandshakeTimeout is the handshake bound when none is configured
+	// (the dataplane package's Config.TapHandshakeTimeout default).
+	DefaultHandshakeTimeout = 3 * time.Second
 )
 
 // Reasons the tap listener refuses a connection (tcp_refused_total,
-// direction="tap"), besides refuseHandshake, refuseTooMany (every slot
-// held by tappers) and refuseTooManyFromClient.
+// direction="tap"). The first three are the values the proxy's other
+// listeners report for the same causes (the dataplane package's refuse*
+// constants); the tap tests read them back from the metric.
 const (
+	refuseHandshake         = "tls-handshake"        // the TLS handshake failed, or did not negotiate h2
+	refuseTooMany           = "too-many-connections" // every slot is held by tappers
+	refuseTooManyFromClient = "too-many-from-client" // the client address has its share of the handshake stage
+
 	refuseNotTapper         = "not-a-tapper"        // a verified identity that is not in TapIdentities
 	refuseTooManyHandshakes = "too-many-handshakes" // the handshake stage is full
 )
 
-// tapGate is the tap server's listener: Accept returns only TLS
+// gate is the tap server's listener: Accept returns only TLS
 // connections of accepted tappers, their handshake done, each holding a
 // slot until the server reports it closed (release).
-type tapGate struct {
-	l       net.Listener
-	tls     *tls.Config
-	allowed []string
-	timeout time.Duration
-	hub     *tapHub
-	refused func(reason string)
-	log     *slog.Logger
+type gate struct {
+	l   net.Listener
+	cfg *ServerConfig
+	hub *Hub
 
 	ready chan *tls.Conn
 	done  chan struct{}
@@ -68,10 +69,9 @@ type tapGate struct {
 	slots       map[net.Conn]struct{}
 }
 
-func newTapGate(l net.Listener, cfg *tls.Config, allowed []string, timeout time.Duration, hub *tapHub,
-	refused func(string), log *slog.Logger) *tapGate {
-	return &tapGate{
-		l: l, tls: cfg, allowed: allowed, timeout: timeout, hub: hub, refused: refused, log: log,
+func newGate(l net.Listener, cfg *ServerConfig, hub *Hub) *gate {
+	return &gate{
+		l: l, cfg: cfg, hub: hub,
 		ready: make(chan *tls.Conn), done: make(chan struct{}),
 		byClient: map[netip.Addr]int{}, slots: map[net.Conn]struct{}{},
 	}
@@ -79,7 +79,7 @@ func newTapGate(l net.Listener, cfg *tls.Config, allowed []string, timeout time.
 
 // run accepts connections until the gate is closed; ctx ends the
 // handshakes under way.
-func (g *tapGate) run(ctx context.Context) {
+func (g *gate) run(ctx context.Context) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -91,7 +91,7 @@ func (g *tapGate) run(ctx context.Context) {
 					return
 				}
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				g.log.Warn("tap accept failed", "err", err, "retry_in", backoff)
+				g.cfg.Log.Warn("tap accept failed", "err", err, "retry_in", backoff)
 				select {
 				case <-time.After(backoff):
 				case <-g.done:
@@ -106,7 +106,7 @@ func (g *tapGate) run(ctx context.Context) {
 }
 
 // admit starts c's handshake when the stage has room for it, or closes c.
-func (g *tapGate) admit(ctx context.Context, c net.Conn) {
+func (g *gate) admit(ctx context.Context, c net.Conn) {
 	var client netip.Addr
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		client = ta.AddrPort().Addr().Unmap()
@@ -116,9 +116,9 @@ func (g *tapGate) admit(ctx context.Context, c net.Conn) {
 	switch {
 	case g.closed:
 		reason = "closed"
-	case g.handshaking >= tapMaxHandshakes:
+	case g.handshaking >= maxHandshakes:
 		reason = refuseTooManyHandshakes
-	case g.byClient[client] >= tapMaxHandshakesPerClient:
+	case g.byClient[client] >= maxHandshakesPerClient:
 		reason = refuseTooManyFromClient
 	default:
 		g.handshaking++
@@ -129,7 +129,7 @@ func (g *tapGate) admit(ctx context.Context, c net.Conn) {
 	g.mu.Unlock()
 	if reason != "" {
 		if reason != "closed" {
-			g.refused(reason) // counted before the client can see the close
+			g.cfg.Refused(reason) // counted before the client can see the close
 		}
 		c.Close()
 		return
@@ -143,11 +143,11 @@ func (g *tapGate) admit(ctx context.Context, c net.Conn) {
 // handshake runs c's TLS handshake within the bound, checks the client's
 // identity, and hands the connection to the server with a slot, or
 // closes it.
-func (g *tapGate) handshake(ctx context.Context, c net.Conn, client netip.Addr) {
+func (g *gate) handshake(ctx context.Context, c net.Conn, client netip.Addr) {
 	// The deadline bounds the handshake; ctx ends it when the server
 	// stops. The gate closes the connection itself, after counting.
-	tc := tls.Server(c, g.tls)
-	_ = c.SetDeadline(time.Now().Add(g.timeout))
+	tc := tls.Server(c, g.cfg.TLS)
+	_ = c.SetDeadline(time.Now().Add(g.cfg.HandshakeTimeout))
 	err := tc.HandshakeContext(ctx)
 	_ = c.SetDeadline(time.Time{})
 
@@ -160,14 +160,14 @@ func (g *tapGate) handshake(ctx context.Context, c net.Conn, client netip.Addr) 
 	g.mu.Unlock()
 
 	cs := tc.ConnectionState()
-	id := PeerIdentity(cs)
+	id := g.cfg.Identity(cs)
 	reason := ""
 	switch {
 	case err != nil:
 		reason = refuseHandshake
 	case cs.NegotiatedProtocol != "h2":
 		reason, err = refuseHandshake, errors.New("the client did not negotiate h2")
-	case id == "" || !slices.Contains(g.allowed, id):
+	case id == "" || !slices.Contains(g.cfg.Identities, id):
 		reason = refuseNotTapper
 	}
 	if reason != "" {
@@ -175,10 +175,10 @@ func (g *tapGate) handshake(ctx context.Context, c net.Conn, client netip.Addr) 
 		// not read could hold for tls.Conn.Close's 5 s. A handshake the
 		// server's stop ended is not a refusal.
 		if ctx.Err() == nil {
-			g.refused(reason)
+			g.cfg.Refused(reason)
 		}
 		c.Close()
-		g.log.Debug("tap connection refused", "client", c.RemoteAddr().String(), "reason", reason, "client_id", id, "err", err)
+		g.cfg.Log.Debug("tap connection refused", "client", c.RemoteAddr().String(), "reason", reason, "client_id", id, "err", err)
 		return
 	}
 
@@ -186,7 +186,7 @@ func (g *tapGate) handshake(ctx context.Context, c net.Conn, client netip.Addr) 
 	switch {
 	case g.closed:
 		reason = "closed"
-	case len(g.slots) >= tapMaxConns:
+	case len(g.slots) >= maxConns:
 		reason = refuseTooMany
 	default:
 		g.slots[tc] = struct{}{}
@@ -195,8 +195,8 @@ func (g *tapGate) handshake(ctx context.Context, c net.Conn, client netip.Addr) 
 	g.mu.Unlock()
 	if reason != "" {
 		if reason != "closed" {
-			g.refused(reason)
-			g.log.Info("tap connection refused: every slot is held by tappers", "client_id", id, "slots", tapMaxConns)
+			g.cfg.Refused(reason)
+			g.cfg.Log.Info("tap connection refused: every slot is held by tappers", "client_id", id, "slots", maxConns)
 		}
 		c.Close()
 		return
@@ -211,7 +211,7 @@ func (g *tapGate) handshake(ctx context.Context, c net.Conn, client netip.Addr) 
 
 // release frees the slot c holds, if any; the server calls it when c
 // closes.
-func (g *tapGate) release(c net.Conn) {
+func (g *gate) release(c net.Conn) {
 	g.mu.Lock()
 	if _, ok := g.slots[c]; ok {
 		delete(g.slots, c)
@@ -220,14 +220,14 @@ func (g *tapGate) release(c net.Conn) {
 	g.mu.Unlock()
 }
 
-func (g *tapGate) isClosed() bool {
+func (g *gate) isClosed() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.closed
 }
 
 // Accept returns the next tapper's connection.
-func (g *tapGate) Accept() (net.Conn, error) {
+func (g *gate) Accept() (net.Conn, error) {
 	select {
 	case c := <-g.ready:
 		return c, nil
@@ -238,7 +238,7 @@ func (g *tapGate) Accept() (net.Conn, error) {
 
 // Close stops accepting; connections in their handshake end with it or
 // with the run's context.
-func (g *tapGate) Close() error {
+func (g *gate) Close() error {
 	var err error
 	g.stop.Do(func() {
 		g.mu.Lock()
@@ -251,7 +251,7 @@ func (g *tapGate) Close() error {
 }
 
 // wait returns once the accept loop and every handshake returned.
-func (g *tapGate) wait() { g.wg.Wait() }
+func (g *gate) wait() { g.wg.Wait() }
 
 // Addr is the listener's address.
-func (g *tapGate) Addr() net.Addr { return g.l.Addr() }
+func (g *gate) Addr() net.Addr { return g.l.Addr() }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package dataplane
+package relay
 
 import "syscall"
 
@@ -8,6 +8,6 @@ import "syscall"
 // implemented; the copy then blocks in Read with its buffer.
 func peekReady(uintptr, *syscall.Errno) bool { return true }
 
-// peekIdle reports an idle socket as open where peeking is not
+// PeekIdle reports an idle socket as open where peeking is not
 // implemented: a closed one is then found by the request sent on it.
-func peekIdle(uintptr) peerIdleState { return peerOpen }
+func PeekIdle(uintptr) IdleState { return IdleOpen }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package dataplane
+package relay
 
 import (
 	"crypto/tls"
@@ -23,16 +23,28 @@ import (
 // testLinger is the quiet time before a direction parks in these tests.
 const testLinger = 20 * time.Millisecond
 
-// newIdleProxy is a Proxy with only what pipe needs: the tracked
-// connections and an idle poller (stopped at the end of the test).
-func newIdleProxy(t *testing.T) (*Proxy, *idlePoller) {
+// newPoller is an idle poller, stopped at the end of the test.
+func newPoller(t *testing.T) *Poller {
 	t.Helper()
-	ip, err := newIdlePoller()
+	ip, err := NewPoller()
 	require.NoError(t, err)
-	t.Cleanup(ip.stop)
-	p := &Proxy{conns: map[net.Conn]*pipeState{}, idleLinger: testLinger}
-	p.idle.Store(ip)
-	return p, ip
+	t.Cleanup(ip.Stop)
+	return ip
+}
+
+// counter counts bytes as a transport series does.
+type counter struct{ n atomic.Uint64 }
+
+func (c *counter) Add(v float64) { c.n.Add(uint64(v)) }
+
+// sideStats records the first error of one side, as the proxy's
+// connection series do.
+type sideStats struct{ failure atomic.Pointer[error] }
+
+func (s *sideStats) Fail(err error) {
+	if err != nil {
+		s.failure.CompareAndSwap(nil, &err)
+	}
 }
 
 // tcpPair returns the two ends of a new loopback TCP connection.
@@ -53,33 +65,35 @@ func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
 // testPipe is a pipe between two loopback connections: the test holds app
 // (the client's end) and srv (the server's end).
 type testPipe struct {
-	app, srv net.Conn
-	tracked  net.Conn
-	stats    *connStats // the client connection's
-	dstStats *connStats // the server connection's
-	done     atomic.Int32
-	ended    chan struct{}
+	app, srv           net.Conn
+	ps                 *Pipe
+	toClient, toServer counter
+	stats              *sideStats // the client connection's
+	dstStats           *sideStats // the server connection's
+	done               atomic.Int32
+	ended              chan struct{}
 }
 
-// startPipe pipes client (tracked by p) to server, as a proxy does.
-func startPipe(t *testing.T, p *Proxy, app, client, srv, server net.Conn) *testPipe {
+// startPipe pipes client to server, as a proxy does.
+func startPipe(t *testing.T, ip *Poller, app, client, srv, server net.Conn) *testPipe {
 	t.Helper()
-	tp := &testPipe{app: app, srv: srv, tracked: client, ended: make(chan struct{}),
-		stats: &connStats{read: &series{}, wrt: &series{}}, dstStats: &connStats{read: &series{}, wrt: &series{}}}
-	require.True(t, p.track(client))
-	p.pipe(client, client, server, tp.stats, tp.dstStats, func() {
+	tp := &testPipe{app: app, srv: srv, ended: make(chan struct{}), stats: &sideStats{}, dstStats: &sideStats{}}
+	tp.ps = NewPipe(ip, testLinger, Ends{
+		Client: client, Server: server, ToClient: &tp.toClient, ToServer: &tp.toServer,
+		ClientStats: tp.stats, ServerStats: tp.dstStats,
+	}, func() {
 		if tp.done.Add(1) == 1 {
 			close(tp.ended)
 		}
-		p.untrack(client)
 	})
+	tp.ps.Start()
 	return tp
 }
 
-func newPlainPipe(t *testing.T, p *Proxy) *testPipe {
+func newPlainPipe(t *testing.T, ip *Poller) *testPipe {
 	app, client := tcpPair(t)
 	server, srv := tcpPair(t)
-	return startPipe(t, p, app, client, srv, server)
+	return startPipe(t, ip, app, client, srv, server)
 }
 
 func (tp *testPipe) waitEnded(t *testing.T) {
@@ -92,9 +106,9 @@ func (tp *testPipe) waitEnded(t *testing.T) {
 	}
 }
 
-func waitParked(t *testing.T, ip *idlePoller, n int) {
+func waitParked(t *testing.T, ip *Poller, n int) {
 	t.Helper()
-	testutil.Eventually(t, 10*time.Second, func() bool { return ip.parkedCount() == n },
+	testutil.Eventually(t, 10*time.Second, func() bool { return ip.Parked() == n },
 		fmt.Sprintf("%d parked directions", n))
 }
 
@@ -118,12 +132,12 @@ func readEOF(t *testing.T, c net.Conn) string {
 }
 
 func TestIdlePipesHoldNoGoroutineAndDeliverAfterParking(t *testing.T) {
-	p, ip := newIdleProxy(t)
+	ip := newPoller(t)
 	const n = 60
 	g0 := runtime.NumGoroutine()
 	var pipes []*testPipe
 	for i := 0; i < n; i++ {
-		pipes = append(pipes, newPlainPipe(t, p))
+		pipes = append(pipes, newPlainPipe(t, ip))
 	}
 	waitParked(t, ip, 2*n)
 	// The directions' goroutines exited when they parked; what is left
@@ -155,8 +169,8 @@ func TestIdlePipesHoldNoGoroutineAndDeliverAfterParking(t *testing.T) {
 }
 
 func TestHalfCloseOfAParkedDirectionLeavesTheOtherWorking(t *testing.T) {
-	p, ip := newIdleProxy(t)
-	tp := newPlainPipe(t, p)
+	ip := newPoller(t)
+	tp := newPlainPipe(t, ip)
 	waitParked(t, ip, 2)
 	require.NoError(t, tp.app.(*net.TCPConn).CloseWrite())
 	assert.Equal(t, "", readEOF(t, tp.srv), "the server sees the client's FIN")
@@ -172,8 +186,8 @@ func TestHalfCloseOfAParkedDirectionLeavesTheOtherWorking(t *testing.T) {
 }
 
 func TestAFailedDirectionEndsTheParkedOneOnce(t *testing.T) {
-	p, ip := newIdleProxy(t)
-	tp := newPlainPipe(t, p)
+	ip := newPoller(t)
+	tp := newPlainPipe(t, ip)
 	waitParked(t, ip, 2)
 	// The server resets: its direction wakes with an error and closes
 	// both connections; the client's, parked, sees no socket event.
@@ -188,35 +202,12 @@ func TestAFailedDirectionEndsTheParkedOneOnce(t *testing.T) {
 	assert.Nil(t, tp.stats.failure.Load(), "the client's connection did not fail")
 }
 
-func TestClosingTrackedConnectionsEndsParkedPipes(t *testing.T) {
-	p, ip := newIdleProxy(t)
-	var pipes []*testPipe
-	for i := 0; i < 10; i++ {
-		pipes = append(pipes, newPlainPipe(t, p))
-	}
-	waitParked(t, ip, 20)
-	assert.Equal(t, 10, p.closeAll())
-	drained := make(chan struct{})
-	go func() { p.active.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the drain did not end")
-	}
-	for _, tp := range pipes {
-		assert.EqualValues(t, 1, tp.done.Load())
-		assert.Equal(t, "", readEOF(t, tp.app))
-		assert.Equal(t, "", readEOF(t, tp.srv))
-	}
-	assert.Equal(t, 0, ip.parkedCount())
-}
-
 func TestReusedDescriptorsDoNotCrossParkedPipes(t *testing.T) {
-	p, ip := newIdleProxy(t)
+	ip := newPoller(t)
 	for gen := 0; gen < 3; gen++ {
 		var pipes []*testPipe
 		for i := 0; i < 30; i++ {
-			pipes = append(pipes, newPlainPipe(t, p))
+			pipes = append(pipes, newPlainPipe(t, ip))
 		}
 		waitParked(t, ip, 60)
 		for i, tp := range pipes {
@@ -234,23 +225,22 @@ func TestReusedDescriptorsDoNotCrossParkedPipes(t *testing.T) {
 				tp.srv.Close()
 			}
 		}
-		p.closeAll()
+		for _, tp := range pipes { // as the proxy's drain does
+			tp.ps.Close()
+		}
 		for _, tp := range pipes {
 			tp.waitEnded(t)
 			assert.EqualValues(t, 1, tp.done.Load())
 		}
 		waitParked(t, ip, 0)
-		p.connsMu.Lock()
-		p.conns = map[net.Conn]*pipeState{}
-		p.connsMu.Unlock()
 	}
 }
 
 func TestAStoppedPollerHandsParkedDirectionsBackToGoroutines(t *testing.T) {
-	p, ip := newIdleProxy(t)
-	tp := newPlainPipe(t, p)
+	ip := newPoller(t)
+	tp := newPlainPipe(t, ip)
 	waitParked(t, ip, 2)
-	ip.stop()
+	ip.Stop()
 	_, err := io.WriteString(tp.app, "after the stop")
 	require.NoError(t, err)
 	assert.Equal(t, "after the stop", readN(t, tp.srv, len("after the stop")))
@@ -311,7 +301,7 @@ func (g *gatedConn) heldLen() int {
 // newTLSPipe pipes a plaintext client to a mutual TLS 1.3 server, as
 // the outbound proxy does: the pipe's server connection is the TLS client
 // end, whose server's writes after its first flight pass through gate.
-func newTLSPipe(t *testing.T, p *Proxy) (*testPipe, *tls.Conn, *gatedConn) {
+func newTLSPipe(t *testing.T, ip *Poller) (*testPipe, *tls.Conn, *gatedConn) {
 	t.Helper()
 	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "root.test"})
 	cliCert := anchor.Leaf(t, testutil.CertOptions{Name: "client.test"})
@@ -330,12 +320,12 @@ func newTLSPipe(t *testing.T, p *Proxy) (*testPipe, *tls.Conn, *gatedConn) {
 	require.NoError(t, server.HandshakeContext(ctx))
 	require.NoError(t, <-errc)
 	app, client := tcpPair(t)
-	return startPipe(t, p, app, client, srv, server), srv, gate
+	return startPipe(t, ip, app, client, srv, server), srv, gate
 }
 
 func TestAParkedTLSDirectionReparksAfterWakeUpsWithoutData(t *testing.T) {
-	p, ip := newIdleProxy(t)
-	tp, srv, gate := newTLSPipe(t, p)
+	ip := newPoller(t)
+	tp, srv, gate := newTLSPipe(t, ip)
 	app := tp.app
 	// With client certificates, a TLS 1.3 server sends its session
 	// tickets after the client's Finished: held back, they reach the
@@ -343,18 +333,18 @@ func TestAParkedTLSDirectionReparksAfterWakeUpsWithoutData(t *testing.T) {
 	require.NotZero(t, gate.heldLen(), "the server's session tickets are held")
 	waitParked(t, ip, 2)
 
-	woken := ip.wokenCount()
+	woken := ip.Woken()
 	gate.release(t, -1) // the tickets alone
-	testutil.Eventually(t, 10*time.Second, func() bool { return ip.wokenCount() == woken+1 }, "the wake-up")
+	testutil.Eventually(t, 10*time.Second, func() bool { return ip.Woken() == woken+1 }, "the wake-up")
 	waitParked(t, ip, 2)
 
 	// A record in two parts: the first wakes the direction, which reads
 	// no data and parks again with the part buffered.
 	_, err := srv.Write([]byte("a record in two parts"))
 	require.NoError(t, err)
-	woken = ip.wokenCount()
+	woken = ip.Woken()
 	gate.release(t, 3)
-	testutil.Eventually(t, 10*time.Second, func() bool { return ip.wokenCount() == woken+1 }, "the wake-up")
+	testutil.Eventually(t, 10*time.Second, func() bool { return ip.Woken() == woken+1 }, "the wake-up")
 	waitParked(t, ip, 2)
 	gate.release(t, -1)
 	assert.Equal(t, "a record in two parts", readN(t, app, len("a record in two parts")))
@@ -374,8 +364,8 @@ func TestAParkedTLSDirectionReparksAfterWakeUpsWithoutData(t *testing.T) {
 }
 
 func TestAStreamLongerThanTheLingerFlowsWithoutABreak(t *testing.T) {
-	p, _ := newIdleProxy(t)
-	tp := newPlainPipe(t, p)
+	ip := newPoller(t)
+	tp := newPlainPipe(t, ip)
 	// The server reads slowly, so the proxy's reads keep finding a full
 	// socket: the copy never drains for many lingers in a row.
 	const total = 8 << 20
@@ -399,8 +389,8 @@ func TestAStreamLongerThanTheLingerFlowsWithoutABreak(t *testing.T) {
 }
 
 func TestATLSStreamLongerThanTheLingerFlowsWithoutABreak(t *testing.T) {
-	p, _ := newIdleProxy(t)
-	tp, srv, gate := newTLSPipe(t, p)
+	ip := newPoller(t)
+	tp, srv, gate := newTLSPipe(t, ip)
 	gate.openUp(t)
 	const total = 8 << 20
 	chunk := make([]byte, 64<<10)

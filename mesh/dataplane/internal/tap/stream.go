@@ -1,4 +1,4 @@
-package dataplane
+package tap
 
 import (
 	"net/http"
@@ -17,7 +17,7 @@ import (
 // linkerd's tap clients see no difference; what it writes per message is
 // the gRPC framing: a 5-byte prefix (flag 0: not compressed, then the
 // length, big-endian) and the message. A batch of events goes out as one
-// Write and one Flush (tapStream.flush), where grpc-go's stream paid
+// Write and one Flush (grpcStream.flush), where grpc-go's stream paid
 // its bookkeeping, its writer's queue and a DATA frame per message.
 //
 // The framing and the statuses are mesh/internal/grpcwire's, shared with
@@ -28,41 +28,41 @@ import (
 // registered, and events go out uncompressed, as they did), reflection,
 // health, any other method or service.
 
-// tapObservePath is the only method served.
-const tapObservePath = "/" + tapServiceName + "/Observe"
+// observePath is the only method served.
+const observePath = "/" + serviceName + "/Observe"
 
-// tapServiceName is the one service served, by its full name.
-const tapServiceName = "io.linkerd.proxy.tap.Tap"
+// serviceName is the one service served, by its full name.
+const serviceName = "io.linkerd.proxy.tap.Tap"
 
-// tapRequestWait bounds how long a stream may take to send its request.
-const tapRequestWait = 10 * time.Second
+// requestWait bounds how long a stream may take to send its request.
+const requestWait = 10 * time.Second
 
-// tapStatus is a gRPC status to end a stream with.
-type tapStatus = grpcwire.Status
+// status is a gRPC status to end a stream with.
+type status = grpcwire.Status
 
-func tapStatusf(c codes.Code, format string, args ...any) *tapStatus {
+func statusf(c codes.Code, format string, args ...any) *status {
 	return grpcwire.Errorf(c, format, args...)
 }
 
-// tapStream is one Observe call's HTTP/2 stream.
-type tapStream struct {
+// grpcStream is one Observe call's HTTP/2 stream.
+type grpcStream struct {
 	resp *grpcwire.Response
 	rc   *http.ResponseController
 	buf  []byte // the batch being written, reused
 }
 
-func newTapStream(w http.ResponseWriter) *tapStream {
-	return &tapStream{resp: grpcwire.NewResponse(w), rc: http.NewResponseController(w)}
+func newGRPCStream(w http.ResponseWriter) *grpcStream {
+	return &grpcStream{resp: grpcwire.NewResponse(w), rc: http.NewResponseController(w)}
 }
 
 // finish ends the call with st (nil: OK).
-func (s *tapStream) finish(st *tapStatus) { s.resp.Finish(st) }
+func (s *grpcStream) finish(st *status) { s.resp.Finish(st) }
 
 // appendMessage frames one message into the batch.
-func (s *tapStream) appendMessage(msg []byte) { s.buf = grpcwire.AppendMessage(s.buf, msg) }
+func (s *grpcStream) appendMessage(msg []byte) { s.buf = grpcwire.AppendMessage(s.buf, msg) }
 
 // flush writes the framed batch in one Write and one Flush.
-func (s *tapStream) flush() error {
+func (s *grpcStream) flush() error {
 	if len(s.buf) == 0 {
 		return nil
 	}
@@ -78,12 +78,12 @@ func (s *tapStream) flush() error {
 	return err
 }
 
-// readTapRequest reads the call's one request message, as grpc-go's
+// readObserveRequest reads the call's one request message, as grpc-go's
 // server stream reads the request of a server-streaming call: a message
-// of at most tapMaxRequest bytes, not compressed, then the end of the
+// of at most maxRequest bytes, not compressed, then the end of the
 // request stream.
-func readTapRequest(r *http.Request) (*ptap.ObserveRequest, *tapStatus) {
-	msg, err := grpcwire.ReadOne(r, tapMaxRequest)
+func readObserveRequest(r *http.Request) (*ptap.ObserveRequest, *status) {
+	msg, err := grpcwire.ReadOne(r, maxRequest)
 	if err != nil {
 		return nil, grpcwire.ReadStatus(err, "dataplane: the tap request did not arrive in time", "dataplane: reading the tap request")
 	}

@@ -1,4 +1,4 @@
-package dataplane
+package relay
 
 import (
 	"syscall"
@@ -24,18 +24,18 @@ func peekReady(fd uintptr, errno *syscall.Errno) bool {
 	return true
 }
 
-// peekIdle is the RawConn.Read callback that tells, without waiting or
-// consuming anything, what an idle socket holds: nothing yet (peerOpen),
-// the end of the stream or an error (peerClosed), or bytes (peerBytes).
-func peekIdle(fd uintptr) peerIdleState {
+// PeekIdle is the RawConn.Read callback that tells, without waiting or
+// consuming anything, what an idle socket holds: nothing yet (IdleOpen),
+// the end of the stream or an error (IdleClosed), or bytes (IdleBytes).
+func PeekIdle(fd uintptr) IdleState {
 	var b [1]byte
 	n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
 		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
 	switch {
 	case errno == unix.EAGAIN || errno == unix.EINTR:
-		return peerOpen
+		return IdleOpen
 	case errno != 0 || n == 0:
-		return peerClosed
+		return IdleClosed
 	}
-	return peerBytes
+	return IdleBytes
 }

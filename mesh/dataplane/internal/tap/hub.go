@@ -1,4 +1,4 @@
-package dataplane
+package tap
 
 import (
 	"math/rand/v2"
@@ -14,27 +14,27 @@ import (
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
-// Tap: the proxy reports the requests it handles, as they happen, to
-// observers that opened a Tap.Observe stream (tap_server.go). The data
+// The hub: the proxy reports the requests it handles, as they happen, to
+// observers that opened a Tap.Observe stream (server.go). The data
 // path pays one atomic load per request while no tap is open. With taps
 // open, a request is matched against each, on the handler's stack and
 // without allocating. A matched request then asks the tap's budget for its
 // three events (request head, response head, response end): a request the
 // budget refuses costs a clock read and a counter increment, nothing is
-// built for it. An admitted request gets one tapRequest, which holds what
+// built for it. An admitted request gets one Request, which holds what
 // its events say; each step hands the tap's goroutine a small item through
 // a bounded channel, never waiting (a full channel drops and counts). The
-// tap's goroutine encodes the event from the tapRequest and sends it
-// (tap_wire.go), so marshalling and writing are off the request's path.
-// tapRequests are reused (tapRequestPool): each counts the items that
+// tap's goroutine encodes the event from the Request and sends it
+// (wire.go), so marshalling and writing are off the request's path.
+// Requests are reused (requestPool): each counts the items that
 // still point at it and the request's own hold, and goes back to the pool
 // when the last one is done, so that a tap of every request allocates
 // nothing per request once warm.
 
-// tapHub holds the open taps.
-type tapHub struct {
-	open     atomic.Int32                  // taps open: the data path's cheap check
-	sessions atomic.Pointer[[]*tapSession] // copy on write
+// Hub holds the open taps.
+type Hub struct {
+	open     atomic.Int32               // taps open: the data path's cheap check
+	sessions atomic.Pointer[[]*session] // copy on write
 	mu       sync.Mutex
 	nextBase atomic.Uint32
 
@@ -47,7 +47,7 @@ type tapHub struct {
 	refused                    *prometheus.CounterVec
 	openGauge                  prometheus.GaugeFunc
 
-	// The tap listener's gate (tap_gate.go): handshakes under way, and
+	// The tap listener's gate (gate.go): handshakes under way, and
 	// tapper connections holding a slot.
 	handshakes, conns          atomic.Int32
 	handshakeGauge, connsGauge prometheus.GaugeFunc
@@ -55,14 +55,14 @@ type tapHub struct {
 
 // Defaults of the tap limits (WEFT_PROXY_TAP_*).
 const (
-	defaultTapMaxTaps      = 16
-	defaultTapEventsPerSec = 1000
-	tapBuffer              = 1024 // events held per tap before dropping
-	tapMaxConns            = 64   // tapper connections the tap listener holds at once (tap_gate.go)
+	DefaultMaxTaps      = 16
+	DefaultEventsPerSec = 1000
+	eventBuffer         = 1024 // events held per tap before dropping
+	maxConns            = 64   // tapper connections the tap listener holds at once (gate.go)
 )
 
-func newTapHub(maxTaps, eventsPerSec int) *tapHub {
-	h := &tapHub{maxTaps: maxTaps, eventsPerSec: eventsPerSec, buffer: tapBuffer, epoch: time.Now()}
+func NewHub(maxTaps, eventsPerSec int) *Hub {
+	h := &Hub{maxTaps: maxTaps, eventsPerSec: eventsPerSec, buffer: eventBuffer, epoch: time.Now()}
 	h.nextBase.Store(rand.Uint32())
 	h.sent = prometheus.NewCounter(prometheus.CounterOpts{Name: "tap_events_sent_total", Help: "Tap events handed to tap streams."})
 	h.dropRate = prometheus.NewCounter(prometheus.CounterOpts{Name: "tap_events_dropped_total",
@@ -85,38 +85,38 @@ func newTapHub(maxTaps, eventsPerSec int) *tapHub {
 	return h
 }
 
-func (h *tapHub) collectors() []prometheus.Collector {
+func (h *Hub) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{h.sent, h.dropRate, h.dropBuffer, h.refused, h.openGauge, h.handshakeGauge, h.connsGauge}
 }
 
 // on reports whether any tap is open.
-func (h *tapHub) on() bool { return h.open.Load() > 0 }
+func (h *Hub) On() bool { return h.open.Load() > 0 }
 
 // add registers a session; false when maxTaps are open.
-func (h *tapHub) add(s *tapSession) bool {
+func (h *Hub) add(s *session) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var cur []*tapSession
+	var cur []*session
 	if p := h.sessions.Load(); p != nil {
 		cur = *p
 	}
 	if len(cur) >= h.maxTaps {
 		return false
 	}
-	next := append(append(make([]*tapSession, 0, len(cur)+1), cur...), s)
+	next := append(append(make([]*session, 0, len(cur)+1), cur...), s)
 	h.sessions.Store(&next)
 	h.open.Store(int32(len(next)))
 	return true
 }
 
-func (h *tapHub) remove(s *tapSession) {
+func (h *Hub) remove(s *session) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	p := h.sessions.Load()
 	if p == nil {
 		return
 	}
-	next := make([]*tapSession, 0, len(*p))
+	next := make([]*session, 0, len(*p))
 	for _, o := range *p {
 		if o != s {
 			next = append(next, o)
@@ -126,19 +126,19 @@ func (h *tapHub) remove(s *tapSession) {
 	h.open.Store(int32(len(next)))
 }
 
-// tapSession is one open Observe stream.
-type tapSession struct {
-	hub     *tapHub
+// session is one open Observe stream.
+type session struct {
+	hub     *Hub
 	base    uint32
-	match   *tapMatch
+	match   *matcher
 	headers bool
 	limit   uint64
 
 	taken    atomic.Uint64 // requests this tap took (ids)
 	inflight atomic.Int64  // taken requests whose end was not handed over yet
 	closed   atomic.Bool
-	events   chan tapItem
-	kick     chan struct{} // signalled when tapBatchMax events wait
+	events   chan item
+	kick     chan struct{} // signalled when batchMax events wait
 	idle     chan struct{} // signalled when the last in-flight request ends after the limit
 
 	// The events-per-second budget, as a virtual clock (the generic cell
@@ -151,17 +151,17 @@ type tapSession struct {
 	perEvent int64 // nanoseconds of budget one event costs
 }
 
-func (h *tapHub) newSession(m *tapMatch, headers bool, limit uint32) *tapSession {
-	return &tapSession{
+func (h *Hub) newSession(m *matcher, headers bool, limit uint32) *session {
+	return &session{
 		hub: h, base: h.nextBase.Add(1), match: m, headers: headers, limit: uint64(limit),
-		events: make(chan tapItem, h.buffer), idle: make(chan struct{}, 1), kick: make(chan struct{}, 1),
+		events: make(chan item, h.buffer), idle: make(chan struct{}, 1), kick: make(chan struct{}, 1),
 		perEvent: int64(time.Second) / int64(max(h.eventsPerSec, 1)),
 	}
 }
 
 // allow spends n events of the tap's per-second budget at now (nanoseconds
 // since the hub's epoch). A refusal only reads.
-func (s *tapSession) allow(n int64, now int64) bool {
+func (s *session) allow(n int64, now int64) bool {
 	cost := n * s.perEvent
 	for {
 		spent := s.spent.Load()
@@ -177,19 +177,19 @@ func (s *tapSession) allow(n int64, now int64) bool {
 
 // done reports whether the tap took its limit and every taken request
 // ended: the stream is complete.
-func (s *tapSession) done() bool {
+func (s *session) done() bool {
 	return s.taken.Load() >= s.limit && s.inflight.Load() <= 0
 }
 
 // send hands an item over without waiting; false when it was dropped.
-func (s *tapSession) send(it tapItem) bool {
+func (s *session) send(it item) bool {
 	if s.closed.Load() {
 		return false
 	}
 	select {
 	case s.events <- it:
 		s.hub.sent.Inc()
-		if len(s.events) == tapBatchMax {
+		if len(s.events) == batchMax {
 			select { // a full batch waits: the tap's goroutine need not
 			case s.kick <- struct{}{}:
 			default:
@@ -203,16 +203,16 @@ func (s *tapSession) send(it tapItem) bool {
 }
 
 // take receives a waiting item without waiting.
-func (s *tapSession) take() (tapItem, bool) {
+func (s *session) take() (item, bool) {
 	select {
 	case it := <-s.events:
 		return it, true
 	default:
-		return tapItem{}, false
+		return item{}, false
 	}
 }
 
-func (s *tapSession) release() {
+func (s *session) release() {
 	if s.inflight.Add(-1) <= 0 && s.taken.Load() >= s.limit {
 		select {
 		case s.idle <- struct{}{}:
@@ -221,51 +221,53 @@ func (s *tapSession) release() {
 	}
 }
 
-// tapView is what a request is matched on. It is built on the handler's
-// stack only while a tap is open, and matching it allocates nothing.
-type tapView struct {
-	direction ptap.TapEvent_ProxyDirection
-	src, dst  netip.AddrPort
-	r         *http.Request
-	scheme    string
-	method    string
-	authority string
-	path      string
-	route     string
+// View is what a request is matched on. The data path builds it on the
+// handler's stack only while a tap is open (Hub.On), and matching it
+// allocates nothing.
+type View struct {
+	Direction ptap.TapEvent_ProxyDirection
+	Src, Dst  netip.AddrPort
+	R         *http.Request
+	Scheme    string
+	Method    string
+	Authority string
+	Path      string
+	Route     string // the route's name, "" without one
 
-	// What the labels are made of: the endpoint (outbound, held by
-	// value so that offering a request to the taps leaves it on the
-	// handler's stack), or the connection and the policy decision
-	// (inbound).
-	ep   Endpoint
-	info *connInfo
-	st   *portState
-	res  *authz.Result
+	// What the destination's labels are made of. Outbound: the identity
+	// and discovery labels of the endpoint the request is sent to (empty
+	// when the proxy answers it itself). Inbound: the client's connection
+	// and the policy that decided on the request.
+	DstIdentity string
+	DstLabels   map[string]string // discovery's; never modified
+	Peer        authz.Conn
+	Server      *authz.Server
+	Result      *authz.Result
 }
 
-// tapLabel is one label of an event's endpoint metadata.
-type tapLabel struct{ k, v string }
+// label is one label of an event's endpoint metadata.
+type label struct{ k, v string }
 
-// tapRequest is one tapped request: the taps that took it and what its
+// Request is one tapped request: the taps that took it and what its
 // events say. The request's goroutine writes each step's fields once,
 // before handing that step's items over (the channel orders the write
 // before the tap goroutine's read); no field is written after its step.
 //
 // refs counts the holds on it: the request's own until responseEnd, and
 // one per item handed to a tap and not yet encoded. The last release puts
-// it back in tapRequestPool; nothing may touch it after its own release.
-type tapRequest struct {
+// it back in requestPool; nothing may touch it after its own release.
+type Request struct {
 	refs    atomic.Int32
-	subs    []tapSub
-	subsBuf [1]tapSub // the usual single tap, without a second allocation
+	subs    []sub
+	subsBuf [1]sub // the usual single tap, without a second allocation
 	ended   bool
 
 	// Every event.
 	direction ptap.TapEvent_ProxyDirection
 	src, dst  netip.AddrPort
-	srcMeta   []tapLabel
-	dstMeta   []tapLabel // its array is kept for the next request
-	srcBuf    [2]tapLabel
+	srcMeta   []label
+	dstMeta   []label // its array is kept for the next request
+	srcBuf    [2]label
 	route     string
 	start     time.Time
 
@@ -288,34 +290,34 @@ type tapRequest struct {
 	trailers                    http.Header
 }
 
-type tapSub struct {
-	s  *tapSession
+type sub struct {
+	s  *session
 	id uint64
 }
 
-// tapEventKind is the step an event reports.
-type tapEventKind uint8
+// eventKind is the step an event reports.
+type eventKind uint8
 
 const (
-	tapRequestInit tapEventKind = iota
-	tapResponseInit
-	tapResponseEnd
+	kindRequestInit eventKind = iota
+	kindResponseInit
+	kindResponseEnd
 )
 
-// tapItem is what the request's goroutine hands a tap's goroutine: which
+// item is what the request's goroutine hands a tap's goroutine: which
 // step of which request, under the tap's stream id.
-type tapItem struct {
-	tr   *tapRequest
+type item struct {
+	tr   *Request
 	id   uint64
-	kind tapEventKind
+	kind eventKind
 }
 
-// tapRequestPool holds tapRequests no item or request points at any more.
-var tapRequestPool = sync.Pool{New: func() any { return new(tapRequest) }}
+// requestPool holds Requests no item or request points at any more.
+var requestPool = sync.Pool{New: func() any { return new(Request) }}
 
 // unref releases one hold on tr; the last puts it back in the pool,
 // holding no request's strings, headers or endpoint.
-func (tr *tapRequest) unref() {
+func (tr *Request) unref() {
 	if tr.refs.Add(-1) != 0 {
 		return
 	}
@@ -324,22 +326,22 @@ func (tr *tapRequest) unref() {
 	if cap(dst) > 64 {
 		dst = nil // an endpoint with many labels does not keep a big array
 	}
-	*tr = tapRequest{dstMeta: dst[:0]}
-	tapRequestPool.Put(tr)
+	*tr = Request{dstMeta: dst[:0]}
+	requestPool.Put(tr)
 }
 
 // done is called by a tap's goroutine once it encoded the item's event.
-func (it tapItem) done() { it.tr.unref() }
+func (it item) done() { it.tr.unref() }
 
 // start matches a request against the open taps and, when one or more
 // take it within their budgets, sends their request-init events. It
 // returns nil when no tap takes the request.
-func (h *tapHub) start(v *tapView) *tapRequest {
+func (h *Hub) Start(v *View) *Request {
 	p := h.sessions.Load()
 	if p == nil {
 		return nil
 	}
-	var tr *tapRequest
+	var tr *Request
 	var now int64 = -1
 	for _, s := range *p {
 		if s.closed.Load() || s.taken.Load() >= s.limit || !s.match.matches(v) {
@@ -358,22 +360,22 @@ func (h *tapHub) start(v *tapView) *tapRequest {
 		}
 		s.inflight.Add(1)
 		if tr == nil {
-			tr = newTapRequest(v, h.epoch.Add(time.Duration(now)))
+			tr = newRequest(v, h.epoch.Add(time.Duration(now)))
 		}
-		tr.subs = append(tr.subs, tapSub{s: s, id: id - 1})
+		tr.subs = append(tr.subs, sub{s: s, id: id - 1})
 	}
 	if tr == nil {
 		return nil
 	}
 	for _, sub := range tr.subs {
 		if sub.s.headers { // written before any tap can read the request
-			tr.reqHeader = v.r.Header.Clone()
+			tr.reqHeader = v.R.Header.Clone()
 			break
 		}
 	}
 	kept := tr.subs[:0]
 	for _, sub := range tr.subs {
-		if tr.send(sub, tapRequestInit) {
+		if tr.send(sub, kindRequestInit) {
 			kept = append(kept, sub)
 		} else {
 			// Not reported at all rather than in part: its other two
@@ -391,22 +393,22 @@ func (h *tapHub) start(v *tapView) *tapRequest {
 }
 
 // send hands sub's tap the item of step kind, holding tr for it.
-func (tr *tapRequest) send(sub tapSub, kind tapEventKind) bool {
+func (tr *Request) send(sub sub, kind eventKind) bool {
 	tr.refs.Add(1) // before the tap's goroutine can see the item
-	if sub.s.send(tapItem{tr: tr, id: sub.id, kind: kind}) {
+	if sub.s.send(item{tr: tr, id: sub.id, kind: kind}) {
 		return true
 	}
 	tr.refs.Add(-1) // not the last hold: the request's own remains
 	return false
 }
 
-// newTapRequest holds what the events of an admitted request say, in a
-// tapRequest from the pool, held by the request.
-func newTapRequest(v *tapView, now time.Time) *tapRequest {
-	tr := tapRequestPool.Get().(*tapRequest)
+// newRequest holds what the events of an admitted request say, in a
+// Request from the pool, held by the request.
+func newRequest(v *View, now time.Time) *Request {
+	tr := requestPool.Get().(*Request)
 	tr.refs.Store(1)
-	tr.direction, tr.src, tr.dst, tr.route, tr.start = v.direction, v.src, v.dst, v.route, now
-	tr.method, tr.scheme, tr.authority, tr.path, tr.reqH2 = v.method, v.scheme, v.authority, v.path, v.r.ProtoMajor == 2
+	tr.direction, tr.src, tr.dst, tr.route, tr.start = v.Direction, v.Src, v.Dst, v.Route, now
+	tr.method, tr.scheme, tr.authority, tr.path, tr.reqH2 = v.Method, v.Scheme, v.Authority, v.Path, v.R.ProtoMajor == 2
 	tr.grpcStatus, tr.resetCode = -1, -1
 	tr.subs = tr.subsBuf[:0]
 	tr.srcMeta, tr.dstMeta = v.meta(tr.srcBuf[:0], tr.dstMeta[:0])
@@ -414,7 +416,7 @@ func newTapRequest(v *tapView, now time.Time) *tapRequest {
 }
 
 // responseInit reports the response head. It is safe on a nil request.
-func (tr *tapRequest) responseInit(status int, header http.Header, h2 bool) {
+func (tr *Request) ResponseInit(status int, header http.Header, h2 bool) {
 	if tr == nil || !tr.headAt.IsZero() {
 		return
 	}
@@ -427,14 +429,14 @@ func (tr *tapRequest) responseInit(status int, header http.Header, h2 bool) {
 		}
 	}
 	for _, sub := range tr.subs {
-		tr.send(sub, tapResponseInit)
+		tr.send(sub, kindResponseInit)
 	}
 }
 
-// tapEnd reports the end of the response of *trp (responseEnd) and
-// clears *trp: the request gives up its hold on the tapRequest, which may
+// End reports the end of the response of *trp (responseEnd) and
+// clears *trp: the request gives up its hold on the Request, which may
 // be reused at once. It is safe on a nil *trp.
-func tapEnd(trp **tapRequest, bytes uint64, grpcStatus, resetCode int64, trailers http.Header) {
+func End(trp **Request, bytes uint64, grpcStatus, resetCode int64, trailers http.Header) {
 	tr := *trp
 	if tr == nil {
 		return
@@ -447,9 +449,9 @@ func tapEnd(trp **tapRequest, bytes uint64, grpcStatus, resetCode int64, trailer
 // status (from trailers, or the head of a trailers-only response; -1 when
 // none), the HTTP/2 reset code when the stream was reset (-1 when not) and
 // the trailers (kept only for a tap that extracts headers). It releases
-// the request's taps and its hold on tr: callers go through tapEnd, which
+// the request's taps and its hold on tr: callers go through End, which
 // forgets tr.
-func (tr *tapRequest) responseEnd(bytes uint64, grpcStatus, resetCode int64, trailers http.Header) {
+func (tr *Request) responseEnd(bytes uint64, grpcStatus, resetCode int64, trailers http.Header) {
 	if tr.ended {
 		return
 	}
@@ -467,7 +469,7 @@ func (tr *tapRequest) responseEnd(bytes uint64, grpcStatus, resetCode int64, tra
 		}
 	}
 	for _, sub := range tr.subs {
-		tr.send(sub, tapResponseEnd)
+		tr.send(sub, kindResponseEnd)
 		sub.s.release()
 	}
 	tr.unref()

@@ -1,4 +1,4 @@
-package dataplane
+package tap
 
 import (
 	"net/http"
@@ -50,12 +50,12 @@ func mDstLabel(k, v string) *ptap.ObserveRequest_Match {
 }
 
 func TestTapMatchesEvaluateLikeLinkerds(t *testing.T) {
-	view := func() *tapView {
+	view := func() *View {
 		r, _ := http.NewRequest(http.MethodPost, "http://web/api/books", nil)
-		return &tapView{direction: ptap.TapEvent_OUTBOUND,
-			src: netip.MustParseAddrPort("10.1.2.3:40000"), dst: netip.MustParseAddrPort("[fd00::7]:8080"), r: r,
-			scheme: "http", method: "POST", authority: "web.shop.svc.cluster.local:8080", path: "/api/books", route: "books",
-			ep: Endpoint{MetricLabels: map[string]string{"deployment": "web"}, Identity: "web.shop"},
+		return &View{Direction: ptap.TapEvent_OUTBOUND,
+			Src: netip.MustParseAddrPort("10.1.2.3:40000"), Dst: netip.MustParseAddrPort("[fd00::7]:8080"), R: r,
+			Scheme: "http", Method: "POST", Authority: "web.shop.svc.cluster.local:8080", Path: "/api/books", Route: "books",
+			DstLabels: map[string]string{"deployment": "web"}, DstIdentity: "web.shop",
 		}
 	}
 	post := &ptap.ObserveRequest_Match_Http{Match: &ptap.ObserveRequest_Match_Http_Method{Method: authz.MethodToProto("POST")}}
@@ -143,16 +143,16 @@ func TestTapRefusesMatchesLinkerdsProxyRefuses(t *testing.T) {
 }
 
 func TestTapEventsRenderTheirEndOfStream(t *testing.T) {
-	s := &tapSession{base: 7}
+	s := &session{base: 7}
 	at := time.Now()
-	event := func(tr *tapRequest, kind tapEventKind, id uint64) *ptap.TapEvent {
+	event := func(tr *Request, kind eventKind, id uint64) *ptap.TapEvent {
 		tr.direction, tr.src = ptap.TapEvent_INBOUND, netip.MustParseAddrPort("10.0.0.1:5000")
 		if tr.start.IsZero() {
 			tr.start = at
 		}
-		return decodeTapWire(t, s, tapItem{tr: tr, id: id, kind: kind})
+		return decodeTapWire(t, s, item{tr: tr, id: id, kind: kind})
 	}
-	grpcEnd := event(&tapRequest{grpcStatus: 0, resetCode: -1, sinceRequest: time.Second, sinceResponse: time.Millisecond, bytes: 12}, tapResponseEnd, 3)
+	grpcEnd := event(&Request{grpcStatus: 0, resetCode: -1, sinceRequest: time.Second, sinceResponse: time.Millisecond, bytes: 12}, kindResponseEnd, 3)
 	end := grpcEnd.GetHttp().GetResponseEnd()
 	require.NotNil(t, end)
 	assert.Equal(t, uint32(7), end.GetId().GetBase())
@@ -163,14 +163,14 @@ func TestTapEventsRenderTheirEndOfStream(t *testing.T) {
 	assert.Equal(t, time.Second, end.GetSinceRequestInit().AsDuration())
 	assert.Equal(t, uint32(0x0a000001), grpcEnd.GetSource().GetIp().GetIpv4())
 
-	reset := event(&tapRequest{grpcStatus: 0, resetCode: 2}, tapResponseEnd, 0)
+	reset := event(&Request{grpcStatus: 0, resetCode: 2}, kindResponseEnd, 0)
 	assert.Equal(t, uint32(2), reset.GetHttp().GetResponseEnd().GetEos().GetResetErrorCode(), "a reset wins over a status")
 
 	s.headers = true
-	withTrailers := event(&tapRequest{grpcStatus: -1, resetCode: -1, trailers: http.Header{"Grpc-Status": {"0"}}}, tapResponseEnd, 0)
+	withTrailers := event(&Request{grpcStatus: -1, resetCode: -1, trailers: http.Header{"Grpc-Status": {"0"}}}, kindResponseEnd, 0)
 	assert.Equal(t, "grpc-status", withTrailers.GetHttp().GetResponseEnd().GetTrailers().GetHeaders()[0].GetName())
 
-	h2 := event(&tapRequest{headAt: at.Add(time.Millisecond), status: 204, respH2: true, respHeader: http.Header{"X-A": {"1"}}}, tapResponseInit, 0)
+	h2 := event(&Request{headAt: at.Add(time.Millisecond), status: 204, respH2: true, respHeader: http.Header{"X-A": {"1"}}}, kindResponseInit, 0)
 	hs := h2.GetHttp().GetResponseInit().GetHeaders().GetHeaders()
 	require.Len(t, hs, 2)
 	assert.Equal(t, ":status", hs[0].GetName())
@@ -184,29 +184,33 @@ func TestTapEventsRenderTheirEndOfStream(t *testing.T) {
 // that does not take the request (by path, and by a destination label),
 // a tap over its budget, and a tap taking the request (its three events
 // handed to a reader that drains them and renders each as the stream
-// would). Each goes through the outbound hook as the data path calls it.
+// would). Each builds the view as the outbound hook does.
 //
-//	go test -run XXX -bench TapDataPath ./mesh/dataplane
+//	go test -run XXX -bench TapDataPath ./mesh/dataplane/internal/tap
 func BenchmarkTapDataPath(b *testing.B) {
 	r, _ := http.NewRequest(http.MethodGet, "http://web/api/books", nil)
 	r.Header.Set("User-Agent", "bench")
-	ep := Endpoint{Addr: netip.MustParseAddrPort("10.0.0.7:8080"), Identity: "web.shop.serviceaccount.identity.weft.cluster.local",
-		MetricLabels: map[string]string{"namespace": "shop", "deployment": "web", "pod": "web-1"}}
+	dst := netip.MustParseAddrPort("10.0.0.7:8080")
+	labels := map[string]string{"namespace": "shop", "deployment": "web", "pod": "web-1"}
 	src := netip.MustParseAddrPort("10.0.0.1:40000")
 	r.Host = "web:8080"
-	info := &connInfo{direction: "outbound", remote: src}
-	// What the outbound path does: the hook, then the response's two
-	// steps (no-ops on a request no tap took).
-	one := func(h *tapHub) {
-		p := Proxy{tap: h}
-		if !p.tap.on() {
+	// What the outbound path does: the check, the view as its hook
+	// (the dataplane package's tapOutbound) builds it, then the
+	// response's two steps (no-ops on a request no tap took).
+	one := func(h *Hub) {
+		if !h.On() {
 			return
 		}
-		tr := p.tapOutbound(r, info, "default", ep)
-		tr.responseInit(200, nil, false)
-		tapEnd(&tr, 27, -1, -1, nil)
+		v := View{
+			Direction: ptap.TapEvent_OUTBOUND, Src: src, Dst: dst, R: r,
+			Scheme: "http", Method: r.Method, Authority: r.Host, Path: r.URL.EscapedPath(), Route: "default",
+			DstIdentity: "web.shop.serviceaccount.identity.weft.cluster.local", DstLabels: labels,
+		}
+		tr := h.Start(&v)
+		tr.ResponseInit(200, nil, false)
+		End(&tr, 27, -1, -1, nil)
 	}
-	open := func(b *testing.B, h *tapHub, m *ptap.ObserveRequest_Match) {
+	open := func(b *testing.B, h *Hub, m *ptap.ObserveRequest_Match) {
 		cm, err := compileMatch(m)
 		require.NoError(b, err)
 		s := h.newSession(cm, false, 1<<31)
@@ -215,7 +219,7 @@ func BenchmarkTapDataPath(b *testing.B) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			var enc tapEncoder
+			var enc encoder
 			for {
 				select {
 				case it := <-s.events:
@@ -243,7 +247,7 @@ func BenchmarkTapDataPath(b *testing.B) {
 		{"tap-taking-every-request", all, 1 << 30},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			h := newTapHub(16, c.rate)
+			h := NewHub(16, c.rate)
 			if c.match != nil {
 				open(b, h, c.match)
 			}

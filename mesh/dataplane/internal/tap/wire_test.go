@@ -1,4 +1,4 @@
-package dataplane
+package tap
 
 import (
 	"net/http"
@@ -17,14 +17,15 @@ import (
 	"github.com/weftmesh/weft/apis/proxy/httptypes"
 	proxynet "github.com/weftmesh/weft/apis/proxy/net"
 	ptap "github.com/weftmesh/weft/apis/proxy/tap"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
 // decodeTapWire encodes an event as a tap's goroutine does and decodes it
 // with the generated types, as a tapper does.
-func decodeTapWire(t *testing.T, s *tapSession, it tapItem) *ptap.TapEvent {
+func decodeTapWire(t *testing.T, s *session, it item) *ptap.TapEvent {
 	t.Helper()
-	var enc tapEncoder
+	var enc encoder
 	out := &ptap.TapEvent{}
 	require.NoError(t, proto.Unmarshal(enc.encode(s, it), out))
 	return out
@@ -33,9 +34,9 @@ func decodeTapWire(t *testing.T, s *tapSession, it tapItem) *ptap.TapEvent {
 // generatedTapEvent builds the TapEvent of an item with the generated
 // types: what the proxy sent before events were written by hand, kept as
 // the reference.
-func generatedTapEvent(s *tapSession, it tapItem) *ptap.TapEvent {
+func generatedTapEvent(s *session, it item) *ptap.TapEvent {
 	tr := it.tr
-	meta := func(ls []tapLabel) map[string]string {
+	meta := func(ls []label) map[string]string {
 		m := map[string]string{}
 		for _, l := range ls {
 			m[l.k] = l.v
@@ -55,7 +56,7 @@ func generatedTapEvent(s *tapSession, it tapItem) *ptap.TapEvent {
 	id := &ptap.TapEvent_Http_StreamId{Base: s.base, Stream: it.id}
 	httpEv := &ptap.TapEvent_Http{}
 	switch it.kind {
-	case tapRequestInit:
+	case kindRequestInit:
 		init := &ptap.TapEvent_Http_RequestInit{
 			Id: id, Method: authz.MethodToProto(tr.method), Scheme: genScheme(tr.scheme), Authority: tr.authority, Path: tr.path,
 		}
@@ -67,7 +68,7 @@ func generatedTapEvent(s *tapSession, it tapItem) *ptap.TapEvent {
 			init.Headers = genHeaders(pseudo, tr.reqHeader)
 		}
 		httpEv.Event = &ptap.TapEvent_Http_RequestInit_{RequestInit: init}
-	case tapResponseInit:
+	case kindResponseInit:
 		ri := &ptap.TapEvent_Http_ResponseInit{Id: id, SinceRequestInit: durationpb.New(tr.headAt.Sub(tr.start)), HttpStatus: uint32(tr.status)}
 		if s.headers && tr.respHeader != nil {
 			var pseudo [][2]string
@@ -77,7 +78,7 @@ func generatedTapEvent(s *tapSession, it tapItem) *ptap.TapEvent {
 			ri.Headers = genHeaders(pseudo, tr.respHeader)
 		}
 		httpEv.Event = &ptap.TapEvent_Http_ResponseInit_{ResponseInit: ri}
-	case tapResponseEnd:
+	case kindResponseEnd:
 		end := &ptap.TapEvent_Http_ResponseEnd{
 			Id: id, SinceRequestInit: durationpb.New(tr.sinceRequest), SinceResponseInit: durationpb.New(tr.sinceResponse),
 			ResponseBytes: tr.bytes, Eos: &ptap.Eos{},
@@ -135,17 +136,17 @@ func genHeaders(pseudo [][2]string, h http.Header) *httptypes.Headers {
 func TestTapWireMatchesTheGeneratedMessages(t *testing.T) {
 	start := time.Now()
 	long := strings.Repeat("v", 20000) // lengths of three varint bytes
-	requests := map[string]*tapRequest{
+	requests := map[string]*Request{
 		"outbound IPv4, registered method, no headers": {
 			direction: ptap.TapEvent_OUTBOUND, src: netip.MustParseAddrPort("127.0.0.1:40000"), dst: netip.MustParseAddrPort("10.0.0.7:8080"),
-			srcMeta: []tapLabel{{"tls", noTLSLoopback}}, dstMeta: []tapLabel{{"deployment", "web"}, {"tls", "true"}, {"server_id", "web.shop"}},
+			srcMeta: []label{{"tls", metricstore.NoTLSLoopback}}, dstMeta: []label{{"deployment", "web"}, {"tls", "true"}, {"server_id", "web.shop"}},
 			route: "default", start: start, method: "GET", scheme: "http", authority: "web:8080", path: "/",
 			headAt: start.Add(3 * time.Millisecond), status: 200,
 			sinceRequest: 5 * time.Millisecond, sinceResponse: 2 * time.Millisecond, bytes: 27, grpcStatus: -1, resetCode: -1,
 		},
 		"inbound IPv6 and IPv4-mapped, unregistered method and scheme, HTTP/2 headers, gRPC status 0": {
 			direction: ptap.TapEvent_INBOUND, src: netip.MustParseAddrPort("[fd00::1:2]:5000"), dst: netip.MustParseAddrPort("[::ffff:10.1.2.3]:80"),
-			srcMeta: []tapLabel{{"tls", "true"}, {"client_id", "a.b"}}, dstMeta: []tapLabel{{"srv_kind", "server"}, {"tls", noTLSLoopback}},
+			srcMeta: []label{{"tls", "true"}, {"client_id", "a.b"}}, dstMeta: []label{{"srv_kind", "server"}, {"tls", metricstore.NoTLSLoopback}},
 			start: start, method: "PROPFIND", scheme: "weird", authority: "api", path: "/x?y=1", reqH2: true,
 			reqHeader: http.Header{"User-Agent": {"t"}, "X-Many": {"1", "2"}, "Content-Type": {"application/grpc"}},
 			headAt:    start.Add(time.Second + 5), status: 200, respH2: true, respHeader: http.Header{"Grpc-Status": {"0"}},
@@ -161,10 +162,10 @@ func TestTapWireMatchesTheGeneratedMessages(t *testing.T) {
 	}
 	for name, tr := range requests {
 		for _, headers := range []bool{false, true} {
-			for _, kind := range []tapEventKind{tapRequestInit, tapResponseInit, tapResponseEnd} {
+			for _, kind := range []eventKind{kindRequestInit, kindResponseInit, kindResponseEnd} {
 				t.Run(name+"/"+strconv.Itoa(int(kind))+"/headers="+strconv.FormatBool(headers), func(t *testing.T) {
-					s := &tapSession{base: 0xfeedbeef, headers: headers}
-					it := tapItem{tr: tr, id: 1 << 40, kind: kind}
+					s := &session{base: 0xfeedbeef, headers: headers}
+					it := item{tr: tr, id: 1 << 40, kind: kind}
 					got := decodeTapWire(t, s, it)
 					want := generatedTapEvent(s, it)
 					if diff := cmpTap(want, got); diff != "" {
@@ -184,31 +185,31 @@ func cmpTap(want, got *ptap.TapEvent) string {
 }
 
 func TestTapEncoderReusesItsBufferAcrossEvents(t *testing.T) {
-	s := &tapSession{base: 1, headers: true}
-	tr := &tapRequest{src: netip.MustParseAddrPort("10.0.0.1:1"), method: "GET", scheme: "http", path: "/", grpcStatus: -1, resetCode: -1,
+	s := &session{base: 1, headers: true}
+	tr := &Request{src: netip.MustParseAddrPort("10.0.0.1:1"), method: "GET", scheme: "http", path: "/", grpcStatus: -1, resetCode: -1,
 		reqHeader: http.Header{"A": {"b"}}}
-	var enc tapEncoder
-	first := enc.encode(s, tapItem{tr: tr, kind: tapRequestInit})
+	var enc encoder
+	first := enc.encode(s, item{tr: tr, kind: kindRequestInit})
 	want := append([]byte(nil), first...)
-	allocs := testing.AllocsPerRun(100, func() { enc.encode(s, tapItem{tr: tr, kind: tapRequestInit}) })
+	allocs := testing.AllocsPerRun(100, func() { enc.encode(s, item{tr: tr, kind: kindRequestInit}) })
 	assert.Zero(t, allocs, "an event is written into the encoder's buffer")
-	assert.Equal(t, want, enc.encode(s, tapItem{tr: tr, kind: tapRequestInit}))
+	assert.Equal(t, want, enc.encode(s, item{tr: tr, kind: kindRequestInit}))
 }
 
 func TestTapDestinationLabelsMatchAsTheyAreReported(t *testing.T) {
 	r, _ := http.NewRequest(http.MethodGet, "http://web/", nil)
 	srv := &authz.Server{Meta: authz.Meta{Group: "policy.linkerd.io", Kind: "Server", Name: "web-http"}}
-	views := map[string]*tapView{
-		"outbound, meshed": {direction: ptap.TapEvent_OUTBOUND, r: r, ep: Endpoint{Identity: "web.shop",
-			MetricLabels: map[string]string{"namespace": "shop", "pod": "web-1", "tls": "spoofed", "server_id": "spoofed"}}},
-		"outbound, not meshed":            {direction: ptap.TapEvent_OUTBOUND, r: r, ep: Endpoint{MetricLabels: map[string]string{"server_id": "x"}}},
-		"outbound, answered by the proxy": {direction: ptap.TapEvent_OUTBOUND, r: r, ep: Endpoint{}},
-		"inbound, a route and an authorization": {direction: ptap.TapEvent_INBOUND, r: r, info: &connInfo{peer: authz.Conn{TLS: true, Identity: "a.b"}},
-			st: &portState{srv: srv}, res: &authz.Result{
+	views := map[string]*View{
+		"outbound, meshed": {Direction: ptap.TapEvent_OUTBOUND, R: r, DstIdentity: "web.shop",
+			DstLabels: map[string]string{"namespace": "shop", "pod": "web-1", "tls": "spoofed", "server_id": "spoofed"}},
+		"outbound, not meshed":            {Direction: ptap.TapEvent_OUTBOUND, R: r, DstLabels: map[string]string{"server_id": "x"}},
+		"outbound, answered by the proxy": {Direction: ptap.TapEvent_OUTBOUND, R: r},
+		"inbound, a route and an authorization": {Direction: ptap.TapEvent_INBOUND, R: r, Peer: authz.Conn{TLS: true, Identity: "a.b"},
+			Server: srv, Result: &authz.Result{
 				HTTPRoute:     &authz.HTTPRoute{Meta: authz.Meta{Group: "gateway.networking.k8s.io", Kind: "HTTPRoute", Name: "books"}},
 				Authorization: &authz.Authorization{Meta: authz.Meta{Kind: "AuthorizationPolicy", Name: "allow-ÄÖ"}}}},
-		"inbound, built-in policy": {direction: ptap.TapEvent_INBOUND, r: r, info: &connInfo{},
-			res: &authz.Result{Authorization: &authz.Authorization{Meta: authz.DefaultMeta("all-unauthenticated")}}},
+		"inbound, built-in policy": {Direction: ptap.TapEvent_INBOUND, R: r,
+			Result: &authz.Result{Authorization: &authz.Authorization{Meta: authz.DefaultMeta("all-unauthenticated")}}},
 	}
 	for name, v := range views {
 		t.Run(name, func(t *testing.T) {
@@ -238,8 +239,8 @@ func TestTapDestinationLabelsMatchAsTheyAreReported(t *testing.T) {
 }
 
 func TestTapBudgetAdmitsItsRateAndRefusesBeyond(t *testing.T) {
-	h := newTapHub(1, 300) // 100 requests of three events per second
-	s := h.newSession(&tapMatch{}, false, 1000)
+	h := NewHub(1, 300) // 100 requests of three events per second
+	s := h.newSession(&matcher{}, false, 1000)
 	now := int64(time.Hour)
 	admitted := 0
 	for i := 0; i < 150; i++ {

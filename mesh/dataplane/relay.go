@@ -1,0 +1,49 @@
+package dataplane
+
+import (
+	"net"
+	"sync"
+
+	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
+)
+
+// pipe copies in both directions between client and server
+// (internal/relay) and returns at once; the direction that finishes last
+// closes both connections and calls done.
+//
+// tracked is the accepted connection the proxy tracks for its drain: a
+// forced close of it (closeAll) ends both directions, parked or not. src
+// are the series of the client connection (bytes from client count as
+// read, bytes to it as written), dst those of the server connection (nil
+// when it is not counted); errors are recorded on the side they came from.
+func (p *Proxy) pipe(tracked, client, server net.Conn, src, dst *connStats, done func()) {
+	e := relay.Ends{Client: client, Server: server, ToClient: src.wrt, ToServer: src.read, ClientStats: src}
+	if dst != nil {
+		e.ToClient, e.ToServer = both{src.wrt, dst.read}, both{src.read, dst.wrt}
+		e.ServerStats = dst
+	}
+	ps := relay.NewPipe(p.idle.Load(), p.idleLinger, e, done)
+	if !p.piped(tracked, ps) {
+		// The proxy closed everything before the pipe was known to it.
+		ps.Close()
+	}
+	ps.Start()
+}
+
+// smallBufSize is the size of the buffers that copy bodies known to be
+// small: most responses are, and a pool emptied by a collection refills
+// at 4 KiB a buffer instead of 32.
+const smallBufSize = 4 << 10
+
+var smallBufPool = sync.Pool{New: func() any { b := make([]byte, smallBufSize); return &b }}
+
+// getBodyBuf returns a pooled buffer for copying a body of length n (-1
+// when unknown) and the function that gives it back.
+func getBodyBuf(n int64) (*[]byte, func(*[]byte)) {
+	if n >= 0 && n <= smallBufSize {
+		return smallBufPool.Get().(*[]byte), putSmallBuf
+	}
+	return relay.GetBuf(), relay.PutBuf
+}
+
+func putSmallBuf(b *[]byte) { smallBufPool.Put(b) }
