@@ -68,14 +68,14 @@ func TestInstallWithGivenCertificatesIsByteForByteReproducible(t *testing.T) {
 	st, first, errs := installRun(t, cli.InstallCommand(), "--certs-out", dir)
 	require.Equal(t, cli.ExitOK, st, errs)
 	assert.Contains(t, errs, "written to "+dir)
-	for _, f := range []string{"ca.crt", "ca.key", "issuer/crt.pem", "issuer/key.pem", "webhook/ca.crt", "webhook/tls.crt", "webhook/tls.key"} {
+	for _, f := range []string{"ca.crt", "ca.key", "issuer/crt.pem", "issuer/key.pem", "webhook/ca.crt", "webhook/tls.crt", "webhook/tls.key", "tap/ca.crt", "tap/tls.crt", "tap/tls.key"} {
 		assert.FileExists(t, filepath.Join(dir, f))
 	}
 	info, err := os.Stat(filepath.Join(dir, "ca.key"))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
 
-	args := []string{"--identity-trust-anchors-file", filepath.Join(dir, "ca.crt"), "--identity-issuer-dir", filepath.Join(dir, "issuer"), "--webhook-cert-dir", filepath.Join(dir, "webhook")}
+	args := []string{"--identity-trust-anchors-file", filepath.Join(dir, "ca.crt"), "--identity-issuer-dir", filepath.Join(dir, "issuer"), "--webhook-cert-dir", filepath.Join(dir, "webhook"), "--tap-cert-dir", filepath.Join(dir, "tap")}
 	st, second, errs := installRun(t, cli.InstallCommand(), args...)
 	require.Equal(t, cli.ExitOK, st, errs)
 	assert.Empty(t, errs, "nothing generated, nothing to warn about")
