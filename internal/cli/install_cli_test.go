@@ -253,7 +253,7 @@ func TestInstalledDeploymentsUseOnlyFlagsTheControllersDefine(t *testing.T) {
 	st, out, errs := installRun(t, cli.InstallCommand(), "--ha")
 	require.Equal(t, cli.ExitOK, st, errs)
 	controllers := map[string]cli.Command{}
-	for _, c := range []cli.Command{cli.IdentityControllerCommand(), cli.DestinationControllerCommand(), cli.PolicyControllerCommand(), cli.InjectorControllerCommand()} {
+	for _, c := range []cli.Command{cli.IdentityControllerCommand(), cli.DestinationControllerCommand(), cli.PolicyControllerCommand(), cli.InjectorControllerCommand(), cli.TapControllerCommand()} {
 		controllers[c.Name] = c
 	}
 	seen := 0
@@ -271,7 +271,7 @@ func TestInstalledDeploymentsUseOnlyFlagsTheControllersDefine(t *testing.T) {
 			seen++
 		}
 	}
-	assert.Equal(t, 4, seen)
+	assert.Equal(t, 5, seen, "the four controllers and the tap API")
 
 	// The values the flags carry are accepted by the packages behind them,
 	// for every default policy the Values allow.
