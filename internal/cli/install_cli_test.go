@@ -68,14 +68,14 @@ func TestInstallWithGivenCertificatesIsByteForByteReproducible(t *testing.T) {
 	st, first, errs := installRun(t, cli.InstallCommand(), "--certs-out", dir)
 	require.Equal(t, cli.ExitOK, st, errs)
 	assert.Contains(t, errs, "written to "+dir)
-	for _, f := range []string{"ca.crt", "ca.key", "issuer/crt.pem", "issuer/key.pem", "webhook/ca.crt", "webhook/tls.crt", "webhook/tls.key"} {
+	for _, f := range []string{"ca.crt", "ca.key", "issuer/crt.pem", "issuer/key.pem", "webhook/ca.crt", "webhook/tls.crt", "webhook/tls.key", "tap/ca.crt", "tap/tls.crt", "tap/tls.key"} {
 		assert.FileExists(t, filepath.Join(dir, f))
 	}
 	info, err := os.Stat(filepath.Join(dir, "ca.key"))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
 
-	args := []string{"--identity-trust-anchors-file", filepath.Join(dir, "ca.crt"), "--identity-issuer-dir", filepath.Join(dir, "issuer"), "--webhook-cert-dir", filepath.Join(dir, "webhook")}
+	args := []string{"--identity-trust-anchors-file", filepath.Join(dir, "ca.crt"), "--identity-issuer-dir", filepath.Join(dir, "issuer"), "--webhook-cert-dir", filepath.Join(dir, "webhook"), "--tap-cert-dir", filepath.Join(dir, "tap")}
 	st, second, errs := installRun(t, cli.InstallCommand(), args...)
 	require.Equal(t, cli.ExitOK, st, errs)
 	assert.Empty(t, errs, "nothing generated, nothing to warn about")
@@ -253,7 +253,7 @@ func TestInstalledDeploymentsUseOnlyFlagsTheControllersDefine(t *testing.T) {
 	st, out, errs := installRun(t, cli.InstallCommand(), "--ha")
 	require.Equal(t, cli.ExitOK, st, errs)
 	controllers := map[string]cli.Command{}
-	for _, c := range []cli.Command{cli.IdentityControllerCommand(), cli.DestinationControllerCommand(), cli.PolicyControllerCommand(), cli.InjectorControllerCommand()} {
+	for _, c := range []cli.Command{cli.IdentityControllerCommand(), cli.DestinationControllerCommand(), cli.PolicyControllerCommand(), cli.InjectorControllerCommand(), cli.TapControllerCommand()} {
 		controllers[c.Name] = c
 	}
 	seen := 0
@@ -271,7 +271,7 @@ func TestInstalledDeploymentsUseOnlyFlagsTheControllersDefine(t *testing.T) {
 			seen++
 		}
 	}
-	assert.Equal(t, 4, seen)
+	assert.Equal(t, 5, seen, "the four controllers and the tap API")
 
 	// The values the flags carry are accepted by the packages behind them,
 	// for every default policy the Values allow.

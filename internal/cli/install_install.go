@@ -28,14 +28,16 @@ func InstallCommand() Command {
 const installUsage = `Prints every object the control plane needs, sorted by kind and name, for
 kubectl apply. Without certificate flags it generates a trust anchor, an
 identity issuer and a webhook certificate, so each run prints different
-certificates; give them (--identity-* and --webhook-cert-dir, or keep the
-generated ones with --certs-out DIR) and two runs print identical bytes.
+certificates; give them (--identity-*, --webhook-cert-dir and --tap-cert-dir,
+or keep the generated ones with --certs-out DIR) and two runs print identical
+bytes.
 `
 
 type installFlags struct {
 	valuesFile, anchorsFile, issuerDir, issuerScheme string
 	linkerdValues                                    string
 	webhookDir, controllerImage, certsOut            string
+	tapDir                                           string
 	controllerPull                                   string
 	lifetime                                         time.Duration
 	output                                           string
@@ -56,9 +58,10 @@ func setupInstall(fs *FlagSet) Action {
 	fs.StringVar(&f.issuerScheme, "identity-issuer-scheme", vocab.IssuerSchemeKubernetes, "layout of the issuer Secret: kubernetes.io/tls (tls.crt, tls.key, ca.crt) or linkerd.io/tls (crt.pem, key.pem)")
 	fs.DurationVar(&f.lifetime, "identity-issuance-lifetime", 24*time.Hour, "lifetime of the workload certificates the identity service issues")
 	fs.StringVar(&f.webhookDir, "webhook-cert-dir", "", "directory with the webhook CA and serving certificate: ca.crt, tls.crt, tls.key (generated when empty)")
+	fs.StringVar(&f.tapDir, "tap-cert-dir", "", "directory with the tap API's CA and serving certificate (for "+install.TapServerName("<namespace>")+"): ca.crt, tls.crt, tls.key (generated when empty)")
 	fs.StringVar(&f.controllerImage, "controller-image", "", "weft-controller image (default "+install.DefaultControllerImage+":<values version>)")
 	fs.StringVar(&f.controllerPull, "controller-image-pull-policy", string(corev1.PullIfNotPresent), "imagePullPolicy of the control-plane containers: Always, IfNotPresent or Never")
-	fs.StringVar(&f.certsOut, "certs-out", "", "write the certificates this run generates into DIR (ca.crt, ca.key, issuer/, webhook/) to pass back next time")
+	fs.StringVar(&f.certsOut, "certs-out", "", "write the certificates this run generates into DIR (ca.crt, ca.key, issuer/, webhook/, tap/) to pass back next time")
 	return func(_ context.Context, args []string, stdio IO) int {
 		usage := func(format string, a ...any) int {
 			fmt.Fprintf(stdio.Stderr, "weft install: "+format+"\n", a...)
@@ -165,6 +168,20 @@ func setupInstall(fs *FlagSet) Action {
 			}
 			gen.webhook = true
 		}
+		// The tap API's serving certificate: the API server trusts it
+		// through the APIService's caBundle, rendered alongside, so a fresh
+		// one on every install is safe.
+		if f.tapDir != "" {
+			if certs.Tap, err = install.LoadWebhook(f.tapDir); err != nil {
+				return usage("--tap-cert-dir: %v", err)
+			}
+		} else {
+			if certs.Tap, err = install.GenerateTap(values.ControlPlaneNamespace, values.ClusterDomain, now); err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft install: %v\n", err)
+				return ExitFailure
+			}
+			gen.tap = true
+		}
 
 		opts := []install.Option{install.WithIssuanceLifetime(f.lifetime), install.WithIssuerScheme(f.issuerScheme)}
 		if lv != nil && lv.ClockSkewAllowance > 0 {
@@ -186,7 +203,7 @@ func setupInstall(fs *FlagSet) Action {
 			return ExitUsage
 		}
 		if f.certsOut != "" {
-			if !gen.identity && !gen.webhook {
+			if !gen.identity && !gen.webhook && !gen.tap {
 				return usage("--certs-out: this run generated no certificates (all were given)")
 			}
 			if err := gen.write(f.certsOut, certs); err != nil {
@@ -254,8 +271,8 @@ func installValues(path string, base inject.Values) (inject.Values, error) {
 
 // generated records which certificates this run made.
 type generated struct {
-	identity, webhook bool
-	anchorKey         []byte
+	identity, webhook, tap bool
+	anchorKey              []byte
 }
 
 // write stores the generated certificates under dir, refusing to replace
@@ -264,6 +281,7 @@ type generated struct {
 //	dir/ca.crt, dir/ca.key        the trust anchor and its key
 //	dir/issuer/crt.pem, key.pem   the identity issuer
 //	dir/webhook/ca.crt, tls.crt, tls.key
+//	dir/tap/ca.crt, tls.crt, tls.key
 func (g generated) write(dir string, certs install.Certificates) error {
 	type file struct {
 		path string
@@ -283,6 +301,12 @@ func (g generated) write(dir string, certs install.Certificates) error {
 			file{filepath.Join(dir, "webhook", install.WebhookCAFile), certs.Webhook.CAPEM, 0o644},
 			file{filepath.Join(dir, "webhook", install.WebhookCertFile), certs.Webhook.CertPEM, 0o644},
 			file{filepath.Join(dir, "webhook", install.WebhookKeyFile), certs.Webhook.KeyPEM, 0o600})
+	}
+	if g.tap {
+		files = append(files,
+			file{filepath.Join(dir, "tap", install.WebhookCAFile), certs.Tap.CAPEM, 0o644},
+			file{filepath.Join(dir, "tap", install.WebhookCertFile), certs.Tap.CertPEM, 0o644},
+			file{filepath.Join(dir, "tap", install.WebhookKeyFile), certs.Tap.KeyPEM, 0o600})
 	}
 	for _, f := range files {
 		if _, err := os.Stat(f.path); err == nil {
@@ -307,8 +331,8 @@ func generatedIdentityWarning(certsOut string) string {
 	reuse := ""
 	if certsOut != "" {
 		kept = "The anchor and its private key were written to " + certsOut + "; keep ca.key offline."
-		reuse = fmt.Sprintf("\n  To render the same output again: --identity-trust-anchors-file %s --identity-issuer-dir %s --webhook-cert-dir %s",
-			filepath.Join(certsOut, "ca.crt"), filepath.Join(certsOut, "issuer"), filepath.Join(certsOut, "webhook"))
+		reuse = fmt.Sprintf("\n  To render the same output again: --identity-trust-anchors-file %s --identity-issuer-dir %s --webhook-cert-dir %s --tap-cert-dir %s",
+			filepath.Join(certsOut, "ca.crt"), filepath.Join(certsOut, "issuer"), filepath.Join(certsOut, "webhook"), filepath.Join(certsOut, "tap"))
 	}
 	return `
 *************************************************************************

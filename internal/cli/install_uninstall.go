@@ -291,7 +291,11 @@ func installedObjects(values inject.Values, keepCRDs bool) ([]install.Object, er
 	if err != nil {
 		return nil, err
 	}
-	certs := install.Certificates{Identity: id, Webhook: hook}
+	tap, err := install.GenerateTap(values.ControlPlaneNamespace, values.ClusterDomain, now)
+	if err != nil {
+		return nil, err
+	}
+	certs := install.Certificates{Identity: id, Webhook: hook, Tap: tap}
 	seen := map[string]bool{}
 	var all []install.Object
 	for _, opts := range [][]install.Option{nil, {install.WithHA(), install.WithPrometheusOperator()}} {
@@ -310,6 +314,10 @@ func installedObjects(values inject.Values, keepCRDs bool) ([]install.Object, er
 	rank := func(o install.Object) int {
 		switch kind := o.GetObjectKind().GroupVersionKind().Kind; {
 		case kind == "MutatingWebhookConfiguration" || kind == "ValidatingWebhookConfiguration":
+			return 0
+		case kind == "APIService":
+			// First, as the webhooks: an APIService whose Service is gone
+			// breaks API discovery for every client of the cluster.
 			return 0
 		case o.GetNamespace() != "":
 			return 1

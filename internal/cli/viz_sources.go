@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/weftmesh/weft/mesh/viz"
 	vizk8s "github.com/weftmesh/weft/mesh/viz/kubernetes"
@@ -21,7 +22,8 @@ func nan() float64 { return math.NaN() }
 func localManifests(dir string) string { return filepath.Join(dir, "manifests") }
 
 // kubeVizSource reads the cluster of the kubeconfig: pods listed and
-// proxies read through the API server.
+// proxies read through the API server, taps through the cluster's tap
+// API (weft-controller tap, behind the API server).
 func kubeVizSource(f *vizFlags) (viz.Source, error) {
 	restCfg, err := kubeRESTConfig(f.kubeconfig, f.kubeCtx, 30*time.Second)
 	if err != nil {
@@ -31,7 +33,15 @@ func kubeVizSource(f *vizFlags) (viz.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return vizk8s.New(cs, vizk8s.WithNamespace(f.ns())), nil
+	// A tap streams until it is stopped: its client has no overall
+	// timeout (the API server and the tap component bound it).
+	streamCfg := rest.CopyConfig(restCfg)
+	streamCfg.Timeout = 0
+	streamCS, err := kubernetes.NewForConfig(streamCfg)
+	if err != nil {
+		return nil, err
+	}
+	return vizk8s.New(cs, vizk8s.WithNamespace(f.ns()), vizk8s.WithTapREST(streamCS.Discovery().RESTClient())), nil
 }
 
 // prometheusWindow asks the Prometheus server of --prometheus for the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,9 @@ func openTaps(ctx context.Context, f *tapFlags, r viz.Resource, stdio IO) (<-cha
 		return nil, nil, err
 	}
 	closeWhenDone(ctx, src)
+	if rs, ok := src.(viz.ResourceTapSource); ok {
+		return openResourceTap(ctx, rs, f, r, stdio)
+	}
 	ts, ok := src.(viz.TapSource)
 	if !ok {
 		return nil, nil, errors.New("this source cannot tap the proxies")
@@ -101,6 +105,43 @@ func openTaps(ctx context.Context, f *tapFlags, r viz.Resource, stdio IO) (<-cha
 	}
 	fmt.Fprintf(stdio.Stderr, "tapping %d proxies of %s (Ctrl-C to stop)...\n", started, r)
 	go func() { wg.Wait(); close(out) }()
+	return out, dropped, nil
+}
+
+// openResourceTap taps r through a cluster's tap API: one stream, which
+// the server authorizes for r and fills from every pod of r.
+func openResourceTap(ctx context.Context, rs viz.ResourceTapSource, f *tapFlags, r viz.Resource, stdio IO) (<-chan viz.Event, *atomic.Int64, error) {
+	warn := func(m string) { fmt.Fprintf(stdio.Stderr, "warning: %s\n", m) }
+	s, err := rs.TapResource(ctx, r, f.request(), warn)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make(chan viz.Event, tapQueue)
+	dropped := &atomic.Int64{}
+	fmt.Fprintf(stdio.Stderr, "tapping %s in %s (Ctrl-C to stop)...\n", r, orAll(r.Namespace))
+	go func() {
+		defer close(out)
+		if c, ok := s.(io.Closer); ok {
+			defer c.Close()
+		}
+		for {
+			e, err := s.Recv()
+			if err != nil {
+				if ctx.Err() == nil && !errors.Is(err, io.EOF) {
+					fmt.Fprintf(stdio.Stderr, "warning: tap of %s ended: %v\n", r, err)
+				}
+				break
+			}
+			select {
+			case out <- e:
+			default:
+				dropped.Add(1)
+			}
+		}
+		if d, ok := s.(interface{ Dropped() uint64 }); ok {
+			dropped.Add(int64(d.Dropped()))
+		}
+	}()
 	return out, dropped, nil
 }
 

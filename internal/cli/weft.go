@@ -38,6 +38,7 @@ func ControllerCommands() []Command {
 		IdentityControllerCommand(),
 		InjectorControllerCommand(),
 		PolicyControllerCommand(),
+		TapControllerCommand(),
 		VersionCommand(),
 	}
 }

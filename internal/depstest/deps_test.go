@@ -87,6 +87,11 @@ var rules = []depstest.Rule{
 		Why:  "the policy and discovery cores, their static backends and the local mesh link no Kubernetes client, no CA backend and not the injector",
 	},
 	{
+		Packages: []string{weft("mesh/viz"), weft("mesh/viz/tapapi")},
+		Deny:     []string{"k8s.io/..."},
+		Why:      "the viz core and the tap API link nothing of k8s.io: their Kubernetes side is mesh/viz/kubernetes",
+	},
+	{
 		Packages: []string{weft("mesh/internal/...")},
 		Deny:     []string{weft("...")},
 		Why:      "the helpers every capability shares import nothing of Weft",

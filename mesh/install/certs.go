@@ -51,6 +51,10 @@ type Webhook struct {
 type Certificates struct {
 	Identity Identity
 	Webhook  Webhook
+	// Tap is the tap API's serving certificate (valid for
+	// [TapServerName]) with its CA, which goes into the APIService's
+	// caBundle. Without it the tap API is not installed, and Render warns.
+	Tap Webhook
 }
 
 // GenerateIdentity makes a fresh trust anchor and an issuer under it, both
@@ -74,19 +78,33 @@ func GenerateIdentity(now time.Time) (id Identity, anchorKeyPEM []byte, err erro
 // <svc>.<ns>.svc.<clusterDomain>), both valid for [WebhookCertLifetime].
 // The CA's key is discarded.
 func GenerateWebhook(namespace, clusterDomain string, now time.Time) (Webhook, error) {
-	ca, err := pki.NewAnchor(pki.Options{CommonName: "weft-proxy-injector CA", Lifetime: WebhookCertLifetime, Now: now})
+	return generateServing("webhook", "weft-proxy-injector CA", InjectorServerName(namespace), clusterDomain, now)
+}
+
+// GenerateTap makes a CA and a serving certificate under it for the tap
+// API's Service in namespace ([TapServerName], and with the cluster
+// domain), both valid for [WebhookCertLifetime]: the API server verifies
+// the tap API against the CA (the APIService's caBundle). The CA's key is
+// discarded.
+func GenerateTap(namespace, clusterDomain string, now time.Time) (Webhook, error) {
+	return generateServing("tap", "weft-tap CA", TapServerName(namespace), clusterDomain, now)
+}
+
+// generateServing makes a CA named caName and a serving certificate for
+// name (and name.clusterDomain) under it.
+func generateServing(what, caName, name, clusterDomain string, now time.Time) (Webhook, error) {
+	ca, err := pki.NewAnchor(pki.Options{CommonName: caName, Lifetime: WebhookCertLifetime, Now: now})
 	if err != nil {
-		return Webhook{}, fmt.Errorf("install: webhook CA: %w", err)
+		return Webhook{}, fmt.Errorf("install: %s CA: %w", what, err)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return Webhook{}, fmt.Errorf("install: webhook key: %w", err)
+		return Webhook{}, fmt.Errorf("install: %s key: %w", what, err)
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
-		return Webhook{}, fmt.Errorf("install: webhook serial: %w", err)
+		return Webhook{}, fmt.Errorf("install: %s serial: %w", what, err)
 	}
-	name := InjectorServerName(namespace)
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial.Add(serial, big.NewInt(1)),
 		Subject:               pkix.Name{CommonName: name},
@@ -99,11 +117,11 @@ func GenerateWebhook(namespace, clusterDomain string, now time.Time) (Webhook, e
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
 	if err != nil {
-		return Webhook{}, fmt.Errorf("install: webhook certificate: %w", err)
+		return Webhook{}, fmt.Errorf("install: %s certificate: %w", what, err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return Webhook{}, fmt.Errorf("install: webhook key: %w", err)
+		return Webhook{}, fmt.Errorf("install: %s key: %w", what, err)
 	}
 	return Webhook{
 		CAPEM:   ca.CertPEM,
@@ -228,9 +246,15 @@ func checkIdentity(id Identity, now time.Time) (warnings []string, err error) {
 // checkWebhook validates the webhook material for the injector Service in
 // namespace.
 func checkWebhook(w Webhook, namespace string, now time.Time) (warnings []string, err error) {
+	return checkServing("webhook", w, InjectorServerName(namespace), now)
+}
+
+// checkServing validates serving material (what: "webhook", "tap") for
+// the DNS name name.
+func checkServing(what string, w Webhook, name string, now time.Time) (warnings []string, err error) {
 	cas, err := certpem.ParseCertificates(w.CAPEM)
 	if err != nil {
-		return nil, fmt.Errorf("install: webhook CA: %w", err)
+		return nil, fmt.Errorf("install: %s CA: %w", what, err)
 	}
 	roots := x509.NewCertPool()
 	for _, c := range cas {
@@ -238,20 +262,19 @@ func checkWebhook(w Webhook, namespace string, now time.Time) (warnings []string
 	}
 	leaf, chain, _, err := certpem.ParseKeyPair(w.CertPEM, w.KeyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("install: webhook serving certificate: %w", err)
+		return nil, fmt.Errorf("install: %s serving certificate: %w", what, err)
 	}
 	if err := validAt(leaf, now); err != nil {
-		return nil, fmt.Errorf("install: webhook serving certificate %s: %w", leaf.Subject, err)
+		return nil, fmt.Errorf("install: %s serving certificate %s: %w", what, leaf.Subject, err)
 	}
 	inter := x509.NewCertPool()
 	for _, c := range chain {
 		inter.AddCert(c)
 	}
-	name := InjectorServerName(namespace)
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: name, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-		return nil, fmt.Errorf("install: webhook serving certificate is not valid for %s under the webhook CA: %w", name, err)
+		return nil, fmt.Errorf("install: %s serving certificate is not valid for %s under the %s CA: %w", what, name, what, err)
 	}
-	if w := expiryWarning("webhook serving certificate", leaf, now); w != "" {
+	if w := expiryWarning(what+" serving certificate", leaf, now); w != "" {
 		warnings = append(warnings, w)
 	}
 	return warnings, nil

@@ -108,9 +108,11 @@ func TestGeneratedCertificatesAreAcceptedAndServeTLSToTheAPIServerName(t *testin
 	require.NotEmpty(t, anchorKey)
 	hook, err := install.GenerateWebhook("mesh-system", "corp.example", now)
 	require.NoError(t, err)
+	tap, err := install.GenerateTap("mesh-system", "corp.example", now)
+	require.NoError(t, err)
 	v := inject.DefaultValues()
 	v.ControlPlaneNamespace = "mesh-system"
-	m := render(t, v, install.Certificates{Identity: id, Webhook: hook})
+	m := render(t, v, install.Certificates{Identity: id, Webhook: hook, Tap: tap})
 	assert.Empty(t, m.Warnings)
 
 	// The issuer can issue: a leaf under it verifies against the anchors.

@@ -78,8 +78,9 @@ func Decode(data []byte) ([]Object, error) {
 }
 
 // podMonitor decodes doc when it is a PodMonitor (monitoring.coreos.com/v1,
-// a kind of the Prometheus Operator that no Go scheme here knows), as an
-// unstructured object.
+// a kind of the Prometheus Operator) or an APIService
+// (apiregistration.k8s.io/v1, of kube-aggregator), kinds that no Go scheme
+// here knows, as an unstructured object.
 func podMonitor(doc []byte) (Object, bool, error) {
 	js, err := utilyaml.ToJSON(doc)
 	if err != nil {
@@ -89,7 +90,10 @@ func podMonitor(doc []byte) (Object, bool, error) {
 	if err := json.Unmarshal(js, &tm); err != nil {
 		return nil, false, err
 	}
-	if tm.APIVersion != "monitoring.coreos.com/v1" || tm.Kind != "PodMonitor" {
+	switch {
+	case tm.APIVersion == "monitoring.coreos.com/v1" && tm.Kind == "PodMonitor":
+	case tm.APIVersion == "apiregistration.k8s.io/v1" && tm.Kind == "APIService":
+	default:
 		return nil, false, nil
 	}
 	u := &unstructured.Unstructured{}

@@ -26,11 +26,14 @@ func newFixture(t testing.TB, ns string) fixture {
 	issuer := anchor.Issuer(t, testutil.CertOptions{Name: "identity.weft.test", Lifetime: 180 * 24 * time.Hour})
 	hookCA := testutil.NewAnchor(t, testutil.CertOptions{Name: "webhook CA", Lifetime: 365 * 24 * time.Hour})
 	leaf := hookCA.Leaf(t, testutil.CertOptions{Name: install.InjectorServerName(ns), Lifetime: 365 * 24 * time.Hour})
+	tapCA := testutil.NewAnchor(t, testutil.CertOptions{Name: "tap CA", Lifetime: 365 * 24 * time.Hour})
+	tapLeaf := tapCA.Leaf(t, testutil.CertOptions{Name: install.TapServerName(ns), Lifetime: 365 * 24 * time.Hour})
 	return fixture{
 		anchor: anchor, issuer: issuer, hookCA: hookCA,
 		certs: install.Certificates{
 			Identity: install.Identity{TrustAnchorsPEM: anchor.CertPEM, IssuerCertPEM: issuer.CertPEM, IssuerKeyPEM: issuer.KeyPEM},
 			Webhook:  install.Webhook{CAPEM: hookCA.CertPEM, CertPEM: leaf.CertPEM, KeyPEM: leaf.KeyPEM},
+			Tap:      install.Webhook{CAPEM: tapCA.CertPEM, CertPEM: tapLeaf.CertPEM, KeyPEM: tapLeaf.KeyPEM},
 		},
 	}
 }

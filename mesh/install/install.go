@@ -168,6 +168,13 @@ func Render(values inject.Values, certs Certificates, opts ...Option) (*Manifest
 	} else {
 		warnings = append(warnings, w...)
 	}
+	if len(certs.Tap.CertPEM) == 0 {
+		warnings = append(warnings, "no tap serving certificate: the tap API (weft-tap, APIService "+TapAPIServiceName+") is not installed, so weft viz tap and top cannot reach this cluster's proxies")
+	} else if w, err := checkServing("tap", certs.Tap, TapServerName(values.ControlPlaneNamespace), now); err != nil {
+		errs = append(errs, err)
+	} else {
+		warnings = append(warnings, w...)
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -199,14 +206,16 @@ var kindOrder = map[string]int{
 	"ServiceAccount":                 2,
 	"ClusterRole":                    3,
 	"ClusterRoleBinding":             4,
-	"ConfigMap":                      5,
-	"Secret":                         6,
-	"Service":                        7,
-	"Deployment":                     8,
-	"PodDisruptionBudget":            9,
-	"MutatingWebhookConfiguration":   10,
-	"ValidatingWebhookConfiguration": 11,
-	"PodMonitor":                     12,
+	"RoleBinding":                    5,
+	"ConfigMap":                      6,
+	"Secret":                         7,
+	"Service":                        8,
+	"Deployment":                     9,
+	"PodDisruptionBudget":            10,
+	"MutatingWebhookConfiguration":   11,
+	"ValidatingWebhookConfiguration": 12,
+	"APIService":                     13,
+	"PodMonitor":                     14,
 }
 
 func sortObjects(objs []Object) {

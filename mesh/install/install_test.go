@@ -46,8 +46,8 @@ func TestRenderGivesIdenticalBytesForTheSameInputs(t *testing.T) {
 
 func TestRenderedObjectsComeSortedByKindThenName(t *testing.T) {
 	m := render(t, inject.DefaultValues(), newFixture(t, "weft").certs, install.WithHA())
-	order := []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Secret",
-		"Service", "Deployment", "PodDisruptionBudget", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+	order := []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "RoleBinding", "ConfigMap", "Secret",
+		"Service", "Deployment", "PodDisruptionBudget", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "APIService"}
 	var seen []string
 	for _, k := range kinds(m.Objects) {
 		if len(seen) == 0 || seen[len(seen)-1] != k {
@@ -125,10 +125,13 @@ func TestNamespaceOptsOutOfTheWebhooksAndIsMarkedAsControlPlane(t *testing.T) {
 	assert.Equal(t, "restricted", ns.Labels["pod-security.kubernetes.io/enforce"])
 	assert.Equal(t, vocab.InjectDisabled, ns.Annotations[vocab.AnnotationInject])
 	for _, o := range x {
-		if o.GetNamespace() != "" {
+		if o.GetNamespace() != "" && o.GetName() != install.ClusterRoleName("mesh-system", "tap-auth-reader") {
 			assert.Equal(t, "mesh-system", o.GetNamespace(), "%s %s", gvk(o).Kind, o.GetName())
 		}
 	}
+	// The one exception: the tap API may read how the API server
+	// authenticates itself, a ConfigMap of kube-system.
+	assert.Equal(t, "kube-system", get[*rbacv1.RoleBinding](t, x, "RoleBinding", "weft-mesh-system-tap-auth-reader").Namespace)
 }
 
 func TestValuesConfigMapParsesBackToTheValuesWithTheTrustAnchors(t *testing.T) {
@@ -242,7 +245,7 @@ func TestServicesAreExactlyWhatInjectedProxiesDial(t *testing.T) {
 					n++
 				}
 			}
-			assert.Equal(t, 4, n, "no other Services")
+			assert.Equal(t, 5, n, "no other Services (the fifth is the tap API's, viz_test.go)")
 		})
 	}
 }
@@ -291,8 +294,8 @@ func TestRBACGrantsEachComponentExactlyWhatItReads(t *testing.T) {
 		},
 		"proxy-injector": {{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}},
 	}
-	// The tapper (no Deployment of its own: whoever runs as weft-tap)
-	// reads pods, nothing else.
+	// The tapper (the tap API's Deployment, viz_test.go) reads pods,
+	// nothing else of its own role.
 	tapRole := get[*rbacv1.ClusterRole](t, x, "ClusterRole", install.ClusterRoleName("weft", install.TapComponent))
 	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}}, tapRole.Rules)
 	tapBinding := get[*rbacv1.ClusterRoleBinding](t, x, "ClusterRoleBinding", install.ClusterRoleName("weft", install.TapComponent))
@@ -320,7 +323,11 @@ func TestRBACGrantsEachComponentExactlyWhatItReads(t *testing.T) {
 	for _, o := range x {
 		switch gvk(o).Kind {
 		case "Role", "RoleBinding":
-			t.Errorf("unexpected %s %s", gvk(o).Kind, o.GetName())
+			// Only the tap API's right to read how the API server
+			// authenticates itself (viz_test.go).
+			if o.GetName() != install.ClusterRoleName("weft", "tap-auth-reader") {
+				t.Errorf("unexpected %s %s", gvk(o).Kind, o.GetName())
+			}
 		}
 	}
 }

@@ -33,7 +33,7 @@ func TestControllersUseTheChosenImagePullPolicy(t *testing.T) {
 				n++
 			}
 		}
-		assert.Equal(t, 4, n)
+		assert.Equal(t, 5, n, "the four controllers and the tap API")
 	}
 }
 

@@ -30,6 +30,16 @@ type TapSource interface {
 	Tap(ctx context.Context, t Target, req TapRequest) (EventStream, error)
 }
 
+// ResourceTapSource is a TapSource that taps all the pods of a resource
+// in one call: a cluster's tap API, which authorizes a user per resource
+// (deployments/tap on deploy/web) rather than per pod.
+type ResourceTapSource interface {
+	TapSource
+	// TapResource taps r's pods; warn, when not nil, receives warnings
+	// about pods that could not be tapped. The stream ends when ctx ends.
+	TapResource(ctx context.Context, r Resource, req TapRequest, warn func(string)) (EventStream, error)
+}
+
 // TapRequest is what a tap asks a proxy for.
 type TapRequest struct {
 	// Filter selects requests (the proxy matches on method, authority and

@@ -55,14 +55,15 @@ func TestMeshOnARealNode(t *testing.T) {
 		{"2_injected_application", m.application},
 		{"3a_traffic_is_meshed", m.meshed},
 		{"3b_policy_enforced", m.policyEnforced},
+		{"3c_tap_and_top", m.tapAndTop},
 		{"4a_rolling_restarts_of_the_controllers", m.restartControllers},
 		{"4b_scaling_under_calls", m.scale},
 		{"4c_issuer_rotation", m.rotateIssuer},
 		{"4d_injector_down_follows_the_failure_policy", m.injectorDown},
 		{"5_uninstall_leaves_nothing", m.uninstall},
 	} {
-		if !t.Run(step.name, step.run) && step.name != "3b_policy_enforced" {
-			// 3b leaves nothing behind that later steps use (its
+		if !t.Run(step.name, step.run) && step.name != "3b_policy_enforced" && step.name != "3c_tap_and_top" {
+			// 3b and 3c leave nothing behind that later steps use (3b's
 			// policy is deleted however it ends), so they still run.
 			t.Fatalf("step %s failed; later steps depend on it", step.name)
 		}
@@ -95,7 +96,8 @@ func (m *mesh) install(t *testing.T) {
 	m.pinned = append(append([]string{}, m.installArgs...),
 		"--identity-trust-anchors-file", filepath.Join(m.certs, "ca.crt"),
 		"--identity-issuer-dir", filepath.Join(m.certs, "issuer"),
-		"--webhook-cert-dir", filepath.Join(m.certs, "webhook"))
+		"--webhook-cert-dir", filepath.Join(m.certs, "webhook"),
+		"--tap-cert-dir", filepath.Join(m.certs, "tap"))
 	objs := e.applyManifest(t, manifest)
 
 	// The rendered images are this tree's.
@@ -108,7 +110,7 @@ func (m *mesh) install(t *testing.T) {
 			assert.Contains(t, cm.Data["values.yaml"], e.images["weft-proxy"].Ref[strings.LastIndex(e.images["weft-proxy"].Ref, ":")+1:])
 		}
 	}
-	require.Len(t, deployments, 4)
+	require.Len(t, deployments, 5, "the four controllers and the tap API")
 	for _, d := range deployments {
 		eventually(t, 5*time.Minute, "deployment "+d+" rolled out", func(ctx context.Context) error {
 			return e.rolledOut(ctx, vocab.DefaultControlPlaneNamespace, d)

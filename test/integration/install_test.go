@@ -103,7 +103,7 @@ func TestInstallAppliesToARealAPIServerAndCheckReportsWhatItSees(t *testing.T) {
 	assert.True(t, pre.Success)
 	assert.Zero(t, pre.Count(check.StatusFail)+pre.Count(check.StatusWarn))
 	assert.Equal(t, "7 present and compatible, 0 to be installed", installResult(t, pre, check.CategoryPreInstall, "existing CRDs are compatible").Message)
-	assert.Equal(t, "allowed to create all 12 kinds", installResult(t, pre, check.CategoryPreInstall, "you may create the control plane's resources").Message)
+	assert.Equal(t, "allowed to create all 14 kinds", installResult(t, pre, check.CategoryPreInstall, "you may create the control plane's resources").Message)
 
 	// Render, keeping the generated certificates; rendering again from them
 	// gives identical bytes.
@@ -115,7 +115,8 @@ func TestInstallAppliesToARealAPIServerAndCheckReportsWhatItSees(t *testing.T) {
 	given := []string{"--values", values,
 		"--identity-trust-anchors-file", filepath.Join(dir, "certs", "ca.crt"),
 		"--identity-issuer-dir", filepath.Join(dir, "certs", "issuer"),
-		"--webhook-cert-dir", filepath.Join(dir, "certs", "webhook")}
+		"--webhook-cert-dir", filepath.Join(dir, "certs", "webhook"),
+		"--tap-cert-dir", filepath.Join(dir, "certs", "tap")}
 	st, again, errs := installCLI(t, cli.InstallCommand(), given...)
 	require.Equal(t, cli.ExitOK, st, errs)
 	require.True(t, bytes.Equal(manifest, again), "weft install is not deterministic given the same certificates")

@@ -144,6 +144,21 @@ func writePKI(l Layout, forwardAddr string) error {
 	}
 	files["apiserver-kubelet-client.crt"], files["apiserver-kubelet-client.key"] = kc.cert, kc.key
 
+	// The aggregation layer's front proxy, as kubeadm sets it up: its own
+	// CA (extension API servers trust the user headers only from a
+	// certificate of it) and the client certificate the API server
+	// presents when it proxies to an APIService (the tap API).
+	fp, err := newAuthority("weft-cluster-" + l.Name + " front-proxy CA")
+	if err != nil {
+		return fmt.Errorf("cluster: front-proxy CA: %w", err)
+	}
+	fpc, err := fp.issue(frontProxyClient, nil, nil, nil)
+	if err != nil {
+		return err
+	}
+	files["front-proxy-ca.crt"] = fp.certPEM
+	files["front-proxy-client.crt"], files["front-proxy-client.key"] = fpc.cert, fpc.key
+
 	sa, err := newKey()
 	if err != nil {
 		return err

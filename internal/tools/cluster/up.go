@@ -319,8 +319,20 @@ func (l Layout) apiServerArgs(bin string) []string {
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--cert-dir", l.path("pki", "apiserver-generated"),
+		// Aggregation (APIServices such as the tap API), as kubeadm
+		// configures it.
+		"--requestheader-client-ca-file", l.pki("front-proxy-ca.crt"),
+		"--requestheader-allowed-names", frontProxyClient,
+		"--requestheader-username-headers", "X-Remote-User",
+		"--requestheader-group-headers", "X-Remote-Group",
+		"--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+		"--proxy-client-cert-file", l.pki("front-proxy-client.crt"), "--proxy-client-key-file", l.pki("front-proxy-client.key"),
 	}
 }
+
+// frontProxyClient is the common name of the API server's front-proxy
+// client certificate.
+const frontProxyClient = "front-proxy-client"
 
 // saveState writes state.json.
 func (s *State) saveState(l Layout) error {

@@ -10,23 +10,29 @@ import (
 )
 
 // installResources are what `weft install` creates: group, resource and
-// whether it lives in the control-plane namespace.
+// whether it lives in the control-plane namespace (or, with in set, in
+// that namespace).
 var installResources = []struct {
 	group, resource string
 	namespaced      bool
+	in              string
 }{
-	{"", "namespaces", false},
-	{"apiextensions.k8s.io", "customresourcedefinitions", false},
-	{"rbac.authorization.k8s.io", "clusterroles", false},
-	{"rbac.authorization.k8s.io", "clusterrolebindings", false},
-	{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", false},
-	{"admissionregistration.k8s.io", "validatingwebhookconfigurations", false},
-	{"", "serviceaccounts", true},
-	{"", "configmaps", true},
-	{"", "secrets", true},
-	{"", "services", true},
-	{"apps", "deployments", true},
-	{"policy", "poddisruptionbudgets", true},
+	{"", "namespaces", false, ""},
+	{"apiextensions.k8s.io", "customresourcedefinitions", false, ""},
+	{"rbac.authorization.k8s.io", "clusterroles", false, ""},
+	{"rbac.authorization.k8s.io", "clusterrolebindings", false, ""},
+	{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", false, ""},
+	{"admissionregistration.k8s.io", "validatingwebhookconfigurations", false, ""},
+	{"", "serviceaccounts", true, ""},
+	{"", "configmaps", true, ""},
+	{"", "secrets", true, ""},
+	{"", "services", true, ""},
+	{"apps", "deployments", true, ""},
+	{"policy", "poddisruptionbudgets", true, ""},
+	// The tap API: registered with the aggregation layer, and allowed to
+	// read how the API server authenticates itself (kube-system).
+	{"apiregistration.k8s.io", "apiservices", false, ""},
+	{"rbac.authorization.k8s.io", "rolebindings", false, "kube-system"},
 }
 
 func (r *run) preInstall(ctx context.Context) {
@@ -48,6 +54,9 @@ func (r *run) preInstall(ctx context.Context) {
 		attrs := &authorizationv1.ResourceAttributes{Verb: "create", Group: res.group, Resource: res.resource}
 		if res.namespaced {
 			attrs.Namespace = r.ns
+		}
+		if res.in != "" {
+			attrs.Namespace = res.in
 		}
 		ssar, err := r.c.kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attrs},

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"sort"
 	"sync"
@@ -196,7 +197,9 @@ func (d *Dashboard) update(r *viz.Round) {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // tapAll keeps one tap open on every target, restarting a broken one with
-// backoff, and picks up new targets every 30 seconds.
+// backoff, and picks up new targets every 30 seconds. A source that taps
+// whole resources (a cluster's tap API, which bounds the taps one user
+// holds) gets one tap per namespace instead of one per pod.
 func (d *Dashboard) tapAll(ctx context.Context) {
 	running := map[string]bool{}
 	var mu sync.Mutex
@@ -204,15 +207,24 @@ func (d *Dashboard) tapAll(ctx context.Context) {
 	defer wg.Wait()
 	relist := time.NewTicker(30 * time.Second)
 	defer relist.Stop()
+	rs, perNamespace := d.tap.(viz.ResourceTapSource)
 	for {
 		ts, err := d.src.Targets(ctx)
 		if err == nil {
 			sort.Slice(ts, func(i, j int) bool { return ts[i].Key() < ts[j].Key() })
-			ix := viz.NewAddresses(ts)
 			for _, t := range ts {
+				key := t.Key()
+				open := func(ctx context.Context) (viz.EventStream, error) { return d.tap.Tap(ctx, t, viz.TapRequest{}) }
+				if perNamespace {
+					key = "namespace " + t.Namespace
+					ns := viz.Resource{Kind: viz.KindNamespace, Namespace: t.Namespace}
+					open = func(ctx context.Context) (viz.EventStream, error) {
+						return rs.TapResource(ctx, ns, viz.TapRequest{}, nil)
+					}
+				}
 				mu.Lock()
-				started := running[t.Key()]
-				running[t.Key()] = true
+				started := running[key]
+				running[key] = true
 				mu.Unlock()
 				if started {
 					continue
@@ -220,9 +232,9 @@ func (d *Dashboard) tapAll(ctx context.Context) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					d.tapOne(ctx, t, ix)
+					d.tapOne(ctx, key, open)
 					mu.Lock()
-					delete(running, t.Key())
+					delete(running, key)
 					mu.Unlock()
 				}()
 			}
@@ -235,21 +247,26 @@ func (d *Dashboard) tapAll(ctx context.Context) {
 	}
 }
 
-func (d *Dashboard) tapOne(ctx context.Context, t viz.Target, ix *viz.Addresses) {
+// tapOne keeps the tap open opens open, restarting it with backoff; key
+// names it in errors.
+func (d *Dashboard) tapOne(ctx context.Context, key string, open func(context.Context) (viz.EventStream, error)) {
 	backoff := time.Second
 	for ctx.Err() == nil {
-		s, err := d.tap.Tap(ctx, t, viz.TapRequest{})
+		s, err := open(ctx)
 		if err == nil {
 			d.tapStreams.Add(1)
 			err = d.consume(s)
 			d.tapStreams.Add(-1)
+			if c, ok := s.(io.Closer); ok {
+				_ = c.Close()
+			}
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		msg := t.Key() + ": " + err.Error()
+		msg := key + ": " + err.Error()
 		d.tapErr.Store(&msg)
-		d.cfg.log.Debug("dashboard: tap ended", "pod", t.Key(), "error", err)
+		d.cfg.log.Debug("dashboard: tap ended", "tap", key, "error", err)
 		select {
 		case <-ctx.Done():
 			return

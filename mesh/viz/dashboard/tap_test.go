@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,4 +125,54 @@ func TestDashboardTapsEveryProxyAndStreamsRequestsAndTopPaths(t *testing.T) {
 		assert.Equal(t, "inbound", events[0].Direction)
 		break
 	}
+}
+
+// resourceTapSource is fakeSource plus a tap API that taps whole
+// resources, as a cluster's does; it records what was tapped.
+type resourceTapSource struct {
+	fakeSource
+	conn *grpc.ClientConn
+	mu   sync.Mutex
+	asks []string
+}
+
+func (s *resourceTapSource) Tap(context.Context, viz.Target, viz.TapRequest) (viz.EventStream, error) {
+	return nil, errors.New("taps whole resources only")
+}
+
+func (s *resourceTapSource) TapResource(ctx context.Context, r viz.Resource, req viz.TapRequest, _ func(string)) (viz.EventStream, error) {
+	s.mu.Lock()
+	s.asks = append(s.asks, r.String()+" in "+r.Namespace)
+	s.mu.Unlock()
+	ts, _ := s.Targets(ctx)
+	return viz.GRPCTap(ctx, s.conn, ts[0], req, viz.NewAddresses(ts))
+}
+
+func TestDashboardTapsANamespaceOnceThroughAResourceTapSource(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	ts := &tapServer{n: 3, got: make(chan *tappb.ObserveRequest, 4)}
+	tappb.RegisterTapServer(srv, ts)
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Stop()
+	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+
+	src := &resourceTapSource{conn: conn}
+	d, err := dashboard.New(src, dashboard.WithInterval(100*time.Millisecond), dashboard.WithWindow(200*time.Millisecond))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	testutil.Eventually(t, 0, func() bool {
+		f := d.Latest()
+		return f != nil && f.Tap.Streams == 1 && len(f.Top) == 1 && f.Top[0].Count == 3
+	}, "one tap for the namespace of both pods, and its requests in the top table")
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	assert.Equal(t, []string{"namespace in shop"}, src.asks, "the two pods of shop share one tap (a cluster bounds the taps per user)")
 }

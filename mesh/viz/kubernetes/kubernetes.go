@@ -6,6 +6,12 @@
 // caller needs RBAC to list pods and to get pods/proxy in the namespaces
 // it reads.
 //
+// Tap goes through the control plane's tap API instead (tap.go, package
+// mesh/viz/tapapi): the API server's pod proxy cannot carry the tapper's
+// mutual TLS. The same package holds the tap component's Kubernetes side:
+// the SubjectAccessReview authorizer, the requestheader settings of
+// kube-system/extension-apiserver-authentication and the pod lister.
+//
 // What it trusts: the API server (authenticated by the kubeconfig) for
 // the pod list, and each proxy's answer as input (package viz caps it);
 // the labels that place a series come from the pod object, not from the
@@ -16,6 +22,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -24,6 +31,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/viz"
@@ -35,6 +43,7 @@ type Source struct {
 	client      kubernetes.Interface
 	namespace   string
 	trustDomain string
+	tapREST     rest.Interface
 }
 
 // Option tunes New.
@@ -92,7 +101,34 @@ func (s *Source) target(p *corev1.Pod) (viz.Target, bool) {
 		t.IP = ip
 	}
 	t.Admin = strconv.Itoa(adminPort(p))
+	if port := tapPort(p); port != "" && t.IP.IsValid() {
+		t.Tap = net.JoinHostPort(t.IP.String(), port)
+	}
 	return t, true
+}
+
+// tapPort is the port of the proxy's tap server, from the proxy
+// container's WEFT_PROXY_TAP_ADDR, or "" when the proxy serves no tap (the
+// injector sets the address only with tapper identities).
+func tapPort(p *corev1.Pod) string {
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			if c.Name != vocab.ProxyContainerName {
+				continue
+			}
+			for _, e := range c.Env {
+				if e.Name != vocab.EnvTapAddr {
+					continue
+				}
+				_, port, err := net.SplitHostPort(e.Value)
+				if n, perr := strconv.Atoi(port); err != nil || perr != nil || n <= 0 || n > 65535 {
+					return ""
+				}
+				return port
+			}
+		}
+	}
+	return ""
 }
 
 // owner names the pod's workload as Linkerd's labels do: a ReplicaSet of

@@ -249,7 +249,7 @@ function onFrame(f) {
   const st = document.getElementById("status");
   st.textContent = f.nodes.length + " workloads · " + f.edges.length + " edges · updated " + new Date(f.at).toLocaleTimeString() +
     (f.unreachable.length ? " · " + f.unreachable.length + " proxies unreachable" : "");
-  document.getElementById("tap-status").textContent = f.tap.enabled ? "(" + f.tap.streams + " proxies tapped" + (f.stats.tapDropped ? ", " + f.stats.tapDropped + " events dropped" : "") + ")" : "(tap unavailable" + (f.tap.error ? ": " + f.tap.error : "") + ")";
+  document.getElementById("tap-status").textContent = f.tap.enabled ? "(" + f.tap.streams + " taps open" + (f.stats.tapDropped ? ", " + f.stats.tapDropped + " events dropped" : "") + ")" : "(tap unavailable" + (f.tap.error ? ": " + f.tap.error : "") + ")";
   drawTopology(f);
   drawCharts(f);
   drawTables(f);

@@ -1,0 +1,114 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/weftmesh/weft/apis/vocab"
+	"github.com/weftmesh/weft/mesh/install"
+	"github.com/weftmesh/weft/mesh/viz"
+	vizk8s "github.com/weftmesh/weft/mesh/viz/kubernetes"
+)
+
+// tapAndTop taps backend while client calls frontend (which calls
+// backend): `weft viz tap` prints the requests with the verified client
+// identity, `weft viz top` counts them; a user without RBAC is refused
+// with 403 naming deployments/tap, and may tap once a RoleBinding to the
+// install's tap-admin role exists.
+func (m *mesh) tapAndTop(t *testing.T) {
+	e := m.e
+	eventually(t, 3*time.Minute, "the tap API is available", func(ctx context.Context) error {
+		return e.rolledOut(ctx, vocab.DefaultControlPlaneNamespace, install.ServiceTap)
+	})
+	l := e.startLoad(t, m.pods["client"], fmt.Sprintf("http://frontend:%d/", httpPort), "tap")
+	defer l.stop(t)
+
+	// tap: the first requests backend's proxy reports, as JSON.
+	var events []viz.Event
+	eventually(t, 2*time.Minute, "weft viz tap deploy/backend", func(context.Context) error {
+		code, out, errs := e.weftCmd(t, nil, "viz", "tap", "deploy/backend", "-n", m.app, "-o", "json", "--max-events", "9", "--duration", "30s")
+		if code != 0 {
+			return fmt.Errorf("exit %d: %s", code, errs)
+		}
+		events = events[:0]
+		for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+			var ev viz.Event
+			if len(line) > 0 && json.Unmarshal(line, &ev) == nil {
+				events = append(events, ev)
+			}
+		}
+		if len(events) < 9 {
+			return fmt.Errorf("%d events: %s", len(events), errs)
+		}
+		return nil
+	})
+	var reqs int
+	for _, ev := range events {
+		assert.Equal(t, m.app, strings.SplitN(ev.Proxy, "/", 2)[0], "events come from backend's pods")
+		if ev.Kind == viz.RequestInit && ev.Direction == "inbound" {
+			reqs++
+			assert.True(t, ev.TLS(), "frontend -> backend is mutual TLS: %+v", ev)
+			assert.Equal(t, identityOf("frontend", m.app), ev.SourceMeta["client_id"], "the client identity backend's proxy verified")
+		}
+	}
+	assert.NotZero(t, reqs, "inbound requests tapped: %+v", events)
+
+	// top: the paths backend serves, counted.
+	code, out, errs := e.weftCmd(t, nil, "viz", "top", "deploy/backend", "-n", m.app, "-o", "json", "--duration", "10s")
+	require.Equal(t, 0, code, errs)
+	var top struct {
+		Rows []struct {
+			Destination string `json:"destination"`
+			Count       int    `json:"count"`
+		} `json:"rows"`
+	}
+	require.NoError(t, json.Unmarshal(out, &top), "%s", out)
+	require.NotEmpty(t, top.Rows, "top saw requests: %s", errs)
+	assert.Positive(t, top.Rows[0].Count)
+
+	// RBAC decides who may tap which namespace.
+	nobody := rest.CopyConfig(e.cfg)
+	nobody.Impersonate = rest.ImpersonationConfig{UserName: "weft-test-nobody"}
+	cs, err := kubernetes.NewForConfig(nobody)
+	require.NoError(t, err)
+	src := vizk8s.New(cs, vizk8s.WithNamespace(m.app))
+	backend := viz.Resource{Kind: viz.KindWorkload, WorkloadKind: "deployment", Namespace: m.app, Name: "backend"}
+	ctx := timeout(t, time.Minute)
+	_, err = src.TapResource(ctx, backend, viz.TapRequest{}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `user "weft-test-nobody" cannot watch resource "deployments/tap" (backend)`)
+
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "weft-test-nobody-tap", Namespace: m.app},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: install.ClusterRoleName(vocab.DefaultControlPlaneNamespace, install.TapAdminRole)},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "weft-test-nobody"}},
+	}
+	_, err = e.kube.RbacV1().RoleBindings(m.app).Create(ctx, rb, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, time.Minute, "weft-test-nobody taps backend once bound to tap-admin", func(ctx context.Context) error {
+		tapCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		s, err := src.TapResource(tapCtx, backend, viz.TapRequest{}, nil)
+		if err != nil {
+			return err
+		}
+		_, err = s.Recv()
+		return err
+	})
+	// Bound in the application's namespace only: another stays closed.
+	_, err = src.TapResource(ctx, viz.Resource{Kind: viz.KindNamespace, Namespace: vocab.DefaultControlPlaneNamespace}, viz.TapRequest{}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `cannot watch resource "namespaces/tap"`)
+}
