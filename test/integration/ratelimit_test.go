@@ -67,7 +67,6 @@ func TestARateLimitPolicyCreatedInTheAPIServerIsServedForItsServer(t *testing.T)
 		},
 	})
 	rl := func(name string, total int64) *policyv1alpha1.HTTPLocalRateLimitPolicy {
-		client := "client"
 		return &policyv1alpha1.HTTPLocalRateLimitPolicy{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "policy.linkerd.io/v1alpha1", Kind: "HTTPLocalRateLimitPolicy"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -76,7 +75,7 @@ func TestARateLimitPolicyCreatedInTheAPIServerIsServedForItsServer(t *testing.T)
 				Total:     &policyv1alpha1.Limit{RequestsPerSecond: total},
 				Identity:  &policyv1alpha1.Limit{RequestsPerSecond: 10},
 				Overrides: []policyv1alpha1.Override{{RequestsPerSecond: 20, ClientRefs: []policyv1alpha1.NamespacedTargetRef{
-					{Kind: "ServiceAccount", Name: "client", Namespace: &client}}}},
+					{Kind: "ServiceAccount", Name: "client", Namespace: &ns}}}},
 			},
 		}
 	}
