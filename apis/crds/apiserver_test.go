@@ -142,7 +142,7 @@ func storesExamplesAsDecoded(ctx context.Context, t *testing.T, dyn dynamic.Inte
 		assert.Equal(t, want["spec"], gotSpec["spec"], "%s: the decoder and the API server agree on the spec", o)
 		created++
 	}
-	assert.Equal(t, 13, created, "every Linkerd example in testdata was created")
+	assert.Equal(t, 14, created, "every Linkerd example in testdata was created")
 
 	// A v1beta1 Server reads back as the v1beta3 storage version, with the
 	// v1beta3 default filled in.

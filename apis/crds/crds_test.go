@@ -30,13 +30,14 @@ var wantCRDs = map[string]struct {
 	storage    string
 	shortNames []string
 }{
-	"servers.policy.linkerd.io":                {"Server", []string{"v1beta1", "v1beta2", "v1beta3"}, "v1beta3", []string{"srv"}},
-	"serverauthorizations.policy.linkerd.io":   {"ServerAuthorization", []string{"v1beta1"}, "v1beta1", []string{"saz"}},
-	"authorizationpolicies.policy.linkerd.io":  {"AuthorizationPolicy", []string{"v1alpha1"}, "v1alpha1", []string{"authzpolicy"}},
-	"meshtlsauthentications.policy.linkerd.io": {"MeshTLSAuthentication", []string{"v1alpha1"}, "v1alpha1", []string{"meshtlsauthn"}},
-	"networkauthentications.policy.linkerd.io": {"NetworkAuthentication", []string{"v1alpha1"}, "v1alpha1", []string{"netauthn", "networkauthn"}},
-	"httproutes.policy.linkerd.io":             {"HTTPRoute", []string{"v1beta3"}, "v1beta3", nil},
-	"serviceprofiles.linkerd.io":               {"ServiceProfile", []string{"v1alpha2"}, "v1alpha2", []string{"sp"}},
+	"servers.policy.linkerd.io":                    {"Server", []string{"v1beta1", "v1beta2", "v1beta3"}, "v1beta3", []string{"srv"}},
+	"serverauthorizations.policy.linkerd.io":       {"ServerAuthorization", []string{"v1beta1"}, "v1beta1", []string{"saz"}},
+	"authorizationpolicies.policy.linkerd.io":      {"AuthorizationPolicy", []string{"v1alpha1"}, "v1alpha1", []string{"authzpolicy"}},
+	"meshtlsauthentications.policy.linkerd.io":     {"MeshTLSAuthentication", []string{"v1alpha1"}, "v1alpha1", []string{"meshtlsauthn"}},
+	"networkauthentications.policy.linkerd.io":     {"NetworkAuthentication", []string{"v1alpha1"}, "v1alpha1", []string{"netauthn", "networkauthn"}},
+	"httplocalratelimitpolicies.policy.linkerd.io": {"HTTPLocalRateLimitPolicy", []string{"v1alpha1"}, "v1alpha1", nil},
+	"httproutes.policy.linkerd.io":                 {"HTTPRoute", []string{"v1beta3"}, "v1beta3", nil},
+	"serviceprofiles.linkerd.io":                   {"ServiceProfile", []string{"v1alpha2"}, "v1alpha2", []string{"sp"}},
 }
 
 func TestAllReturnsEveryLinkerdCRDWithItsVersionsAndShortNames(t *testing.T) {
@@ -116,6 +117,30 @@ func TestServerIsStoredAtV1beta3AndOlderVersionsAreDeprecatedAsInLinkerd(t *test
 	proto := spec.Properties["proxyProtocol"]
 	require.NotNil(t, proto.Default)
 	assert.JSONEq(t, `"unknown"`, string(proto.Default.Raw))
+}
+
+func TestHTTPLocalRateLimitPolicyHasLinkerdsColumnsAndStatusAndLeavesTheNumbersToTheWebhook(t *testing.T) {
+	crd, err := crds.Get("httplocalratelimitpolicies.policy.linkerd.io")
+	require.NoError(t, err)
+	require.Len(t, crd.Spec.Versions, 1)
+	v := crd.Spec.Versions[0]
+	var columns []string
+	for _, c := range v.AdditionalPrinterColumns {
+		columns = append(columns, c.Name+"="+c.JSONPath)
+	}
+	assert.Equal(t, []string{"Target_kind=.spec.targetRef.kind", "Target_name=.spec.targetRef.name",
+		"Total_RPS=.spec.total.requestsPerSecond", "Identity_RPS=.spec.identity.requestsPerSecond"}, columns)
+	require.NotNil(t, v.Subresources)
+	assert.NotNil(t, v.Subresources.Status, "Linkerd's controller writes status through the subresource")
+
+	spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
+	assert.Equal(t, []string{"targetRef"}, spec.Required)
+	total := spec.Properties["total"].Properties["requestsPerSecond"]
+	assert.Equal(t, "integer", total.Type)
+	assert.Equal(t, "int64", total.Format, "as in Linkerd's schema")
+	assert.Nil(t, total.Minimum, "bounds are checked by the policy translation, the one rule set")
+	override := spec.Properties["overrides"].Items.Schema
+	assert.ElementsMatch(t, []string{"requestsPerSecond", "clientRefs"}, override.Required)
 }
 
 func TestEveryCRDPassesTheAPIServersOwnValidation(t *testing.T) {

@@ -1,10 +1,10 @@
 // Package manifest decodes Kubernetes manifests, strictly, into typed
 // objects: the Linkerd kinds Weft serves (Server, ServerAuthorization,
 // AuthorizationPolicy, MeshTLSAuthentication, NetworkAuthentication,
-// policy.linkerd.io HTTPRoute, ServiceProfile), the Gateway API HTTPRoute
-// and GRPCRoute, and the core kinds a mesh reads (Namespace, Pod, Service,
-// ServiceAccount, ConfigMap, Secret, EndpointSlice, the workload kinds and
-// v1 List).
+// HTTPLocalRateLimitPolicy, policy.linkerd.io HTTPRoute, ServiceProfile),
+// the Gateway API HTTPRoute and GRPCRoute, and the core kinds a mesh reads
+// (Namespace, Pod, Service, ServiceAccount, ConfigMap, Secret,
+// EndpointSlice, the workload kinds and v1 List).
 //
 // It is what the file-backed parts of Weft read their configuration with:
 // the static backends, `weft policy test` and the tests users write

@@ -458,3 +458,51 @@ func TestPolicyExplainTakesATLSClientAndSaysWhenLoopbackDecides(t *testing.T) {
 	assert.Contains(t, out, "decision: allow (loopback)")
 	assert.Contains(t, out, "the workload's own processes are always allowed")
 }
+
+func TestPolicyExplainShowsTheRateLimitThatCountsAnAdmittedRequest(t *testing.T) {
+	rl := policyWrite(t, t.TempDir(), "ratelimit.yaml", `apiVersion: policy.linkerd.io/v1alpha1
+kind: HTTPLocalRateLimitPolicy
+metadata: {name: web-rl, namespace: my-app}
+spec:
+  targetRef: {group: policy.linkerd.io, kind: Server, name: web-http}
+  total: {requestsPerSecond: 100}
+  identity: {requestsPerSecond: 20}
+  overrides:
+  - requestsPerSecond: 50
+    clientRefs: [{kind: ServiceAccount, name: api-gateway}]
+`)
+	args := []string{"explain", "--manifests", policyBase, "--manifests", policyAP, "--manifests", rl,
+		"--from-service-account", "api-gateway", "--from-namespace", "my-app",
+		"--to-workload", "deployment/web", "--to-namespace", "my-app", "--to-port", "http", "--path", "/items"}
+	code, out, errOut := runCommand(t, cli.PolicyCommand(), "", args...)
+	require.Equal(t, cli.ExitOK, code, errOut)
+	assert.True(t, strings.HasPrefix(out, "decision: allow (authorized)\n"), out)
+	assert.Contains(t, out, "rate limit HTTPLocalRateLimitPolicy my-app/web-rl: total 100/s, per identity 20/s, 1 override: "+
+		"each HTTP request from this client counts against the total limit of 100/s that all clients share, then against its override limit of 50/s")
+
+	code, out, errOut = runCommand(t, cli.PolicyCommand(), "", append(args, "-o", "json")...)
+	require.Equal(t, cli.ExitOK, code, errOut)
+	var got struct {
+		Decision  string
+		RateLimit struct {
+			Policy      string
+			Total       uint32
+			ClientScope string
+			Client      uint32
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	assert.Equal(t, "allow", got.Decision)
+	assert.Equal(t, "HTTPLocalRateLimitPolicy my-app/web-rl", got.RateLimit.Policy)
+	assert.Equal(t, uint32(100), got.RateLimit.Total)
+	assert.Equal(t, "override", got.RateLimit.ClientScope)
+	assert.Equal(t, uint32(50), got.RateLimit.Client)
+
+	// A client the Server refuses is never counted.
+	code, out, errOut = runCommand(t, cli.PolicyCommand(), "", "explain", "--manifests", policyBase, "--manifests", policyAP, "--manifests", rl,
+		"--from-service-account", "reports", "--from-namespace", "my-app",
+		"--to-workload", "deployment/web", "--to-namespace", "my-app", "--to-port", "http", "--path", "/items")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	assert.True(t, strings.HasPrefix(out, "decision: deny"), out)
+	assert.NotContains(t, out, "rate limit")
+}

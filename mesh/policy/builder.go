@@ -36,6 +36,9 @@ type builder struct {
 	// attached, and why (for explanations).
 	notAttached     map[nsName][]string
 	serviceAccounts map[nsName]bool
+	// rateLimits holds the HTTPLocalRateLimitPolicy that applies to each
+	// Server.
+	rateLimits map[nsName]*rateLimitSpec
 }
 
 func (b *builder) build() *Index {
@@ -120,6 +123,7 @@ func (b *builder) build() *Index {
 
 	b.translateRoutes()
 	b.checkPolicyTargets()
+	b.attachRateLimits()
 
 	templates := map[nsName]*serverTemplate{}
 	for ns, list := range b.servers {
@@ -395,6 +399,7 @@ func (b *builder) serverTemplate(ns string, s *serverSpec) *serverTemplate {
 		grpcRoutes = []authz.GRPCRoute{authz.DefaultGRPCRoute()}
 	}
 	srv.GRPCRoutes = grpcRoutes
+	srv.RateLimit = b.serverRateLimit(s)
 	t.server = srv
 	return t
 }

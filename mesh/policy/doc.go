@@ -9,7 +9,8 @@
 //	Source (static files, Kubernetes informers, MemorySource)
 //	   │  Objects: Namespaces, workloads, ServiceAccounts, Services,
 //	   │  Servers, ServerAuthorizations, AuthorizationPolicies,
-//	   │  MeshTLS/NetworkAuthentications, HTTPRoutes, GRPCRoutes
+//	   │  MeshTLS/NetworkAuthentications, HTTPRoutes, GRPCRoutes,
+//	   │  HTTPLocalRateLimitPolicies
 //	   ▼
 //	Build(objs, cfg) ─► Index ─► Evaluate / Explain        (offline, CI)
 //	   ▲                  │
@@ -56,7 +57,10 @@
 // it the automatic probe authorization); policies targeting a route add
 // to the server's for that route. A reference to a missing or invalid
 // authentication makes the policy grant nothing; an empty list of
-// requirements is refused rather than read as "everyone".
+// requirements is refused rather than read as "everyone". The oldest
+// HTTPLocalRateLimitPolicy targeting a Server gives its HTTP ports a rate
+// limit (authz.Server.RateLimit), which explanations show for admitted
+// requests.
 //
 // # Serving
 //

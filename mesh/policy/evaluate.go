@@ -81,6 +81,10 @@ type Result struct {
 	Meshed Meshed
 	// Conn is the client as evaluated.
 	Conn authz.Conn
+	// RateLimit is set when the port's Server has an
+	// HTTPLocalRateLimitPolicy and the request is admitted: the limits
+	// that count it.
+	RateLimit *RateLimitInfo
 }
 
 // ReasonUnenforced is the Reason of an Allow for a workload without a
@@ -208,9 +212,13 @@ func (ix *Index) evaluate(r Request, explain bool) (Result, []string, error) {
 		e := authz.Explain(pp.server, res.Conn, r.HTTP)
 		res.Result = e.Result
 		steps = append(steps, e.Steps...)
+		if res.RateLimit = rateLimitFor(pp.server, &res); res.RateLimit != nil {
+			steps = append(steps, res.RateLimit.String(res.Conn.Identity))
+		}
 		return res, steps, nil
 	}
 	res.Result = authz.Evaluate(pp.server, res.Conn, r.HTTP)
+	res.RateLimit = rateLimitFor(pp.server, &res)
 	return res, steps, nil
 }
 

@@ -128,6 +128,7 @@ func Build(objs *Objects, cfg *Config) *Index {
 	sorted.HTTPRoutes = append(sorted.HTTPRoutes[:0:0], objs.HTTPRoutes...)
 	sorted.GatewayHTTPRoutes = append(sorted.GatewayHTTPRoutes[:0:0], objs.GatewayHTTPRoutes...)
 	sorted.GRPCRoutes = append(sorted.GRPCRoutes[:0:0], objs.GRPCRoutes...)
+	sorted.HTTPLocalRateLimitPolicies = append(sorted.HTTPLocalRateLimitPolicies[:0:0], objs.HTTPLocalRateLimitPolicies...)
 	sorted.sortAll()
 
 	b := &builder{cfg: cfg, objs: &sorted, p: &problems{objs: objs}}

@@ -137,6 +137,8 @@ type Objects struct {
 	HTTPRoutes        []*v1beta3.HTTPRoute
 	GatewayHTTPRoutes []*gatewayv1.HTTPRoute
 	GRPCRoutes        []*gatewayv1.GRPCRoute
+	// HTTPLocalRateLimitPolicies limit the request rate of Servers.
+	HTTPLocalRateLimitPolicies []*v1alpha1.HTTPLocalRateLimitPolicy
 
 	locations map[ObjectRef]Location
 }
@@ -153,7 +155,8 @@ func (o *Objects) Location(ref ObjectRef) Location {
 func (o *Objects) Len() int {
 	return len(o.Namespaces) + len(o.Workloads) + len(o.ServiceAccounts) + len(o.Services) + len(o.Servers) +
 		len(o.ServerAuthorizations) + len(o.AuthorizationPolicies) + len(o.MeshTLSAuthentications) +
-		len(o.NetworkAuthentications) + len(o.HTTPRoutes) + len(o.GatewayHTTPRoutes) + len(o.GRPCRoutes)
+		len(o.NetworkAuthentications) + len(o.HTTPRoutes) + len(o.GatewayHTTPRoutes) + len(o.GRPCRoutes) +
+		len(o.HTTPLocalRateLimitPolicies)
 }
 
 // ObjectsFromManifests collects decoded manifests (see
@@ -295,6 +298,12 @@ func (o *Objects) Add(obj runtime.Object, loc Location) error {
 			return err
 		}
 		o.NetworkAuthentications = append(o.NetworkAuthentications, v)
+	case *v1alpha1.HTTPLocalRateLimitPolicy:
+		v = v.DeepCopy()
+		if err := record("HTTPLocalRateLimitPolicy", &v.ObjectMeta, true); err != nil {
+			return err
+		}
+		o.HTTPLocalRateLimitPolicies = append(o.HTTPLocalRateLimitPolicies, v)
 	case *v1beta3.HTTPRoute:
 		v = v.DeepCopy()
 		if err := record("HTTPRoute.policy.linkerd.io", &v.ObjectMeta, true); err != nil {
@@ -405,4 +414,7 @@ func (o *Objects) sortAll() {
 		return byMeta(&o.GatewayHTTPRoutes[i].ObjectMeta, &o.GatewayHTTPRoutes[j].ObjectMeta)
 	})
 	sort.SliceStable(o.GRPCRoutes, func(i, j int) bool { return byMeta(&o.GRPCRoutes[i].ObjectMeta, &o.GRPCRoutes[j].ObjectMeta) })
+	sort.SliceStable(o.HTTPLocalRateLimitPolicies, func(i, j int) bool {
+		return byMeta(&o.HTTPLocalRateLimitPolicies[i].ObjectMeta, &o.HTTPLocalRateLimitPolicies[j].ObjectMeta)
+	})
 }

@@ -1,6 +1,6 @@
 // Package v1alpha1 holds the policy.linkerd.io/v1alpha1 authorization API:
-// AuthorizationPolicy, MeshTLSAuthentication and NetworkAuthentication, as
-// Linkerd defines them.
+// AuthorizationPolicy, MeshTLSAuthentication and NetworkAuthentication, and
+// the HTTPLocalRateLimitPolicy, as Linkerd defines them.
 //
 // An AuthorizationPolicy targets something that receives traffic (a Server,
 // an HTTPRoute, a GRPCRoute or a whole Namespace) and lists the
@@ -9,6 +9,10 @@
 // identity, given as names or as references to ServiceAccounts) or
 // NetworkAuthentication (the client's address), or a ServiceAccount
 // referenced directly.
+//
+// An HTTPLocalRateLimitPolicy targets a Server and limits the HTTP request
+// rate its proxies accept: in total, per client identity, and for clients
+// named by ServiceAccount (overrides).
 //
 // Register the types with a scheme through AddToScheme; nothing is registered
 // into a global scheme on import.

@@ -17,7 +17,8 @@ var (
 	// a scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 	// AddToScheme adds AuthorizationPolicy, MeshTLSAuthentication,
-	// NetworkAuthentication and their lists to s.
+	// NetworkAuthentication, HTTPLocalRateLimitPolicy and their lists to
+	// s.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
 
@@ -26,6 +27,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&AuthorizationPolicy{}, &AuthorizationPolicyList{},
 		&MeshTLSAuthentication{}, &MeshTLSAuthenticationList{},
 		&NetworkAuthentication{}, &NetworkAuthenticationList{},
+		&HTTPLocalRateLimitPolicy{}, &HTTPLocalRateLimitPolicyList{},
 	)
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil

@@ -45,19 +45,30 @@ func ExplainCommand() Command { return PolicyCommand().Sub[1] }
 
 // caseJSON is one case in `-o json` output.
 type caseJSON struct {
-	Name           string   `json:"name"`
-	Expected       string   `json:"expected"`
-	ExpectedReason string   `json:"expectedReason,omitempty"`
-	Got            string   `json:"got"`
-	Pass           bool     `json:"pass"`
-	Reason         string   `json:"reason"`
-	Workload       string   `json:"workload"`
-	Namespace      string   `json:"namespace"`
-	Port           uint16   `json:"port"`
-	Server         string   `json:"server,omitempty"`
-	Route          string   `json:"route,omitempty"`
-	Authorization  string   `json:"authorization,omitempty"`
-	Explanation    []string `json:"explanation"`
+	Name           string         `json:"name"`
+	Expected       string         `json:"expected"`
+	ExpectedReason string         `json:"expectedReason,omitempty"`
+	Got            string         `json:"got"`
+	Pass           bool           `json:"pass"`
+	Reason         string         `json:"reason"`
+	Workload       string         `json:"workload"`
+	Namespace      string         `json:"namespace"`
+	Port           uint16         `json:"port"`
+	Server         string         `json:"server,omitempty"`
+	Route          string         `json:"route,omitempty"`
+	Authorization  string         `json:"authorization,omitempty"`
+	RateLimit      *rateLimitJSON `json:"rateLimit,omitempty"`
+	Explanation    []string       `json:"explanation"`
+}
+
+// rateLimitJSON is the HTTPLocalRateLimitPolicy that counts an admitted
+// request: the total limit and the client's own (scope override,
+// identity or none), in requests per second, 0 for none.
+type rateLimitJSON struct {
+	Policy      string `json:"policy"`
+	Total       uint32 `json:"total"`
+	ClientScope string `json:"clientScope"`
+	Client      uint32 `json:"client"`
 }
 
 type testJSON struct {
@@ -153,6 +164,9 @@ func toCaseJSON(r policy.CaseResult) caseJSON {
 	}
 	if e.Authorization != nil {
 		c.Authorization = e.Authorization.Meta.String()
+	}
+	if rl := e.RateLimit; rl != nil {
+		c.RateLimit = &rateLimitJSON{Policy: rl.Policy.Meta.String(), Total: rl.Total, ClientScope: rl.Scope.String(), Client: rl.RequestsPerSecond}
 	}
 	if c.Explanation == nil {
 		c.Explanation = []string{}
@@ -255,17 +269,18 @@ func setupPolicyExplain(fs *FlagSet) Action {
 		if f.output == "json" || f.output == "yaml" {
 			c := toCaseJSON(policy.CaseResult{Case: policy.Case{Name: "explain", Request: req, Expect: e.Decision}, Got: e.Decision, Pass: true, Explanation: e})
 			out := struct {
-				Decision      string   `json:"decision"`
-				Reason        string   `json:"reason"`
-				Workload      string   `json:"workload"`
-				Namespace     string   `json:"namespace"`
-				Port          uint16   `json:"port"`
-				Server        string   `json:"server,omitempty"`
-				Route         string   `json:"route,omitempty"`
-				Authorization string   `json:"authorization,omitempty"`
-				Explanation   []string `json:"explanation"`
-				Warnings      []string `json:"warnings"`
-			}{e.Decision.String(), c.Reason, c.Workload, c.Namespace, c.Port, c.Server, c.Route, c.Authorization, c.Explanation, warnings(ix)}
+				Decision      string         `json:"decision"`
+				Reason        string         `json:"reason"`
+				Workload      string         `json:"workload"`
+				Namespace     string         `json:"namespace"`
+				Port          uint16         `json:"port"`
+				Server        string         `json:"server,omitempty"`
+				Route         string         `json:"route,omitempty"`
+				Authorization string         `json:"authorization,omitempty"`
+				RateLimit     *rateLimitJSON `json:"rateLimit,omitempty"`
+				Explanation   []string       `json:"explanation"`
+				Warnings      []string       `json:"warnings"`
+			}{e.Decision.String(), c.Reason, c.Workload, c.Namespace, c.Port, c.Server, c.Route, c.Authorization, c.RateLimit, c.Explanation, warnings(ix)}
 			if out.Warnings == nil {
 				out.Warnings = []string{}
 			}

@@ -152,6 +152,39 @@ spec:
   rules:
   - matches: [{method: {type: RegularExpression, service: "shop\\..*"}}]
 `, []string{"spec.rules[0].matches[0].method.type"}},
+	{"a valid HTTPLocalRateLimitPolicy", `apiVersion: policy.linkerd.io/v1alpha1
+kind: HTTPLocalRateLimitPolicy
+metadata: {name: rl, namespace: shop}
+spec:
+  targetRef: {group: policy.linkerd.io, kind: Server, name: web}
+  total: {requestsPerSecond: 1000}
+  identity: {requestsPerSecond: 100}
+  overrides:
+  - requestsPerSecond: 200
+    clientRefs: [{kind: ServiceAccount, name: sa-1, namespace: linkerd}]
+`, nil},
+	{"an HTTPLocalRateLimitPolicy wrong in every way Linkerd's webhook refuses", `apiVersion: policy.linkerd.io/v1alpha1
+kind: HTTPLocalRateLimitPolicy
+metadata: {name: rl, namespace: shop}
+spec:
+  targetRef: {group: apps, kind: Deployment, name: web}
+  total: {requestsPerSecond: 1000}
+  identity: {requestsPerSecond: 2000}
+  overrides:
+  - requestsPerSecond: 2000
+    clientRefs: [{kind: ServiceAccount, name: sa-1}]
+  - requestsPerSecond: 0
+    clientRefs: [{group: apps, kind: Deployment, name: web}]
+`, []string{"spec.identity.requestsPerSecond", "spec.overrides[0].requestsPerSecond", "spec.overrides[1].clientRefs[0]",
+		"spec.overrides[1].requestsPerSecond", "spec.targetRef"}},
+	{"an HTTPLocalRateLimitPolicy with limits outside the proxy API's range", `apiVersion: policy.linkerd.io/v1alpha1
+kind: HTTPLocalRateLimitPolicy
+metadata: {name: rl, namespace: shop}
+spec:
+  targetRef: {group: policy.linkerd.io, kind: Server, name: web}
+  total: {requestsPerSecond: -1}
+  identity: {requestsPerSecond: 4294967296}
+`, []string{"spec.identity.requestsPerSecond", "spec.total.requestsPerSecond"}},
 	{"a valid ServiceProfile", `apiVersion: linkerd.io/v1alpha2
 kind: ServiceProfile
 metadata: {name: web.shop.svc.cluster.local, namespace: shop}

@@ -351,6 +351,10 @@ type Server struct {
 	HTTPRoutes []HTTPRoute
 	// GRPCRoutes apply when Protocol is ProtocolGRPC.
 	GRPCRoutes []GRPCRoute
+	// RateLimit limits the rate of HTTP requests; nil for none. The
+	// Inbound API carries it for the detect, HTTP/1 and HTTP/2 protocols
+	// only, as Linkerd's does.
+	RateLimit *RateLimit
 }
 
 // DefaultHTTPRoute returns the route Linkerd gives a server without
@@ -373,6 +377,11 @@ func DefaultGRPCRoute() GRPCRoute {
 // authentication, every regex is compiled, paths are normalized, every
 // route has rules. It returns the first problem found.
 func (s *Server) Validate() error {
+	if s.RateLimit != nil {
+		if err := s.RateLimit.Validate(); err != nil {
+			return fmt.Errorf("authz: server %s: %w", s.Meta, err)
+		}
+	}
 	for i := range s.Authorizations {
 		if err := s.Authorizations[i].validate(); err != nil {
 			return fmt.Errorf("authz: server %s: authorization %d (%s): %w", s.Meta, i, s.Authorizations[i].Meta, err)

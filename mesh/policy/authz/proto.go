@@ -401,7 +401,9 @@ func grpcRouteToProto(r *GRPCRoute) *inbound.GrpcRoute {
 
 // ToProto converts s into the message the Inbound API sends to proxies,
 // in the layout Linkerd's policy controller uses (metadata and legacy
-// labels on the server and every authorization).
+// labels on the server and every authorization). The rate limit goes with
+// the detect, HTTP/1 and HTTP/2 protocols; the gRPC, opaque and TLS ones
+// have no place for it.
 func ToProto(s *Server) *inbound.Server {
 	ps := &inbound.Server{
 		Authorizations: authzsToProto(s.Authorizations),
@@ -411,15 +413,16 @@ func ToProto(s *Server) *inbound.Server {
 	for i := range s.HTTPRoutes {
 		hr = append(hr, httpRouteToProto(&s.HTTPRoutes[i]))
 	}
+	rl := rateLimitToProto(s.RateLimit)
 	switch s.Protocol {
 	case ProtocolDetect:
 		ps.Protocol = &inbound.ProxyProtocol{Kind: &inbound.ProxyProtocol_Detect_{Detect: &inbound.ProxyProtocol_Detect{
-			Timeout: durationpb.New(s.DetectTimeout), HttpRoutes: hr,
+			Timeout: durationpb.New(s.DetectTimeout), HttpRoutes: hr, HttpLocalRateLimit: rl,
 		}}}
 	case ProtocolHTTP1:
-		ps.Protocol = &inbound.ProxyProtocol{Kind: &inbound.ProxyProtocol_Http1_{Http1: &inbound.ProxyProtocol_Http1{Routes: hr}}}
+		ps.Protocol = &inbound.ProxyProtocol{Kind: &inbound.ProxyProtocol_Http1_{Http1: &inbound.ProxyProtocol_Http1{Routes: hr, LocalRateLimit: rl}}}
 	case ProtocolHTTP2:
-		ps.Protocol = &inbound.ProxyProtocol{Kind: &inbound.ProxyProtocol_Http2_{Http2: &inbound.ProxyProtocol_Http2{Routes: hr}}}
+		ps.Protocol = &inbound.ProxyProtocol{Kind: &inbound.ProxyProtocol_Http2_{Http2: &inbound.ProxyProtocol_Http2{Routes: hr, LocalRateLimit: rl}}}
 	case ProtocolGRPC:
 		var gr []*inbound.GrpcRoute
 		for i := range s.GRPCRoutes {

@@ -20,7 +20,8 @@ import (
 // authentication, matches without values, invalid regular expressions,
 // and unknown fields inside authorizations and route matches (a newer
 // control plane's matchers) are errors; the caller should keep its last
-// good policy or deny. Route filters and rate limits are not read.
+// good policy or deny. The rate limit is read by RateLimitFromProto, as
+// strictly. Route filters are not read.
 func FromProto(ps *inbound.Server) (*Server, error) {
 	if ps == nil {
 		return nil, fmt.Errorf("authz: nil server")
@@ -40,17 +41,21 @@ func FromProto(ps *inbound.Server) (*Server, error) {
 		return nil, fmt.Errorf("authz: server %s: missing protocol", s.Meta)
 	}
 	var hr []*inbound.HttpRoute
+	var rl *inbound.HttpLocalRateLimit
 	switch k := p.Kind.(type) {
 	case *inbound.ProxyProtocol_Detect_:
 		s.Protocol = ProtocolDetect
 		s.DetectTimeout = k.Detect.GetTimeout().AsDuration()
 		hr = k.Detect.GetHttpRoutes()
+		rl = k.Detect.GetHttpLocalRateLimit()
 	case *inbound.ProxyProtocol_Http1_:
 		s.Protocol = ProtocolHTTP1
 		hr = k.Http1.GetRoutes()
+		rl = k.Http1.GetLocalRateLimit()
 	case *inbound.ProxyProtocol_Http2_:
 		s.Protocol = ProtocolHTTP2
 		hr = k.Http2.GetRoutes()
+		rl = k.Http2.GetLocalRateLimit()
 	case *inbound.ProxyProtocol_Grpc_:
 		s.Protocol = ProtocolGRPC
 		for _, pr := range k.Grpc.GetRoutes() {
@@ -73,6 +78,9 @@ func FromProto(ps *inbound.Server) (*Server, error) {
 			return nil, fmt.Errorf("authz: server %s: %w", s.Meta, err)
 		}
 		s.HTTPRoutes = append(s.HTTPRoutes, r)
+	}
+	if s.RateLimit, err = rateLimitFromProto(rl); err != nil {
+		return nil, fmt.Errorf("authz: server %s: %w", s.Meta, err)
 	}
 	if err := s.Validate(); err != nil {
 		return nil, err

@@ -39,8 +39,12 @@ var (
 	MeshTLSAuthenticationsResource = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1alpha1", Resource: "meshtlsauthentications"}
 	NetworkAuthenticationsResource = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1alpha1", Resource: "networkauthentications"}
 	HTTPRoutesResource             = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1beta3", Resource: "httproutes"}
-	GatewayHTTPRoutesResource      = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
-	GRPCRoutesResource             = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "grpcroutes"}
+	// HTTPLocalRateLimitPoliciesResource is required like the other
+	// policy.linkerd.io kinds: Linkerd has shipped its CRD since 2.17, and
+	// `weft install --crds` installs it.
+	HTTPLocalRateLimitPoliciesResource = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1alpha1", Resource: "httplocalratelimitpolicies"}
+	GatewayHTTPRoutesResource          = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
+	GRPCRoutesResource                 = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "grpcroutes"}
 )
 
 // ListKinds maps each dynamic resource to its list kind, as
@@ -48,15 +52,16 @@ var (
 // needs in tests.
 func ListKinds() map[schema.GroupVersionResource]string {
 	return map[schema.GroupVersionResource]string{
-		ServersResource:                   "ServerList",
-		ServerAuthorizationsResource:      "ServerAuthorizationList",
-		AuthorizationPoliciesResource:     "AuthorizationPolicyList",
-		MeshTLSAuthenticationsResource:    "MeshTLSAuthenticationList",
-		NetworkAuthenticationsResource:    "NetworkAuthenticationList",
-		HTTPRoutesResource:                "HTTPRouteList",
-		GatewayHTTPRoutesResource:         "HTTPRouteList",
-		GRPCRoutesResource:                "GRPCRouteList",
-		CustomResourceDefinitionsResource: "CustomResourceDefinitionList",
+		ServersResource:                    "ServerList",
+		ServerAuthorizationsResource:       "ServerAuthorizationList",
+		AuthorizationPoliciesResource:      "AuthorizationPolicyList",
+		MeshTLSAuthenticationsResource:     "MeshTLSAuthenticationList",
+		NetworkAuthenticationsResource:     "NetworkAuthenticationList",
+		HTTPRoutesResource:                 "HTTPRouteList",
+		HTTPLocalRateLimitPoliciesResource: "HTTPLocalRateLimitPolicyList",
+		GatewayHTTPRoutesResource:          "HTTPRouteList",
+		GRPCRoutesResource:                 "GRPCRouteList",
+		CustomResourceDefinitionsResource:  "CustomResourceDefinitionList",
 	}
 }
 
@@ -255,7 +260,7 @@ func New(ctx context.Context, client k8s.Interface, dyn dynamic.Interface, opts 
 		return fail(fmt.Errorf("kubernetes: %w", err))
 	}
 	resources := []schema.GroupVersionResource{ServersResource, ServerAuthorizationsResource, AuthorizationPoliciesResource,
-		MeshTLSAuthenticationsResource, NetworkAuthenticationsResource, HTTPRoutesResource}
+		MeshTLSAuthenticationsResource, NetworkAuthenticationsResource, HTTPRoutesResource, HTTPLocalRateLimitPoliciesResource}
 	for _, gvr := range resources {
 		gi := dynf.ForResource(gvr)
 		l, err := addTyped(gvr.Resource+"."+gvr.Group, gi, nil)
@@ -490,6 +495,12 @@ func (s *Source) convert(gvr schema.GroupVersionResource, u *unstructured.Unstru
 			return err
 		}
 		o.HTTPRoutes = append(o.HTTPRoutes, v)
+	case HTTPLocalRateLimitPoliciesResource:
+		v := &v1alpha1.HTTPLocalRateLimitPolicy{}
+		if err := from(v); err != nil {
+			return err
+		}
+		o.HTTPLocalRateLimitPolicies = append(o.HTTPLocalRateLimitPolicies, v)
 	case GatewayHTTPRoutesResource:
 		v := &gatewayv1.HTTPRoute{}
 		if err := from(v); err != nil {

@@ -25,14 +25,15 @@ import (
 )
 
 var gvrByKind = map[schema.GroupVersionKind]schema.GroupVersionResource{
-	{Group: "policy.linkerd.io", Version: "v1beta3", Kind: "Server"}:                 kubernetes.ServersResource,
-	{Group: "policy.linkerd.io", Version: "v1beta1", Kind: "ServerAuthorization"}:    kubernetes.ServerAuthorizationsResource,
-	{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "AuthorizationPolicy"}:   kubernetes.AuthorizationPoliciesResource,
-	{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "MeshTLSAuthentication"}: kubernetes.MeshTLSAuthenticationsResource,
-	{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "NetworkAuthentication"}: kubernetes.NetworkAuthenticationsResource,
-	{Group: "policy.linkerd.io", Version: "v1beta3", Kind: "HTTPRoute"}:              kubernetes.HTTPRoutesResource,
-	{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}:           kubernetes.GatewayHTTPRoutesResource,
-	{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "GRPCRoute"}:           kubernetes.GRPCRoutesResource,
+	{Group: "policy.linkerd.io", Version: "v1beta3", Kind: "Server"}:                    kubernetes.ServersResource,
+	{Group: "policy.linkerd.io", Version: "v1beta1", Kind: "ServerAuthorization"}:       kubernetes.ServerAuthorizationsResource,
+	{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "AuthorizationPolicy"}:      kubernetes.AuthorizationPoliciesResource,
+	{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "MeshTLSAuthentication"}:    kubernetes.MeshTLSAuthenticationsResource,
+	{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "NetworkAuthentication"}:    kubernetes.NetworkAuthenticationsResource,
+	{Group: "policy.linkerd.io", Version: "v1beta3", Kind: "HTTPRoute"}:                 kubernetes.HTTPRoutesResource,
+	{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "HTTPLocalRateLimitPolicy"}: kubernetes.HTTPLocalRateLimitPoliciesResource,
+	{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}:              kubernetes.GatewayHTTPRoutesResource,
+	{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "GRPCRoute"}:              kubernetes.GRPCRoutesResource,
 }
 
 // harness applies objects through a fake clientset (core kinds) and a
