@@ -193,7 +193,7 @@ spec:
 kind: GRPCRoute
 metadata: {name: grpc}
 spec:
-  parentRefs: [{group: policy.linkerd.io, kind: Server, name: web-grpc}, {name: edge}]
+  parentRefs: [{group: core, kind: Service, name: web}, {name: edge}]
 `)
 	// Another controller (a gateway's) has already written its entry.
 	u, err := c.dyn.Resource(policykube.GRPCRoutesResource).Namespace(ns).Get(ctx, "grpc", metav1.GetOptions{})
@@ -217,9 +217,11 @@ spec:
 	waitCondition(t, c, policykube.GatewayHTTPRoutesResource, ns, "no-server", "Server", "nope", "Accepted", "False/NoMatchingParent")
 	waitCondition(t, c, policykube.GatewayHTTPRoutesResource, ns, "no-backend", "Service", "web", "Accepted", "True/Accepted")
 	waitCondition(t, c, policykube.GatewayHTTPRoutesResource, ns, "no-backend", "Service", "web", "ResolvedRefs", "False/BackendNotFound")
-	waitCondition(t, c, policykube.GRPCRoutesResource, ns, "grpc", "Server", "web-grpc", "Accepted", "True/Accepted")
+	waitCondition(t, c, policykube.GRPCRoutesResource, ns, "grpc", "Service", "web", "Accepted", "True/Accepted")
 
-	// The gateway's entry is still there, first and unchanged.
+	// (A GRPCRoute on web-grpc would make the HTTPRoute there conflicted,
+	// which is checked first; this one is outbound.) The gateway's entry
+	// is still there, first and unchanged.
 	u, err = c.dyn.Resource(policykube.GRPCRoutesResource).Namespace(ns).Get(ctx, "grpc", metav1.GetOptions{})
 	require.NoError(t, err)
 	parents, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
