@@ -330,3 +330,7 @@ const (
 	DestinationPort    = 8086
 	PolicyPort         = 8090
 )
+
+// LeasePolicyStatus is the Lease, in the control-plane namespace, whose
+// holder among the policy controller's replicas writes route status.
+const LeasePolicyStatus = "weft-policy-status-write"

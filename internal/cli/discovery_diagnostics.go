@@ -20,10 +20,10 @@ import (
 
 // DiagnosticsCommand is `weft diagnostics`: tools that ask the control
 // plane what it tells proxies. Its subcommands are given (by default
-// DiagnosticsEndpointsCommand).
+// DiagnosticsEndpointsCommand and DiagnosticsPolicyCommand).
 func DiagnosticsCommand(subcommands ...Command) Command {
 	if len(subcommands) == 0 {
-		subcommands = []Command{DiagnosticsEndpointsCommand()}
+		subcommands = []Command{DiagnosticsEndpointsCommand(), DiagnosticsPolicyCommand()}
 	}
 	return Command{
 		Name:    "diagnostics",

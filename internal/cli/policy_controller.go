@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -48,6 +49,9 @@ type policyControllerFlags struct {
 	gatewayAPI               string
 	poll                     time.Duration
 	server                   serverLimitFlags
+	writeStatus              bool
+	statusLeaseNamespace     string
+	statusIdentity           string
 }
 
 func setupPolicyController(fs *FlagSet) Action {
@@ -59,6 +63,9 @@ func setupPolicyController(fs *FlagSet) Action {
 	fs.DurationVar(&f.poll, "poll-interval", 2*time.Second, "static source: how often files are checked besides notifications")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubernetes source: kubeconfig file (default: in-cluster configuration)")
 	fs.StringVar(&f.gatewayAPI, "gateway-api", "auto", "kubernetes source: Gateway API HTTPRoutes and GRPCRoutes: auto (watched while their CRDs are installed, picked up when they appear), true (required at start, then as auto) or false (never)")
+	fs.BoolVar(&f.writeStatus, "write-status", true, "kubernetes source: write status.parents (Accepted, ResolvedRefs) on the HTTPRoutes and GRPCRoutes whose parents are Servers or Services, one replica at a time")
+	fs.StringVar(&f.statusLeaseNamespace, "status-lease-namespace", "", "kubernetes source: namespace of the Lease that picks the replica writing route status (default: --control-plane-namespace)")
+	fs.StringVar(&f.statusIdentity, "status-identity", "", "kubernetes source: this replica's name in that Lease (default: the host name, which is the pod name)")
 	fs.StringVar(&f.defaultPolicy, "default-policy", "all-unauthenticated", "cluster default inbound policy")
 	core.RegisterClusterNetworks(fs, &f.clusterNetworks)
 	core.RegisterProbeNetworks(fs, &f.probeNetworks, &f.probeSet)
@@ -128,35 +135,69 @@ func setupPolicyController(fs *FlagSet) Action {
 	}
 }
 
-func policySource(ctx context.Context, f policyControllerFlags, metrics policy.Metrics, logger *slog.Logger) (policy.Source, func() error, error) {
+// policyBackend is where the controller's objects come from, and for a
+// cluster the clients that write route status.
+type policyBackend struct {
+	src   policy.Source
+	close func() error
+	kube  k8s.Interface
+	dyn   dynamic.Interface
+}
+
+func policySource(ctx context.Context, f policyControllerFlags, metrics policy.Metrics, logger *slog.Logger) (policyBackend, error) {
 	if f.source == "static" {
 		src, err := static.New(ctx, f.manifests, static.WithLogger(logger), static.WithPollInterval(f.poll))
 		if err != nil {
-			return nil, nil, err
+			return policyBackend{}, err
 		}
-		return src, src.Close, nil
+		return policyBackend{src: src, close: src.Close}, nil
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes configuration: %w", err)
+		return policyBackend{}, fmt.Errorf("kubernetes configuration: %w", err)
 	}
 	client, err := k8s.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, err
+		return policyBackend{}, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, err
+		return policyBackend{}, err
 	}
 	mode, err := policyk8s.ParseGatewayAPIMode(f.gatewayAPI)
 	if err != nil {
-		return nil, nil, err
+		return policyBackend{}, err
 	}
 	src, err := policyk8s.New(ctx, client, dyn, policyk8s.WithLogger(logger), policyk8s.WithGatewayAPI(mode), policyk8s.WithMetrics(metrics))
 	if err != nil {
-		return nil, nil, err
+		return policyBackend{}, err
 	}
-	return src, src.Close, nil
+	return policyBackend{src: src, close: src.Close, kube: client, dyn: dyn}, nil
+}
+
+// statusWriter returns the runner that writes route status, or nil when
+// there is none to write (a static source, or --write-status=false).
+func statusWriter(f policyControllerFlags, b policyBackend, x *policy.Indexer, logger *slog.Logger) (func(context.Context) error, error) {
+	if b.dyn == nil || !f.writeStatus {
+		return nil, nil
+	}
+	ns := f.statusLeaseNamespace
+	if ns == "" {
+		ns = f.cpNamespace
+	}
+	id := f.statusIdentity
+	if id == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("--status-identity: no host name to default to: %w", err)
+		}
+		id = host
+	}
+	w, err := policyk8s.NewStatusWriter(b.dyn, x, policyk8s.WithStatusLogger(logger), policyk8s.WithStatusLease(b.kube, ns, id))
+	if err != nil {
+		return nil, err
+	}
+	return w.Run, nil
 }
 
 func servePolicy(ctx context.Context, f policyControllerFlags, limits grpclimit.Limits, opts []policy.Option, logger *slog.Logger) error {
@@ -167,14 +208,22 @@ func servePolicy(ctx context.Context, f policyControllerFlags, limits grpclimit.
 	if err != nil {
 		return err
 	}
-	src, closeSrc, err := policySource(ctx, f, metrics, logger)
+	backend, err := policySource(ctx, f, metrics, logger)
 	if err != nil {
 		return err
 	}
-	defer closeSrc()
-	x, err := policy.NewIndexer(ctx, src, append(opts, policy.WithMetrics(metrics))...)
+	defer backend.close()
+	x, err := policy.NewIndexer(ctx, backend.src, append(opts, policy.WithMetrics(metrics))...)
 	if err != nil {
 		return err
+	}
+	runners := []func(context.Context) error{x.Run}
+	writeStatus, err := statusWriter(f, backend, x, logger)
+	if err != nil {
+		return err
+	}
+	if writeStatus != nil {
+		runners = append(runners, writeStatus)
 	}
 	in, err := policy.NewInboundServer(x)
 	if err != nil {
@@ -203,6 +252,6 @@ func servePolicy(ctx context.Context, f policyControllerFlags, limits grpclimit.
 			in.Drain()
 			out.Drain()
 		},
-		Runners: []func(context.Context) error{x.Run},
+		Runners: runners,
 	})
 }

@@ -313,6 +313,9 @@ func setupVizAuthz(fs *FlagSet) Action {
 				Port         string       `json:"port"`
 				Count        float64      `json:"count"`
 				Explain      string       `json:"explain"`
+				// Diagnostics asks the cluster's policy controller (for
+				// a cluster source, where no manifests are at hand).
+				Diagnostics string `json:"diagnostics,omitempty"`
 			}
 			type rowJSON struct {
 				Namespace     string            `json:"namespace"`
@@ -335,7 +338,11 @@ func setupVizAuthz(fs *FlagSet) Action {
 				rj := rowJSON{row.Namespace, row.Server, row.Route, row.Authorization, row.Port, row.Allowed, row.Denied,
 					num(rate(row.Allowed, w.Duration)), num(rate(row.Denied, w.Duration)), row.Clients, []denialJSON{}}
 				for _, d := range row.Denials {
-					rj.Denials = append(rj.Denials, denialJSON{d.From, d.FromWorkload, d.ToNamespace, d.ToPod, d.Port, d.Count, d.ExplainCommand(hintPath)})
+					dj := denialJSON{d.From, d.FromWorkload, d.ToNamespace, d.ToPod, d.Port, d.Count, d.ExplainCommand(hintPath), ""}
+					if hintPath == "" {
+						dj.Diagnostics = d.DiagnosticsCommand()
+					}
+					rj.Denials = append(rj.Denials, dj)
 				}
 				out.Rows = append(out.Rows, rj)
 			}
@@ -362,6 +369,11 @@ func setupVizAuthz(fs *FlagSet) Action {
 		if len(denials) > 0 {
 			fmt.Fprintln(stdio.Stdout, "\nDenied; to see why:")
 			for _, d := range denials {
+				if hintPath == "" {
+					// A cluster: what the policy controller serves that
+					// port, then the offline explanation over the manifests.
+					fmt.Fprintf(stdio.Stdout, "  %s\n", d.DiagnosticsCommand())
+				}
 				fmt.Fprintf(stdio.Stdout, "  %s\n", d.ExplainCommand(hintPath))
 			}
 		}

@@ -148,6 +148,7 @@ func (b *builder) build() *Index {
 	}
 
 	ix.outbound = b.buildOutbound()
+	ix.routeStatus = b.routeStatuses()
 
 	sort.SliceStable(p.list, func(i, j int) bool { return p.list[i].Severity > p.list[j].Severity })
 	ix.problems = p.list

@@ -88,6 +88,8 @@ type Index struct {
 	servers   map[ObjectRef]*serverTemplate
 	problems  []Problem
 	outbound  *outboundIndex
+	// routeStatus is the status of every route, in the order of Objects.
+	routeStatus []RouteStatus
 }
 
 // Problems returns the errors and warnings found while indexing, errors

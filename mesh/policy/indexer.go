@@ -18,7 +18,8 @@ type Indexer struct {
 	cur *Index
 
 	pubMu     sync.Mutex // serializes publishing to listeners
-	listeners []func(*Index)
+	listeners map[int]func(*Index)
+	nextID    int
 	updated   chan struct{}
 }
 
@@ -36,7 +37,7 @@ func NewIndexer(ctx context.Context, src Source, opts ...Option) (*Indexer, erro
 	if err != nil {
 		return nil, err
 	}
-	x := &Indexer{src: src, cfg: cfg, updated: make(chan struct{}, 1)}
+	x := &Indexer{src: src, cfg: cfg, updated: make(chan struct{}, 1), listeners: map[int]func(*Index){}}
 	x.cur = x.build()
 	return x, nil
 }
@@ -73,11 +74,24 @@ func (x *Indexer) Index() *Index {
 func (x *Indexer) Updated() <-chan struct{} { return x.updated }
 
 // listen calls f with the current index now and with every new one.
-func (x *Indexer) listen(f func(*Index)) {
+func (x *Indexer) listen(f func(*Index)) { x.Subscribe(f) }
+
+// Subscribe calls f with the current index now and with every new one
+// until the returned function is called. f runs while the index is being
+// published and must not block: hand the index on, or signal a channel.
+// Unlike Updated, every subscriber sees every index.
+func (x *Indexer) Subscribe(f func(*Index)) (cancel func()) {
 	x.pubMu.Lock()
 	defer x.pubMu.Unlock()
-	x.listeners = append(x.listeners, f)
+	id := x.nextID
+	x.nextID++
+	x.listeners[id] = f
 	f(x.Index())
+	return func() {
+		x.pubMu.Lock()
+		defer x.pubMu.Unlock()
+		delete(x.listeners, id)
+	}
 }
 
 // Rebuild builds a new index from the source now and publishes it.

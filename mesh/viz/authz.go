@@ -67,6 +67,13 @@ func (d DeniedPair) ExplainCommand(manifests string) string {
 		manifests, d.ToPod, d.ToNamespace, d.Port, from)
 }
 
+// DiagnosticsCommand is the `weft diagnostics policy` command line that
+// shows the policy the cluster's policy controller serves the refusing
+// pod's port: what its proxy enforced, with no manifests at hand.
+func (d DeniedPair) DiagnosticsCommand() string {
+	return fmt.Sprintf("weft diagnostics policy -n %s po/%s %s", d.ToNamespace, d.ToPod, d.Port)
+}
+
 func kindName(l map[string]string, prefix, sep string) string {
 	kind, name := l[prefix+"_kind"], l[prefix+"_name"]
 	switch {

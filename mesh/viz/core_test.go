@@ -295,6 +295,7 @@ func TestAuthzCountsAllowedPerAuthorizationAndNamesDeniedClients(t *testing.T) {
 	d := rows[1].Denials[0]
 	assert.Equal(t, "intruder", d.FromWorkload.Name)
 	assert.Equal(t, "weft policy explain --manifests m.yaml --to-workload pod/api-0 --to-namespace shop --to-port 8080 --from-identity "+intruderID, d.ExplainCommand("m.yaml"))
+	assert.Equal(t, "weft diagnostics policy -n shop po/api-0 8080", d.DiagnosticsCommand())
 
 	assert.Empty(t, viz.Authz(w, viz.Resource{Kind: viz.KindWorkload, Namespace: "shop", Name: "web"}))
 }
