@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -81,16 +82,7 @@ func (b *builder) build() *Index {
 	}
 	// Older servers win port conflicts; then names decide.
 	for _, list := range b.servers {
-		sort.SliceStable(list, func(i, j int) bool {
-			a, c := list[i].obj.CreationTimestamp, list[j].obj.CreationTimestamp
-			if !a.Equal(&c) {
-				if a.IsZero() || c.IsZero() {
-					return !a.IsZero()
-				}
-				return a.Before(&c)
-			}
-			return list[i].obj.Name < list[j].obj.Name
-		})
+		sort.SliceStable(list, func(i, j int) bool { return olderFirst(&list[i].obj.ObjectMeta, &list[j].obj.ObjectMeta) })
 	}
 
 	b.saz = map[string][]*serverAuthzSpec{}
@@ -426,4 +418,18 @@ func routeLess(a, b time.Time, am, bm authz.Meta) bool {
 		return am.Namespace+"/"+am.Name < bm.Namespace+"/"+bm.Name
 	}
 	return am.Group < bm.Group
+}
+
+// olderFirst orders objects oldest first, those without a creation time
+// last, then by name: the order in which Linkerd's controller lets one of
+// several objects claiming the same thing win.
+func olderFirst(x, y *metav1.ObjectMeta) bool {
+	a, c := x.CreationTimestamp, y.CreationTimestamp
+	if !a.Equal(&c) {
+		if a.IsZero() || c.IsZero() {
+			return !a.IsZero()
+		}
+		return a.Before(&c)
+	}
+	return x.Name < y.Name
 }

@@ -151,16 +151,7 @@ func (b *builder) attachRateLimits() {
 		byServer[k] = append(byServer[k], spec)
 	}
 	for k, list := range byServer {
-		sort.SliceStable(list, func(i, j int) bool {
-			a, c := list[i].obj.CreationTimestamp, list[j].obj.CreationTimestamp
-			if !a.Equal(&c) {
-				if a.IsZero() || c.IsZero() {
-					return !a.IsZero()
-				}
-				return a.Before(&c)
-			}
-			return list[i].obj.Name < list[j].obj.Name
-		})
+		sort.SliceStable(list, func(i, j int) bool { return olderFirst(&list[i].obj.ObjectMeta, &list[j].obj.ObjectMeta) })
 		b.rateLimits[k] = list[0]
 		for _, other := range list[1:] {
 			b.p.warnf(other.ref, "spec.targetRef", "Server %s/%s already has HTTPLocalRateLimitPolicy %s, which is older (or as old and first by name); only one applies, so this one applies to nothing (Linkerd: RateLimitReasonAlreadyExists)", k.ns, k.name, list[0].ref.Name)
