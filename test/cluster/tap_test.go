@@ -1,3 +1,5 @@
+//go:build clusterintegration
+
 package cluster_test
 
 import (

@@ -89,7 +89,7 @@ func (h *Hub) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{h.sent, h.dropRate, h.dropBuffer, h.refused, h.openGauge, h.handshakeGauge, h.connsGauge}
 }
 
-// on reports whether any tap is open.
+// On reports whether any tap is open.
 func (h *Hub) On() bool { return h.open.Load() > 0 }
 
 // add registers a session; false when maxTaps are open.
@@ -333,7 +333,7 @@ func (tr *Request) unref() {
 // done is called by a tap's goroutine once it encoded the item's event.
 func (it item) done() { it.tr.unref() }
 
-// start matches a request against the open taps and, when one or more
+// Start matches a request against the open taps and, when one or more
 // take it within their budgets, sends their request-init events. It
 // returns nil when no tap takes the request.
 func (h *Hub) Start(v *View) *Request {
@@ -415,7 +415,7 @@ func newRequest(v *View, now time.Time) *Request {
 	return tr
 }
 
-// responseInit reports the response head. It is safe on a nil request.
+// ResponseInit reports the response head. It is safe on a nil request.
 func (tr *Request) ResponseInit(status int, header http.Header, h2 bool) {
 	if tr == nil || !tr.headAt.IsZero() {
 		return
