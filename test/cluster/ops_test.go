@@ -428,6 +428,12 @@ func (e *env) getObject(ctx context.Context, o install.Object) error {
 		_, err = e.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	case "PodDisruptionBudget":
 		_, err = e.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+	case "Role":
+		_, err = e.kube.RbacV1().Roles(ns).Get(ctx, name, metav1.GetOptions{})
+	case "RoleBinding":
+		_, err = e.kube.RbacV1().RoleBindings(ns).Get(ctx, name, metav1.GetOptions{})
+	case "APIService":
+		err = e.kube.Discovery().RESTClient().Get().AbsPath("/apis/apiregistration.k8s.io/v1/apiservices", name).Do(ctx).Error()
 	default:
 		return fmt.Errorf("the test does not know how to read a %s", gvk.Kind)
 	}
