@@ -83,12 +83,14 @@ func (m *mesh) demo(t *testing.T) {
 		return nil
 	})
 
-	// The load generator's own view agrees: some of its requests failed
-	// (502 from web), most did not.
+	// The load generator's own view agrees: the failing method's 502s from
+	// web, and successes. (It starts with the others, so its first
+	// requests may also have met web without endpoints yet: 503s from its
+	// proxy, which is why no ratio is checked here; the stat above is.)
 	var c counts
 	require.NoError(t, e.control(timeout(t, time.Minute), e.onePod(t, ns, "load"), "/load/counts", nil, &c))
 	assert.Positive(t, c.Codes["502"], "load saw the failing method: %+v", c)
-	assert.Greater(t, c.OK, 4*c.Failed, "load saw mostly successes: %+v", c)
+	assert.Positive(t, c.OK, "load saw successes: %+v", c)
 }
 
 // statRow is one row of `weft viz stat -o json`.
