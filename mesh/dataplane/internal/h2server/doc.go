@@ -62,7 +62,11 @@
 //     CVE-2025-8671), counted when the server decides the reset; past
 //     ResetBudget (default 100), a connection on which at least half of
 //     the streams were reset prematurely ends ("http2-rapid-reset").
-//     Cancelling long-lived streams does not count;
+//     Cancelling long-lived streams does not count. A stream's handler
+//     starts once the read loop has taken the frames already received
+//     with its HEADERS (at most a 4 KiB read, or 32 new streams), so a
+//     stream opened and reset in one write never reaches the handler
+//     (workers.go);
 //   - control frames: SETTINGS, PRIORITY, PING acknowledgements, PINGs
 //     sent while an earlier PING's acknowledgement is still unwritten,
 //     unknown frame types, and WINDOW_UPDATEs that restore no window the

@@ -174,7 +174,9 @@ type conn struct {
 	trailerBuf []hpack.HeaderField // scratch for a response's trailers (mu)
 
 	streams     map[uint32]*stream
-	running     int // handlers running
+	running     int       // handlers running, or waiting to start (pending)
+	pending     []*stream // new streams whose handlers start with the next dispatch (workers.go)
+	notRun      int       // streams reset before their handlers started
 	maxID       uint32
 	sendWin     int64  // connection send window
 	sendPeak    int64  // the largest the connection send window has been
@@ -242,6 +244,9 @@ func serveConn(ctx context.Context, nc net.Conn, handler http.Handler, cfg *Conf
 
 	c.pool.init()
 	c.serve(ctx)
+	c.mu.Lock()
+	c.dropPendingLocked()
+	c.mu.Unlock()
 	c.handlers.Wait()
 	c.pool.stop()
 	if ended != nil {
@@ -322,7 +327,11 @@ func (c *conn) serve(ctx context.Context) {
 		// resets, window updates) go out once the next frame is not
 		// already here, so that a batch of frames gets one write, or when
 		// enough of them wait.
-		if len(c.out) > 0 && (len(c.out) >= controlBatch || !c.frameBuffered()) {
+		buffered := c.frameBuffered()
+		if len(c.pending) > 0 && !buffered {
+			c.dispatchLocked()
+		}
+		if len(c.out) > 0 && (len(c.out) >= controlBatch || !buffered) {
 			_ = c.flushLocked()
 		}
 		c.mu.Unlock()

@@ -165,7 +165,7 @@ func (c *conn) processHeaders(f *h2hdr.Block) error {
 	c.handlers.Add(1)
 	s.w = responseWriter{s: s, c: c, req: req, header: make(http.Header), clen: -1}
 	s.handler = handler
-	c.startHandler(s)
+	c.deferHandlerLocked(s)
 	return nil
 }
 

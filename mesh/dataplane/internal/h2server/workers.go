@@ -74,3 +74,64 @@ func (c *conn) handlerLoop(s *stream) {
 		}
 	}
 }
+
+// dispatchBatch is how many new streams wait for their handlers while the
+// read loop goes on with frames already received.
+const dispatchBatch = 32
+
+// A new stream's handler does not start when its HEADERS is read but
+// once the read loop has taken every frame already received (the frames
+// of one read, at most a 4 KiB buffer), or when dispatchBatch streams
+// wait. A stream that one of those frames ended first (the client's
+// RST_STREAM, or a frame the server answers with RST_STREAM, such as a
+// WINDOW_UPDATE of 0) is dropped without its handler ever running: the
+// request never reaches the application. That is what a client opening
+// and resetting streams in one write (Rapid Reset, MadeYouReset) gets:
+// its streams count against the reset budget and cost the proxy the
+// parsing, not a request upstream. A client sending one frame at a
+// time waits for nothing, since nothing else is buffered.
+
+// deferHandlerLocked queues s's handler until dispatchLocked. cl.mu is
+// held.
+func (c *conn) deferHandlerLocked(s *stream) {
+	if len(c.pending) >= dispatchBatch {
+		c.dispatchLocked()
+	}
+	c.pending = append(c.pending, s)
+}
+
+// dispatchLocked starts the handlers of the streams waiting for them,
+// and drops those reset meanwhile. c.mu is held.
+func (c *conn) dispatchLocked() {
+	for i, s := range c.pending {
+		c.pending[i] = nil
+		if c.streams[s.id] != s || s.err != nil {
+			c.dropHandlerLocked(s)
+			continue
+		}
+		c.startHandler(s)
+	}
+	c.pending = c.pending[:0]
+}
+
+// dropPendingLocked forgets the streams still waiting for their
+// handlers when the connection ends. c.mu is held.
+func (c *conn) dropPendingLocked() {
+	for i, s := range c.pending {
+		c.pending[i] = nil
+		c.dropHandlerLocked(s)
+	}
+	c.pending = c.pending[:0]
+}
+
+// dropHandlerLocked accounts for a stream whose handler will never run,
+// as runHandler would have once it returned. c.mu is held.
+func (c *conn) dropHandlerLocked(s *stream) {
+	c.running--
+	c.notRun++
+	s.cancel()
+	c.removeLocked(s)
+	s.dropBufLocked()
+	c.handlers.Done()
+	c.maybeCloseLocked()
+}
