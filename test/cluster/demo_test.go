@@ -25,6 +25,7 @@ import (
 func (m *mesh) demo(t *testing.T) {
 	e := m.e
 	ns := "demo-" + randomSuffix()
+	m.demoNS = ns
 	tmpl, err := os.ReadFile("testdata/demo.yaml")
 	require.NoError(t, err)
 	manifest := strings.NewReplacer("IMAGE", e.images["testapp"].Ref, "NAMESPACE", ns).Replace(string(tmpl))

@@ -35,6 +35,7 @@ type mesh struct {
 	installArgs, pinned []string
 	certs               string
 	app                 string // the application's namespace
+	demoNS              string // the demo application's namespace (step 3d)
 	plain               string // a namespace without injection
 	// pods of the application at the end of step 2, by app.
 	pods map[string]corev1.Pod
@@ -57,6 +58,7 @@ func TestMeshOnARealNode(t *testing.T) {
 		{"3b_policy_enforced", m.policyEnforced},
 		{"3c_tap_and_top", m.tapAndTop},
 		{"3d_demo_application", m.demo},
+		{"3e_route_policy_live_with_status", m.routePolicyLive},
 		{"4a_rolling_restarts_of_the_controllers", m.restartControllers},
 		{"4b_scaling_under_calls", m.scale},
 		{"4c_issuer_rotation", m.rotateIssuer},
@@ -64,9 +66,10 @@ func TestMeshOnARealNode(t *testing.T) {
 		{"5_uninstall_leaves_nothing", m.uninstall},
 	} {
 		if !t.Run(step.name, step.run) && !independentStep[step.name] {
-			// 3b, 3c and 3d leave nothing behind that later steps use
-			// (3b's policy is deleted however it ends, 3c's RBAC and 3d's
-			// application are its own), so they still run.
+			// 3b to 3e leave nothing behind that later steps use (3b's
+			// and 3e's policies and 3e's Gateway API CRDs are deleted
+			// however they end, 3c's RBAC and 3d's application are their
+			// own), so they still run.
 			t.Fatalf("step %s failed; later steps depend on it", step.name)
 		}
 	}
@@ -74,7 +77,7 @@ func TestMeshOnARealNode(t *testing.T) {
 
 // independentStep names the steps whose failure does not stop the later
 // ones.
-var independentStep = map[string]bool{"3b_policy_enforced": true, "3c_tap_and_top": true, "3d_demo_application": true}
+var independentStep = map[string]bool{"3b_policy_enforced": true, "3c_tap_and_top": true, "3d_demo_application": true, "3e_route_policy_live_with_status": true}
 
 // The Values of the test install: this tree's images, never pulled.
 const testValues = `proxy:
