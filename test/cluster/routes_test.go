@@ -40,8 +40,9 @@ var (
 //     an intruder's (another ServiceAccount, injected the same way) get
 //     PermissionDenied;
 //   - the routes carry the status Linkerd's controller writes: the
-//     GRPCRoute Accepted, a policy.linkerd.io HTTPRoute on the same gRPC
-//     Server not accepted, with the reason;
+//     GRPCRoute Accepted, a policy.linkerd.io HTTPRoute on the same
+//     Server not accepted, with the reason (a Server with GRPCRoutes takes
+//     no HTTPRoutes: RouteReasonConflicted, as Linkerd's);
 //   - `weft diagnostics policy` shows what api's proxy receives for the
 //     port: the GRPCRoute and web's identity.
 //
@@ -110,8 +111,8 @@ func (m *mesh) routePolicyLive(t *testing.T) {
 	eventually(t, time.Minute, "status of GRPCRoute api-test-service: Accepted", func(ctx context.Context) error {
 		return routeCondition(ctx, e, grpcRouteGVR, ns, "api-test-service", "api-grpc", "Accepted", "True", "Accepted")
 	})
-	eventually(t, time.Minute, "status of HTTPRoute api-http: not accepted on a gRPC Server", func(ctx context.Context) error {
-		return routeCondition(ctx, e, policyRouteGVR, ns, "api-http", "api-grpc", "Accepted", "False", "NotAllowedByListeners")
+	eventually(t, time.Minute, "status of HTTPRoute api-http: not accepted beside the Server's GRPCRoute", func(ctx context.Context) error {
+		return routeCondition(ctx, e, policyRouteGVR, ns, "api-http", "api-grpc", "Accepted", "False", "RouteReasonConflicted")
 	})
 
 	// diagnostics policy: what api's proxy receives for its gRPC port.
