@@ -103,6 +103,7 @@ func timeout(t *testing.T, d time.Duration) context.Context {
 // the cluster and returns its exit status, stdout and stderr.
 func (e *env) weftCmd(t *testing.T, stdin []byte, args ...string) (int, []byte, string) {
 	t.Helper()
+	recordRun(args)
 	ctx := timeout(t, 3*time.Minute)
 	cmd := exec.CommandContext(ctx, e.weft, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.state.Kubeconfig)

@@ -59,11 +59,13 @@ func TestMeshOnARealNode(t *testing.T) {
 		{"3c_tap_and_top", m.tapAndTop},
 		{"3d_demo_application", m.demo},
 		{"3e_route_policy_live_with_status", m.routePolicyLive},
+		{"3f_demo_tap_and_top", m.demoTapAndTop},
 		{"4a_rolling_restarts_of_the_controllers", m.restartControllers},
 		{"4b_scaling_under_calls", m.scale},
 		{"4c_issuer_rotation", m.rotateIssuer},
 		{"4d_injector_down_follows_the_failure_policy", m.injectorDown},
 		{"5_uninstall_leaves_nothing", m.uninstall},
+		{"6_every_walkthrough_command_ran", m.walkthroughRan},
 	} {
 		if !t.Run(step.name, step.run) && !independentStep[step.name] {
 			// 3b to 3e leave nothing behind that later steps use (3b's
@@ -77,7 +79,7 @@ func TestMeshOnARealNode(t *testing.T) {
 
 // independentStep names the steps whose failure does not stop the later
 // ones.
-var independentStep = map[string]bool{"3b_policy_enforced": true, "3c_tap_and_top": true, "3d_demo_application": true, "3e_route_policy_live_with_status": true}
+var independentStep = map[string]bool{"3b_policy_enforced": true, "3c_tap_and_top": true, "3d_demo_application": true, "3e_route_policy_live_with_status": true, "3f_demo_tap_and_top": true}
 
 // The Values of the test install: this tree's images, never pulled.
 const testValues = `proxy:

@@ -81,7 +81,7 @@ func (m *mesh) routePolicyLive(t *testing.T) {
 	})
 	web, intruder := e.onePod(t, ns, "web"), e.onePod(t, ns, "intruder")
 
-	objects := routePolicy(ns)
+	objects := routePolicy(t, ns)
 	t.Cleanup(func() { m.deleteObjects(t, ns, objects) })
 	ctx := timeout(t, time.Minute)
 	for _, p := range objects {
@@ -188,53 +188,25 @@ func routeCondition(ctx context.Context, e *env, gvr schema.GroupVersionResource
 }
 
 // routePolicy is the route-level policy of step 3e, as a Linkerd user
-// writes it for the demo's api.
-func routePolicy(ns string) []policyObject {
-	serverRef := map[string]any{"group": "policy.linkerd.io", "kind": "Server", "name": "api-grpc"}
-	return []policyObject{
-		{serverGVR, map[string]any{
-			"apiVersion": "policy.linkerd.io/v1beta3", "kind": "Server",
-			"metadata": map[string]any{"name": "api-grpc"},
-			"spec": map[string]any{
-				"podSelector":   map[string]any{"matchLabels": map[string]any{"app": "api"}},
-				"port":          "grpc",
-				"proxyProtocol": "gRPC",
-			},
-		}},
-		{grpcRouteGVR, map[string]any{
-			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GRPCRoute",
-			"metadata": map[string]any{"name": "api-test-service"},
-			"spec": map[string]any{
-				"parentRefs": []any{serverRef},
-				"rules": []any{map[string]any{
-					"matches": []any{map[string]any{"method": map[string]any{"service": "grpc.testing.TestService"}}},
-				}},
-			},
-		}},
-		{policyRouteGVR, map[string]any{
-			"apiVersion": "policy.linkerd.io/v1beta3", "kind": "HTTPRoute",
-			"metadata": map[string]any{"name": "api-http"},
-			"spec": map[string]any{
-				"parentRefs": []any{serverRef},
-				"rules":      []any{map[string]any{"matches": []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/"}}}}},
-			},
-		}},
-		{meshTLSGVR, map[string]any{
-			"apiVersion": "policy.linkerd.io/v1alpha1", "kind": "MeshTLSAuthentication",
-			"metadata": map[string]any{"name": "web-only"},
-			"spec":     map[string]any{"identities": []any{identityOf("web", ns)}},
-		}},
-		{authzGVR, map[string]any{
-			"apiVersion": "policy.linkerd.io/v1alpha1", "kind": "AuthorizationPolicy",
-			"metadata": map[string]any{"name": "api-test-service-from-web"},
-			"spec": map[string]any{
-				"targetRef": map[string]any{"group": "gateway.networking.k8s.io", "kind": "GRPCRoute", "name": "api-test-service"},
-				"requiredAuthenticationRefs": []any{
-					map[string]any{"group": "policy.linkerd.io", "kind": "MeshTLSAuthentication", "name": "web-only"},
-				},
-			},
-		}},
+// writes it for the demo's api: docs/policy.md's walkthrough policy.
+func routePolicy(t *testing.T, ns string) []policyObject {
+	t.Helper()
+	gvrs := map[string]schema.GroupVersionResource{
+		"policy.linkerd.io/Server":                serverGVR,
+		"gateway.networking.k8s.io/GRPCRoute":     grpcRouteGVR,
+		"policy.linkerd.io/HTTPRoute":             policyRouteGVR,
+		"policy.linkerd.io/MeshTLSAuthentication": meshTLSGVR,
+		"policy.linkerd.io/AuthorizationPolicy":   authzGVR,
 	}
+	var out []policyObject
+	for _, u := range walkthroughPolicy(t, ns) {
+		gvk := u.GroupVersionKind()
+		gvr, ok := gvrs[gvk.Group+"/"+gvk.Kind]
+		require.True(t, ok, "docs/policy.md walkthrough: a %s the step does not expect", gvk)
+		require.Equal(t, gvr.Version, gvk.Version, "docs/policy.md walkthrough: %s", gvk)
+		out = append(out, policyObject{gvr, u.Object})
+	}
+	return out
 }
 
 // deleteObjects deletes objects of ns and waits until they are gone.

@@ -118,3 +118,53 @@ func (m *mesh) tapAndTop(t *testing.T) {
 	// "tap" (tap-admin grants every resource of the group).
 	assert.Contains(t, err.Error(), `User "weft-test-nobody" cannot watch resource "tap" in API group "tap.weftmesh.io" in the namespace "`+vocab.DefaultControlPlaneNamespace+`"`)
 }
+
+// demoTapAndTop taps and tops the demo application's web as Linkerd's
+// getting-started guide does with its own demo: `weft viz tap
+// deploy/web` shows load's requests arriving over mutual TLS with load's
+// identity, `weft viz top deploy/web` counts its two paths.
+func (m *mesh) demoTapAndTop(t *testing.T) {
+	e := m.e
+	ns := m.demoNS
+	require.NotEmpty(t, ns, "step 3d deployed the demo application")
+	var reqs int
+	eventually(t, 2*time.Minute, "weft viz tap deploy/web", func(context.Context) error {
+		code, out, errs := e.weftCmd(t, nil, "viz", "tap", "deploy/web", "-n", ns, "-o", "json", "--max-events", "12", "--duration", "30s")
+		if code != 0 {
+			return fmt.Errorf("exit %d: %s", code, errs)
+		}
+		reqs = 0
+		for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+			var ev viz.Event
+			if len(line) == 0 || json.Unmarshal(line, &ev) != nil {
+				continue
+			}
+			if ev.Kind == viz.RequestInit && ev.Direction == "inbound" {
+				if !ev.TLS() || ev.SourceMeta["client_id"] != identityOf("load", ns) {
+					return fmt.Errorf("an inbound request at web not from load over mTLS: %+v", ev)
+				}
+				reqs++
+			}
+		}
+		if reqs == 0 {
+			return fmt.Errorf("no inbound request in %d bytes of events: %s", len(out), errs)
+		}
+		return nil
+	})
+
+	code, out, errs := e.weftCmd(t, nil, "viz", "top", "deploy/web", "-n", ns, "-o", "json", "--duration", "10s")
+	require.Equal(t, 0, code, errs)
+	var top struct {
+		Rows []struct {
+			Path  string `json:"path"`
+			Count int    `json:"count"`
+		} `json:"rows"`
+	}
+	require.NoError(t, json.Unmarshal(out, &top), "%s", out)
+	paths := map[string]int{}
+	for _, r := range top.Rows {
+		paths[r.Path] += r.Count
+	}
+	assert.Positive(t, paths["/unary"], "top counts load's /unary: %s", out)
+	assert.Positive(t, paths["/empty"], "top counts load's /empty: %s", out)
+}
