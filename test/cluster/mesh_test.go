@@ -60,6 +60,7 @@ func TestMeshOnARealNode(t *testing.T) {
 		{"3d_demo_application", m.demo},
 		{"3e_route_policy_live_with_status", m.routePolicyLive},
 		{"3f_demo_tap_and_top", m.demoTapAndTop},
+		{"3g_demo_rolling_restarts_under_calls", m.demoRollingRestarts},
 		{"4a_rolling_restarts_of_the_controllers", m.restartControllers},
 		{"4b_scaling_under_calls", m.scale},
 		{"4c_issuer_rotation", m.rotateIssuer},
@@ -79,7 +80,7 @@ func TestMeshOnARealNode(t *testing.T) {
 
 // independentStep names the steps whose failure does not stop the later
 // ones.
-var independentStep = map[string]bool{"3b_policy_enforced": true, "3c_tap_and_top": true, "3d_demo_application": true, "3e_route_policy_live_with_status": true, "3f_demo_tap_and_top": true}
+var independentStep = map[string]bool{"3b_policy_enforced": true, "3c_tap_and_top": true, "3d_demo_application": true, "3e_route_policy_live_with_status": true, "3f_demo_tap_and_top": true, "3g_demo_rolling_restarts_under_calls": true}
 
 // The Values of the test install: this tree's images, never pulled.
 const testValues = `proxy:
