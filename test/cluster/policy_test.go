@@ -3,13 +3,10 @@
 package cluster_test
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -80,26 +77,5 @@ func (m *mesh) applyPolicy(t *testing.T) {
 
 func (m *mesh) deletePolicy(t *testing.T) {
 	t.Helper()
-	ctx := timeout(t, time.Minute)
-	for _, p := range m.policy() {
-		name := p.obj["metadata"].(map[string]any)["name"].(string)
-		err := m.e.dyn.Resource(p.gvr).Namespace(m.app).Delete(ctx, name, metav1.DeleteOptions{})
-		if !apierrors.IsNotFound(err) {
-			require.NoError(t, err, "delete %s %s", p.obj["kind"], name)
-		}
-	}
-	// Gone from the API server, not only marked.
-	for _, p := range m.policy() {
-		name := p.obj["metadata"].(map[string]any)["name"].(string)
-		eventually(t, 30*time.Second, name+" deleted", func(ctx context.Context) error {
-			_, err := m.e.dyn.Resource(p.gvr).Namespace(m.app).Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			if err == nil {
-				return errors.New("still there")
-			}
-			return err
-		})
-	}
+	m.deleteObjects(t, m.app, m.policy())
 }
