@@ -57,6 +57,7 @@ func TestMeshOnARealNode(t *testing.T) {
 		{"3b_policy_enforced", m.policyEnforced},
 		{"3c_tap_and_top", m.tapAndTop},
 		{"3d_demo_application", m.demo},
+		{"3e_rate_limit_enforced", m.rateLimited},
 		{"4a_rolling_restarts_of_the_controllers", m.restartControllers},
 		{"4b_scaling_under_calls", m.scale},
 		{"4c_issuer_rotation", m.rotateIssuer},
@@ -64,9 +65,9 @@ func TestMeshOnARealNode(t *testing.T) {
 		{"5_uninstall_leaves_nothing", m.uninstall},
 	} {
 		if !t.Run(step.name, step.run) && !independentStep[step.name] {
-			// 3b, 3c and 3d leave nothing behind that later steps use
-			// (3b's policy is deleted however it ends, 3c's RBAC and 3d's
-			// application are its own), so they still run.
+			// 3b, 3c, 3d and 3e leave nothing behind that later steps use
+			// (3b's and 3e's policies are deleted however they end, 3c's
+			// RBAC and 3d's application are its own), so they still run.
 			t.Fatalf("step %s failed; later steps depend on it", step.name)
 		}
 	}
@@ -74,7 +75,7 @@ func TestMeshOnARealNode(t *testing.T) {
 
 // independentStep names the steps whose failure does not stop the later
 // ones.
-var independentStep = map[string]bool{"3b_policy_enforced": true, "3c_tap_and_top": true, "3d_demo_application": true}
+var independentStep = map[string]bool{"3b_policy_enforced": true, "3c_tap_and_top": true, "3d_demo_application": true, "3e_rate_limit_enforced": true}
 
 // The Values of the test install: this tree's images, never pulled.
 const testValues = `proxy:
