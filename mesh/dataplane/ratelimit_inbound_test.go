@@ -148,11 +148,14 @@ func TestRateLimitCountsTheTotalFirstEvenForARequestTheIdentityLimitRefuses(t *t
 	assert.Equal(t, 1.0, hp.b.metric(t, "inbound_http_local_ratelimit_total", `ratelimit_scope="total"`, `client_id="`+idD+`"`))
 }
 
-func TestRateLimitGivesClientsWithoutIdentityOneSharedBucket(t *testing.T) {
+func TestRateLimitGivesClientsWithoutIdentityOneSharedBucketWhateverHeaderTheySend(t *testing.T) {
 	clock := newFakeClock()
 	app := startHTTPApp(t)
 	pols := dataplane.NewMemoryPolicies()
-	pols.Set(uint32(app.port()), limitedServer("web", &authz.RateLimit{Meta: rateLimitMeta("plain"), Identity: 2}))
+	// An override for idC that a plaintext client tries to claim with a
+	// header: the limit reads the verified certificate only.
+	pols.Set(uint32(app.port()), limitedServer("web", &authz.RateLimit{Meta: rateLimitMeta("plain"), Identity: 2,
+		Overrides: []authz.RateLimitOverride{{RequestsPerSecond: 100, Identities: []string{idC}}}}))
 	in := testutil.Listen(t)
 	orig := func(net.Conn) (netip.AddrPort, error) { return netipAddrPort(app.port()), nil }
 	b := startProxy(t, testConfig(), newPKI(t).identity(t, idB), nil, pols, dataplane.Listeners{Inbound: in},
@@ -161,7 +164,7 @@ func TestRateLimitGivesClientsWithoutIdentityOneSharedBucket(t *testing.T) {
 	// Each request on a connection of its own: two clients are one bucket.
 	var got []int
 	for range 3 {
-		resp, _ := rawExchange(t, in.Addr().String(), "GET / HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n")
+		resp, _ := rawExchange(t, in.Addr().String(), "GET / HTTP/1.1\r\nHost: web\r\nL5d-Client-Id: "+idC+"\r\nConnection: close\r\n\r\n")
 		got = append(got, resp.StatusCode)
 		if resp.StatusCode == s429 {
 			assert.Equal(t, "per-identity rate limit exceeded: 2rps", resp.Header.Get("L5d-Proxy-Error"))
