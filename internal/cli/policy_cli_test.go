@@ -506,3 +506,33 @@ spec:
 	assert.True(t, strings.HasPrefix(out, "decision: deny"), out)
 	assert.NotContains(t, out, "rate limit")
 }
+
+func TestPolicyTestSaysWhichRateLimitCountsAPassingRequest(t *testing.T) {
+	dir := t.TempDir()
+	rl := policyWrite(t, dir, "ratelimit.yaml", `apiVersion: policy.linkerd.io/v1alpha1
+kind: HTTPLocalRateLimitPolicy
+metadata: {name: web-rl, namespace: my-app}
+spec:
+  targetRef: {group: policy.linkerd.io, kind: Server, name: web-http}
+  total: {requestsPerSecond: 100}
+  identity: {requestsPerSecond: 20}
+`)
+	cases := policyWrite(t, dir, "cases.yaml", `cases:
+- name: api-gateway may call web
+  from: {serviceAccount: api-gateway, namespace: my-app}
+  to: {workload: deployment/web, namespace: my-app, port: http}
+  request: {path: /items}
+  expect: allow
+- name: reports may not call web
+  from: {serviceAccount: reports, namespace: my-app}
+  to: {workload: deployment/web, namespace: my-app, port: http}
+  request: {path: /items}
+  expect: deny
+`)
+	code, out, errOut := runCommand(t, cli.PolicyCommand(), "", "test", "--manifests", policyBase, "--manifests", policyAP, "--manifests", rl, "--cases", cases)
+	require.Equal(t, cli.ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.Contains(t, out, "PASS api-gateway may call web\n  rate limit HTTPLocalRateLimitPolicy my-app/web-rl: total 100/s, per identity 20/s: "+
+		"each HTTP request from this client counts against the total limit of 100/s that all clients share, then against its own per-identity limit of 20/s; "+
+		"beyond them the proxy answers 429 Too Many Requests (gRPC: RESOURCE_EXHAUSTED)\n")
+	assert.Contains(t, out, "PASS reports may not call web\n2 passed, 0 failed\n", "a denied request is never counted, so no limit is shown")
+}

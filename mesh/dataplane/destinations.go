@@ -266,6 +266,9 @@ type portState struct {
 
 	// series caches the request series resolved under this policy.
 	series cowMap[inboundKey, *inboundEntry]
+
+	// limit is the port's HTTP rate limit; nil for none.
+	limit *inboundLimit
 }
 
 type portPolicy struct {
@@ -354,6 +357,10 @@ func (pc *policyCache) watch(ctx context.Context, port uint32, pp *portPolicy) {
 					continue
 				}
 				srv, cerr := compilePolicy(s)
+				var lim *inboundLimit
+				if cerr == nil {
+					lim, cerr = pc.p.limitFor(pp.cur.Load(), srv) // ratelimit_inbound.go
+				}
 				if cerr != nil {
 					pc.p.log.Warn("inbound policy refused", "port", port, "err", cerr)
 					pc.p.m.policyRefused.Inc()
@@ -362,7 +369,7 @@ func (pc *policyCache) watch(ctx context.Context, port uint32, pp *portPolicy) {
 					}
 					continue
 				}
-				publish(&portState{proto: s, srv: srv})
+				publish(&portState{proto: s, srv: srv, limit: lim})
 				backoff = 50 * time.Millisecond
 			}
 			if ctx.Err() != nil {

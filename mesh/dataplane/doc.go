@@ -121,7 +121,10 @@
 // (mesh/policy/authz) on the normalized path it then forwards: a denied
 // request gets 403 (404 without a route, 400 for an ambiguous path or
 // header) or, for gRPC, PERMISSION_DENIED, with weft-deny-reason naming
-// the class; audit policies let requests through and count them. The
+// the class; audit policies let requests through and count them. An
+// admitted request past the Server's HTTPLocalRateLimitPolicy gets 429
+// (gRPC RESOURCE_EXHAUSTED) with Linkerd's l5d-proxy-error message
+// (ratelimit_inbound.go). The
 // application receives the verified client identity in l5d-client-id;
 // every other l5d-* and weft-* header from a client is removed at each
 // hop, as are hop-by-hop headers and every header a Connection field
@@ -157,13 +160,14 @@
 //	route_request_total, route_response_total, route_response_latency_ms, route_retryable_total
 //	tcp_open_total, tcp_close_total, tcp_open_connections, tcp_read_bytes_total, tcp_write_bytes_total, tcp_connection_duration_ms
 //	inbound_http_authz_allow_total, inbound_http_authz_deny_total, inbound_http_route_not_found_total
+//	inbound_http_local_ratelimit_total                    requests a Server's HTTPLocalRateLimitPolicy refused (429)
 //	inbound_tcp_authz_allow_total, inbound_tcp_authz_deny_total
 //	identity_cert_expiration_timestamp_seconds
 //
 // with Linkerd's labels: direction, authority, target_addr/target_ip/
 // target_port, tls with client_id, server_id or no_tls_reason, the dst_*
 // labels of the endpoint's discovery metric labels, srv_*/route_*/authz_*
-// of inbound policy, status_code, classification, grpc_status, error, and
+// of inbound policy, ratelimit_* of a rate limit, status_code, classification, grpc_status, error, and
 // peer (src or dst) on transport series. Weft's own series sit beside them:
 // inbound_http_authz_audit_total, outbound_http_retries_total,
 // outbound_http_retry_budget_exhausted_total, http_errors_total,

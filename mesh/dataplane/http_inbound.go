@@ -101,6 +101,11 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	if res.Decision == authz.Audit {
 		p.log.Info("inbound request admitted by audit policy", "port", info.port, "route", routeName(&res), "peer_id", info.peer.Identity)
 	}
+	if e := p.rateLimit(w, grpc, st, info, &res); e != nil { // ratelimit_inbound.go
+		tr.ResponseInit(e.status, w.Header(), info.h2)
+		tap.End(&tr, 0, tap.GRPCStatus(grpcStatusOf(grpc, e)), -1, nil)
+		return
+	}
 	var stats reqStats
 	stats.begin(series.rt, now)
 	stats.attempt(series.ep)

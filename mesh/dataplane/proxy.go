@@ -91,8 +91,9 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // on /metrics (default: a registry of its own, with Go and process metrics).
 func WithRegistry(reg *prometheus.Registry) Option { return func(o *options) { o.reg = reg } }
 
-// WithClock sets the clock used for certificate checks and by the HTTP
-// balancers' latency estimates and failure accrual (default time.Now).
+// WithClock sets the clock used for certificate checks, by the HTTP
+// balancers' latency estimates and failure accrual, and by the inbound
+// rate limits' buckets (default time.Now).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // WithDestinationIdleTimeout sets how long a destination nobody connects to

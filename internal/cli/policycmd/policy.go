@@ -135,6 +135,11 @@ func setupPolicyTest(fs *FlagSet) Action {
 			for _, r := range results {
 				if r.Pass {
 					fmt.Fprintf(stdio.Stdout, "PASS %s\n", r.Case.Name)
+					// An admitted request past a rate limit gets 429
+					// instead: say which limits count it.
+					if rl := r.Explanation.RateLimit; rl != nil {
+						writeIndented(stdio.Stdout, rl.String(r.Explanation.Conn.Identity), "  ")
+					}
 					continue
 				}
 				fmt.Fprintf(stdio.Stdout, "FAIL %s: expected %s, got %s\n", r.Case.Name, r.Case.Expected(), r.Outcome())
