@@ -35,7 +35,6 @@ const (
 // proxy exporting to its own tracer and both to one collector.
 type tracedPair struct {
 	*httpPair
-	col      *otlptest.Collector
 	trA, trB *otlpexport.Tracer
 }
 

@@ -29,9 +29,13 @@ type Span struct {
 	Resource map[string]string
 }
 
-// TraceID, SpanID and ParentID are the span's ids in hex ("" when empty).
-func (s Span) TraceID() string  { return hex.EncodeToString(s.Span.GetTraceId()) }
-func (s Span) SpanID() string   { return hex.EncodeToString(s.Span.GetSpanId()) }
+// TraceID is the span's trace id in hex.
+func (s Span) TraceID() string { return hex.EncodeToString(s.Span.GetTraceId()) }
+
+// SpanID is the span's own id in hex.
+func (s Span) SpanID() string { return hex.EncodeToString(s.Span.GetSpanId()) }
+
+// ParentID is the span's parent id in hex ("" for a root span).
 func (s Span) ParentID() string { return hex.EncodeToString(s.Span.GetParentSpanId()) }
 
 // Attr returns the span attribute key as text ("" when absent).
@@ -67,7 +71,7 @@ func start(t testing.TB, cfg *tls.Config) *Collector {
 		t.Fatalf("otlptest: listen: %v", err)
 	}
 	c := &Collector{addr: raw.Addr().String(), srv: grpc.NewServer(), changed: make(chan struct{})}
-	var ln net.Listener = raw
+	ln := raw
 	if cfg != nil {
 		ln = &tlsListener{Listener: raw, cfg: cfg, c: c}
 	}
