@@ -2,6 +2,7 @@ package trace
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"net/http"
 )
@@ -39,6 +40,7 @@ const (
 	W3C      Format = iota + 1 // traceparent
 	B3Single                   // b3
 	B3Multi                    // X-B3-TraceId, X-B3-SpanId, ...
+	GRPCBin                    // grpc-trace-bin (OpenCensus's binary format)
 )
 
 func (f Format) String() string {
@@ -49,6 +51,8 @@ func (f Format) String() string {
 		return "b3"
 	case B3Multi:
 		return "b3multi"
+	case GRPCBin:
+		return "grpc-trace-bin"
 	}
 	return "none"
 }
@@ -84,14 +88,21 @@ const (
 	HeaderB3ParentSpan = "X-B3-Parentspanid"
 	HeaderB3Sampled    = "X-B3-Sampled"
 	HeaderB3Flags      = "X-B3-Flags"
+	HeaderGRPCTraceBin = "Grpc-Trace-Bin"
 )
 
-// Read returns the trace context h carries, trying W3C, then B3's single
-// header, then B3's multiple headers; ok is false when none parses.
-// Nothing is allocated.
+// Read returns the trace context h carries, trying W3C, then gRPC's
+// binary header, then B3's single header, then B3's multiple headers; ok
+// is false when none parses. Nothing is allocated but for a
+// grpc-trace-bin header.
 func Read(h http.Header) (c Context, ok bool) {
 	if v, one := single(h, HeaderTraceparent); one {
 		if c, ok = ParseTraceparent(v); ok {
+			return c, true
+		}
+	}
+	if v, one := single(h, HeaderGRPCTraceBin); one {
+		if c, ok = ParseGRPCTraceBin(v); ok {
 			return c, true
 		}
 	}
@@ -176,6 +187,58 @@ func ParseB3(v string) (Context, bool) {
 			return Context{}, false
 		}
 	}
+	return c, true
+}
+
+// ParseGRPCTraceBin parses grpc-trace-bin, OpenCensus's binary context
+// as gRPC carries it: base64 (padded or not) of a version byte 0, then
+// fields by id: 0 the trace id (16 bytes), 1 the span id (8), 2 the
+// options (1; bit 0 is sampled). A field id it does not know ends the
+// parse, as the format allows for later fields; both ids are required.
+func ParseGRPCTraceBin(v string) (Context, bool) {
+	const maxEncoded = 64 // the three fields take 40 characters
+	if len(v) == 0 || len(v) > maxEncoded {
+		return Context{}, false
+	}
+	var raw [48]byte
+	enc := base64.StdEncoding
+	if v[len(v)-1] != '=' && len(v)%4 != 0 {
+		enc = base64.RawStdEncoding
+	}
+	n, err := enc.Decode(raw[:], []byte(v))
+	if err != nil || n < 1 || raw[0] != 0 {
+		return Context{}, false
+	}
+	c := Context{Format: GRPCBin}
+	var haveTrace, haveSpan bool
+	for b := raw[1:n]; len(b) > 0; {
+		switch b[0] {
+		case 0:
+			if len(b) < 17 || haveTrace {
+				return Context{}, false
+			}
+			copy(c.TraceID[:], b[1:17])
+			b, haveTrace = b[17:], true
+		case 1:
+			if len(b) < 9 || haveSpan {
+				return Context{}, false
+			}
+			copy(c.SpanID[:], b[1:9])
+			b, haveSpan = b[9:], true
+		case 2:
+			if len(b) < 2 {
+				return Context{}, false
+			}
+			c.Flags = b[1]
+			b = b[2:]
+		default:
+			b = nil
+		}
+	}
+	if !haveTrace || !haveSpan || !c.TraceID.IsValid() || !c.SpanID.IsValid() {
+		return Context{}, false
+	}
+	c.Sampled = c.Flags&1 == 1
 	return c, true
 }
 
@@ -306,6 +369,15 @@ func Write(h http.Header, c Context, span SpanID) {
 		h[HeaderB3TraceID] = []string{b3TraceID(c)}
 		h[HeaderB3SpanID] = []string{span.String()}
 		h[HeaderB3ParentSpan] = []string{c.SpanID.String()}
+	case GRPCBin:
+		var b [29]byte
+		b[1] = 0
+		copy(b[2:18], c.TraceID[:])
+		b[18] = 1
+		copy(b[19:27], span[:])
+		b[27] = 2
+		b[28] = c.Flags & 0x01
+		h[HeaderGRPCTraceBin] = []string{base64.StdEncoding.EncodeToString(b[:])}
 	}
 }
 

@@ -1,6 +1,8 @@
 package trace_test
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,6 +18,23 @@ const (
 	sid   = "00f067aa0ba902b7"
 	other = "b7ad6b7169203331"
 )
+
+// bin is a grpc-trace-bin value: version 0, then the given fields.
+func bin(fields ...[]byte) string {
+	b := []byte{0}
+	for _, f := range fields {
+		b = append(b, f...)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+func field(id byte, hexValue string) []byte {
+	v, err := hex.DecodeString(hexValue)
+	if err != nil {
+		panic(err)
+	}
+	return append([]byte{id}, v...)
+}
 
 func hdr(kv ...string) http.Header {
 	h := http.Header{}
@@ -76,6 +95,16 @@ func TestReadAcceptsEachFormatAndRejectsMalformedValues(t *testing.T) {
 		{"b3 multi, sampled twice", hdr("X-B3-TraceId", tid, "X-B3-SpanId", sid, "X-B3-Sampled", "1", "X-B3-Sampled", "0"), false, 0, false, false},
 		{"b3 multi, span id twice", hdr("X-B3-TraceId", tid, "X-B3-SpanId", sid, "X-B3-SpanId", other), false, 0, false, false},
 
+		{"grpc-trace-bin sampled", hdr("grpc-trace-bin", bin(field(0, tid), field(1, sid), field(2, "01"))), true, trace.GRPCBin, true, false},
+		{"grpc-trace-bin unpadded", hdr("grpc-trace-bin", strings.TrimRight(bin(field(0, tid), field(1, sid), field(2, "01")), "=")), true, trace.GRPCBin, true, false},
+		{"grpc-trace-bin without options", hdr("grpc-trace-bin", bin(field(0, tid), field(1, sid))), true, trace.GRPCBin, false, false},
+		{"grpc-trace-bin with a later field", hdr("grpc-trace-bin", bin(field(0, tid), field(1, sid), field(2, "01"), field(9, "abcd"))), true, trace.GRPCBin, true, false},
+		{"grpc-trace-bin without span id", hdr("grpc-trace-bin", bin(field(0, tid), field(2, "01"))), false, 0, false, false},
+		{"grpc-trace-bin short trace id", hdr("grpc-trace-bin", bin(field(0, tid[:30]))), false, 0, false, false},
+		{"grpc-trace-bin version 1", hdr("grpc-trace-bin", base64.StdEncoding.EncodeToString(append([]byte{1}, field(0, tid)...))), false, 0, false, false},
+		{"grpc-trace-bin zero span id", hdr("grpc-trace-bin", bin(field(0, tid), field(1, strings.Repeat("0", 16)))), false, 0, false, false},
+		{"grpc-trace-bin not base64", hdr("grpc-trace-bin", "!!!!"), false, 0, false, false},
+		{"grpc-trace-bin too long", hdr("grpc-trace-bin", strings.Repeat("A", 68)), false, 0, false, false},
 		{"w3c wins over b3", hdr("traceparent", "00-"+tid+"-"+sid+"-00", "b3", tid+"-"+other+"-1"), true, trace.W3C, false, false},
 		{"a bad traceparent falls back to b3", hdr("traceparent", "garbage", "b3", tid+"-"+other+"-1"), true, trace.B3Single, true, false},
 		{"nothing", hdr("x-request-id", "abc"), false, 0, false, false},
@@ -120,6 +149,8 @@ func TestWriteSendsTheProxySpanAsParentInTheFormatRead(t *testing.T) {
 			map[string]string{"B3": tid + "-" + myHex}},
 		{"b3 multi", hdr("X-B3-TraceId", tid, "X-B3-SpanId", sid, "X-B3-Sampled", "0"),
 			map[string]string{"X-B3-Traceid": tid, "X-B3-Spanid": myHex, "X-B3-Parentspanid": sid, "X-B3-Sampled": "0"}},
+		{"grpc-trace-bin", hdr("grpc-trace-bin", bin(field(0, tid), field(1, sid), field(2, "01"))),
+			map[string]string{"Grpc-Trace-Bin": bin(field(0, tid), field(1, myHex), field(2, "01"))}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -163,15 +194,17 @@ func TestNewSpanIDIsValidAndVaries(t *testing.T) {
 // never panics, accepts only valid ids, and what it accepts survives
 // being written and read again.
 func FuzzRead(f *testing.F) {
-	f.Add("00-"+tid+"-"+sid+"-01", "", "", "", "")
-	f.Add("cc-"+tid+"-"+sid+"-01-x", "", "", "", "")
-	f.Add("", tid+"-"+sid+"-1-"+other, "", "", "")
-	f.Add("", tid[16:]+"-"+sid+"-d", "", "", "")
-	f.Add("", "", tid, sid, "1")
-	f.Add("ff-"+tid+"-"+sid+"-01", "1", tid[:10], sid, "true")
-	f.Fuzz(func(t *testing.T, tp, b3, b3t, b3s, b3sampled string) {
+	f.Add("00-"+tid+"-"+sid+"-01", "", "", "", "", "")
+	f.Add("cc-"+tid+"-"+sid+"-01-x", "", "", "", "", "")
+	f.Add("", tid+"-"+sid+"-1-"+other, "", "", "", "")
+	f.Add("", tid[16:]+"-"+sid+"-d", "", "", "", "")
+	f.Add("", "", tid, sid, "1", "")
+	f.Add("ff-"+tid+"-"+sid+"-01", "1", tid[:10], sid, "true", "")
+	f.Add("", "", "", "", "", bin(field(0, tid), field(1, sid), field(2, "01")))
+	f.Add("", "", "", "", "", "AAAB")
+	f.Fuzz(func(t *testing.T, tp, b3, b3t, b3s, b3sampled, grpcBin string) {
 		h := http.Header{}
-		for k, v := range map[string]string{"Traceparent": tp, "B3": b3, "X-B3-Traceid": b3t, "X-B3-Spanid": b3s, "X-B3-Sampled": b3sampled} {
+		for k, v := range map[string]string{"Traceparent": tp, "B3": b3, "X-B3-Traceid": b3t, "X-B3-Spanid": b3s, "X-B3-Sampled": b3sampled, "Grpc-Trace-Bin": grpcBin} {
 			if v != "" {
 				h[k] = []string{v}
 			}

@@ -5,11 +5,13 @@
 //
 // # Formats
 //
-// Three propagation formats are read, in this order, and the first that
-// parses wins:
+// Four propagation formats are read, in this order (Linkerd's proxy's
+// order, with B3's single header added), and the first that parses wins:
 //
 //   - W3C Trace Context: traceparent (version-traceid-parentid-flags);
 //     tracestate is passed on untouched.
+//   - grpc-trace-bin: OpenCensus's binary context, base64, as gRPC
+//     libraries send it.
 //   - B3 single header: b3 (traceid-spanid[-sampling[-parentspanid]]).
 //   - B3 multiple headers: X-B3-TraceId, X-B3-SpanId, X-B3-Sampled,
 //     X-B3-Flags (X-B3-ParentSpanId is written, not read).
@@ -24,7 +26,8 @@
 // The trace context comes from the client (the application or a peer
 // proxy) and is trusted for correlation only: it never influences
 // routing, policy or metrics. Every field has a fixed length, so a value
-// is rejected by its length before any of it is decoded; a header sent
+// is rejected by its length before any of it is decoded (grpc-trace-bin
+// is decoded, into a fixed buffer, only when at most 64 characters long); a header sent
 // twice is ambiguous and rejected; ids of all zeros are invalid. The
 // sampled flag is the client's to set, so a client can ask for its
 // requests to be recorded; what that costs is bounded by the exporter's
