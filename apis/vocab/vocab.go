@@ -115,6 +115,15 @@ const (
 	AnnotationDebugImagePullPolicy           = ConfigPrefix + "debug-image-pull-policy"
 	AnnotationProxyAdditionalEnv             = ConfigPrefix + "proxy-additional-env"
 	AnnotationDisableIdentity                = ConfigPrefix + "disable-identity"
+
+	// AnnotationTraceCollector names the OTLP collector (HOST:PORT) the
+	// proxy sends its spans to; AnnotationTraceCollectorServiceAccount is
+	// the collector's service account, from which its mesh identity is
+	// derived (Linkerd's tracing annotations, read by its linkerd-jaeger
+	// extension's injector until that extension was removed in
+	// edge-25.10.1; version-2.20 configures tracing by Helm values).
+	AnnotationTraceCollector               = ConfigPrefix + "trace-collector"
+	AnnotationTraceCollectorServiceAccount = ConfigPrefixAlpha + "trace-collector-service-account"
 )
 
 // Owner labels: the injector records the workload a pod belongs to, as
@@ -302,6 +311,22 @@ const (
 	// EnvTapMaxEventsPerSecond bounds the events one tap receives per
 	// second; beyond it requests are not reported and are counted.
 	EnvTapMaxEventsPerSecond = "WEFT_PROXY_TAP_MAX_EVENTS_PER_SECOND"
+	// EnvTraceCollectorAddr is the OTLP/gRPC collector (HOST:PORT) the
+	// proxy exports spans to; empty turns tracing off (Linkerd's
+	// LINKERD2_PROXY_TRACE_COLLECTOR_SVC_ADDR).
+	EnvTraceCollectorAddr = "WEFT_PROXY_TRACE_COLLECTOR_ADDR"
+	// EnvTraceCollectorIdentity is the collector's mesh identity
+	// (LINKERD2_PROXY_TRACE_COLLECTOR_SVC_NAME).
+	EnvTraceCollectorIdentity = "WEFT_PROXY_TRACE_COLLECTOR_IDENTITY"
+	// EnvTraceServiceName is the service.name of the proxy's spans
+	// (LINKERD2_PROXY_TRACE_SERVICE_NAME).
+	EnvTraceServiceName = "WEFT_PROXY_TRACE_SERVICE_NAME"
+	// EnvTraceAttributes are extra resource attributes, KEY=VALUE lines
+	// (LINKERD2_PROXY_TRACE_EXTRA_ATTRIBUTES).
+	EnvTraceAttributes = "WEFT_PROXY_TRACE_ATTRIBUTES"
+	// EnvTraceProtocol is the export protocol; only "opentelemetry"
+	// (LINKERD2_PROXY_TRACE_PROTOCOL).
+	EnvTraceProtocol = "WEFT_PROXY_TRACE_PROTOCOL"
 )
 
 // Default inbound policies the proxy understands.

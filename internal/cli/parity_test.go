@@ -397,6 +397,8 @@ func TestParityEveryLinkerdAnnotationIsAppliedOrWarnedWithItsReason(t *testing.T
 	assert.Equal(t, "true", e[vocab.EnvAdminShutdown])
 	assert.Equal(t, "all-authenticated", e[vocab.EnvDefaultInboundPolicy])
 	assert.Equal(t, "30s", e[vocab.EnvShutdownGracePeriod])
+	assert.Equal(t, "collector.tracing:4317", e[vocab.EnvTraceCollectorAddr])
+	assert.Equal(t, "otel-collector.tracing.serviceaccount.identity.weft.cluster.local", e[vocab.EnvTraceCollectorIdentity])
 	assert.Contains(t, report, "LINKERD2_PROXY_LOG, which Weft's proxy does not read")
 	assert.Equal(t, "example.com/mirror/weft-proxy:v1.2.3", proxy.Image)
 	assert.Equal(t, corev1.PullAlways, proxy.ImagePullPolicy)

@@ -19,6 +19,10 @@ var (
 	clientGo = []string{"k8s.io/client-go/..."}
 	caSDKs   = []string{"github.com/smallstep/...", "go.step.sm/..."}
 	cloud    = []string{"cloud.google.com/...", "google.golang.org/api/...", "github.com/aws/...", "github.com/Azure/...", "github.com/googleapis/..."}
+	// otelSDK is OpenTelemetry's SDK and exporters (and the OTLP protocol
+	// they speak); its API alone (go.opentelemetry.io/otel,
+	// .../otel/trace) is light and is linked through gRPC and k8s.io.
+	otelSDK = []string{"go.opentelemetry.io/otel/sdk/...", "go.opentelemetry.io/otel/exporters/...", "go.opentelemetry.io/proto/otlp/..."}
 )
 
 func join(lists ...[]string) []string {
@@ -45,6 +49,32 @@ var rules = []depstest.Rule{
 		},
 		Deny: []string{"k8s.io/..."},
 		Why:  "the proxy links nothing of k8s.io: its package init and text pages cost every proxy memory (docs/benchmarks.md)",
+	},
+	{
+		Packages: []string{weft("mesh/dataplane/..."), weft("internal/cli/proxycmd"), weft("cmd/weft-init")},
+		Except:   []string{weft("mesh/dataplane/tracing/otlpexport")},
+		Deny:     otelSDK,
+		Why:      "only weft-proxy links OpenTelemetry's SDK, through mesh/dataplane/tracing/otlpexport (wired by internal/cli/proxytrace): the data plane records spans through its Tracer seam, and weft-init, which shares the proxy's command package, stays without it",
+	},
+	{
+		Packages: []string{weft("...")},
+		Except: []string{
+			weft("mesh/dataplane/tracing/otlpexport"), weft("internal/cli/proxytrace"), weft("cmd/weft-proxy"),
+			weft("internal/testutil/otlptest"), // the tests' collector: the OTLP protocol, not the SDK (next rule)
+		},
+		Deny: otelSDK,
+		Why:  "OpenTelemetry's SDK is the proxy's exporter alone (docs/tracing.md); no other package or program links it",
+	},
+	{
+		Packages: []string{weft("internal/testutil/otlptest")},
+		Deny:     []string{"go.opentelemetry.io/otel/sdk/...", "go.opentelemetry.io/otel/exporters/..."},
+		Why:      "the tests' OTLP collector is built on the protocol's own gRPC service, so that it checks what the SDK sends rather than sharing its code",
+	},
+	{
+		Packages: []string{weft("mesh/dataplane/internal/trace")},
+		Deny:     []string{depstest.All},
+		Allow:    []string{depstest.Std},
+		Why:      "the trace-context parser and the tracing seam import only the standard library",
 	},
 	{
 		Packages: []string{weft("mesh/dataplane/internal/relay")},

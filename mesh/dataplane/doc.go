@@ -203,6 +203,16 @@
 // never waited for, and are encoded and sent, in batches of up to 50 ms
 // or 256 events, on the tap's goroutine.
 //
+// # Tracing
+//
+// With [WithTracer] (mesh/dataplane/tracing/otlpexport's Tracer in
+// weft-proxy), an HTTP request or gRPC call carrying a W3C or B3 trace
+// context gets the proxy's span, a client span outbound and a server span
+// inbound, and goes on with that span as its parent (trace_hook.go; the
+// parser and the seam are internal/trace). A request without a context is
+// not traced. Without a tracer each request pays one nil check. See
+// docs/tracing.md.
+//
 // # Faults
 //
 // A destination whose watch breaks keeps its last endpoints and is watched

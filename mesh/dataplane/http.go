@@ -237,6 +237,15 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no connection context", http.StatusInternalServerError)
 		return
 	}
+	if p.tracer != nil {
+		p.serveTraced(w, r, info)
+		return
+	}
+	p.dispatch(w, r, info)
+}
+
+// dispatch serves a request by the direction of its connection.
+func (p *Proxy) dispatch(w http.ResponseWriter, r *http.Request, info *connInfo) {
 	if info.direction == Inbound {
 		if p.access != nil {
 			p.serveInboundLogged(w, r, info)

@@ -182,7 +182,7 @@ type httpPairOptions struct {
 	cfgA, cfgB   func(*dataplane.Config)
 	app          *httpApp
 	unmeshed     bool // discovery announces the app directly, without identity
-	optsB        []dataplane.Option
+	optsA, optsB []dataplane.Option
 }
 
 func startHTTPPair(t testing.TB, o httpPairOptions) *httpPair {
@@ -229,7 +229,7 @@ func startHTTPPair(t testing.TB, o httpPairOptions) *httpPair {
 		hp.tapA = lsA.Tap
 	}
 	hp.a = startProxy(t, cfgA, hp.pki.identity(t, idA), hp.resolver, nil, lsA,
-		dataplane.WithOutboundPolicies(hp.outbound), dataplane.WithProfiles(hp.profiles))
+		append([]dataplane.Option{dataplane.WithOutboundPolicies(hp.outbound), dataplane.WithProfiles(hp.profiles)}, o.optsA...)...)
 	hp.clientAddr = mapped.Addr().String()
 	return hp
 }

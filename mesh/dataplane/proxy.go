@@ -18,6 +18,7 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/trace"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -48,6 +49,8 @@ type Proxy struct {
 	origDst      func(net.Conn) (netip.AddrPort, error)
 	loopback     bool       // see WithLoopbackAllowed
 	access       *accessLog // nil unless cfg.AccessLog is set
+
+	tracer trace.Tracer // nil unless WithTracer: tracing off (trace_hook.go)
 
 	running  atomic.Bool
 	draining atomic.Bool
@@ -82,6 +85,7 @@ type options struct {
 	profiles    Profiles
 	loopback    bool // see WithLoopbackAllowed
 	accessLog   io.Writer
+	tracer      trace.Tracer
 }
 
 // WithLogger sets the logger (default: discard).
@@ -179,6 +183,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		dialer:       net.Dialer{Timeout: cfg.ConnectTimeout},
 		destIdle:     o.destIdle,
 		origDst:      o.origDst,
+		tracer:       o.tracer,
 		conns:        map[net.Conn]*relay.Pipe{},
 	}
 	for _, addr := range []string{cfg.InboundAddr, cfg.OutboundAddr, cfg.ConnectAddr, cfg.AdminAddr} {

@@ -52,6 +52,12 @@ type Extras struct {
 	ValidatorConnectAddr string
 	ValidatorListenAddr  string
 	ValidatorTimeout     time.Duration
+
+	// TraceCollector is the OTLP collector (HOST:PORT) the proxy sends
+	// its spans to; empty leaves tracing off. TraceCollectorServiceAccount
+	// is the collector's service account (see traceEnv).
+	TraceCollector               string
+	TraceCollectorServiceAccount string
 }
 
 // initExtras fills the extras from values.
@@ -235,6 +241,23 @@ func extraSettings() []setting {
 				return err
 			},
 			show: func(w *workingConfig) string { return string(w.DebugPull) }},
+		{name: "trace-collector", keys: []string{vocab.AnnotationTraceCollector},
+			apply: func(w *workingConfig, v string) error {
+				a, err := parseCollectorAddr(v)
+				w.TraceCollector = a
+				return err
+			},
+			show: func(w *workingConfig) string { return w.TraceCollector }},
+		{name: "trace-collector-service-account", keys: []string{vocab.AnnotationTraceCollectorServiceAccount},
+			apply: func(w *workingConfig, v string) error {
+				v = strings.TrimSpace(v)
+				if !isDNSLabel(v) {
+					return fmt.Errorf("%q is not a service account name", v)
+				}
+				w.TraceCollectorServiceAccount = v
+				return nil
+			},
+			show: func(w *workingConfig) string { return w.TraceCollectorServiceAccount }},
 		{name: "close-wait-timeout", keys: []string{vocab.AnnotationCloseWaitTimeout},
 			apply: func(w *workingConfig, v string) error {
 				d, err := parsePositiveDuration(strings.TrimSpace(v))

@@ -46,7 +46,7 @@ func extraEnv(cfg *Config) []corev1.EnvVar {
 	if cfg.CPURatioLimit > 0 {
 		add(vocab.EnvCPURatioLimit, strconv.FormatFloat(cfg.CPURatioLimit, 'g', -1, 64))
 	}
-	return env
+	return append(env, traceEnv(cfg)...)
 }
 
 // ownerLabel returns the linkerd.io/proxy-<kind> label naming the workload

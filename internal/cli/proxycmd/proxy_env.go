@@ -8,6 +8,7 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane"
 	"github.com/weftmesh/weft/mesh/dataplane/control"
+	"github.com/weftmesh/weft/mesh/dataplane/tracing"
 )
 
 // ProxyEnv is everything `weft-proxy run` reads from its WEFT_PROXY_*
@@ -18,6 +19,9 @@ import (
 type ProxyEnv struct {
 	Proxy   dataplane.Config
 	Control control.Config
+	// Trace is where the proxy's spans go (tracing.FromEnv); tracing is
+	// off unless it names a collector.
+	Trace tracing.Config
 	// LogLevel is WEFT_PROXY_LOG_LEVEL, info by default ("warn,linkerd=info"
 	// style accepted); LogFormat is WEFT_PROXY_LOG_FORMAT, plain or json.
 	LogLevel  string
@@ -33,9 +37,10 @@ func logSettings() []dataplane.Setting {
 }
 
 // ProxySettings lists every variable ReadProxyEnv reads: the proxy's, the
-// control plane's, then the logger's.
+// control plane's, the tracer's, then the logger's.
 func ProxySettings() []dataplane.Setting {
 	s := append(dataplane.Settings(), control.Settings()...)
+	s = append(s, tracing.Settings()...)
 	return append(s, logSettings()...)
 }
 
@@ -52,6 +57,10 @@ func ReadProxyEnv(lookup func(string) (string, bool)) (ProxyEnv, error) {
 	if env.Control, err = control.FromEnv(lookup); err != nil {
 		errs = append(errs, err)
 	}
+	if env.Trace, err = tracing.FromEnv(lookup); err != nil {
+		errs = append(errs, err)
+	}
+	env.Trace.Pod, env.Trace.Namespace = env.Control.Pod, env.Control.Namespace
 	bad := func(name, val string, err error) {
 		errs = append(errs, fmt.Errorf("proxycmd: %s=%q: %w", name, val, err))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane"
 	"github.com/weftmesh/weft/mesh/dataplane/control"
 	"github.com/weftmesh/weft/mesh/dataplane/iptables"
+	"github.com/weftmesh/weft/mesh/dataplane/tracing"
 )
 
 func lookupIn(m map[string]string) func(string) (string, bool) {
@@ -86,6 +87,11 @@ func TestAProxyConfiguredEntirelyFromTheEnvironmentGetsEverySetting(t *testing.T
 		"WEFT_PROXY_ACCESS_LOG":                      "Apache",
 		"WEFT_PROXY_CPU_RATIO_LIMIT":                 "0.5",
 		"WEFT_PROXY_OUTBOUND_HTTP1_OVER_H2":          "true",
+		"WEFT_PROXY_TRACE_COLLECTOR_ADDR":            "collector.tracing:4317",
+		"WEFT_PROXY_TRACE_COLLECTOR_IDENTITY":        "collector.tracing.serviceaccount.identity.weft.cluster.local",
+		"WEFT_PROXY_TRACE_SERVICE_NAME":              "web",
+		"WEFT_PROXY_TRACE_ATTRIBUTES":                "k8s.pod.ip=10.0.0.7",
+		"WEFT_PROXY_TRACE_PROTOCOL":                  "opentelemetry",
 	}
 	for _, s := range ProxySettings() {
 		require.Contains(t, env, s.Env, "the table sets every documented variable")
@@ -136,6 +142,13 @@ func TestAProxyConfiguredEntirelyFromTheEnvironmentGetsEverySetting(t *testing.T
 			DestinationContext: `{"ns":"shop","nodeName":"n1"}`,
 			Namespace:          "shop", Pod: "web-1", ServiceAccount: "web",
 		},
+		Trace: tracing.Config{
+			CollectorAddr:     "collector.tracing:4317",
+			CollectorIdentity: "collector.tracing.serviceaccount.identity.weft.cluster.local",
+			ServiceName:       "web",
+			Attributes:        map[string]string{"k8s.pod.ip": "10.0.0.7"},
+			Pod:               "web-1", Namespace: "shop",
+		},
 		LogLevel:  "warn,linkerd=info",
 		LogFormat: "json",
 	}, got)
@@ -144,7 +157,8 @@ func TestAProxyConfiguredEntirelyFromTheEnvironmentGetsEverySetting(t *testing.T
 func TestAProxyWithNothingSetGetsTheDefaults(t *testing.T) {
 	got, err := ReadProxyEnv(lookupIn(nil))
 	require.NoError(t, err)
-	assert.Equal(t, ProxyEnv{Proxy: dataplane.DefaultConfig(), LogLevel: "info", LogFormat: "plain"}, got)
+	assert.Equal(t, ProxyEnv{Proxy: dataplane.DefaultConfig(), Trace: tracing.Config{ServiceName: tracing.DefaultServiceName}, LogLevel: "info", LogFormat: "plain"}, got)
+	assert.False(t, got.Trace.Enabled(), "tracing is off without a collector")
 	for _, s := range logSettings() {
 		assert.Equal(t, map[string]string{"WEFT_PROXY_LOG_LEVEL": got.LogLevel, "WEFT_PROXY_LOG_FORMAT": got.LogFormat}[s.Env], s.Default, "%s's documented default", s.Env)
 	}
@@ -165,6 +179,8 @@ func TestEveryUnknownOrMalformedValueIsRefusedNamingItsVariable(t *testing.T) {
 		"WEFT_PROXY_IDENTITY_NAME":          "web..shop",
 		"WEFT_PROXY_LOG_LEVEL":              "loud",
 		"WEFT_PROXY_LOG_FORMAT":             "xml",
+		"WEFT_PROXY_TRACE_COLLECTOR_ADDR":   "collector",
+		"WEFT_PROXY_TRACE_PROTOCOL":         "opencensus",
 	}
 	for name, val := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -14,10 +14,12 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/internal/cli/core"
 	"github.com/weftmesh/weft/mesh/dataplane"
 	"github.com/weftmesh/weft/mesh/dataplane/memlimit"
 	"github.com/weftmesh/weft/mesh/dataplane/static"
+	"github.com/weftmesh/weft/mesh/dataplane/tracing"
 )
 
 // ProxyInputs are what a proxy consumes besides its configuration.
@@ -45,22 +47,49 @@ type ProxySources func(ctx context.Context, env ProxyEnv, log *slog.Logger) (Pro
 // until SIGTERM, then drains. sources wires the control-plane clients; with
 // --static FILE the inputs come from a file instead (see
 // mesh/dataplane/static). With neither, the command fails.
-func ProxyRunCommand(sources ProxySources) core.Command {
+func ProxyRunCommand(sources ProxySources, opts ...RunOption) core.Command {
+	var ro runOptions
+	for _, o := range opts {
+		o(&ro)
+	}
 	return core.Command{
 		Name:    "run",
 		Summary: "run the Weft proxy (settings from WEFT_PROXY_* variables or flags)",
 		Long:    "Every setting is an environment variable and a flag; a flag wins.",
 		Setup: func(fs *core.FlagSet) core.Action {
-			return setupProxy(fs, os.LookupEnv, sources)
+			return setupProxy(fs, os.LookupEnv, sources, ro)
 		},
 	}
 }
 
+// TracingStarter starts the proxy's tracer from its settings (called only
+// when they name a collector), with the proxy's identity for mesh TLS to
+// the collector. It returns the proxy option that hands requests to the
+// tracer and the function that flushes and stops it once the proxy has
+// drained. weft-proxy passes internal/cli/proxytrace.Start, so that the
+// OpenTelemetry SDK is linked into that binary alone.
+type TracingStarter func(ctx context.Context, cfg tracing.Config, id dataplane.Identity, log *slog.Logger) (dataplane.Option, func(), error)
+
+// RunOption tunes `weft-proxy run`.
+type RunOption func(*runOptions)
+
+type runOptions struct {
+	tracing TracingStarter
+}
+
+// WithTracing lets `weft-proxy run` trace requests with start when its
+// settings name a collector; without it such a setting is refused.
+func WithTracing(start TracingStarter) RunOption { return func(o *runOptions) { o.tracing = start } }
+
 // runProxy runs `weft-proxy run` with args, reading the environment
 // through lookup.
-func runProxy(ctx context.Context, args []string, stdio core.IO, lookup func(string) (string, bool), sources ProxySources) int {
+func runProxy(ctx context.Context, args []string, stdio core.IO, lookup func(string) (string, bool), sources ProxySources, opts ...RunOption) int {
+	var ro runOptions
+	for _, o := range opts {
+		o(&ro)
+	}
 	c := ProxyRunCommand(sources)
-	c.Setup = func(fs *core.FlagSet) core.Action { return setupProxy(fs, lookup, sources) }
+	c.Setup = func(fs *core.FlagSet) core.Action { return setupProxy(fs, lookup, sources, ro) }
 	return c.Run(ctx, args, stdio)
 }
 
@@ -69,7 +98,7 @@ func flagName(env string) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(env, "WEFT_PROXY_")), "_", "-")
 }
 
-func setupProxy(fs *core.FlagSet, lookup func(string) (string, bool), sources ProxySources) core.Action {
+func setupProxy(fs *core.FlagSet, lookup func(string) (string, bool), sources ProxySources, ro runOptions) core.Action {
 	settings := ProxySettings()
 	values := map[string]*string{}
 	for _, s := range settings {
@@ -87,6 +116,10 @@ func setupProxy(fs *core.FlagSet, lookup func(string) (string, bool), sources Pr
 		})
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
+			return core.ExitUsage
+		}
+		if env.Trace.Enabled() && ro.tracing == nil {
+			fmt.Fprintf(stdio.Stderr, "weft-proxy: %s is set, but this binary has no tracing\n", vocab.EnvTraceCollectorAddr)
 			return core.ExitUsage
 		}
 		// The logger and the access log share stderr; one lock keeps their
@@ -142,6 +175,15 @@ func setupProxy(fs *core.FlagSet, lookup func(string) (string, bool), sources Pr
 		if in.Profiles != nil {
 			opts = append(opts, dataplane.WithProfiles(in.Profiles))
 		}
+		if env.Trace.Enabled() {
+			opt, stopTracing, err := ro.tracing(ctx, env.Trace, in.Identity, log)
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
+				return core.ExitFailure
+			}
+			defer stopTracing() // after the proxy has drained: its last spans go out
+			opts = append(opts, opt)
+		}
 		p, err := dataplane.New(ctx, cfg, in.Identity, in.Resolver, in.Policies, opts...)
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "weft-proxy: %v\n", err)
@@ -189,9 +231,9 @@ func proxyLogger(env ProxyEnv, w io.Writer) (*slog.Logger, error) {
 }
 
 // Commands lists weft-proxy's commands.
-func Commands() []core.Command {
+func Commands(opts ...RunOption) []core.Command {
 	return []core.Command{
-		ProxyRunCommand(ControlPlaneSources),
+		ProxyRunCommand(ControlPlaneSources, opts...),
 		ProxyAwaitCommand(),
 		core.VersionCommand(),
 	}
