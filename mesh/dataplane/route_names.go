@@ -41,7 +41,7 @@ const maxInboundProfiles = 128
 
 // defaultRouteName is the rt_route of requests no profile or policy route
 // named (viz shows it as [DEFAULT], as Linkerd's CLI does).
-const defaultRouteName = "default"
+const defaultRouteName = route.DefaultName
 
 // canonicalName returns "FQDN:PORT" of the Service prof says target is,
 // or "" when prof names no Service (no parent_ref of kind Service, or a
