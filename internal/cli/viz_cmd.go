@@ -37,7 +37,11 @@ func vizSubcommands() []Command {
 		{Name: "edges", Args: "[flags] [TYPE]", Summary: "who calls whom, with the identities both proxies verified", Setup: setupVizEdges,
 			Long: "Lists who called whom, with the client identity the server's proxy verified and the\n" +
 				"server identity the client's proxy verified, and the calls policy denied."},
-		{Name: "routes", Args: "[flags] TYPE/NAME", Summary: "golden metrics per route a workload serves (or calls, with --to)", Setup: setupVizRoutes},
+		{Name: "routes", Args: "[flags] TYPE/NAME", Summary: "golden metrics per route a workload serves (or calls, with --to)", Setup: setupVizRoutes,
+			Long: "Routes are a Service's ServiceProfile routes; requests no route matched are [DEFAULT].\n" +
+				"Without --to: the routes the workload serves. With --to svc/NAME (or NAME, or\n" +
+				"NAME.NAMESPACE.svc.cluster.local, optionally :PORT): the routes it calls on that Service,\n" +
+				"whichever address it dialled. --to IP:PORT selects traffic to an address that is no Service's."},
 		{Name: "authz", Args: "[flags] TYPE/NAME", Summary: "allowed and denied traffic per authorization, with the denied clients", Setup: setupVizAuthz},
 		{Name: "tap", Args: "[flags] TYPE[/NAME]", Summary: "the live request stream of a workload's proxies", Setup: setupVizTap,
 			Long: "Streams the requests the selected pods' proxies see, as they happen."},

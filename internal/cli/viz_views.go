@@ -219,7 +219,8 @@ func setupVizRoutes(fs *FlagSet) Action {
 	var wf windowFlags
 	f.register(fs, "table, json or yaml")
 	wf.register(fs)
-	to := fs.String("to", "", "show the routes the resource calls on authorities starting with this (outbound) instead of those it serves")
+	to := fs.String("to", "", "show the routes the resource calls on this Service (NAME, svc/NAME, NAME.NAMESPACE.svc.cluster.local, optionally :PORT) or IP:PORT, instead of those it serves")
+	toNS := fs.String("to-namespace", "", "namespace of the --to Service (default: the resource's, -n)")
 	return func(ctx context.Context, args []string, stdio IO) int {
 		pos := args
 		if len(pos) != 1 {
@@ -235,12 +236,26 @@ func setupVizRoutes(fs *FlagSet) Action {
 		if err != nil {
 			return vizFail(stdio, "routes", err, ExitUsage)
 		}
+		var target *viz.RouteTarget
+		if *to != "" {
+			ns := *toNS
+			if ns == "" {
+				ns = f.ns()
+			}
+			t, err := viz.ParseRouteTarget(*to, ns)
+			if err != nil {
+				return vizFail(stdio, "routes", fmt.Errorf("--to: %w", err), ExitUsage)
+			}
+			target = &t
+		} else if *toNS != "" {
+			return vizFail(stdio, "routes", fmt.Errorf("--to-namespace needs --to"), ExitUsage)
+		}
 		w, err := collect(ctx, &f, &wf, stdio)
 		if err != nil {
 			return vizFail(stdio, "routes", err, ExitFailure)
 		}
 		reportUnreachable(w, stdio)
-		rows := viz.Routes(w, r, *to)
+		rows := viz.Routes(w, r, target)
 		if f.output == "json" || f.output == "yaml" {
 			type rowJSON struct {
 				Direction string `json:"direction"`
@@ -259,6 +274,13 @@ func setupVizRoutes(fs *FlagSet) Action {
 			return ExitOK
 		}
 		if len(rows) == 0 {
+			if target != nil {
+				fmt.Fprintf(stdio.Stderr, "No route traffic found from %s to %s %s.\n", r, target, windowNote(w))
+				if target.Addr.IsValid() {
+					fmt.Fprintln(stdio.Stderr, "The proxies name a Service's traffic by the Service (its ClusterIP too): try --to svc/NAME.")
+				}
+				return ExitOK
+			}
 			fmt.Fprintf(stdio.Stderr, "No route traffic found for %s %s.\n", r, windowNote(w))
 			return ExitOK
 		}

@@ -167,8 +167,12 @@
 // with Linkerd's labels: direction, authority, target_addr/target_ip/
 // target_port, tls with client_id, server_id or no_tls_reason, the dst_*
 // labels of the endpoint's discovery metric labels, srv_*/route_*/authz_*
-// of inbound policy, ratelimit_* of a rate limit, status_code, classification, grpc_status, error, and
-// peer (src or dst) on transport series. Weft's own series sit beside them:
+// of inbound policy, ratelimit_* of a rate limit, status_code,
+// classification, grpc_status, error, and peer (src or dst) on transport
+// series; the route_* series carry dst (the
+// called Service's name, which discovery confirmed), rt_route (the
+// ServiceProfile or policy route) and, on responses, tls (route_names.go).
+// Weft's own series sit beside them:
 // inbound_http_authz_audit_total, outbound_http_retries_total,
 // outbound_http_retry_budget_exhausted_total, http_errors_total,
 // http_protocol_errors_total, inbound_policy_refused_total,

@@ -57,7 +57,7 @@ type connInfo struct {
 	peer      authz.Conn
 	target    netip.Addr // the address the client connected to, when known
 	fromProxy bool       // mesh TLS with the transport header: a peer proxy
-	dstName   string     // inbound: the authority the peer proxy resolved (transport header), budgeted
+	dstName   string     // inbound: the authority the peer proxy resolved (transport header), checked with discovery before any use
 
 	// Both directions.
 	remote     netip.AddrPort // the client's address

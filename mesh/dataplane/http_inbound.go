@@ -13,7 +13,9 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
+	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/policy/authz"
+	"github.com/weftmesh/weft/mesh/policy/pathnorm"
 )
 
 // denial maps an authorization result to the answer: 403 for a client
@@ -80,10 +82,14 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		}
 	}
 	denyClass := ""
+	var pr profRoute
+	var classes []route.ResponseClass // the profile route's response classes
 	if deny != nil {
 		denyClass = deny.class
+	} else {
+		pr, classes = p.profileRoute(r, info, &res)
 	}
-	series := p.inboundSeries(cache, info, &res, denyClass)
+	series := p.inboundSeries(cache, info, &res, denyClass, pr)
 	series.use(now)
 	series.authz.Inc()
 	var tr *tap.Request // set when an open tap takes the request
@@ -193,14 +199,17 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		return
 	}
 	defer resp.Body.Close()
+	// Classified as the outbound side does: the ServiceProfile route's
+	// response classes when it has them, else 5xx or a non-zero
+	// grpc-status.
 	gs := resp.Header.Get("Grpc-Status")
-	failure := resp.StatusCode >= 500 || (gs != "" && gs != "0")
+	failure := route.Failure(classes, resp.StatusCode, gs)
 	stats.head(resp.StatusCode)
 	tr.ResponseInit(resp.StatusCode, resp.Header, info.h2)
 	trailer, n, err := copyResponse(w, resp, removeMeshHeaders, nil)
 	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
 		gs = tgs
-		failure = failure || tgs != "0"
+		failure = route.Failure(classes, resp.StatusCode, gs)
 	}
 	if err != nil {
 		stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
@@ -250,4 +259,33 @@ func origProto(v string) string {
 		return "HTTP/1.0"
 	}
 	return ""
+}
+
+// profileRoute returns the route-level labels of an admitted inbound
+// request: the Service its peer proxy named (l5d-dst-canonical, or the
+// transport header's name) and the profile route the request matches,
+// with that route's response classes, when discovery knows that name as
+// a Service. The header is read only from a peer proxy, and only when it
+// has one value; it is removed before the request reaches the
+// application either way.
+func (p *Proxy) profileRoute(r *http.Request, info *connInfo, res *authz.Result) (profRoute, []route.ResponseClass) {
+	if !info.fromProxy || !info.peer.TLS {
+		return profRoute{name: defaultRouteName}, nil
+	}
+	name := info.dstName
+	if v := r.Header.Values(headerDstCanonical); len(v) == 1 {
+		name = v[0]
+	}
+	if name == "" {
+		return profRoute{name: defaultRouteName}, nil
+	}
+	path := res.Path
+	if path == "" {
+		path = escapedPath(r)
+		if np, err := pathnorm.Normalize(path); err == nil {
+			path = np
+		}
+	}
+	dst, rt, classes := p.inboundRoute(r.Context(), name, r.Method, path)
+	return profRoute{dst: dst, name: rt}, classes
 }

@@ -32,7 +32,7 @@ type httpMetrics struct {
 	protocol  *prometheus.CounterVec
 
 	targets    labelBudget // outbound authorities
-	inboundDst labelBudget // inbound: authorities named by peer proxies
+	inboundDst labelBudget // inbound: Services named by peer proxies that discovery knows
 }
 
 // reqFamilies are the families of one level (endpoint or route).
@@ -155,7 +155,20 @@ type reqSeries struct {
 	requests *metricstore.Series
 	lat      cowMap[uint16, *metricstore.Series]
 	rsp      cowMap[respKey, *metricstore.Series]
+	// tls is the tls label of an endpoint-level series ("true" or
+	// "no_identity"; empty when no connection carried the request): the
+	// route-level response of a request gets the tls of the endpoint
+	// series that answered it.
+	tls string
 	retrySeries
+}
+
+// tlsValue is the tls label of a request that went over mutual TLS or not.
+func tlsValue(mtls bool) string {
+	if mtls {
+		return "true"
+	}
+	return "no_identity"
 }
 
 // respKey is the outcome labels of response_total.
@@ -164,6 +177,7 @@ type respKey struct {
 	grpc    int16  // -1: not gRPC
 	failure bool
 	err     string // error class when the response failed mid-way, or the proxy answered itself
+	tls     string // route level only: the tls label of the endpoint that answered
 }
 
 func (h *httpMetrics) reqSeries(fam *reqFamilies, base *metricstore.Labels) *reqSeries {
@@ -203,6 +217,7 @@ func (r *reqSeries) response(k respKey) {
 			extra.Add("grpc_status", strconv.Itoa(int(k.grpc)))
 		}
 		extra.AddIf("error", k.err)
+		extra.AddIf("tls", k.tls)
 		s = r.g.Series(r.fam.responses, extra)
 		r.rsp.store(k, s, 256)
 	}
@@ -292,7 +307,8 @@ func (s *reqStats) head(status int) {
 
 // done records the response: status, gRPC status (empty when not gRPC),
 // classification, and the error class when the response did not complete
-// or the proxy answered itself.
+// or the proxy answered itself; at the route level also whether the
+// endpoint that answered was reached over mutual TLS (tls).
 func (s *reqStats) done(status int, grpc string, failure bool, errClass string) {
 	g := grpcOf(grpc)
 	k := respKey{status: statusOf(status), grpc: max(g, -1), failure: failure || g == -2, err: errClass}
@@ -300,6 +316,9 @@ func (s *reqStats) done(status int, grpc string, failure bool, errClass string) 
 		s.ep.response(k)
 	}
 	if s.rt != nil {
+		if s.ep != nil {
+			k.tls = s.ep.tls
+		}
 		s.rt.response(k)
 	}
 }

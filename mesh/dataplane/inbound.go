@@ -235,9 +235,9 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 		ic.release()
 		info := &connInfo{direction: Inbound, port: ic.port, peer: ic.peer, target: ic.target, fromProxy: ic.fromProxy,
 			remote: ic.remote, targetAddr: ic.targetAddr()}
-		if ic.dstName != "" {
-			info.dstName = p.m.http.inboundDst.admit(ic.dstName)
-		}
+		// The name is a question to discovery (profileRoute), never a
+		// label by itself.
+		info.dstName = ic.dstName
 		log.Debug("inbound HTTP connection", "protocol", ic.protocol.String())
 		p.serveHTTP(conn, ic.protocol, info, inboundSrcLabels(info.targetAddr, ic.peer, st.srv, ic.port), func() {
 			if ic.conn != c {

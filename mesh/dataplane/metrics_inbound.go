@@ -18,12 +18,20 @@ type inboundKey struct {
 	target   netip.AddrPort
 	tls      bool
 	id       string
-	dst      string
+	prof     profRoute
 	http     *authz.HTTPRoute
 	grpc     *authz.GRPCRoute
 	authz    *authz.Authorization
 	decision authz.Decision
 	deny     string // the denial class, for a denied request
+}
+
+// profRoute is the route of an inbound request at the route level: the
+// Service its peer proxy named, when discovery knows it (the dst label;
+// empty otherwise), and the name of that Service's profile route the
+// request matched (defaultRouteName when none did).
+type profRoute struct {
+	dst, name string
 }
 
 // inboundEntry holds the resolved series of one inboundKey.
@@ -50,22 +58,23 @@ func (e *inboundEntry) use(now time.Time) {
 
 // inboundSeries returns the series of an inbound request on a port whose
 // policy snapshot is st. res is the evaluation (its route and
-// authorization), deny the denial class (empty when admitted); a request
-// no route matched is counted in inbound_http_route_not_found_total.
-func (p *Proxy) inboundSeries(st *portState, info *connInfo, res *authz.Result, deny string) *inboundEntry {
+// authorization), deny the denial class (empty when admitted), pr the
+// labels of its route series; a request no route matched is counted in
+// inbound_http_route_not_found_total.
+func (p *Proxy) inboundSeries(st *portState, info *connInfo, res *authz.Result, deny string, pr profRoute) *inboundEntry {
 	k := inboundKey{
-		target: info.targetAddr, tls: info.peer.TLS, id: info.peer.Identity, dst: info.dstName,
+		target: info.targetAddr, tls: info.peer.TLS, id: info.peer.Identity, prof: pr,
 		http: res.HTTPRoute, grpc: res.GRPCRoute, authz: res.Authorization, decision: res.Decision, deny: deny,
 	}
 	if e, ok := st.series.load(k); ok && e.alive() {
 		return e
 	}
-	e := p.buildInboundSeries(st, info, res, deny)
+	e := p.buildInboundSeries(st, info, res, deny, pr)
 	st.series.store(k, e, maxCacheEntries)
 	return e
 }
 
-func (p *Proxy) buildInboundSeries(st *portState, info *connInfo, res *authz.Result, deny string) *inboundEntry {
+func (p *Proxy) buildInboundSeries(st *portState, info *connInfo, res *authz.Result, deny string, pr profRoute) *inboundEntry {
 	h := p.m.http
 	routeMeta, hasRoute := res.Route()
 	var srv *authz.Server
@@ -108,15 +117,16 @@ func (p *Proxy) buildInboundSeries(st *portState, info *connInfo, res *authz.Res
 		pl := policy(true)
 		el.Names, el.Values = append(el.Names, pl.Names...), append(el.Values, pl.Values...)
 		e.ep = h.reqSeries(&h.ep, el)
+		e.ep.tls = tlsValue(info.peer.TLS)
 
+		// The route level is Linkerd's: the ServiceProfile route of the
+		// Service the client called (route_names.go), not the policy
+		// route (which the series above carry as route_*).
 		rl := (&metricstore.Labels{}).Add("direction", Inbound)
-		rl.AddIf("dst", info.dstName)
-		name := "default"
-		if hasRoute {
-			name = routeMeta.Name
-			if routeMeta.Default != "" {
-				name = routeMeta.Default
-			}
+		rl.AddIf("dst", pr.dst)
+		name := pr.name
+		if name == "" {
+			name = defaultRouteName
 		}
 		rl.Add("rt_route", metricstore.LabelValue(name))
 		e.rt = h.reqSeries(&h.route, rl)

@@ -12,15 +12,18 @@ import (
 // service and the backend; a request finds them by the route name and the
 // balancer key of the endpoint it was sent to.
 
-// routeSeries returns the route-level series of a route of the service.
+// routeSeries returns the route-level series of a route of the service:
+// dst is the Service's canonical name when discovery gave one (see
+// route_names.go), else the target.
 func (s *service) routeSeries(name string) *reqSeries {
-	if rs, ok := s.routes.load(name); ok && rs.alive() {
+	n := s.names.Load()
+	if rs, ok := n.routes.load(name); ok && rs.alive() {
 		return rs
 	}
 	h := s.p.m.http
-	l := (&metricstore.Labels{}).Add("direction", Outbound).Add("dst", s.label).Add("rt_route", metricstore.LabelValue(name))
+	l := (&metricstore.Labels{}).Add("direction", Outbound).Add("dst", n.dst).Add("rt_route", metricstore.LabelValue(name))
 	rs := h.reqSeries(&h.route, l)
-	s.routes.store(name, rs, maxCacheEntries)
+	n.routes.store(name, rs, maxCacheEntries)
 	return rs
 }
 
@@ -35,7 +38,7 @@ func (s *service) localSeries() *reqSeries {
 	l := (&metricstore.Labels{}).Add("direction", Outbound)
 	l.AddIf("authority", h.authorityLabel(s.target))
 	rs := h.reqSeries(&h.ep, l)
-	s.local.Store(rs)
+	s.local.Store(rs) // no tls: the request reached no endpoint
 	return rs
 }
 
@@ -55,6 +58,7 @@ func (b *backend) seriesFor(s *service, h *balance.Handle[Endpoint]) *reqSeries 
 	metricstore.TLSConnect(l, ep.Identity, false)
 	metricstore.Dst(l, ep.MetricLabels)
 	rs := m.reqSeries(&m.ep, l)
+	rs.tls = tlsValue(ep.Identity != "")
 	b.series.store(key, rs, maxCacheEntries)
 	return rs
 }

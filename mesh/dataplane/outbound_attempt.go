@@ -279,6 +279,12 @@ func (a *outboundAttempt) send(c *outboundCall) error {
 	} else {
 		hdr = outboundHeader(r, rt.RequestHeaders, a.backend.RequestHeaders)
 	}
+	// A peer proxy learns which Service the request is for (its route
+	// metrics; route_names.go). The client's own copy went with the
+	// other mesh headers.
+	if n := c.svc.names.Load(); n.canonical != "" && a.h.Value().Identity != "" {
+		hdr[headerDstCanonical] = []string{n.canonical}
+	}
 	a.timeout = rt.Timeouts.Response
 	if rt.Retry != nil && rt.Retry.Timeout > 0 {
 		a.timeout = rt.Retry.Timeout

@@ -31,8 +31,8 @@ type service struct {
 	router atomic.Pointer[route.Router]
 	budget atomic.Pointer[retry.Budget]
 
-	routes cowMap[string, *reqSeries] // route_* series by route name
-	local  atomic.Pointer[reqSeries]  // requests the proxy answers before any endpoint
+	names atomic.Pointer[svcNames]  // the route series' dst and the canonical name (route_names.go)
+	local atomic.Pointer[reqSeries] // requests the proxy answers before any endpoint
 
 	rebuildMu sync.Mutex // one rebuild at a time, so that the last one stored read the latest inputs
 
@@ -69,6 +69,7 @@ func (p *Proxy) serviceFor(ctx context.Context, d *destination) *service {
 			ready:    make(chan struct{}),
 			backends: map[string]*backend{},
 		}
+		s.names.Store(&svcNames{dst: s.label})
 		s.router.Store(route.Default(d.target))
 		s.budgetOf = retry.DefaultBudget()
 		s.budget.Store(retry.NewBudget(s.budgetOf))
@@ -136,6 +137,7 @@ func (s *service) rebuild() {
 	s.mu.Lock()
 	pol, prof := s.pol, s.prof
 	s.mu.Unlock()
+	s.setCanonical(canonicalName(prof, s.target))
 	r, err := route.Compile(pol, prof, s.target)
 	if err != nil {
 		s.p.log.Warn("outbound policy refused, keeping the last one", "target", s.target, "err", err)

@@ -61,8 +61,9 @@ type Proxy struct {
 	own  portSet // the proxy's own listener ports, never forwarded to
 	self connSet // loopback connections the proxy dialled itself
 
-	dests *destinations
-	pols  *policyCache
+	dests      *destinations
+	pols       *policyCache
+	inProfiles *inboundProfiles // profiles of the Services peer proxies name (route_names.go)
 
 	connsMu sync.Mutex
 	conns   map[net.Conn]*relay.Pipe // tracked connections; the pipe once piped
@@ -203,6 +204,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	}
 	p.dests = newDestinations(p)
 	p.pols = newPolicyCache(p)
+	p.inProfiles = newInboundProfiles(p)
 	if p.http, err = newHTTPRuntime(p); err != nil {
 		return nil, err
 	}

@@ -302,11 +302,12 @@ func TestAuthzCountsAllowedPerAuthorizationAndNamesDeniedClients(t *testing.T) {
 
 func TestRoutesSplitServedRoutesByAuthority(t *testing.T) {
 	w := window(t, 0, apiPod, "", apiText(12, 0, 12, 0))
-	rows := viz.Routes(w, viz.Resource{Kind: viz.KindWorkload, Namespace: "shop", Name: "api"}, "")
+	rows := viz.Routes(w, viz.Resource{Kind: viz.KindWorkload, Namespace: "shop", Name: "api"}, nil)
 	require.Len(t, rows, 1)
 	assert.Equal(t, "GET /items", rows[0].Route)
 	assert.Equal(t, 12.0, rows[0].Requests())
-	assert.Empty(t, viz.Routes(w, viz.Resource{Kind: viz.KindWorkload, Namespace: "shop", Name: "api"}, "backend"))
+	backend := viz.RouteTarget{Service: "backend", Namespace: "shop"}
+	assert.Empty(t, viz.Routes(w, viz.Resource{Kind: viz.KindWorkload, Namespace: "shop", Name: "api"}, &backend))
 }
 
 func TestParseResourceAcceptsLinkerdStyleTypes(t *testing.T) {

@@ -23,7 +23,10 @@
 //     authority, tls, client_id, server_id, classification, dst_*, srv_*,
 //     authz_*, route_name, rt_route), so they answer for Linkerd's proxies
 //     as well. Latency percentiles come from the histogram buckets with
-//     the rules of histogram_quantile (Histogram.Quantile).
+//     the rules of histogram_quantile (Histogram.Quantile). Routes of a
+//     called Service are chosen with a RouteTarget (ParseRouteTarget:
+//     svc/NAME, NAME, a fully qualified name, or an address), matched
+//     against the dst label the proxies set to the Service's name.
 //  3. Tap (tap.go): Event is a decoded io.linkerd.proxy.tap TapEvent;
 //     Top pairs a request's events and ranks paths; Event.Line renders
 //     `weft viz tap` lines.

@@ -2,30 +2,44 @@ package viz
 
 import (
 	"sort"
-	"strings"
 )
 
 // DefaultRoute names the traffic that matched no named route, as Linkerd
 // shows it.
 const DefaultRoute = "[DEFAULT]"
 
+// defaultRouteLabel is the rt_route value Weft's proxies give requests no
+// route named (Linkerd's leave the label out; both show as DefaultRoute).
+const defaultRouteLabel = "default"
+
+// routeName returns the name a route series' rt_route shows as.
+func routeName(rt string) string {
+	if rt == "" || rt == defaultRouteLabel {
+		return DefaultRoute
+	}
+	return rt
+}
+
 // RouteRow is one line of `weft viz routes`.
 type RouteRow struct {
 	// Direction is "inbound" (routes the resource serves) or "outbound"
 	// (routes it calls).
 	Direction string
-	// Authority is the route's destination (the dst label).
+	// Authority is the route's destination (the dst label): a Service's
+	// canonical name (web.shop.svc.cluster.local:8080) when the proxies
+	// know the destination as a Service, its address otherwise.
 	Authority string
 	Route     string
 	Golden
 }
 
 // Routes returns per-route golden metrics of the pods r selects, from the
-// route_* series: with to empty, the routes they serve (inbound); with to
-// set, the routes they call on authorities that start with to (outbound;
-// "backend" matches backend.demo.svc.cluster.local:8081). Traffic that
-// matched no named route is under DefaultRoute.
-func Routes(w Window, r Resource, to string) []RouteRow {
+// route_* series: with to nil, the routes they serve (inbound: the
+// ServiceProfile routes of the Service each client called); with to set,
+// the routes they call on that Service or address (outbound). Traffic
+// that matched no named route is under DefaultRoute. Golden.MTLS counts
+// the responses whose request went over mutual TLS (the tls label).
+func Routes(w Window, r Resource, to *RouteTarget) []RouteRow {
 	var targets []Target
 	for _, ts := range w.Targets {
 		targets = append(targets, ts.Target)
@@ -35,7 +49,7 @@ func Routes(w Window, r Resource, to string) []RouteRow {
 		selected[t.Key()] = true
 	}
 	dir := "inbound"
-	if to != "" {
+	if to != nil {
 		dir = "outbound"
 	}
 	type key struct{ auth, route string }
@@ -48,17 +62,13 @@ func Routes(w Window, r Resource, to string) []RouteRow {
 		if s.Name != MetricRouteResp && s.Name != MetricRouteLatency+"_bucket" {
 			continue
 		}
-		if to != "" && !strings.HasPrefix(l["dst"], to) {
+		if to != nil && !to.Matches(l["dst"]) {
 			continue
 		}
-		rt := l["rt_route"]
-		if rt == "" {
-			rt = DefaultRoute
-		}
-		k := key{l["dst"], rt}
+		k := key{l["dst"], routeName(l["rt_route"])}
 		row := rows[k]
 		if row == nil {
-			row = &RouteRow{Direction: dir, Authority: k.auth, Route: rt}
+			row = &RouteRow{Direction: dir, Authority: k.auth, Route: k.route}
 			rows[k] = row
 		}
 		if s.Name == MetricRouteResp {

@@ -174,10 +174,7 @@ func Stat(w Window, r Resource) []StatRow {
 			kind, name := workloadOf(l, "")
 			return statKey{ns: l["namespace"], kind: kind, name: name}, name != ""
 		case KindRoute:
-			rt := l["rt_route"]
-			if rt == "" {
-				rt = "[DEFAULT]"
-			}
+			rt := routeName(l["rt_route"])
 			if r.Name != "" && rt != r.Name {
 				return statKey{}, false
 			}

@@ -21,7 +21,9 @@ import (
 // plain manifests through `weft inject -`, as Linkerd's getting-started
 // guide has its users do, and reads it back as they would: `weft viz
 // stat` shows the failing share at web and at api, `weft viz edges`
-// every edge over mutual TLS with the right identities.
+// every edge over mutual TLS with the right identities, and `weft viz
+// routes --to svc/api` the failing method's route once api has a
+// ServiceProfile.
 func (m *mesh) demo(t *testing.T) {
 	e := m.e
 	ns := "demo-" + randomSuffix()
@@ -92,6 +94,10 @@ func (m *mesh) demo(t *testing.T) {
 	require.NoError(t, e.control(timeout(t, time.Minute), e.onePod(t, ns, "load"), "/load/counts", nil, &c))
 	assert.Positive(t, c.Codes["502"], "load saw the failing method: %+v", c)
 	assert.Positive(t, c.OK, "load saw successes: %+v", c)
+
+	// Routes by Service, on both sides, with a ServiceProfile
+	// (demo_routes_test.go).
+	m.demoRoutes(t, ns)
 }
 
 // statRow is one row of `weft viz stat -o json`.

@@ -149,6 +149,12 @@ func compileRoutes[M routeMessage[R], R, Rule any](prs []M, target string, compi
 	var out []compiledRoute[Rule]
 	for i, pr := range prs {
 		name := metaName(pr.GetMetadata(), fmt.Sprintf("route-%d", i))
+		if _, builtin := pr.GetMetadata().GetKind().(*meta.Metadata_Default); builtin {
+			// The policy's own route of a Service that no route resource
+			// covers ("http", "grpc"): its requests are the default
+			// route's, as on a destination without a policy.
+			name = DefaultName
+		}
 		rt := compiledRoute[Rule]{name: name}
 		hosts, err := compileHosts(pr.GetHosts())
 		if err != nil {

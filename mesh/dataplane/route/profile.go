@@ -57,7 +57,7 @@ func (r *Router) compileProfile(p *destination.DestinationProfile) error {
 		pr.route.Backends = backends
 	}
 	if r.prof {
-		r.def = &Route{Name: "default", Backends: backends}
+		r.def = &Route{Name: DefaultName, Backends: backends}
 	}
 	return nil
 }

@@ -34,7 +34,7 @@ type Request struct {
 // Route is the outcome of Select: everything the proxy needs to forward
 // one request. It is shared and must not be modified.
 type Route struct {
-	// Name labels metrics: "default", the route's resource
+	// Name labels metrics: DefaultName, the route's resource
 	// ("httproute/ns/name") or the profile route's name.
 	Name string
 	// Backends to spread the request over. Empty means the request fails
@@ -266,10 +266,15 @@ type Router struct {
 	def     *Route
 }
 
+// DefaultName is the Name of the route of requests no route resource or
+// profile route named: a destination without routes, a profile's
+// unmatched requests, and the policy's built-in routes.
+const DefaultName = "default"
+
 // Default returns a router that sends everything to target.
 func Default(target string) *Router {
 	r := &Router{target: target, Budget: retry.DefaultBudget()}
-	r.def = &Route{Name: "default", Backends: []Backend{{Name: target, Weight: 1, Authority: target}}}
+	r.def = &Route{Name: DefaultName, Backends: []Backend{{Name: target, Weight: 1, Authority: target}}}
 	return r
 }
 

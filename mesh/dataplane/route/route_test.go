@@ -326,3 +326,23 @@ func TestV0_20BalancerAccrualAndRetryAfterFieldsAreRead(t *testing.T) {
 	require.NotNil(t, rt.Retry)
 	assert.True(t, rt.Retry.RespectRetryAfter)
 }
+
+func TestThePolicysBuiltInRoutesAreTheDefaultRoute(t *testing.T) {
+	builtin := func(name string) *meta.Metadata { return &meta.Metadata{Kind: &meta.Metadata_Default{Default: name}} }
+	r, err := route.Compile(httpPolicy(&outbound.HttpRoute{Metadata: builtin("http"), Rules: []*outbound.HttpRoute_Rule{rule(nil)}}), nil, target)
+	require.NoError(t, err)
+	assert.Equal(t, route.DefaultName, r.Select(req("GET", "/any")).Name, "the route the policy makes for a Service without HTTPRoutes")
+
+	grpcPol := &outbound.OutboundPolicy{Protocol: &outbound.ProxyProtocol{Kind: &outbound.ProxyProtocol_Grpc_{Grpc: &outbound.ProxyProtocol_Grpc{
+		Routes: []*outbound.GrpcRoute{{Metadata: builtin("grpc"), Rules: []*outbound.GrpcRoute_Rule{{}}}},
+	}}}}
+	r, err = route.Compile(grpcPol, nil, target)
+	require.NoError(t, err)
+	g := req("POST", "/pkg.Svc/Method")
+	g.GRPC = true
+	assert.Equal(t, route.DefaultName, r.Select(g).Name)
+
+	r, err = route.Compile(httpPolicy(&outbound.HttpRoute{Metadata: md("web"), Rules: []*outbound.HttpRoute_Rule{rule(nil)}}), nil, target)
+	require.NoError(t, err)
+	assert.Equal(t, "httproute/shop/web", r.Select(req("GET", "/any")).Name, "a route resource keeps its name")
+}

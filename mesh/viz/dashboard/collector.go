@@ -239,7 +239,7 @@ func buildFrame(w viz.Window, at time.Time, explainHint func(viz.DeniedPair) str
 			continue
 		}
 		r := viz.Resource{Kind: viz.KindWorkload, Namespace: n.Namespace, Name: n.Name}
-		for _, rt := range viz.Routes(w, r, "") {
+		for _, rt := range viz.Routes(w, r, nil) {
 			f.Routes = append(f.Routes, Route{Workload: n.ID, Authority: rt.Authority, Route: rt.Route, Golden: golden(rt.Golden, w.Duration)})
 		}
 		for _, a := range viz.Authz(w, r) {

@@ -29,7 +29,7 @@ var errClosing = fmt.Errorf("h2client: connection is closing: %w", ErrUnprocesse
 
 // Defaults for the options.
 const (
-	defaultStreamWindow   = 1 << 20
+	defaultStreamWindow = 1 << 20
 	// initialStreamWindow is the receive window a new stream starts with
 	// (announced as SETTINGS_INITIAL_WINDOW_SIZE): HTTP/2's default, and
 	// Linkerd's proxy's. A stream's window doubles, up to the
@@ -37,7 +37,7 @@ const (
 	// it (see body.Read), so a response that is read gets the whole
 	// window within a few round trips, and one nobody reads holds this
 	// much, not the whole window, at every hop it crosses.
-	initialStreamWindow = 65535
+	initialStreamWindow   = 65535
 	defaultConnWindow     = 4 << 20
 	defaultMaxHeaderBytes = 64 << 10
 	defaultReadFrameSize  = 1 << 16

@@ -1,0 +1,126 @@
+package viz_test
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftmesh/weft/mesh/viz"
+)
+
+func TestParseRouteTargetAcceptsServicesAndAddresses(t *testing.T) {
+	for in, want := range map[string]viz.RouteTarget{
+		"api":                          {Service: "api", Namespace: "shop"},
+		"svc/api":                      {Service: "api", Namespace: "shop"},
+		"service/api":                  {Service: "api", Namespace: "shop"},
+		"services/api:8080":            {Service: "api", Namespace: "shop", Port: 8080},
+		"api:8080":                     {Service: "api", Namespace: "shop", Port: 8080},
+		"api.other":                    {Service: "api", Namespace: "other"},
+		"api.other.svc":                {Service: "api", Namespace: "other"},
+		"api.other.svc.cluster.local":  {Service: "api", Namespace: "other", Domain: "cluster.local"},
+		"API.Other.svc.cluster.local.": {Service: "api", Namespace: "other", Domain: "cluster.local"},
+		"api.other.svc.example.org:80": {Service: "api", Namespace: "other", Domain: "example.org", Port: 80},
+		"10.96.0.10:8080":              {Addr: netip.MustParseAddr("10.96.0.10"), Port: 8080},
+		"10.96.0.10":                   {Addr: netip.MustParseAddr("10.96.0.10")},
+		"[fd00::1]:8080":               {Addr: netip.MustParseAddr("fd00::1"), Port: 8080},
+	} {
+		got, err := viz.ParseRouteTarget(in, "shop")
+		if assert.NoError(t, err, in) {
+			assert.Equal(t, want, got, in)
+		}
+	}
+}
+
+func TestParseRouteTargetRefusesWhatIsNoServiceOrAddress(t *testing.T) {
+	for in, why := range map[string]string{
+		"":                        "is empty",
+		"deploy/api":              "not a Service",
+		"svc/api.other":           "has a dot",
+		"api:http":                "port",
+		"api:0":                   "port",
+		"api:70000":               "port",
+		"10.96.0.10:0":            "port 0",
+		"api_x":                   "not a DNS name",
+		"api..svc":                "not a DNS name",
+		"api.other.cluster.local": "not a Service's name",
+		"-api":                    "not a DNS name",
+		strings.Repeat("a", 301):  "too long",
+	} {
+		_, err := viz.ParseRouteTarget(in, "shop")
+		if assert.Error(t, err, in) {
+			assert.ErrorIs(t, err, viz.ErrRouteTarget, in)
+			assert.Contains(t, err.Error(), why, in)
+			assert.Contains(t, err.Error(), "want a Service", in)
+		}
+	}
+	_, err := viz.ParseRouteTarget("api", "")
+	assert.ErrorContains(t, err, "needs a namespace")
+}
+
+func TestRouteTargetMatchesTheCanonicalDstLabel(t *testing.T) {
+	api := viz.RouteTarget{Service: "api", Namespace: "shop"}
+	assert.True(t, api.Matches("api.shop.svc.cluster.local:8080"))
+	assert.True(t, api.Matches("api.shop.svc.example.org:8080"), "any cluster domain")
+	assert.False(t, api.Matches("api.other.svc.cluster.local:8080"), "another namespace's api")
+	assert.False(t, api.Matches("apiv2.shop.svc.cluster.local:8080"), "not a prefix match")
+	assert.False(t, api.Matches("10.96.0.10:8080"))
+	withPort := viz.RouteTarget{Service: "api", Namespace: "shop", Port: 8080}
+	assert.True(t, withPort.Matches("api.shop.svc.cluster.local:8080"))
+	assert.False(t, withPort.Matches("api.shop.svc.cluster.local:9090"))
+	fqdn := viz.RouteTarget{Service: "api", Namespace: "shop", Domain: "cluster.local"}
+	assert.True(t, fqdn.Matches("API.shop.svc.cluster.local:8080"))
+	assert.False(t, fqdn.Matches("api.shop.svc.example.org:8080"))
+	addr := viz.RouteTarget{Addr: netip.MustParseAddr("10.96.0.10"), Port: 8080}
+	assert.True(t, addr.Matches("10.96.0.10:8080"))
+	assert.False(t, addr.Matches("10.96.0.10:8081"))
+	assert.False(t, addr.Matches("10.96.0.100:8080"))
+	v6 := viz.RouteTarget{Addr: netip.MustParseAddr("fd00::1"), Port: 80}
+	assert.True(t, v6.Matches("[fd00::1]:80"))
+}
+
+// webRoutes is web's proxy calling api's Service: route series as Weft's
+// proxies write them (dst the Service's canonical name, tls on the
+// responses, "default" for requests no route named), and one to an
+// address that is no Service.
+const webRoutes = `# TYPE route_response_total counter
+route_response_total{direction="outbound",dst="api.shop.svc.cluster.local:8080",rt_route="GET /items",status_code="200",classification="success",tls="true"} 30
+route_response_total{direction="outbound",dst="api.shop.svc.cluster.local:8080",rt_route="GET /items",status_code="500",classification="failure",tls="true"} 10
+route_response_total{direction="outbound",dst="api.shop.svc.cluster.local:8080",rt_route="default",status_code="200",classification="success",tls="true"} 3
+route_response_total{direction="outbound",dst="api.shop.svc.cluster.local:8080",rt_route="default",status_code="200",classification="success",tls="no_identity"} 1
+route_response_total{direction="outbound",dst="api.shop.svc.cluster.local:8080",rt_route="default",status_code="503",classification="failure",error="no-endpoints"} 4
+route_response_total{direction="outbound",dst="192.0.2.7:80",rt_route="default",status_code="200",classification="success",tls="no_identity"} 5
+`
+
+func TestRoutesToAServiceShowItsRoutesWithTheShareOverMutualTLS(t *testing.T) {
+	w := window(t, 0, webPod, "", webRoutes)
+	web := viz.Resource{Kind: viz.KindWorkload, Namespace: "shop", Name: "web"}
+	for _, to := range []string{"api", "svc/api", "service/api", "api.shop.svc.cluster.local", "api:8080"} {
+		target, err := viz.ParseRouteTarget(to, "shop")
+		require.NoError(t, err)
+		rows := viz.Routes(w, web, &target)
+		require.Len(t, rows, 2, to)
+		items, def := rows[0], rows[1]
+		assert.Equal(t, "GET /items", items.Route, to)
+		assert.Equal(t, "api.shop.svc.cluster.local:8080", items.Authority)
+		assert.Equal(t, 40.0, items.Requests())
+		assert.Equal(t, 0.75, items.SuccessRate())
+		assert.Equal(t, 1.0, items.MTLSShare(), "every response came over mutual TLS")
+		assert.Equal(t, viz.DefaultRoute, def.Route, "unmatched traffic is [DEFAULT], last")
+		assert.Equal(t, 8.0, def.Requests())
+		assert.Equal(t, 3.0/8, def.MTLSShare(), "answers the proxy gave itself reached no endpoint: not mutual TLS")
+	}
+	target, err := viz.ParseRouteTarget("192.0.2.7:80", "shop")
+	require.NoError(t, err)
+	rows := viz.Routes(w, web, &target)
+	require.Len(t, rows, 1)
+	assert.Equal(t, 5.0, rows[0].Requests())
+	assert.Equal(t, 0.0, rows[0].MTLSShare())
+
+	other, err := viz.ParseRouteTarget("svc/api", "other")
+	require.NoError(t, err)
+	assert.Empty(t, viz.Routes(w, web, &other), "a Service of the same name in another namespace")
+	assert.Empty(t, viz.Routes(w, web, nil), "web serves no routes")
+}

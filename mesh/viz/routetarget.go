@@ -1,0 +1,147 @@
+package viz
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// RouteTarget is what the outbound routes of a workload are shown for
+// (`weft viz routes --to`): a Service, matched against the dst label of
+// the route series, which the proxies set to the Service's canonical name
+// ("web.shop.svc.cluster.local:8080") when discovery knows the
+// destination as a Service; or an address, for traffic to an address
+// that is not a Service's.
+type RouteTarget struct {
+	// Service and Namespace name a Service.
+	Service, Namespace string
+	// Domain is the cluster domain ("cluster.local") when the target was
+	// given as a fully qualified name; empty matches any.
+	Domain string
+	// Addr is the IP address of an address target (Service is empty).
+	Addr netip.Addr
+	// Port, when not 0, must match the dst label's port.
+	Port uint16
+}
+
+// ErrRouteTarget is wrapped by ParseRouteTarget's errors.
+var ErrRouteTarget = errors.New("viz: not a route target")
+
+// ParseRouteTarget reads a --to value: NAME, svc/NAME, service/NAME,
+// services/NAME (a Service in namespace), NAME.NAMESPACE,
+// NAME.NAMESPACE.svc or NAME.NAMESPACE.svc.DOMAIN (a fully qualified
+// name), any of the names with :PORT, or an IP address with or without
+// :PORT. Anything else is an error saying what it accepts.
+func ParseRouteTarget(s, namespace string) (RouteTarget, error) {
+	bad := func(why string) (RouteTarget, error) {
+		return RouteTarget{}, fmt.Errorf("%w: %q %s; want a Service (NAME, svc/NAME, NAME.NAMESPACE.svc.cluster.local, optionally with :PORT) or IP:PORT", ErrRouteTarget, s, why)
+	}
+	if s == "" {
+		return bad("is empty")
+	}
+	if len(s) > 300 {
+		return bad("is too long")
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		if ap.Port() == 0 {
+			return bad("has port 0")
+		}
+		return RouteTarget{Addr: ap.Addr().Unmap(), Port: ap.Port()}, nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return RouteTarget{Addr: a.Unmap()}, nil
+	}
+	name := s
+	if typ, rest, ok := strings.Cut(s, "/"); ok {
+		switch strings.ToLower(typ) {
+		case "svc", "service", "services":
+		default:
+			return bad("is not a Service (only svc/NAME names a resource here)")
+		}
+		if strings.Contains(rest, ".") {
+			return bad("has a dot in the Service's name (svc/NAME takes the name; the namespace is -n or --to-namespace)")
+		}
+		name = rest
+	}
+	var t RouteTarget
+	if host, port, ok := strings.Cut(name, ":"); ok {
+		n, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || n == 0 {
+			return bad("has a port that is not a number from 1 to 65535")
+		}
+		name, t.Port = host, uint16(n)
+	}
+	labels := strings.Split(strings.ToLower(strings.TrimSuffix(name, ".")), ".")
+	for _, l := range labels {
+		if !isDNSLabel(l) {
+			return bad("is not a DNS name")
+		}
+	}
+	t.Service, t.Namespace = labels[0], namespace
+	switch {
+	case len(labels) == 1:
+		if namespace == "" {
+			return bad("needs a namespace (-n or --to-namespace)")
+		}
+	case len(labels) == 2 || len(labels) == 3 && labels[2] == "svc":
+		t.Namespace = labels[1]
+	case len(labels) >= 4 && labels[2] == "svc":
+		t.Namespace, t.Domain = labels[1], strings.Join(labels[3:], ".")
+	default:
+		return bad("is not a Service's name (NAME.NAMESPACE.svc.DOMAIN)")
+	}
+	return t, nil
+}
+
+// isDNSLabel reports whether s is a lower-case RFC 1123 label.
+func isDNSLabel(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Matches reports whether a route series' dst label is this target.
+func (t RouteTarget) Matches(dst string) bool {
+	host, port := dst, ""
+	if i := strings.LastIndexByte(dst, ':'); i >= 0 && !strings.HasSuffix(dst, "]") {
+		host, port = dst[:i], dst[i+1:]
+	}
+	if t.Port != 0 && port != strconv.Itoa(int(t.Port)) {
+		return false
+	}
+	if t.Addr.IsValid() {
+		a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+		return err == nil && a.Unmap() == t.Addr
+	}
+	labels := strings.Split(strings.ToLower(strings.TrimSuffix(host, ".")), ".")
+	if len(labels) < 4 || labels[0] != t.Service || labels[1] != t.Namespace || labels[2] != "svc" {
+		return false
+	}
+	return t.Domain == "" || strings.Join(labels[3:], ".") == t.Domain
+}
+
+// String names the target as a user would write it.
+func (t RouteTarget) String() string {
+	var s string
+	if t.Addr.IsValid() {
+		s = t.Addr.String()
+		if t.Port != 0 {
+			return netip.AddrPortFrom(t.Addr, t.Port).String()
+		}
+		return s
+	}
+	s = "svc/" + t.Service + " in namespace " + t.Namespace
+	if t.Port != 0 {
+		s = "svc/" + t.Service + ":" + strconv.Itoa(int(t.Port)) + " in namespace " + t.Namespace
+	}
+	return s
+}
