@@ -34,6 +34,8 @@ type destination struct {
 
 	svcMu sync.Mutex
 	svc   *service // HTTP state, created on first HTTP use
+
+	egress bool // an address no Service has, under an EgressNetwork (outbound_egress.go)
 }
 
 type endpointSet struct {

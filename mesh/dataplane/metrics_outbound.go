@@ -19,6 +19,7 @@ func (s *service) routeSeries(name string) *reqSeries {
 	}
 	h := s.p.m.http
 	l := (&metricstore.Labels{}).Add("direction", Outbound).Add("dst", s.label).Add("rt_route", metricstore.LabelValue(name))
+	egressParentLabels(l, s)
 	rs := h.reqSeries(&h.route, l)
 	s.routes.store(name, rs, maxCacheEntries)
 	return rs
