@@ -137,8 +137,8 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 	dest, err := p.dests.get(ctx, target)
 	if errors.Is(err, ErrNotFound) && fallback.IsValid() && p.outPolicies != nil {
 		// Its EgressNetwork, if any, decides (outbound_egress.go).
-		if dest = p.egressDest(ctx, target, fallback); dest != nil {
-			err = nil
+		if d, eerr := p.egressDest(ctx, target, fallback); d != nil || eerr != nil {
+			dest, err = d, eerr
 		}
 	}
 	if err != nil {

@@ -2,12 +2,14 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"time"
 
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
+	"github.com/weftmesh/weft/mesh/dataplane/route"
 )
 
 // Egress: an outbound connection to an address that discovery does not
@@ -31,13 +33,16 @@ const egressKey = "egress\x00"
 // egressDest returns a destination for target (an IP:port nobody
 // discovers) whose one endpoint is addr in plaintext, when the outbound
 // policy of target is an EgressNetwork's; nil otherwise, and the caller
-// forwards the connection as is. The caller releases what it gets.
-func (p *Proxy) egressDest(ctx context.Context, target string, addr netip.AddrPort) *destination {
+// forwards the connection as is. An EgressNetwork policy the proxy cannot
+// read is an error: the connection is refused rather than forwarded
+// under a router that may not be that policy's (fail closed). The caller
+// releases what it gets.
+func (p *Proxy) egressDest(ctx context.Context, target string, addr netip.AddrPort) (*destination, error) {
 	ds := p.dests
 	ds.mu.Lock()
 	if ds.m == nil {
 		ds.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	d := ds.m[egressKey+target]
 	if d == nil {
@@ -51,11 +56,20 @@ func (p *Proxy) egressDest(ctx context.Context, target string, addr netip.AddrPo
 	d.lastUsed.Store(time.Now().UnixNano())
 	ds.mu.Unlock()
 
-	if isEgressNetwork(p.serviceFor(ctx, d).policy()) {
-		return d
+	pol := p.serviceFor(ctx, d).policy()
+	if !isEgressNetwork(pol) {
+		d.release()
+		return nil, nil
 	}
-	d.release()
-	return nil
+	if d.egressRead.Load() != pol {
+		// Checked once per policy received.
+		if _, err := route.Compile(pol, nil, target); err != nil {
+			d.release()
+			return nil, fmt.Errorf("dataplane: the EgressNetwork policy of %s cannot be read, the connection is refused: %w", target, err)
+		}
+		d.egressRead.Store(pol)
+	}
+	return d, nil
 }
 
 // policy returns the last outbound policy the service received, or nil.
