@@ -103,7 +103,7 @@ func storesExamplesAsDecoded(ctx context.Context, t *testing.T, dyn dynamic.Inte
 	scheme := manifest.Scheme()
 
 	nsGVR := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	for _, ns := range []string{"my-app", "booksapp", "linkerd"} {
+	for _, ns := range []string{"my-app", "booksapp", "linkerd", "linkerd-egress", "shop"} {
 		_, err := dyn.Resource(nsGVR).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns},
 		}}, metav1.CreateOptions{})
@@ -142,7 +142,7 @@ func storesExamplesAsDecoded(ctx context.Context, t *testing.T, dyn dynamic.Inte
 		assert.Equal(t, want["spec"], gotSpec["spec"], "%s: the decoder and the API server agree on the spec", o)
 		created++
 	}
-	assert.Equal(t, 14, created, "every Linkerd example in testdata was created")
+	assert.Equal(t, 16, created, "every Linkerd example in testdata was created")
 
 	// A v1beta1 Server reads back as the v1beta3 storage version, with the
 	// v1beta3 default filled in.

@@ -36,6 +36,7 @@ var wantCRDs = map[string]struct {
 	"meshtlsauthentications.policy.linkerd.io":     {"MeshTLSAuthentication", []string{"v1alpha1"}, "v1alpha1", []string{"meshtlsauthn"}},
 	"networkauthentications.policy.linkerd.io":     {"NetworkAuthentication", []string{"v1alpha1"}, "v1alpha1", []string{"netauthn", "networkauthn"}},
 	"httplocalratelimitpolicies.policy.linkerd.io": {"HTTPLocalRateLimitPolicy", []string{"v1alpha1"}, "v1alpha1", nil},
+	"egressnetworks.policy.linkerd.io":             {"EgressNetwork", []string{"v1alpha1"}, "v1alpha1", nil},
 	"httproutes.policy.linkerd.io":                 {"HTTPRoute", []string{"v1beta3"}, "v1beta3", nil},
 	"serviceprofiles.linkerd.io":                   {"ServiceProfile", []string{"v1alpha2"}, "v1alpha2", []string{"sp"}},
 }
@@ -141,6 +142,26 @@ func TestHTTPLocalRateLimitPolicyHasLinkerdsColumnsAndStatusAndLeavesTheNumbersT
 	assert.Nil(t, total.Minimum, "bounds are checked by the policy translation, the one rule set")
 	override := spec.Properties["overrides"].Items.Schema
 	assert.ElementsMatch(t, []string{"requestsPerSecond", "clientRefs"}, override.Required)
+}
+
+func TestEgressNetworkHasLinkerdsSchemaAndStatusAndLeavesEmptyNetworksToTheWebhook(t *testing.T) {
+	crd, err := crds.Get("egressnetworks.policy.linkerd.io")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"policy"}, crd.Spec.Names.Categories, "kubectl get policy lists it, as with Linkerd's CRD")
+	require.Len(t, crd.Spec.Versions, 1)
+	v := crd.Spec.Versions[0]
+	require.NotNil(t, v.Subresources)
+	assert.NotNil(t, v.Subresources.Status, "Linkerd's controller writes status through the subresource")
+	spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
+	assert.Equal(t, []string{"trafficPolicy"}, spec.Required)
+	var enum []string
+	for _, e := range spec.Properties["trafficPolicy"].Enum {
+		enum = append(enum, string(e.Raw))
+	}
+	assert.Equal(t, []string{`"Allow"`, `"Deny"`}, enum)
+	networks := spec.Properties["networks"]
+	assert.Nil(t, networks.MinItems, "an empty list is the webhook's to refuse, the one rule set")
+	assert.Equal(t, []string{"cidr"}, networks.Items.Schema.Required)
 }
 
 func TestEveryCRDPassesTheAPIServersOwnValidation(t *testing.T) {

@@ -21,6 +21,7 @@ func ExampleAll() {
 	}
 	// Output:
 	// authorizationpolicies.policy.linkerd.io stored as v1alpha1
+	// egressnetworks.policy.linkerd.io stored as v1alpha1
 	// httplocalratelimitpolicies.policy.linkerd.io stored as v1alpha1
 	// httproutes.policy.linkerd.io stored as v1beta3
 	// meshtlsauthentications.policy.linkerd.io stored as v1alpha1

@@ -1,7 +1,8 @@
 // Package manifest decodes Kubernetes manifests, strictly, into typed
 // objects: the Linkerd kinds Weft serves (Server, ServerAuthorization,
 // AuthorizationPolicy, MeshTLSAuthentication, NetworkAuthentication,
-// HTTPLocalRateLimitPolicy, policy.linkerd.io HTTPRoute, ServiceProfile),
+// HTTPLocalRateLimitPolicy, EgressNetwork, policy.linkerd.io HTTPRoute,
+// ServiceProfile),
 // the Gateway API HTTPRoute and GRPCRoute, and the core kinds a mesh reads
 // (Namespace, Pod, Service, ServiceAccount, ConfigMap, Secret,
 // EndpointSlice, the workload kinds and v1 List).

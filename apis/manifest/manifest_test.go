@@ -751,6 +751,7 @@ func TestSchemeRecognizesEveryDocumentedKindAndIsFreshEachCall(t *testing.T) {
 		{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "MeshTLSAuthentication"},
 		{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "NetworkAuthentication"},
 		{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "HTTPLocalRateLimitPolicy"},
+		{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "EgressNetwork"},
 		{Group: "policy.linkerd.io", Version: "v1beta3", Kind: "HTTPRoute"},
 		{Group: "linkerd.io", Version: "v1alpha2", Kind: "ServiceProfile"},
 		{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"},
@@ -858,8 +859,8 @@ func TestLoadPathsReturnsNoObjectsWhenAnyFileIsBadAndNamesThatFile(t *testing.T)
 func TestLoadPathsReadsTheSharedTestdataDirectory(t *testing.T) {
 	objs, err := manifest.LoadPaths("../testdata")
 	require.NoError(t, err)
-	// gateway-routes 2, linkerd-authn 8, linkerd-policy 4, linkerd-ratelimit 1, list 2, serviceprofile 1, workloads 12.
-	assert.Len(t, objs, 30)
+	// gateway-routes 2, linkerd-authn 8, linkerd-egress 2, linkerd-policy 4, linkerd-ratelimit 1, list 2, serviceprofile 1, workloads 12.
+	assert.Len(t, objs, 32)
 }
 
 func TestLoadPathsAndDecodeFileRejectMissingEmptyOversizedAndSpecialPaths(t *testing.T) {

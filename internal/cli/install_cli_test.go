@@ -152,7 +152,7 @@ func TestInstallCRDsPrintsOnlyTheCRDs(t *testing.T) {
 	st, out, errs := installRun(t, cli.InstallCommand(), "--crds")
 	require.Equal(t, cli.ExitOK, st, errs)
 	x := installObjects(t, out)
-	assert.Len(t, x, 8)
+	assert.Len(t, x, 9)
 	for k := range x {
 		assert.True(t, strings.HasPrefix(k, "CustomResourceDefinition/"), k)
 	}
@@ -164,7 +164,7 @@ func TestInstallCRDsWithGatewayAPIAppendsTheUpstreamRouteCRDs(t *testing.T) {
 	require.Equal(t, cli.ExitOK, st, errs)
 	assert.Empty(t, errs)
 	x := installObjects(t, out)
-	assert.Len(t, x, 10, "Weft's 8 CRDs and the 2 Gateway API route CRDs")
+	assert.Len(t, x, 11, "Weft's 9 CRDs and the 2 Gateway API route CRDs")
 	require.Contains(t, x, "CustomResourceDefinition/servers.policy.linkerd.io")
 	for _, name := range []string{"httproutes.gateway.networking.k8s.io", "grpcroutes.gateway.networking.k8s.io"} {
 		require.Contains(t, x, "CustomResourceDefinition/"+name)
@@ -190,7 +190,7 @@ func TestInstallCRDsWithGatewayAPIAppendsTheUpstreamRouteCRDs(t *testing.T) {
 	for _, it := range list.Items {
 		names = append(names, it.Metadata.Name)
 	}
-	assert.Len(t, names, 10)
+	assert.Len(t, names, 11)
 	assert.Contains(t, names, "grpcroutes.gateway.networking.k8s.io")
 
 	// Without it, --crds prints Weft's only.

@@ -44,6 +44,7 @@ type policyControllerFlags struct {
 	trustDomain, cpNamespace string
 	clusterDomain            string
 	detectTimeout            time.Duration
+	egressNamespace          string
 	opaquePorts              string
 	logLevel                 string
 	gatewayAPI               string
@@ -73,6 +74,7 @@ func setupPolicyController(fs *FlagSet) Action {
 	fs.StringVar(&f.cpNamespace, "control-plane-namespace", "weft", "control-plane namespace in identity names")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "DNS suffix of Services")
 	fs.DurationVar(&f.detectTimeout, "detect-timeout", 10*time.Second, "protocol detection timeout sent to proxies")
+	fs.StringVar(&f.egressNamespace, "global-egress-network-namespace", policy.DefaultGlobalEgressNamespace, "namespace whose EgressNetworks apply to clients of every namespace (after those of the client's own namespace)")
 	core.RegisterDefaultOpaquePorts(fs, &f.opaquePorts)
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.server.register(fs)
@@ -117,6 +119,7 @@ func setupPolicyController(fs *FlagSet) Action {
 			policy.WithDefaultPolicy(f.defaultPolicy), policy.WithTrustDomain(f.trustDomain),
 			policy.WithControlPlaneNamespace(f.cpNamespace), policy.WithClusterDomain(f.clusterDomain),
 			policy.WithDetectTimeout(f.detectTimeout), policy.WithLogger(logger),
+			policy.WithGlobalEgressNamespace(f.egressNamespace),
 		}
 		if len(f.clusterNetworks) > 0 {
 			opts = append(opts, policy.WithClusterNetworks(f.clusterNetworks...))

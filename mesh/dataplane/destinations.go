@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/apis/proxy/inbound"
+	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -34,6 +35,9 @@ type destination struct {
 
 	svcMu sync.Mutex
 	svc   *service // HTTP state, created on first HTTP use
+
+	egress     bool                                    // an address no Service has, under an EgressNetwork (outbound_egress.go)
+	egressRead atomic.Pointer[outbound.OutboundPolicy] // its last policy the proxy could read (outbound_egress.go)
 }
 
 type endpointSet struct {

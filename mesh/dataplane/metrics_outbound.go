@@ -22,6 +22,7 @@ func (s *service) routeSeries(name string) *reqSeries {
 	}
 	h := s.p.m.http
 	l := (&metricstore.Labels{}).Add("direction", Outbound).Add("dst", n.dst).Add("rt_route", metricstore.LabelValue(name))
+	egressParentLabels(l, s)
 	rs := h.reqSeries(&h.route, l)
 	n.routes.store(name, rs, maxCacheEntries)
 	return rs

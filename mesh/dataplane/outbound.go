@@ -135,6 +135,12 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		return notify(nil) && p.passthrough(ctx, client, fallback, nil, log)
 	}
 	dest, err := p.dests.get(ctx, target)
+	if errors.Is(err, ErrNotFound) && fallback.IsValid() && p.outPolicies != nil {
+		// Its EgressNetwork, if any, decides (outbound_egress.go).
+		if d, eerr := p.egressDest(ctx, target, fallback); d != nil || eerr != nil {
+			dest, err = d, eerr
+		}
+	}
 	if err != nil {
 		if errors.Is(err, ErrNotFound) && fallback.IsValid() {
 			return notify(nil) && p.passthrough(ctx, client, fallback, nil, log)
@@ -170,7 +176,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		}
 	}
 	defer release()
-	if !set.opaque {
+	if !set.opaque && !(dest.egress && p.egressOpaque(ctx, dest)) {
 		sniffBuf = relay.GetBuf()
 		n, dp, _, err := sniff(client, *sniffBuf, time.Now().Add(p.detectTimeout(Outbound)), false)
 		if err != nil {
@@ -202,6 +208,9 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 			})
 			return true
 		}
+	}
+	if dest.egress && p.egressRefusesOpaque(ctx, dest, log) {
+		return false
 	}
 	set = dest.set.Load()
 	if len(set.eps) == 0 {

@@ -37,5 +37,5 @@ func ExampleRender() {
 		count[o.GetObjectKind().GroupVersionKind().Kind]++
 	}
 	fmt.Println(count["CustomResourceDefinition"], "CRDs,", count["Deployment"], "Deployments,", count["PodDisruptionBudget"], "PodDisruptionBudgets")
-	// Output: 8 CRDs, 4 Deployments, 4 PodDisruptionBudgets
+	// Output: 9 CRDs, 4 Deployments, 4 PodDisruptionBudgets
 }

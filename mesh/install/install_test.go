@@ -287,7 +287,7 @@ func TestRBACGrantsEachComponentExactlyWhatItReads(t *testing.T) {
 		},
 		"policy": {
 			{APIGroups: []string{""}, Resources: []string{"namespaces", "pods", "serviceaccounts", "services"}, Verbs: watch},
-			{APIGroups: []string{"policy.linkerd.io"}, Resources: []string{"authorizationpolicies", "httplocalratelimitpolicies", "httproutes", "meshtlsauthentications", "networkauthentications", "serverauthorizations", "servers"}, Verbs: watch},
+			{APIGroups: []string{"policy.linkerd.io"}, Resources: []string{"authorizationpolicies", "egressnetworks", "httplocalratelimitpolicies", "httproutes", "meshtlsauthentications", "networkauthentications", "serverauthorizations", "servers"}, Verbs: watch},
 			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes", "httproutes"}, Verbs: watch},
 			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
 				ResourceNames: []string{"grpcroutes.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io"}, Verbs: []string{"get", "list", "watch"}},

@@ -205,7 +205,7 @@ func Rules(component string) []rbacv1.PolicyRule {
 		return []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"namespaces", "pods", "serviceaccounts", "services"}, Verbs: watch},
 			{APIGroups: []string{"policy.linkerd.io"}, Resources: []string{
-				"authorizationpolicies", "httplocalratelimitpolicies", "httproutes", "meshtlsauthentications", "networkauthentications", "serverauthorizations", "servers",
+				"authorizationpolicies", "egressnetworks", "httplocalratelimitpolicies", "httproutes", "meshtlsauthentications", "networkauthentications", "serverauthorizations", "servers",
 			}, Verbs: watch},
 			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes", "httproutes"}, Verbs: watch},
 			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
@@ -524,7 +524,7 @@ func (r *renderer) policyValidator() Object {
 		{
 			Operations: createUpdate,
 			Rule: admissionregv1.Rule{APIGroups: []string{"policy.linkerd.io"}, APIVersions: []string{"*"}, Resources: []string{
-				"authorizationpolicies", "httplocalratelimitpolicies", "httproutes", "meshtlsauthentications", "networkauthentications", "serverauthorizations", "servers",
+				"authorizationpolicies", "egressnetworks", "httplocalratelimitpolicies", "httproutes", "meshtlsauthentications", "networkauthentications", "serverauthorizations", "servers",
 			}, Scope: ptr(admissionregv1.NamespacedScope)},
 		},
 		{

@@ -140,6 +140,7 @@ func (b *builder) build() *Index {
 	}
 
 	ix.outbound = b.buildOutbound()
+	b.buildEgress(ix.outbound)
 	ix.routeStatus = b.routeStatuses()
 
 	sort.SliceStable(p.list, func(i, j int) bool { return p.list[i].Severity > p.list[j].Severity })

@@ -109,6 +109,11 @@ type Config struct {
 	// Service without an opaque-ports annotation (its own or its
 	// namespace's) gets all of them, a pod those its containers declare.
 	OpaquePorts ports.Set
+	// GlobalEgressNamespace holds the EgressNetworks that apply to
+	// clients of every namespace: a client's own namespace is searched
+	// first, then this one (Linkerd's --global-egress-network-namespace,
+	// default DefaultGlobalEgressNamespace).
+	GlobalEgressNamespace string
 	// Logger receives diagnostics; it discards them by default.
 	Logger *slog.Logger
 	// Clock returns the current time (time.Now by default); the indexer
@@ -125,7 +130,7 @@ type Option func(*Config) error
 // NewConfig returns Linkerd's defaults (trust domain cluster.local,
 // control-plane namespace weft, default policy all-unauthenticated,
 // cluster networks vocab.DefaultClusterNetworks, probes from anywhere, 10s
-// detect timeout) changed by opts.
+// detect timeout, global egress namespace linkerd-egress) changed by opts.
 func NewConfig(opts ...Option) (*Config, error) {
 	c := &Config{
 		TrustDomain:           "cluster.local",
@@ -136,6 +141,7 @@ func NewConfig(opts ...Option) (*Config, error) {
 		ProbeNetworks:         []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
 		DetectTimeout:         10 * time.Second,
 		OpaquePorts:           ports.DefaultOpaque(),
+		GlobalEgressNamespace: DefaultGlobalEgressNamespace,
 		Logger:                slog.New(slog.DiscardHandler),
 		Clock:                 time.Now,
 		Metrics:               DiscardMetrics(),
@@ -238,6 +244,22 @@ func WithDetectTimeout(d time.Duration) Option {
 func WithDefaultOpaquePorts(s ports.Set) Option {
 	return func(c *Config) error {
 		c.OpaquePorts = s
+		return nil
+	}
+}
+
+// DefaultGlobalEgressNamespace is Linkerd's global egress namespace,
+// kept so that the EgressNetworks Linkerd users have there mean the same.
+const DefaultGlobalEgressNamespace = "linkerd-egress"
+
+// WithGlobalEgressNamespace sets the namespace whose EgressNetworks apply
+// to clients of every namespace (default DefaultGlobalEgressNamespace).
+func WithGlobalEgressNamespace(ns string) Option {
+	return func(c *Config) error {
+		if err := checkDNSName(ns); err != nil || strings.Contains(ns, ".") {
+			return fmt.Errorf("policy: global egress namespace %q is not a valid namespace name", ns)
+		}
+		c.GlobalEgressNamespace = ns
 		return nil
 	}
 }

@@ -10,7 +10,7 @@
 //	   │  Objects: Namespaces, workloads, ServiceAccounts, Services,
 //	   │  Servers, ServerAuthorizations, AuthorizationPolicies,
 //	   │  MeshTLS/NetworkAuthentications, HTTPRoutes, GRPCRoutes,
-//	   │  HTTPLocalRateLimitPolicies
+//	   │  HTTPLocalRateLimitPolicies, EgressNetworks
 //	   ▼
 //	Build(objs, cfg) ─► Index ─► Evaluate / Explain        (offline, CI)
 //	   ▲                  │
@@ -61,6 +61,13 @@
 // HTTPLocalRateLimitPolicy targeting a Server gives its HTTP ports a rate
 // limit (authz.Server.RateLimit), which explanations show for admitted
 // requests.
+//
+// On the outbound side, an address that is no Service's gets the policy
+// of the EgressNetwork that covers it (one in the client's namespace,
+// else in Config.GlobalEgressNamespace; Index.EgressNetworkFor says which),
+// with the routes attached to it and a default route that forwards
+// (Allow) or refuses (Deny) the rest; without one, Linkerd's
+// egress-fallback policy, which forwards everything.
 //
 // # Serving
 //

@@ -131,6 +131,7 @@ func Build(objs *Objects, cfg *Config) *Index {
 	sorted.GatewayHTTPRoutes = append(sorted.GatewayHTTPRoutes[:0:0], objs.GatewayHTTPRoutes...)
 	sorted.GRPCRoutes = append(sorted.GRPCRoutes[:0:0], objs.GRPCRoutes...)
 	sorted.HTTPLocalRateLimitPolicies = append(sorted.HTTPLocalRateLimitPolicies[:0:0], objs.HTTPLocalRateLimitPolicies...)
+	sorted.EgressNetworks = append(sorted.EgressNetworks[:0:0], objs.EgressNetworks...)
 	sorted.sortAll()
 
 	b := &builder{cfg: cfg, objs: &sorted, p: &problems{objs: objs}}

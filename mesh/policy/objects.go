@@ -139,6 +139,9 @@ type Objects struct {
 	GRPCRoutes        []*gatewayv1.GRPCRoute
 	// HTTPLocalRateLimitPolicies limit the request rate of Servers.
 	HTTPLocalRateLimitPolicies []*v1alpha1.HTTPLocalRateLimitPolicy
+	// EgressNetworks say what proxies do with traffic to addresses
+	// outside the cluster.
+	EgressNetworks []*v1alpha1.EgressNetwork
 
 	locations map[ObjectRef]Location
 }
@@ -156,7 +159,7 @@ func (o *Objects) Len() int {
 	return len(o.Namespaces) + len(o.Workloads) + len(o.ServiceAccounts) + len(o.Services) + len(o.Servers) +
 		len(o.ServerAuthorizations) + len(o.AuthorizationPolicies) + len(o.MeshTLSAuthentications) +
 		len(o.NetworkAuthentications) + len(o.HTTPRoutes) + len(o.GatewayHTTPRoutes) + len(o.GRPCRoutes) +
-		len(o.HTTPLocalRateLimitPolicies)
+		len(o.HTTPLocalRateLimitPolicies) + len(o.EgressNetworks)
 }
 
 // ObjectsFromManifests collects decoded manifests (see
@@ -304,6 +307,12 @@ func (o *Objects) Add(obj runtime.Object, loc Location) error {
 			return err
 		}
 		o.HTTPLocalRateLimitPolicies = append(o.HTTPLocalRateLimitPolicies, v)
+	case *v1alpha1.EgressNetwork:
+		v = v.DeepCopy()
+		if err := record("EgressNetwork", &v.ObjectMeta, true); err != nil {
+			return err
+		}
+		o.EgressNetworks = append(o.EgressNetworks, v)
 	case *v1beta3.HTTPRoute:
 		v = v.DeepCopy()
 		if err := record("HTTPRoute.policy.linkerd.io", &v.ObjectMeta, true); err != nil {
@@ -417,4 +426,5 @@ func (o *Objects) sortAll() {
 	sort.SliceStable(o.HTTPLocalRateLimitPolicies, func(i, j int) bool {
 		return byMeta(&o.HTTPLocalRateLimitPolicies[i].ObjectMeta, &o.HTTPLocalRateLimitPolicies[j].ObjectMeta)
 	})
+	sort.SliceStable(o.EgressNetworks, func(i, j int) bool { return byMeta(&o.EgressNetworks[i].ObjectMeta, &o.EgressNetworks[j].ObjectMeta) })
 }

@@ -51,12 +51,15 @@ type serviceInfo struct {
 	timeouts timeoutSpec
 	http     []*outboundRoute
 	grpc     []*outboundRoute
+	// egress is set when the parent is an EgressNetwork (outbound_egress.go).
+	egress *egressParent
 }
 
 type outboundIndex struct {
 	cfg      *Config
 	services map[nsName]*serviceInfo
 	byIP     map[netip.Addr]*serviceInfo
+	egress   []*egressNet // translate_egress.go
 }
 
 // parseLinkerdDuration reads Linkerd's duration format: digits and a unit

@@ -14,8 +14,10 @@ import (
 
 // The cases of Linkerd's policy-test outbound_api_failure_accrual.rs (at
 // version-2.20, the release on linkerd2-proxy-api v0.20), for a Service
-// parent, as a Linkerd user would annotate it. Weft has no EgressNetwork,
-// so that parent's cases do not apply.
+// parent, as a Linkerd user would annotate it. The EgressNetwork parent's
+// run is TestLinkerdFailureAccrualCasesForAnEgressNetworkParent
+// (egress_test.go) and the shared source suite's
+// egress_network_ignores_balancer_toggles.
 
 const (
 	annAccrual     = "balancer.linkerd.io/failure-accrual"

@@ -43,23 +43,30 @@ type OutboundTarget struct {
 	Namespace, Name string
 	Port            uint16
 	// Addr is set for lookups by address that match no Service; the
-	// policy then forwards to the address as it is.
+	// policy is then an EgressNetwork's, or the fallback that forwards to
+	// the address as it is.
 	Addr netip.AddrPort
+	// SourceNamespace is the asking workload's namespace, where Addr
+	// lookups look for EgressNetworks first.
+	SourceNamespace string
 }
 
 func (t OutboundTarget) key() string {
 	if t.Addr.IsValid() {
-		return "addr\x00" + t.Addr.String()
+		return "addr\x00" + t.SourceNamespace + "\x00" + t.Addr.String()
 	}
 	return fmt.Sprintf("svc\x00%s\x00%s\x00%d", t.Namespace, t.Name, t.Port)
 }
 
 func parseOutboundKey(key string) OutboundTarget {
-	parts := strings.Split(key, "\x00")
-	if parts[0] == "addr" {
-		ap, _ := netip.ParseAddrPort(parts[1])
-		return OutboundTarget{Addr: ap}
+	if rest, ok := strings.CutPrefix(key, "addr\x00"); ok {
+		// The address is last: the namespace, which the proxy names,
+		// may hold any byte.
+		i := strings.LastIndexByte(rest, 0)
+		ap, _ := netip.ParseAddrPort(rest[i+1:])
+		return OutboundTarget{Addr: ap, SourceNamespace: rest[:i]}
 	}
+	parts := strings.Split(key, "\x00")
 	port, _ := strconv.Atoi(parts[3])
 	return OutboundTarget{Namespace: parts[1], Name: parts[2], Port: uint16(port)}
 }
@@ -134,7 +141,7 @@ func (ix *Index) serviceBackend(ns, name string, port uint16, load func(*outboun
 // serves it.
 func (ix *Index) OutboundPolicy(t OutboundTarget) (*outbound.OutboundPolicy, error) {
 	if t.Addr.IsValid() {
-		return fallbackPolicy(t.Addr, ix.cfg.DetectTimeout), nil
+		return ix.addrPolicy(t), nil
 	}
 	si, ok := ix.outbound.services[nsName{t.Namespace, t.Name}]
 	if !ok {
@@ -311,7 +318,7 @@ func (ix *Index) outboundHTTPRoutes(si *serviceInfo, rs []*outboundRoute, backen
 			} else {
 				var wbs []*outbound.HttpRoute_WeightedRouteBackend
 				for _, br := range rule.backends {
-					b, w, invalid := ix.backendFor(r.meta.Namespace, br.BackendRef, balancerLoad(si.bias, false))
+					b, w, invalid := ix.routeBackendFor(si, r.meta.Namespace, br.BackendRef, balancerLoad(si.bias, false))
 					if invalid != "" {
 						wbs = append(wbs, invalidHTTPBackend(w, invalid))
 						continue
@@ -419,7 +426,7 @@ func (ix *Index) outboundGRPCRoutes(si *serviceInfo, rs []*outboundRoute, backen
 			} else {
 				var wbs []*outbound.GrpcRoute_WeightedRouteBackend
 				for _, br := range brs {
-					b, w, invalid := ix.backendFor(r.meta.Namespace, br, balancerLoad(si.bias, false))
+					b, w, invalid := ix.routeBackendFor(si, r.meta.Namespace, br, balancerLoad(si.bias, false))
 					if invalid != "" {
 						b = &outbound.Backend{Metadata: defaultMeta("invalid"), Queue: defaultQueue()}
 						wbs = append(wbs, &outbound.GrpcRoute_WeightedRouteBackend{Weight: w, Backend: &outbound.GrpcRoute_RouteBackend{Backend: b,
@@ -502,8 +509,10 @@ func (s *OutboundServer) Register(r grpc.ServiceRegistrar) {
 func (s *OutboundServer) Drain() { s.drain.drain() }
 
 func (s *OutboundServer) target(spec *outbound.TrafficSpec) (OutboundTarget, error) {
+	var source WorkloadRef
 	if w := spec.GetSourceWorkload(); w != "" {
-		if _, err := ParseProxyWorkload(w); err != nil {
+		var err error
+		if source, err = ParseProxyWorkload(w); err != nil {
 			return OutboundTarget{}, err
 		}
 	}
@@ -520,7 +529,11 @@ func (s *OutboundServer) target(spec *outbound.TrafficSpec) (OutboundTarget, err
 		if port == 0 || port > 65535 {
 			return OutboundTarget{}, fmt.Errorf("%w: port %d is out of range 1-65535", ErrInvalid, port)
 		}
-		return ix.ResolveAddr(netip.AddrPortFrom(a, uint16(port))), nil
+		ot := ix.ResolveAddr(netip.AddrPortFrom(a, uint16(port)))
+		if ot.Addr.IsValid() {
+			ot.SourceNamespace = source.Namespace
+		}
+		return ot, nil
 	}
 	return OutboundTarget{}, fmt.Errorf("%w: target is required", ErrInvalid)
 }

@@ -276,7 +276,7 @@ func TestEveryExampleManifestDecodesAndIsAcceptedByTheAPIServer(t *testing.T) {
 		})
 	}
 	t.Logf("created %d example objects: %v", len(seen), kinds)
-	for _, k := range []string{"Server", "ServerAuthorization", "AuthorizationPolicy", "MeshTLSAuthentication", "NetworkAuthentication", "HTTPLocalRateLimitPolicy", "HTTPRoute", "GRPCRoute", "ServiceProfile"} {
+	for _, k := range []string{"Server", "ServerAuthorization", "AuthorizationPolicy", "MeshTLSAuthentication", "NetworkAuthentication", "HTTPLocalRateLimitPolicy", "EgressNetwork", "HTTPRoute", "GRPCRoute", "ServiceProfile"} {
 		assert.NotZero(t, kinds[k], "the examples hold no %s: this test would not notice it breaking", k)
 	}
 }

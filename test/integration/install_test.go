@@ -102,7 +102,7 @@ func TestInstallAppliesToARealAPIServerAndCheckReportsWhatItSees(t *testing.T) {
 	assert.Equal(t, cli.ExitOK, st)
 	assert.True(t, pre.Success)
 	assert.Zero(t, pre.Count(check.StatusFail)+pre.Count(check.StatusWarn))
-	assert.Equal(t, "8 present and compatible, 0 to be installed", installResult(t, pre, check.CategoryPreInstall, "existing CRDs are compatible").Message)
+	assert.Equal(t, "9 present and compatible, 0 to be installed", installResult(t, pre, check.CategoryPreInstall, "existing CRDs are compatible").Message)
 	assert.Equal(t, "allowed to create all 14 kinds", installResult(t, pre, check.CategoryPreInstall, "you may create the control plane's resources").Message)
 
 	// Render, keeping the generated certificates; rendering again from them

@@ -1,6 +1,6 @@
 // Package v1alpha1 holds the policy.linkerd.io/v1alpha1 authorization API:
-// AuthorizationPolicy, MeshTLSAuthentication and NetworkAuthentication, and
-// the HTTPLocalRateLimitPolicy, as Linkerd defines them.
+// AuthorizationPolicy, MeshTLSAuthentication and NetworkAuthentication, the
+// HTTPLocalRateLimitPolicy and the EgressNetwork, as Linkerd defines them.
 //
 // An AuthorizationPolicy targets something that receives traffic (a Server,
 // an HTTPRoute, a GRPCRoute or a whole Namespace) and lists the
@@ -13,6 +13,10 @@
 // An HTTPLocalRateLimitPolicy targets a Server and limits the HTTP request
 // rate its proxies accept: in total, per client identity, and for clients
 // named by ServiceAccount (overrides).
+//
+// An EgressNetwork names networks outside the cluster and whether clients'
+// proxies forward (Allow) or refuse (Deny) traffic to them that no route
+// attached to it describes.
 //
 // Register the types with a scheme through AddToScheme; nothing is registered
 // into a global scheme on import.

@@ -17,8 +17,8 @@ var (
 	// a scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 	// AddToScheme adds AuthorizationPolicy, MeshTLSAuthentication,
-	// NetworkAuthentication, HTTPLocalRateLimitPolicy and their lists to
-	// s.
+	// NetworkAuthentication, HTTPLocalRateLimitPolicy, EgressNetwork and
+	// their lists to s.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
 
@@ -28,6 +28,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&MeshTLSAuthentication{}, &MeshTLSAuthenticationList{},
 		&NetworkAuthentication{}, &NetworkAuthenticationList{},
 		&HTTPLocalRateLimitPolicy{}, &HTTPLocalRateLimitPolicyList{},
+		&EgressNetwork{}, &EgressNetworkList{},
 	)
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil

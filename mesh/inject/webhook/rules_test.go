@@ -185,6 +185,30 @@ spec:
   total: {requestsPerSecond: -1}
   identity: {requestsPerSecond: 4294967296}
 `, []string{"spec.identity.requestsPerSecond", "spec.total.requestsPerSecond"}},
+	{"a valid EgressNetwork", `apiVersion: policy.linkerd.io/v1alpha1
+kind: EgressNetwork
+metadata: {name: partner, namespace: shop}
+spec:
+  trafficPolicy: Deny
+  networks: [{cidr: 10.1.0.0/24}, {cidr: 10.1.1.0/24, except: [10.1.1.0/28]}]
+`, nil},
+	{"an EgressNetwork without networks stands for every address outside the cluster", `apiVersion: policy.linkerd.io/v1alpha1
+kind: EgressNetwork
+metadata: {name: all, namespace: linkerd-egress}
+spec: {trafficPolicy: Allow}
+`, nil},
+	{"an EgressNetwork with an empty networks list", `apiVersion: policy.linkerd.io/v1alpha1
+kind: EgressNetwork
+metadata: {name: none, namespace: shop}
+spec: {trafficPolicy: Allow, networks: []}
+`, []string{"spec.networks"}},
+	{"an EgressNetwork wrong in every field", `apiVersion: policy.linkerd.io/v1alpha1
+kind: EgressNetwork
+metadata: {name: bad, namespace: shop}
+spec:
+  trafficPolicy: allow
+  networks: [{cidr: 10.1.0.0/33}, {cidr: 10.1.1.0/24, except: [10.1.1.0/24]}]
+`, []string{"spec.networks[0]", "spec.networks[1]", "spec.trafficPolicy"}},
 	{"a valid ServiceProfile", `apiVersion: linkerd.io/v1alpha2
 kind: ServiceProfile
 metadata: {name: web.shop.svc.cluster.local, namespace: shop}

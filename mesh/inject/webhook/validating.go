@@ -140,6 +140,7 @@ func validated(k metav1.GroupVersionKind) bool {
 		"policy.linkerd.io/v1beta1/ServerAuthorization", "policy.linkerd.io/v1beta3/HTTPRoute",
 		"policy.linkerd.io/v1alpha1/AuthorizationPolicy", "policy.linkerd.io/v1alpha1/MeshTLSAuthentication",
 		"policy.linkerd.io/v1alpha1/NetworkAuthentication", "policy.linkerd.io/v1alpha1/HTTPLocalRateLimitPolicy",
+		"policy.linkerd.io/v1alpha1/EgressNetwork",
 		"gateway.networking.k8s.io/v1/HTTPRoute", "gateway.networking.k8s.io/v1/GRPCRoute":
 		return true
 	}

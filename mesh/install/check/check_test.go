@@ -35,9 +35,9 @@ func TestAHealthyInstallPassesEveryCheck(t *testing.T) {
 		assert.Equal(t, check.StatusOK, res.Status, "%s / %s: %s (hint: %s)", res.Category, res.Name, res.Message, res.Hint)
 	}
 	assert.True(t, r.Success)
-	// 2 API + 8 CRDs + namespace + values + 4 components + anchors + issuer
+	// 2 API + 9 CRDs + namespace + values + 4 components + anchors + issuer
 	// + serving cert + 3 webhook configurations + 3 data plane.
-	assert.Len(t, r.Results, 2+8+2+4+2+1+3+3)
+	assert.Len(t, r.Results, 2+9+2+4+2+1+3+3)
 	assert.Contains(t, result(t, r, check.CategoryControlPlane, "identity is ready").Message, "1 of 1 pods ready")
 	assert.Contains(t, result(t, r, check.CategoryWebhooks, "MutatingWebhookConfiguration weft-proxy-injector-webhook-config points at a live service").Message,
 		"Service weft/weft-proxy-injector:443 has 1 ready endpoints, caBundle trusts weft-proxy-injector.weft.svc, failurePolicy Ignore")
@@ -328,8 +328,8 @@ func TestPreInstallChecks(t *testing.T) {
 			assert.Equal(t, check.StatusOK, res.Status, "%s: %s", res.Name, res.Message)
 		}
 		assert.True(t, r.Success)
-		assert.Equal(t, "0 present and compatible, 8 to be installed", result(t, must(emptyCluster(t)).Check(testutil.Context(t, 0), check.Scope{Pre: true}), check.CategoryPreInstall, "existing CRDs are compatible").Message)
-		assert.Equal(t, "8 present and compatible, 0 to be installed", result(t, r, check.CategoryPreInstall, "existing CRDs are compatible").Message)
+		assert.Equal(t, "0 present and compatible, 9 to be installed", result(t, must(emptyCluster(t)).Check(testutil.Context(t, 0), check.Scope{Pre: true}), check.CategoryPreInstall, "existing CRDs are compatible").Message)
+		assert.Equal(t, "9 present and compatible, 0 to be installed", result(t, r, check.CategoryPreInstall, "existing CRDs are compatible").Message)
 		_, ok := r.Find(check.CategoryControlPlane, "control-plane namespace exists")
 		assert.False(t, ok, "--pre does not check an installed control plane")
 	})

@@ -43,8 +43,11 @@ var (
 	// policy.linkerd.io kinds: Linkerd has shipped its CRD since 2.17, and
 	// `weft install --crds` installs it.
 	HTTPLocalRateLimitPoliciesResource = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1alpha1", Resource: "httplocalratelimitpolicies"}
-	GatewayHTTPRoutesResource          = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
-	GRPCRoutesResource                 = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "grpcroutes"}
+	// EgressNetworksResource is required too: Linkerd has shipped its
+	// CRD since 2.18, and `weft install --crds` installs it.
+	EgressNetworksResource    = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1alpha1", Resource: "egressnetworks"}
+	GatewayHTTPRoutesResource = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
+	GRPCRoutesResource        = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "grpcroutes"}
 )
 
 // ListKinds maps each dynamic resource to its list kind, as
@@ -59,6 +62,7 @@ func ListKinds() map[schema.GroupVersionResource]string {
 		NetworkAuthenticationsResource:     "NetworkAuthenticationList",
 		HTTPRoutesResource:                 "HTTPRouteList",
 		HTTPLocalRateLimitPoliciesResource: "HTTPLocalRateLimitPolicyList",
+		EgressNetworksResource:             "EgressNetworkList",
 		GatewayHTTPRoutesResource:          "HTTPRouteList",
 		GRPCRoutesResource:                 "GRPCRouteList",
 		CustomResourceDefinitionsResource:  "CustomResourceDefinitionList",
@@ -260,7 +264,8 @@ func New(ctx context.Context, client k8s.Interface, dyn dynamic.Interface, opts 
 		return fail(fmt.Errorf("kubernetes: %w", err))
 	}
 	resources := []schema.GroupVersionResource{ServersResource, ServerAuthorizationsResource, AuthorizationPoliciesResource,
-		MeshTLSAuthenticationsResource, NetworkAuthenticationsResource, HTTPRoutesResource, HTTPLocalRateLimitPoliciesResource}
+		MeshTLSAuthenticationsResource, NetworkAuthenticationsResource, HTTPRoutesResource, HTTPLocalRateLimitPoliciesResource,
+		EgressNetworksResource}
 	for _, gvr := range resources {
 		gi := dynf.ForResource(gvr)
 		l, err := addTyped(gvr.Resource+"."+gvr.Group, gi, nil)
@@ -501,6 +506,12 @@ func (s *Source) convert(gvr schema.GroupVersionResource, u *unstructured.Unstru
 			return err
 		}
 		o.HTTPLocalRateLimitPolicies = append(o.HTTPLocalRateLimitPolicies, v)
+	case EgressNetworksResource:
+		v := &v1alpha1.EgressNetwork{}
+		if err := from(v); err != nil {
+			return err
+		}
+		o.EgressNetworks = append(o.EgressNetworks, v)
 	case GatewayHTTPRoutesResource:
 		v := &gatewayv1.HTTPRoute{}
 		if err := from(v); err != nil {

@@ -32,6 +32,7 @@ var gvrByKind = map[schema.GroupVersionKind]schema.GroupVersionResource{
 	{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "NetworkAuthentication"}:    kubernetes.NetworkAuthenticationsResource,
 	{Group: "policy.linkerd.io", Version: "v1beta3", Kind: "HTTPRoute"}:                 kubernetes.HTTPRoutesResource,
 	{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "HTTPLocalRateLimitPolicy"}: kubernetes.HTTPLocalRateLimitPoliciesResource,
+	{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "EgressNetwork"}:            kubernetes.EgressNetworksResource,
 	{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}:              kubernetes.GatewayHTTPRoutesResource,
 	{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "GRPCRoute"}:              kubernetes.GRPCRoutesResource,
 }

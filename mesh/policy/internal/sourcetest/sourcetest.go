@@ -292,6 +292,7 @@ func Run(t *testing.T, newHarness Factory) {
 
 	runLinkerdParity(t, newHarness)
 	runLinkerdRateLimit(t, newHarness)
+	runLinkerdEgress(t, newHarness)
 
 	t.Run("InboundWatchPortStreamsTheSnapshotThenChanges", func(t *testing.T) {
 		h := newHarness(t, with(Base(), AuthorizationPolicy())...)
