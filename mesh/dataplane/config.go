@@ -72,7 +72,7 @@ type Config struct {
 	HTTPHeaderTimeout      time.Duration // WEFT_PROXY_HTTP_HEADER_TIMEOUT, 10s: reading one HTTP/1 request head
 	HTTPMaxHeaderBytes     int           // WEFT_PROXY_HTTP_MAX_HEADER_BYTES, 65536: request head / HTTP/2 header list
 	H2MaxConcurrentStreams uint32        // WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS, 100 per connection
-	H2StreamWindow         int32         // WEFT_PROXY_HTTP2_STREAM_WINDOW, 1 MiB receive window per stream (for responses, what a stream's window grows to from 65,535 as it is read)
+	H2StreamWindow         int32         // WEFT_PROXY_HTTP2_STREAM_WINDOW, 1 MiB receive window per stream
 	H2ConnectionWindow     int32         // WEFT_PROXY_HTTP2_CONNECTION_WINDOW, 4 MiB receive window per connection
 	H2ResetBudget          int           // WEFT_PROXY_HTTP2_RESET_BUDGET, 100: premature stream resets a connection may cause before the ratio check closes it
 	H2BufferLimit          int64         // WEFT_PROXY_HTTP2_BUFFER_LIMIT, 0: 2 x H2ConnectionWindow (8 MiB): unread body bytes one HTTP/2 connection holds, past which the body waiting longest is dropped
@@ -179,7 +179,7 @@ func Settings() []Setting {
 		{"WEFT_PROXY_HTTP_HEADER_TIMEOUT", "10s", "how long reading one HTTP/1 request head may take"},
 		{"WEFT_PROXY_HTTP_MAX_HEADER_BYTES", "65536", "largest HTTP/1 request head and HTTP/2 header list accepted (431 beyond)"},
 		{"WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS", "100", "concurrent HTTP/2 streams a client connection may open"},
-		{"WEFT_PROXY_HTTP2_STREAM_WINDOW", "1048576", "HTTP/2 receive window per stream, bytes (a response stream starts at 65535 and grows to it as it is read)"},
+		{"WEFT_PROXY_HTTP2_STREAM_WINDOW", "1048576", "HTTP/2 receive window per stream, bytes"},
 		{"WEFT_PROXY_HTTP2_CONNECTION_WINDOW", "4194304", "HTTP/2 receive window per connection, bytes"},
 		{"WEFT_PROXY_HTTP_POOL_WAIT_TIMEOUT", "3s", "how long an HTTP/1 request waits for a pooled connection to a peer proxy (all busy, or its client's share of them) before it is answered 503"},
 		{"WEFT_PROXY_HTTP2_RESET_BUDGET", "100", "premature stream resets (sent or received, of streams under a second old) an HTTP/2 connection may see before it is closed when at least half its streams were reset so"},

@@ -121,44 +121,35 @@ func victimGet(t *testing.T, addr string) (int, error) {
 // large responses; the proxy cannot deliver them, stops reading them from
 // its pooled HTTP/2 connection upstream, and on dc15bc3 their unread
 // bytes held that connection's whole window: every other client's
-// responses on it stalled. Now a stream nobody reads holds back only its
-// own window, and that window is small: it starts at 65535 bytes and
-// grows only as the proxy reads the response (the proxy's handler reads
-// what one copy buffer takes before its write to the stalled client
-// blocks). Inbound, from an unmeshed client to the application over the
-// pooled h2c connection; outbound, from the local application through
-// the client proxy, whose pooled connection to the peer proxy is shared
-// too.
+// responses on it stalled. Now only each stream's own window holds back
+// a stream nobody reads. Inbound, from an unmeshed client to the
+// application over the pooled h2c connection; outbound, from the local
+// application through the client proxy, whose pooled connection to the
+// peer proxy is shared too.
 func TestAStalledClientDoesNotStarveOthersOnASharedUpstreamConnection(t *testing.T) {
 	window := int64(testConfig().H2StreamWindow)
 	connWindow := int64(testConfig().H2ConnectionWindow)
-	require.Greater(t, fairAttackStreams*window, connWindow, "with whole stream windows, the stalled streams could hold the whole connection window")
-	// What one stalled response may hold at one hop: its window grown
-	// once or twice by the proxy's reads (the handler's copy buffer, far
-	// less than a window), never the configured stream window.
-	const heldPerHop = 4 * 65535
+	require.Greater(t, fairAttackStreams*window, connWindow, "the stalled streams could hold the whole connection window")
 
 	t.Run("inbound", func(t *testing.T) {
 		app := startHoldApp(t, fairAttackStreams, 2<<20)
 		_, addr := plainInbound(t, allowAll(t), app.httpApp)
 		stallStreams(t, addr, fairAttackStreams)
-		// Each stalled response sent what its new stream's window
-		// allows (but for a chunk in flight).
+		// Their bodies have taken the connection window (but for a
+		// chunk per stream in flight), or, with the fix, more.
 		testutil.Eventually(t, 10*time.Second, func() bool {
-			for i := range app.sent {
-				if app.sent[i].Load() < 65535-holdChunk {
-					return false
-				}
-			}
-			return true
-		}, "the stalled responses sent their first window")
+			return app.totalSent() >= connWindow-fairAttackStreams*holdChunk
+		}, "the stalled responses fill the connection window")
 
 		n, err := victimGet(t, addr)
 		require.NoError(t, err, "the victim's response stalled behind the unread ones")
 		assert.Equal(t, fairVictimBytes, n)
 		assert.EqualValues(t, 1, app.accepted.Load(), "one upstream connection carried them all")
 		for i := range app.sent {
-			assert.LessOrEqual(t, app.sent[i].Load(), int64(heldPerHop), "response %d: a stalled response holds a small window, not the stream window", i)
+			// A stalled response is held back by its stream window:
+			// the proxy read what its own buffers take (far less than
+			// half a window), so it never gave the window back.
+			assert.LessOrEqual(t, app.sent[i].Load(), window, "response %d", i)
 		}
 	})
 
@@ -167,13 +158,8 @@ func TestAStalledClientDoesNotStarveOthersOnASharedUpstreamConnection(t *testing
 		hp := startHTTPPair(t, httpPairOptions{app: app.httpApp})
 		stallStreams(t, hp.clientAddr, fairAttackStreams)
 		testutil.Eventually(t, 10*time.Second, func() bool {
-			for i := range app.sent {
-				if app.sent[i].Load() < 65535-holdChunk {
-					return false
-				}
-			}
-			return true
-		}, "the stalled responses sent their first window")
+			return app.totalSent() >= connWindow-fairAttackStreams*holdChunk
+		}, "the stalled responses fill the connection window")
 
 		n, err := victimGet(t, hp.clientAddr)
 		require.NoError(t, err, "the victim's response stalled behind the unread ones")
@@ -181,10 +167,10 @@ func TestAStalledClientDoesNotStarveOthersOnASharedUpstreamConnection(t *testing
 		assert.EqualValues(t, 1, hp.inB.accepted.Load(), "one connection from the client proxy to the server proxy")
 		assert.EqualValues(t, 1, app.accepted.Load(), "one upstream connection to the application")
 		for i := range app.sent {
-			// Two hops, each holding a small window, plus what the
-			// server proxy's handler has in its copy and response
-			// buffers (well under 64 KiB).
-			assert.LessOrEqual(t, app.sent[i].Load(), int64(2*heldPerHop+64<<10), "response %d", i)
+			// Two hops, each holding at most a stream window, plus
+			// what the server proxy's handler has in its copy and
+			// response buffers (well under 64 KiB).
+			assert.LessOrEqual(t, app.sent[i].Load(), 2*window+64<<10, "response %d", i)
 		}
 	})
 }
@@ -199,29 +185,19 @@ func TestAStalledClientDoesNotStarveOthersOnASharedUpstreamConnection(t *testing
 // write to a stream with no window: it learns of the drop when it reads
 // the upstream body next, so that stream ends when its client goes.)
 func TestUnreadResponsesPastTheUpstreamBufferLimitAreReset(t *testing.T) {
-	// A stalled response holds its stream's window, which starts at
-	// 65535 bytes and grows as the proxy reads; with the stream window
-	// set to that, it never grows, and the connection window of 1 MiB
-	// makes the default limit (twice it) 2 MiB: 68 stalled responses
-	// pass it, within the 100 streams of one connection.
-	base := testConfig()
-	base.H2StreamWindow = 65535
-	base.H2ConnectionWindow = 1 << 20
-	configured := base
-	// WEFT_PROXY_HTTP2_BUFFER_LIMIT: with 3 windows, 10 stalled responses
-	// (under the default's 2 MiB) are past the limit, so drops show the
+	configured := testConfig()
+	// WEFT_PROXY_HTTP2_BUFFER_LIMIT: with 3 windows, 7 stalled responses
+	// (under the default's 8 MiB) are past the limit, so drops show the
 	// setting is what counts.
 	configured.H2BufferLimit = 3 * int64(configured.H2StreamWindow)
-	for name, cfg := range map[string]dataplane.Config{"default": base, "configured": configured} {
+	for name, cfg := range map[string]dataplane.Config{"default": testConfig(), "configured": configured} {
 		t.Run(name, func(t *testing.T) {
 			limit := 2 * int64(cfg.H2ConnectionWindow)
 			if cfg.H2BufferLimit > 0 {
 				limit = cfg.H2BufferLimit
 			}
-			// Enough stalled responses to hold more than the limit:
-			// each holds its window but for what the proxy's handler
-			// took into its copy buffer, at least half a window.
-			streams := int(limit/(int64(cfg.H2StreamWindow)/2)) + 4
+			// Enough stalled responses to hold more than the limit.
+			streams := int(limit/int64(cfg.H2StreamWindow)) + 4
 			app := startHoldApp(t, streams, 2<<20)
 			r, addr := plainInboundWith(t, cfg, allowAll(t), app.httpApp)
 			stallStreams(t, addr, streams)

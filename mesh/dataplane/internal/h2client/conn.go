@@ -29,15 +29,7 @@ var errClosing = fmt.Errorf("h2client: connection is closing: %w", ErrUnprocesse
 
 // Defaults for the options.
 const (
-	defaultStreamWindow = 1 << 20
-	// initialStreamWindow is the receive window a new stream starts with
-	// (announced as SETTINGS_INITIAL_WINDOW_SIZE): HTTP/2's default, and
-	// Linkerd's proxy's. A stream's window doubles, up to the
-	// configured stream window, each time its reader has consumed half of
-	// it (see body.Read), so a response that is read gets the whole
-	// window within a few round trips, and one nobody reads holds this
-	// much, not the whole window, at every hop it crosses.
-	initialStreamWindow   = 65535
+	defaultStreamWindow   = 1 << 20
 	defaultConnWindow     = 4 << 20
 	defaultMaxHeaderBytes = 64 << 10
 	defaultReadFrameSize  = 1 << 16
@@ -78,13 +70,9 @@ type config struct {
 	countError     func(class string)
 }
 
-// initialWindow is the receive window of a new stream.
-func (c *config) initialWindow() int32 { return min(c.streamWindow, initialStreamWindow) }
-
-// WithWindows sets the receive windows: the most one stream may have
-// (it starts at 65535, announced as SETTINGS_INITIAL_WINDOW_SIZE, and
-// grows to this as its response is read), and the connection's. Both are
-// at least 65535; defaults 1 MiB and 4 MiB.
+// WithWindows sets the receive windows announced to the server: per stream
+// (SETTINGS_INITIAL_WINDOW_SIZE) and for the connection. Both are at least
+// 65535; defaults 1 MiB and 4 MiB.
 func WithWindows(stream, conn int32) Option {
 	return func(c *config) {
 		c.streamWindow = max(stream, 65535)
@@ -260,7 +248,7 @@ func New(ctx context.Context, conn net.Conn, opts ...Option) (*Conn, error) {
 	cc.wb.b = append(cc.wb.b, http2.ClientPreface...)
 	err := cc.fr.WriteSettings(
 		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(cfg.initialWindow())},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(cfg.streamWindow)},
 		http2.Setting{ID: http2.SettingMaxFrameSize, Val: cfg.readFrameSize},
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: cfg.maxHeaderBytes},
 	)

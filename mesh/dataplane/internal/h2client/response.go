@@ -270,13 +270,9 @@ func (b *body) Read(p []byte) (int, error) {
 	var winc uint32
 	if n > 0 {
 		cs.unacked += int64(n)
-		if !cs.recvEnded && !cs.reset && cs.unacked >= cs.window/2 {
-			// Half the window was read: give it back, and grow the
-			// window (double it, up to the configured one).
-			grow := min(cs.window, int64(cc.cfg.streamWindow)-cs.window)
-			winc = uint32(cs.unacked + grow)
-			cs.window += grow
-			cs.inflow += cs.unacked + grow
+		if !cs.recvEnded && !cs.reset && cs.unacked >= int64(cc.cfg.streamWindow)/2 {
+			winc = uint32(cs.unacked)
+			cs.inflow += cs.unacked
 			cs.unacked = 0
 		}
 	}

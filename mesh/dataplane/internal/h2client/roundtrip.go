@@ -32,7 +32,6 @@ type stream struct {
 	rerr      error // the stream failed: reset, connection lost, cancelled
 	trailer   http.Header
 	inflow    int64   // bytes the server may still send on the stream
-	window    int64   // the stream's receive window now: from the initial one up to the configured one, grown as it is read
 	unacked   int64   // read, not yet returned with WINDOW_UPDATE
 	bodyDone  bool    // the response body was closed by the caller
 	lastRead  uint64  // the connection's readClock when last read, or when bytes came to an empty buffer
@@ -129,8 +128,7 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 		cc.closing = true
 	}
 	cs.sendWin = int64(cc.peerInitWin)
-	cs.window = int64(cc.cfg.initialWindow())
-	cs.inflow = cs.window
+	cs.inflow = int64(cc.cfg.streamWindow)
 	// A new stream counts as just read: of the streams never read, the
 	// oldest goes first.
 	cc.readClock++
