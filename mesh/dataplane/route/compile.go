@@ -43,13 +43,17 @@ func (r *Router) compilePolicy(pol *outbound.OutboundPolicy) error {
 	if p == nil {
 		return nil
 	}
+	// The built-in routes of a Service's policy ("http", "grpc") are the
+	// default route; an EgressNetwork's ("http-egress-allow", ...) keep
+	// their names, which Linkerd's metrics and queries use.
+	builtin := pol.GetMetadata().GetResource().GetKind() != "EgressNetwork"
 	var err error
 	switch k := p.GetKind().(type) {
 	case *outbound.ProxyProtocol_Detect_:
-		if r.h1, err = compileRoutes(k.Detect.GetHttp1().GetRoutes(), r.target, compileHTTPRule); err != nil {
+		if r.h1, err = compileRoutes(k.Detect.GetHttp1().GetRoutes(), r.target, builtin, compileHTTPRule); err != nil {
 			return err
 		}
-		if r.h2, err = compileRoutes(k.Detect.GetHttp2().GetRoutes(), r.target, compileHTTPRule); err != nil {
+		if r.h2, err = compileRoutes(k.Detect.GetHttp2().GetRoutes(), r.target, builtin, compileHTTPRule); err != nil {
 			return err
 		}
 		r.Accrual = accrualOf(k.Detect.GetHttp2().GetFailureAccrual())
@@ -57,19 +61,19 @@ func (r *Router) compilePolicy(pol *outbound.OutboundPolicy) error {
 			r.Accrual = accrualOf(k.Detect.GetHttp1().GetFailureAccrual())
 		}
 	case *outbound.ProxyProtocol_Http1_:
-		if r.h1, err = compileRoutes(k.Http1.GetRoutes(), r.target, compileHTTPRule); err != nil {
+		if r.h1, err = compileRoutes(k.Http1.GetRoutes(), r.target, builtin, compileHTTPRule); err != nil {
 			return err
 		}
 		r.h2 = r.h1
 		r.Accrual = accrualOf(k.Http1.GetFailureAccrual())
 	case *outbound.ProxyProtocol_Http2_:
-		if r.h2, err = compileRoutes(k.Http2.GetRoutes(), r.target, compileHTTPRule); err != nil {
+		if r.h2, err = compileRoutes(k.Http2.GetRoutes(), r.target, builtin, compileHTTPRule); err != nil {
 			return err
 		}
 		r.h1 = r.h2
 		r.Accrual = accrualOf(k.Http2.GetFailureAccrual())
 	case *outbound.ProxyProtocol_Grpc_:
-		if r.grpc, err = compileRoutes(k.Grpc.GetRoutes(), r.target, compileGRPCRule); err != nil {
+		if r.grpc, err = compileRoutes(k.Grpc.GetRoutes(), r.target, builtin, compileGRPCRule); err != nil {
 			return err
 		}
 		r.isGRPC = true
@@ -145,11 +149,11 @@ type routeMessage[R any] interface {
 
 // compileRoutes compiles the routes of one protocol: names (defaulted by
 // position), host matches, and each rule through compileRule.
-func compileRoutes[M routeMessage[R], R, Rule any](prs []M, target string, compileRule func(R, string, string) (Rule, error)) ([]compiledRoute[Rule], error) {
+func compileRoutes[M routeMessage[R], R, Rule any](prs []M, target string, builtinIsDefault bool, compileRule func(R, string, string) (Rule, error)) ([]compiledRoute[Rule], error) {
 	var out []compiledRoute[Rule]
 	for i, pr := range prs {
 		name := metaName(pr.GetMetadata(), fmt.Sprintf("route-%d", i))
-		if _, builtin := pr.GetMetadata().GetKind().(*meta.Metadata_Default); builtin {
+		if _, builtin := pr.GetMetadata().GetKind().(*meta.Metadata_Default); builtin && builtinIsDefault {
 			// The policy's own route of a Service that no route resource
 			// covers ("http", "grpc"): its requests are the default
 			// route's, as on a destination without a policy.

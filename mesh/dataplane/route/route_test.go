@@ -345,4 +345,12 @@ func TestThePolicysBuiltInRoutesAreTheDefaultRoute(t *testing.T) {
 	r, err = route.Compile(httpPolicy(&outbound.HttpRoute{Metadata: md("web"), Rules: []*outbound.HttpRoute_Rule{rule(nil)}}), nil, target)
 	require.NoError(t, err)
 	assert.Equal(t, "httproute/shop/web", r.Select(req("GET", "/any")).Name, "a route resource keeps its name")
+
+	// An EgressNetwork's built-in routes keep their names, which
+	// Linkerd's metrics carry (rt_route="http-egress-deny").
+	egress := httpPolicy(&outbound.HttpRoute{Metadata: builtin("http-egress-deny"), Rules: []*outbound.HttpRoute_Rule{rule(nil)}})
+	egress.Metadata = &meta.Metadata{Kind: &meta.Metadata_Resource{Resource: &meta.Resource{Group: "policy.linkerd.io", Kind: "EgressNetwork", Name: "egress", Namespace: "shop"}}}
+	r, err = route.Compile(egress, nil, target)
+	require.NoError(t, err)
+	assert.Equal(t, "http-egress-deny", r.Select(req("GET", "/any")).Name)
 }
