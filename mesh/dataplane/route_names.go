@@ -10,6 +10,7 @@ import (
 
 	pdst "github.com/weftmesh/weft/apis/proxy/destination"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
+	"github.com/weftmesh/weft/mesh/internal/dnsname"
 )
 
 // Route metrics name the Service a request went to as Linkerd's do: the
@@ -88,25 +89,11 @@ func parseCanonical(name string) (svc, ns string, ok bool) {
 		return "", "", false
 	}
 	for _, l := range labels {
-		if !dnsLabel(l) {
+		if !dnsname.Label(l) {
 			return "", "", false
 		}
 	}
 	return labels[0], labels[1], true
-}
-
-// dnsLabel reports whether s is a lower-case RFC 1123 label.
-func dnsLabel(s string) bool {
-	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // svcNames are what a service's route metrics and requests call it.

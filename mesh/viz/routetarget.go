@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/weftmesh/weft/mesh/internal/dnsname"
 )
 
 // RouteTarget is what the outbound routes of a workload are shown for
@@ -75,7 +77,7 @@ func ParseRouteTarget(s, namespace string) (RouteTarget, error) {
 	}
 	labels := strings.Split(strings.ToLower(strings.TrimSuffix(name, ".")), ".")
 	for _, l := range labels {
-		if !isDNSLabel(l) {
+		if !dnsname.Label(l) {
 			return bad("is not a DNS name")
 		}
 	}
@@ -93,20 +95,6 @@ func ParseRouteTarget(s, namespace string) (RouteTarget, error) {
 		return bad("is not a Service's name (NAME.NAMESPACE.svc.DOMAIN)")
 	}
 	return t, nil
-}
-
-// isDNSLabel reports whether s is a lower-case RFC 1123 label.
-func isDNSLabel(s string) bool {
-	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // Matches reports whether a route series' dst label is this target.
