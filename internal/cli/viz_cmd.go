@@ -48,7 +48,9 @@ func vizSubcommands() []Command {
 		{Name: "top", Args: "[flags] TYPE[/NAME]", Summary: "the hottest paths now, from tap", Setup: setupVizTop,
 			Long: "Shows the hottest paths of the selected pods' traffic now, from tap: redrawn every\n" +
 				"second on a terminal, printed once at the end otherwise (--duration or Ctrl-C)."},
-		{Name: "dashboard", Summary: "serve the live web dashboard", Setup: setupVizDashboard},
+		{Name: "dashboard", Summary: "serve the live web dashboard", Setup: setupVizDashboard,
+			Long: "Serves a web page with the mesh's topology, golden metrics, denials and a live tap.\n" +
+				"In a cluster it shows every namespace unless -n names one (as Linkerd's dashboard)."},
 	}
 }
 

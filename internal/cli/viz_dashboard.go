@@ -104,6 +104,11 @@ func setupVizDashboard(fs *FlagSet) Action {
 		if f.prometheus != "" {
 			return vizFail(stdio, "dashboard", errors.New("the dashboard reads the proxies directly; --prometheus is not supported"), ExitUsage)
 		}
+		// A cluster's dashboard shows every namespace unless -n names
+		// one: "default" rarely holds a meshed workload.
+		if f.local == "" && !fs.Changed("namespace") {
+			f.all = true
+		}
 		src, err := f.source()
 		if err != nil {
 			return vizFail(stdio, "dashboard", err, ExitFailure)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/internal/tools/cluster"
 )
 
@@ -117,6 +118,33 @@ func (e *env) weftCmd(t *testing.T, stdin []byte, args ...string) (int, []byte, 
 		code = ee.ExitCode()
 	}
 	return code, out.Bytes(), errb.String()
+}
+
+// started is a weft command that runs until the test ends (a server such
+// as the dashboard).
+type started struct {
+	out, errb testutil.SyncBuffer
+}
+
+func (s *started) stdout() string { return s.out.String() }
+func (s *started) stderr() string { return s.errb.String() }
+
+// weftStart starts this tree's weft binary against the cluster and stops
+// it when the test ends.
+func (e *env) weftStart(t *testing.T, args ...string) *started {
+	t.Helper()
+	recordRun(args)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, e.weft, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.state.Kubeconfig)
+	s := &started{}
+	cmd.Stdout, cmd.Stderr = &s.out, &s.errb
+	require.NoError(t, cmd.Start(), "weft %s", strings.Join(args, " "))
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+	})
+	return s
 }
 
 // eventually polls check every 250ms until it returns nil, failing the

@@ -4,6 +4,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -123,6 +124,19 @@ func (m *mesh) routePolicyLive(t *testing.T) {
 		assert.Contains(t, string(diag), want, "weft diagnostics policy po/%s 8090", api.Name)
 	}
 	assert.NotContains(t, string(diag), identityOf("intruder", ns))
+
+	// And what a client receives for api's Service port.
+	code, diag, errs = e.weftCmd(t, nil, "diagnostics", "policy", "-n", ns, "svc/api", "8090", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var outbound struct {
+		Metadata struct {
+			Resource struct{ Kind, Name, Namespace string }
+		}
+	}
+	require.NoError(t, json.Unmarshal(diag, &outbound), "%s", diag)
+	assert.Equal(t, "Service", outbound.Metadata.Resource.Kind, "%s", diag)
+	assert.Equal(t, "api", outbound.Metadata.Resource.Name, "%s", diag)
+	assert.Equal(t, ns, outbound.Metadata.Resource.Namespace, "%s", diag)
 
 	// Nothing was restarted for any of it.
 	assert.Equal(t, before, m.policyControllerPods(t), "the policy controller's pods, with their restart counts")

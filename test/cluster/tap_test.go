@@ -3,10 +3,14 @@
 package cluster_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -129,7 +133,7 @@ func (m *mesh) demoTapAndTop(t *testing.T) {
 	require.NotEmpty(t, ns, "step 3d deployed the demo application")
 	var reqs int
 	eventually(t, 2*time.Minute, "weft viz tap deploy/web", func(context.Context) error {
-		code, out, errs := e.weftCmd(t, nil, "viz", "tap", "deploy/web", "-n", ns, "-o", "json", "--max-events", "12", "--duration", "30s")
+		code, out, errs := e.weftCmd(t, nil, "viz", "tap", "deploy/web", "-n", ns, "--path", "/unary", "-o", "json", "--max-events", "12", "--duration", "30s")
 		if code != 0 {
 			return fmt.Errorf("exit %d: %s", code, errs)
 		}
@@ -142,6 +146,9 @@ func (m *mesh) demoTapAndTop(t *testing.T) {
 			if ev.Kind == viz.RequestInit && ev.Direction == "inbound" {
 				if !ev.TLS() || ev.SourceMeta["client_id"] != identityOf("load", ns) {
 					return fmt.Errorf("an inbound request at web not from load over mTLS: %+v", ev)
+				}
+				if !strings.HasPrefix(ev.Path, "/unary") {
+					return fmt.Errorf("--path /unary let through a request for %q", ev.Path)
 				}
 				reqs++
 			}
@@ -167,4 +174,88 @@ func (m *mesh) demoTapAndTop(t *testing.T) {
 	}
 	assert.Positive(t, paths["/unary"], "top counts load's /unary: %s", out)
 	assert.Positive(t, paths["/empty"], "top counts load's /empty: %s", out)
+
+	m.demoDashboard(t)
+}
+
+// demoDashboard runs `weft viz dashboard` against the cluster as a user
+// does, without -n: its frame shows the demo's web (every namespace is
+// shown) and its live view streams load's requests to web, tapped
+// through the tap API.
+func (m *mesh) demoDashboard(t *testing.T) {
+	e := m.e
+	ns := m.demoNS
+	d := e.weftStart(t, "viz", "dashboard", "--addr", "127.0.0.1:0")
+	var base string
+	eventually(t, time.Minute, "weft viz dashboard serving", func(context.Context) error {
+		if m := regexp.MustCompile(`serving (http://\S+)`).FindStringSubmatch(d.stdout()); m != nil {
+			base = strings.TrimSuffix(m[1], "/")
+			return nil
+		}
+		return fmt.Errorf("not serving yet; stdout %q, stderr %q", d.stdout(), d.stderr())
+	})
+	web := ns + "/web"
+	eventually(t, 2*time.Minute, "the dashboard's frame shows web's traffic", func(ctx context.Context) error {
+		var f struct {
+			Nodes []struct {
+				ID     string `json:"id"`
+				Meshed int    `json:"meshed"`
+			} `json:"nodes"`
+		}
+		if err := getJSON(ctx, base+"/api/frame", &f); err != nil {
+			return err
+		}
+		for _, n := range f.Nodes {
+			if n.ID == web && n.Meshed > 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("no meshed node %s in the frame: %+v", web, f.Nodes)
+	})
+	// The live view: tap batches on the event stream.
+	ctx := timeout(t, 2*time.Minute)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/events", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: ") && event == "tap":
+			var evs []viz.Event
+			require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &evs), line)
+			for _, ev := range evs {
+				if ev.Kind == viz.RequestInit && ev.Direction == "inbound" && strings.Contains(ev.Proxy, "web") &&
+					ev.TLS() && ev.SourceMeta["client_id"] == identityOf("load", ns) {
+					t.Logf("the dashboard's live view: %s %s at %s from %s", ev.Method, ev.Path, ev.Proxy, ev.SourceMeta["client_id"])
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("the dashboard's live view ended without an inbound request at web from load over mTLS: %v; stderr %q", sc.Err(), d.stderr())
+}
+
+// getJSON GETs url and decodes its JSON body into out.
+func getJSON(ctx context.Context, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(out)
 }
