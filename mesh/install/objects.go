@@ -321,6 +321,7 @@ func (r *renderer) deployment(c Component, checksum string) Object {
 			"--cluster-domain=" + r.values.ClusterDomain,
 			"--trust-domain=" + r.values.IdentityTrustDomain,
 			"--control-plane-namespace=" + r.ns(),
+			"--global-egress-network-namespace=" + r.values.Egress.GlobalEgressNetworkNamespace,
 		}, vocab.PolicyPort, 0)}
 	case "proxy-injector":
 		pod.Containers = []corev1.Container{r.container("injector", []string{
