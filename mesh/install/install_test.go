@@ -291,7 +291,7 @@ func TestRBACGrantsEachComponentExactlyWhatItReads(t *testing.T) {
 			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes", "httproutes"}, Verbs: watch},
 			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
 				ResourceNames: []string{"grpcroutes.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{"policy.linkerd.io"}, Resources: []string{"httproutes/status"}, Verbs: []string{"patch"}},
+			{APIGroups: []string{"policy.linkerd.io"}, Resources: []string{"egressnetworks/status", "httproutes/status"}, Verbs: []string{"patch"}},
 			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes/status", "httproutes/status"}, Verbs: []string{"patch"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"weft-policy-status-write"}, Verbs: []string{"get", "update"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
