@@ -241,6 +241,10 @@ const (
 	// HTTP, so the proxy skips protocol detection on them.
 	DefaultOpaquePorts = "25,587,3306,4444,5432,6379,9300,11211"
 	DefaultProxyUID    = 2102
+	// DefaultGlobalEgressNamespace is the namespace whose EgressNetworks
+	// apply to clients of every namespace: Linkerd's linkerd-egress, kept
+	// so that the EgressNetworks Linkerd users have there mean the same.
+	DefaultGlobalEgressNamespace = "linkerd-egress"
 )
 
 // Environment variables of the proxy container. The proxy (mesh/dataplane)

@@ -41,7 +41,10 @@ func vizSubcommands() []Command {
 			Long: "Routes are a Service's ServiceProfile routes; requests no route matched are [DEFAULT].\n" +
 				"Without --to: the routes the workload serves. With --to svc/NAME (or NAME, or\n" +
 				"NAME.NAMESPACE.svc.cluster.local, optionally :PORT): the routes it calls on that Service,\n" +
-				"whichever address it dialled. --to IP:PORT selects traffic to an address that is no Service's."},
+				"whichever address it dialled. --to IP:PORT selects traffic to an address that is no Service's.\n" +
+				"--to egressnetwork/NAME (or egress/NAME): the traffic that left the mesh under that\n" +
+				"EgressNetwork, per destination address, with its routes and its default route\n" +
+				"(http-egress-allow or http-egress-deny)."},
 		{Name: "authz", Args: "[flags] TYPE/NAME", Summary: "allowed and denied traffic per authorization, with the denied clients", Setup: setupVizAuthz},
 		{Name: "tap", Args: "[flags] TYPE[/NAME]", Summary: "the live request stream of a workload's proxies", Setup: setupVizTap,
 			Long: "Streams the requests the selected pods' proxies see, as they happen."},

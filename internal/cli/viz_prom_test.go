@@ -23,6 +23,23 @@ import (
 // configuration adds (namespace, pod, deployment).
 func startPrometheus(t *testing.T, p *pacedDemo) string {
 	t.Helper()
+	var targets []promScrape
+	for _, pod := range p.live.State.Plan.Pods {
+		targets = append(targets, promScrape{addr: pod.Admin.String(), namespace: pod.Namespace, pod: pod.Name, deployment: pod.Workload})
+	}
+	return startPrometheusFor(t, targets)
+}
+
+// promScrape is a proxy admin address Prometheus scrapes, with the
+// labels of its pod.
+type promScrape struct {
+	addr, namespace, pod, deployment string
+}
+
+// startPrometheusFor runs Debian's Prometheus on loopback, scraping the
+// targets every second.
+func startPrometheusFor(t *testing.T, targets []promScrape) string {
+	t.Helper()
 	exe, err := exec.LookPath("prometheus")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -33,8 +50,8 @@ func startPrometheus(t *testing.T, p *pacedDemo) string {
 	dir := t.TempDir()
 	var cfg strings.Builder
 	cfg.WriteString("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n- job_name: weft-proxy\n  static_configs:\n")
-	for _, pod := range p.live.State.Plan.Pods {
-		fmt.Fprintf(&cfg, "  - targets: [%q]\n    labels: {namespace: %q, pod: %q, deployment: %q}\n", pod.Admin.String(), pod.Namespace, pod.Name, pod.Workload)
+	for _, tg := range targets {
+		fmt.Fprintf(&cfg, "  - targets: [%q]\n    labels: {namespace: %q, pod: %q, deployment: %q}\n", tg.addr, tg.namespace, tg.pod, tg.deployment)
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o600))
 	l, err := net.Listen("tcp", "127.0.0.1:0")

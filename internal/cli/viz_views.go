@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -199,7 +201,11 @@ func setupVizEdges(fs *FlagSet) Action {
 				cid, sid = e.ClientID, e.ServerID
 			}
 			g := e.Golden()
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\n", e.Src.Name, e.Dst.Name, e.Src.Namespace, e.Dst.Namespace,
+			dst := e.Dst.Name
+			if e.Dst.Kind == viz.KindEgressNetwork {
+				dst = "egressnetwork/" + dst
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\n", e.Src.Name, dst, e.Src.Namespace, e.Dst.Namespace,
 				orDash(cid), orDash(sid), sec, rpsOrDash(g.RPS(w.Duration)), pctOrDash(g.SuccessRate()), e.Denied)
 		}
 		tw.Flush()
@@ -219,8 +225,8 @@ func setupVizRoutes(fs *FlagSet) Action {
 	var wf windowFlags
 	f.register(fs, "table, json or yaml")
 	wf.register(fs)
-	to := fs.String("to", "", "show the routes the resource calls on this Service (NAME, svc/NAME, NAME.NAMESPACE.svc.cluster.local, optionally :PORT) or IP:PORT, instead of those it serves")
-	toNS := fs.String("to-namespace", "", "namespace of the --to Service (default: the resource's, -n)")
+	to := fs.String("to", "", "show the routes the resource calls on this Service (NAME, svc/NAME, NAME.NAMESPACE.svc.cluster.local, optionally :PORT), EgressNetwork (egressnetwork/NAME, optionally :PORT) or IP:PORT, instead of those it serves")
+	toNS := fs.String("to-namespace", "", "namespace of the --to Service or EgressNetwork (default: the resource's, -n)")
 	return func(ctx context.Context, args []string, stdio IO) int {
 		pos := args
 		if len(pos) != 1 {
@@ -258,9 +264,10 @@ func setupVizRoutes(fs *FlagSet) Action {
 		rows := viz.Routes(w, r, target)
 		if f.output == "json" || f.output == "yaml" {
 			type rowJSON struct {
-				Direction string `json:"direction"`
-				Authority string `json:"authority"`
-				Route     string `json:"route"`
+				Direction     string `json:"direction"`
+				Authority     string `json:"authority"`
+				Route         string `json:"route"`
+				EgressNetwork string `json:"egressNetwork,omitempty"`
 				goldenJSON
 			}
 			out := struct {
@@ -268,7 +275,7 @@ func setupVizRoutes(fs *FlagSet) Action {
 				Routes        []rowJSON `json:"routes"`
 			}{WindowSeconds: w.Duration.Seconds(), Routes: []rowJSON{}}
 			for _, row := range rows {
-				out.Routes = append(out.Routes, rowJSON{row.Direction, row.Authority, row.Route, toGoldenJSON(row.Golden, w.Duration)})
+				out.Routes = append(out.Routes, rowJSON{row.Direction, row.Authority, row.Route, row.EgressNetwork, toGoldenJSON(row.Golden, w.Duration)})
 			}
 			writeViz(stdio.Stdout, f.output, out)
 			return ExitOK
@@ -279,6 +286,9 @@ func setupVizRoutes(fs *FlagSet) Action {
 				if target.Addr.IsValid() {
 					fmt.Fprintln(stdio.Stderr, "The proxies name a Service's traffic by the Service (its ClusterIP too): try --to svc/NAME.")
 				}
+				if target.EgressNetwork != "" {
+					fmt.Fprintln(stdio.Stderr, "Only HTTP and gRPC traffic under an EgressNetwork has route metrics; opaque connections it refused count in tcp_refused_total.")
+				}
 				return ExitOK
 			}
 			fmt.Fprintf(stdio.Stderr, "No route traffic found for %s %s.\n", r, windowNote(w))
@@ -286,11 +296,22 @@ func setupVizRoutes(fs *FlagSet) Action {
 		}
 		tw := tabwriter.NewWriter(stdio.Stdout, 2, 4, 3, ' ', 0)
 		fmt.Fprintln(tw, "ROUTE\tAUTHORITY\tSUCCESS\tRPS\tLATENCY_P50\tLATENCY_P95\tLATENCY_P99")
+		egress := map[string]bool{}
 		for _, row := range rows {
+			if row.EgressNetwork != "" {
+				egress[row.EgressNetwork] = true
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Route, row.Authority, pctOrDash(row.SuccessRate()), rpsOrDash(row.RPS(w.Duration)),
 				msOrDash(row.P(0.5)), msOrDash(row.P(0.95)), msOrDash(row.P(0.99)))
 		}
 		tw.Flush()
+		if target != nil && target.EgressNetwork == "" {
+			// An address target whose traffic left the mesh: say under
+			// which EgressNetwork's routes.
+			for _, name := range slices.Sorted(maps.Keys(egress)) {
+				fmt.Fprintf(stdio.Stdout, "(routes of EgressNetwork %s)\n", name)
+			}
+		}
 		return ExitOK
 	}
 }

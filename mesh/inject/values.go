@@ -56,6 +56,20 @@ type Values struct {
 	// NetworkValidator configures the init container that, in CNI mode,
 	// checks that the pod's outbound traffic reaches the proxy.
 	NetworkValidator ValidatorValues `json:"networkValidator"`
+	// Egress configures the policy controller's EgressNetwork lookups
+	// (Linkerd's chart keys egress.*). The injector does not read it.
+	Egress EgressValues `json:"egress"`
+}
+
+// EgressValues configures where the policy controller looks for
+// EgressNetworks.
+type EgressValues struct {
+	// GlobalEgressNetworkNamespace is the namespace whose EgressNetworks
+	// apply to clients of every namespace, after those of the client's
+	// own namespace (the policy controller's
+	// --global-egress-network-namespace; Linkerd's default,
+	// linkerd-egress).
+	GlobalEgressNetworkNamespace string `json:"globalEgressNetworkNamespace"`
 }
 
 // DebugValues configures the debug sidecar.
@@ -242,6 +256,7 @@ func DefaultValues() Values {
 			ConnectAddr: "1.1.1.1:20001",
 			Timeout:     metav1.Duration{Duration: 10 * time.Second},
 		},
+		Egress: EgressValues{GlobalEgressNetworkNamespace: vocab.DefaultGlobalEgressNamespace},
 	}
 }
 
@@ -341,6 +356,9 @@ func (v *Values) validate(anchors bool) error {
 	}
 	if !isDNSLabel(v.ControlPlaneNamespace) {
 		bad("controlPlaneNamespace", "%q is not a namespace name", v.ControlPlaneNamespace)
+	}
+	if !isDNSLabel(v.Egress.GlobalEgressNetworkNamespace) {
+		bad("egress.globalEgressNetworkNamespace", "%q is not a namespace name", v.Egress.GlobalEgressNetworkNamespace)
 	}
 	if !isDNSName(v.ClusterDomain) {
 		bad("clusterDomain", "%q is not a DNS name", v.ClusterDomain)

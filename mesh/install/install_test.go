@@ -291,7 +291,7 @@ func TestRBACGrantsEachComponentExactlyWhatItReads(t *testing.T) {
 			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes", "httproutes"}, Verbs: watch},
 			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
 				ResourceNames: []string{"grpcroutes.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{"policy.linkerd.io"}, Resources: []string{"httproutes/status"}, Verbs: []string{"patch"}},
+			{APIGroups: []string{"policy.linkerd.io"}, Resources: []string{"egressnetworks/status", "httproutes/status"}, Verbs: []string{"patch"}},
 			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes/status", "httproutes/status"}, Verbs: []string{"patch"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"weft-policy-status-write"}, Verbs: []string{"get", "update"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
@@ -356,7 +356,8 @@ func TestDeploymentsRunTheControllersWithTheirFlagsAndMounts(t *testing.T) {
 		"--trust-domain=example.org", "--control-plane-namespace=weft", "--default-opaque-ports=" + vocab.DefaultOpaquePorts}, args("weft-destination"))
 	assert.Equal(t, []string{"policy", "--addr=:8090", "--source=kubernetes", "--gateway-api=auto", "--default-policy=cluster-authenticated",
 		"--default-opaque-ports=" + vocab.DefaultOpaquePorts,
-		"--cluster-networks=10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16,fd00::/8", "--cluster-domain=corp.example", "--trust-domain=example.org", "--control-plane-namespace=weft"}, args("weft-policy"))
+		"--cluster-networks=10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16,fd00::/8", "--cluster-domain=corp.example", "--trust-domain=example.org", "--control-plane-namespace=weft",
+		"--global-egress-network-namespace=linkerd-egress"}, args("weft-policy"))
 	assert.Equal(t, []string{"injector", "--addr=:8443", "--tls-cert=/var/run/weft/tls/tls.crt", "--tls-key=/var/run/weft/tls/tls.key",
 		"--values=/var/run/weft/config/values.yaml", "--trust-anchors=/var/run/weft/identity/trust-roots/ca-bundle.crt"}, args("weft-proxy-injector"))
 
@@ -409,6 +410,27 @@ func TestDeploymentsRunTheControllersWithTheirFlagsAndMounts(t *testing.T) {
 	}
 	inj := get[*appsv1.Deployment](t, x, "Deployment", "weft-proxy-injector")
 	assert.Len(t, inj.Spec.Template.Annotations[install.AnnotationConfigChecksum], 64)
+}
+
+// TestTheGlobalEgressNamespaceValueBecomesThePolicyControllerFlag: the
+// Values key named as in Linkerd's chart reaches the policy controller,
+// and a value that is no namespace name is refused before anything is
+// rendered.
+func TestTheGlobalEgressNamespaceValueBecomesThePolicyControllerFlag(t *testing.T) {
+	f := newFixture(t, "weft")
+	v, err := inject.ParseValues([]byte("egress:\n  globalEgressNetworkNamespace: corp-egress\n"))
+	require.NoError(t, err)
+	x := indexOf(render(t, v, f.certs).Objects)
+	args := get[*appsv1.Deployment](t, x, "Deployment", "weft-policy").Spec.Template.Spec.Containers[0].Args
+	assert.Contains(t, args, "--global-egress-network-namespace=corp-egress")
+	assert.Equal(t, "linkerd-egress", inject.DefaultValues().Egress.GlobalEgressNetworkNamespace, "Linkerd's default")
+
+	for _, bad := range []string{"", "Corp", "a.b", "--source=static", strings.Repeat("a", 64)} {
+		v := inject.DefaultValues()
+		v.Egress.GlobalEgressNetworkNamespace = bad
+		_, err := install.Render(v, f.certs)
+		assert.ErrorContains(t, err, "egress.globalEgressNetworkNamespace", "%q", bad)
+	}
 }
 
 func TestInjectorChecksumChangesWithTheValues(t *testing.T) {

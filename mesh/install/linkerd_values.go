@@ -222,6 +222,8 @@ func (m *linkerdMapper) leaf(key string, v any) {
 		pull(&p.Image.PullPolicy, &v2.ProxyInit.Image.PullPolicy, &v2.DebugContainer.Image.PullPolicy)
 	case "linkerdVersion":
 		m.skip(key, reasonLinkerdImage)
+	case "egress.globalEgressNetworkNamespace":
+		str(&v2.Egress.GlobalEgressNetworkNamespace)
 	case "disableIPv6":
 		m.skip(key, "weft-init installs IPv6 rules whenever ip6tables is present; the network validator's address is networkValidator.connectAddr")
 

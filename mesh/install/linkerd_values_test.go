@@ -76,6 +76,8 @@ identity:
     issuanceLifetime: 48h0m0s
 policyController:
   logLevel: debug
+egress:
+  globalEgressNetworkNamespace: corp-egress
 `
 
 func TestLinkerdValuesMapEveryUnderstoodKeyAndNameTheOthers(t *testing.T) {
@@ -117,6 +119,7 @@ func TestLinkerdValuesMapEveryUnderstoodKeyAndNameTheOthers(t *testing.T) {
 	assert.Equal(t, 48*time.Hour, lv.IssuanceLifetime)
 	assert.Equal(t, 30*time.Second, lv.ClockSkewAllowance)
 	assert.Equal(t, "kubernetes.io/tls", lv.IssuerScheme)
+	assert.Equal(t, "corp-egress", v.Egress.GlobalEgressNetworkNamespace)
 
 	reasons := map[string]string{}
 	for _, n := range lv.NotMapped {
@@ -149,19 +152,21 @@ func TestLinkerdValuesMapEveryUnderstoodKeyAndNameTheOthers(t *testing.T) {
 		assert.False(t, all[n.Key], "%s both mapped and not", n.Key)
 		all[n.Key] = true
 	}
-	assert.Len(t, all, 57)
+	assert.Len(t, all, 58)
 }
 
 func TestLinkerdValuesRefuseWrongTypesNamingTheKey(t *testing.T) {
 	for doc, key := range map[string]string{
-		"proxy: {uid: root}":                                "proxy.uid",
-		"proxy: {ports: {admin: 70000}}":                    "proxy.ports.admin",
-		"proxy: {await: maybe}":                             "proxy.await",
-		"proxy: {inboundConnectTimeout: soon}":              "proxy.inboundConnectTimeout",
-		"proxy: {runtime: {workers: {maximumCPURatio: 2}}}": "proxy.runtime.workers.maximumCPURatio",
-		"proxy: {additionalEnv: {a: b}}":                    "proxy.additionalEnv",
-		"proxy: {logFormat: xml}":                           "proxy.logFormat",
-		"proxyInit: {skipSubnets: 10.0.0.1/8}":              "proxyInit.skipSubnets",
+		"proxy: {uid: root}":                                  "proxy.uid",
+		"proxy: {ports: {admin: 70000}}":                      "proxy.ports.admin",
+		"proxy: {await: maybe}":                               "proxy.await",
+		"proxy: {inboundConnectTimeout: soon}":                "proxy.inboundConnectTimeout",
+		"proxy: {runtime: {workers: {maximumCPURatio: 2}}}":   "proxy.runtime.workers.maximumCPURatio",
+		"proxy: {additionalEnv: {a: b}}":                      "proxy.additionalEnv",
+		"proxy: {logFormat: xml}":                             "proxy.logFormat",
+		"proxyInit: {skipSubnets: 10.0.0.1/8}":                "proxyInit.skipSubnets",
+		"egress: {globalEgressNetworkNamespace: Corp.Egress}": "egress.globalEgressNetworkNamespace",
+		"egress: {globalEgressNetworkNamespace: [a]}":         "egress.globalEgressNetworkNamespace",
 	} {
 		_, err := install.FromLinkerdValues(inject.DefaultValues(), []byte(doc))
 		require.Error(t, err, doc)

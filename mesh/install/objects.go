@@ -185,7 +185,7 @@ func (r *renderer) issuerSecret() Object {
 //     policy.linkerd.io resources and the Gateway API HTTPRoutes and
 //     GRPCRoutes, and the CRDs of those two kinds by name, to start and
 //     stop watching their routes as the CRDs come and go; it patches the
-//     status of HTTPRoutes and GRPCRoutes, and holds the Lease
+//     status of HTTPRoutes, GRPCRoutes and EgressNetworks, and holds the Lease
 //     vocab.LeasePolicyStatus so that one replica writes (Kubernetes cannot limit
 //     create to a name, so it may create Leases, and it reads and
 //     updates only that one);
@@ -210,7 +210,7 @@ func Rules(component string) []rbacv1.PolicyRule {
 			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes", "httproutes"}, Verbs: watch},
 			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
 				ResourceNames: []string{"grpcroutes.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{"policy.linkerd.io"}, Resources: []string{"httproutes/status"}, Verbs: []string{"patch"}},
+			{APIGroups: []string{"policy.linkerd.io"}, Resources: []string{"egressnetworks/status", "httproutes/status"}, Verbs: []string{"patch"}},
 			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes/status", "httproutes/status"}, Verbs: []string{"patch"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{vocab.LeasePolicyStatus}, Verbs: []string{"get", "update"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
@@ -321,6 +321,7 @@ func (r *renderer) deployment(c Component, checksum string) Object {
 			"--cluster-domain=" + r.values.ClusterDomain,
 			"--trust-domain=" + r.values.IdentityTrustDomain,
 			"--control-plane-namespace=" + r.ns(),
+			"--global-egress-network-namespace=" + r.values.Egress.GlobalEgressNetworkNamespace,
 		}, vocab.PolicyPort, 0)}
 	case "proxy-injector":
 		pod.Containers = []corev1.Container{r.container("injector", []string{

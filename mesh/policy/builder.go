@@ -40,6 +40,9 @@ type builder struct {
 	// rateLimits holds the HTTPLocalRateLimitPolicy that applies to each
 	// Server.
 	rateLimits map[nsName]*rateLimitSpec
+	// egressAccepted holds every EgressNetwork of the snapshot, true
+	// when it is accepted (for the status of the routes naming it).
+	egressAccepted map[nsName]bool
 }
 
 func (b *builder) build() *Index {
@@ -141,6 +144,7 @@ func (b *builder) build() *Index {
 
 	ix.outbound = b.buildOutbound()
 	b.buildEgress(ix.outbound)
+	ix.egressStatus = b.egressStatuses(ix.outbound)
 	ix.routeStatus = b.routeStatuses()
 
 	sort.SliceStable(p.list, func(i, j int) bool { return p.list[i].Severity > p.list[j].Severity })

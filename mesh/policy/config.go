@@ -249,8 +249,10 @@ func WithDefaultOpaquePorts(s ports.Set) Option {
 }
 
 // DefaultGlobalEgressNamespace is Linkerd's global egress namespace,
-// kept so that the EgressNetworks Linkerd users have there mean the same.
-const DefaultGlobalEgressNamespace = "linkerd-egress"
+// kept so that the EgressNetworks Linkerd users have there mean the same
+// (vocab.DefaultGlobalEgressNamespace, which the install's value
+// egress.globalEgressNetworkNamespace also defaults to).
+const DefaultGlobalEgressNamespace = vocab.DefaultGlobalEgressNamespace
 
 // WithGlobalEgressNamespace sets the namespace whose EgressNetworks apply
 // to clients of every namespace (default DefaultGlobalEgressNamespace).

@@ -90,6 +90,9 @@ type Index struct {
 	outbound  *outboundIndex
 	// routeStatus is the status of every route, in the order of Objects.
 	routeStatus []RouteStatus
+	// egressStatus is the status of every EgressNetwork, in the order of
+	// Objects.
+	egressStatus []EgressNetworkStatus
 }
 
 // Problems returns the errors and warnings found while indexing, errors

@@ -167,16 +167,7 @@ func (b *builder) routeStatuses() []RouteStatus {
 	for _, r := range b.grpcRoutes {
 		grpcSpecs[r.ref] = r
 	}
-	firstError := map[ObjectRef]string{}
-	for _, p := range b.p.list {
-		if _, seen := firstError[p.Object]; !seen && p.Severity == SeverityError {
-			msg := p.Message
-			if p.Field != "" {
-				msg = p.Field + ": " + msg
-			}
-			firstError[p.Object] = msg
-		}
-	}
+	firstError := b.firstErrors()
 	var facts []routeFacts
 	for _, r := range b.objs.HTTPRoutes {
 		f := routeFacts{group: policyGroup, kind: "HTTPRoute", meta: &r.ObjectMeta,
@@ -234,22 +225,27 @@ func (b *builder) routeStatuses() []RouteStatus {
 			}
 		}
 		type parentKey struct {
-			server bool
+			kind string
 			parentRef
 		}
 		seen := map[parentKey]bool{}
 		for _, pr := range f.parents {
 			var ps gatewayv1.RouteParentStatus
-			server := isServerParent(pr)
+			var kind string
 			switch {
-			case server:
+			case isServerParent(pr):
+				kind = "Server"
 				ps = b.serverParentStatus(f, pr)
 			case isServiceParent(pr):
+				kind = "Service"
 				ps = b.serviceParentStatus(f, pr, services)
+			case isEgressParent(pr):
+				kind = "EgressNetwork"
+				ps = b.egressParentStatus(f, pr, services)
 			default:
 				continue
 			}
-			key := parentKey{server: server, parentRef: parentRef{namespace: pr.namespace, name: pr.name, port: pr.port, hasPort: pr.hasPort, section: pr.section}}
+			key := parentKey{kind: kind, parentRef: parentRef{namespace: pr.namespace, name: pr.name, port: pr.port, hasPort: pr.hasPort, section: pr.section}}
 			if seen[key] {
 				continue
 			}
@@ -365,24 +361,60 @@ func (b *builder) serviceParentStatus(f *routeFacts, pr parentRef, services map[
 		c = accepted(false, gatewayv1.RouteReasonNoMatchingParent, "Service %s/%s not found", pr.namespace, pr.name)
 	case svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == "" || strings.EqualFold(svc.Spec.ClusterIP, corev1.ClusterIPNone):
 		c = accepted(false, gatewayv1.RouteReasonNoMatchingParent, "parent service must have a ClusterIP")
-	case f.http != nil && b.grpcOnService(pr):
+	case f.http != nil && b.grpcOnParent(pr, isServiceParent):
 		c = accepted(false, ReasonRouteConflicted, "a GRPCRoute also names Service %s; the Service's gRPC routes are used", pr.name)
 	default:
 		c = accepted(true, gatewayv1.RouteReasonAccepted, "")
 	}
-	ps.Conditions = []metav1.Condition{c, b.backendsResolved(f, services)}
+	ps.Conditions = []metav1.Condition{c, b.backendsResolved(f, pr, services)}
 	return ps
 }
 
-// grpcOnService says whether a usable GRPCRoute has the same Service
-// parent (name and port) as pr.
-func (b *builder) grpcOnService(pr parentRef) bool {
+// egressParentStatus is the Accepted and ResolvedRefs conditions of an
+// EgressNetwork parent, as Linkerd writes them: the parent is accepted
+// when the EgressNetwork exists and is itself accepted
+// (EgressNetworkStatus), unless a GRPCRoute also names it.
+func (b *builder) egressParentStatus(f *routeFacts, pr parentRef, services map[nsName]*corev1.Service) gatewayv1.RouteParentStatus {
+	group, kind := gatewayv1.Group(policyGroup), gatewayv1.Kind("EgressNetwork")
+	ns := gatewayv1.Namespace(pr.namespace)
+	ps := gatewayv1.RouteParentStatus{
+		ParentRef:      gatewayv1.ParentReference{Group: &group, Kind: &kind, Namespace: &ns, Name: gatewayv1.ObjectName(pr.name)},
+		ControllerName: ControllerName,
+	}
+	if pr.hasPort {
+		port := gatewayv1.PortNumber(pr.port)
+		ps.ParentRef.Port = &port
+	}
+	acceptedNet, exists := b.egressAccepted[nsName{pr.namespace, pr.name}]
+	var c metav1.Condition
+	switch {
+	case f.notUsable(true) != "":
+		c = accepted(false, gatewayv1.RouteReasonUnsupportedValue, "%s; the route is ignored", f.notUsable(true))
+	case pr.namespace != f.meta.Namespace:
+		c = accepted(false, gatewayv1.RouteReasonUnsupportedValue, "routes for an EgressNetwork in another namespace are not supported")
+	case !exists:
+		c = accepted(false, gatewayv1.RouteReasonNoMatchingParent, "EgressNetwork %s/%s not found", pr.namespace, pr.name)
+	case !acceptedNet:
+		// Linkerd's words.
+		c = accepted(false, gatewayv1.RouteReasonNoMatchingParent, "EgressNetwork parent has not been accepted")
+	case f.http != nil && b.grpcOnParent(pr, isEgressParent):
+		c = accepted(false, ReasonRouteConflicted, "a GRPCRoute also names EgressNetwork %s; the EgressNetwork's gRPC routes are used", pr.name)
+	default:
+		c = accepted(true, gatewayv1.RouteReasonAccepted, "")
+	}
+	ps.Conditions = []metav1.Condition{c, b.backendsResolved(f, pr, services)}
+	return ps
+}
+
+// grpcOnParent says whether a usable GRPCRoute has the same parent
+// (of the kind is says, name and port) as pr.
+func (b *builder) grpcOnParent(pr parentRef, is func(parentRef) bool) bool {
 	for _, g := range b.grpcRoutes {
 		if g.unsupported != "" {
 			continue
 		}
 		for _, gp := range g.parents {
-			if isServiceParent(gp) && gp.namespace == pr.namespace && gp.name == pr.name && gp.hasPort == pr.hasPort && gp.port == pr.port {
+			if is(gp) && gp.namespace == pr.namespace && gp.name == pr.name && gp.hasPort == pr.hasPort && gp.port == pr.port {
 				return true
 			}
 		}
@@ -390,9 +422,10 @@ func (b *builder) grpcOnService(pr parentRef) bool {
 	return false
 }
 
-// backendsResolved is the ResolvedRefs condition: every backendRef is a
-// core Service that exists.
-func (b *builder) backendsResolved(f *routeFacts, services map[nsName]*corev1.Service) metav1.Condition {
+// backendsResolved is the ResolvedRefs condition of the route under
+// parent pr: every backendRef is a core Service that exists, or, as in
+// Linkerd, the EgressNetwork that is pr itself.
+func (b *builder) backendsResolved(f *routeFacts, pr parentRef, services map[nsName]*corev1.Service) metav1.Condition {
 	for _, br := range f.backends {
 		group, kind := "", "Service"
 		if br.Group != nil {
@@ -401,12 +434,22 @@ func (b *builder) backendsResolved(f *routeFacts, services map[nsName]*corev1.Se
 		if br.Kind != nil {
 			kind = string(*br.Kind)
 		}
-		if !isCoreGroup(group) || kind != "Service" {
-			return condition(gatewayv1.RouteConditionResolvedRefs, false, string(gatewayv1.RouteReasonInvalidKind), "backend %s %s is not a Service", groupKind(group, kind), br.Name)
-		}
 		ns := f.meta.Namespace
 		if br.Namespace != nil && *br.Namespace != "" {
 			ns = string(*br.Namespace)
+		}
+		if strings.EqualFold(group, policyGroup) && strings.EqualFold(kind, "EgressNetwork") {
+			if _, ok := b.egressAccepted[nsName{ns, string(br.Name)}]; !ok {
+				return condition(gatewayv1.RouteConditionResolvedRefs, false, string(gatewayv1.RouteReasonBackendNotFound), "backend EgressNetwork %s/%s not found", ns, br.Name)
+			}
+			if !isEgressParent(pr) || pr.namespace != ns || pr.name != string(br.Name) {
+				// Linkerd's words.
+				return condition(gatewayv1.RouteConditionResolvedRefs, false, string(gatewayv1.RouteReasonInvalidKind), "EgressNetwork backend needs to be on a route that has an EgressNetwork parent")
+			}
+			continue
+		}
+		if !isCoreGroup(group) || kind != "Service" {
+			return condition(gatewayv1.RouteConditionResolvedRefs, false, string(gatewayv1.RouteReasonInvalidKind), "backend %s %s is not a Service", groupKind(group, kind), br.Name)
 		}
 		if services[nsName{ns, string(br.Name)}] == nil {
 			return condition(gatewayv1.RouteConditionResolvedRefs, false, string(gatewayv1.RouteReasonBackendNotFound), "backend Service %s/%s not found", ns, br.Name)

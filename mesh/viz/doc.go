@@ -26,7 +26,10 @@
 //     the rules of histogram_quantile (Histogram.Quantile). Routes of a
 //     called Service are chosen with a RouteTarget (ParseRouteTarget:
 //     svc/NAME, NAME, a fully qualified name, or an address), matched
-//     against the dst label the proxies set to the Service's name.
+//     against the dst label the proxies set to the Service's name; those
+//     of an EgressNetwork (egressnetwork/NAME) against the parent_* labels
+//     the proxies set on the route series of destinations it covers
+//     (Edges shows that traffic as an edge of kind KindEgressNetwork).
 //  3. Tap (tap.go): Event is a decoded io.linkerd.proxy.tap TapEvent;
 //     Top pairs a request's events and ranks paths; Event.Line renders
 //     `weft viz tap` lines.

@@ -7,6 +7,8 @@ import (
 
 // Workload names one workload: a namespace, a kind ("deployment", or
 // "service" / "identity" when only that is known of a peer) and a name.
+// A destination outside the mesh that an EgressNetwork covers is named by
+// the EgressNetwork, with kind KindEgressNetwork.
 type Workload struct {
 	Namespace string `json:"namespace"`
 	Kind      string `json:"kind"`
@@ -14,6 +16,14 @@ type Workload struct {
 }
 
 func (w Workload) String() string { return w.Namespace + "/" + w.Name }
+
+// KindEgressNetwork is the Workload kind of traffic that left the mesh to
+// destinations under an EgressNetwork.
+const KindEgressNetwork = "egressnetwork"
+
+// egressDenyRoutes are the default routes of an EgressNetwork whose
+// traffic policy is Deny: every response on them is the proxy's refusal.
+var egressDenyRoutes = map[string]bool{"http-egress-deny": true, "grpc-egress-deny": true}
 
 // Edge is traffic from one workload to another over a window, as both
 // proxies saw it.
@@ -155,8 +165,12 @@ type edgeKey struct{ src, dst Workload }
 // source (with the destination from the dst_* labels and the server
 // identity it verified) joined with the inbound series of each
 // destination (the client identity it verified, mapped back to a
-// workload) and its authorization denials. Edges are sorted by source,
-// then destination.
+// workload) and its authorization denials. HTTP traffic that left the
+// mesh to destinations under an EgressNetwork is one edge to the
+// EgressNetwork (kind KindEgressNetwork), from the route series the
+// proxies label with it; requests its Deny policy refused (its
+// http-egress-deny and grpc-egress-deny routes) count as Denied. Edges
+// are sorted by source, then destination.
 func Edges(w Window) []Edge {
 	var targets []Target
 	for _, ts := range w.Targets {
@@ -195,6 +209,25 @@ func Edges(w Window) []Edge {
 			case MetricTCPOpenTotal:
 				e.Connections += s.Value
 			default:
+				e.Out.Latency = e.Out.Latency.Add(s)
+			}
+		case l["direction"] == "outbound" && (s.Name == MetricRouteResp || s.Name == MetricRouteLatency+"_bucket"):
+			// Only an EgressNetwork's routes: a Service's requests are
+			// counted from their response_total series above.
+			if EgressParent(l) == "" {
+				continue
+			}
+			src, ok := ix.Source(l)
+			if !ok {
+				continue
+			}
+			e := get(src, Workload{Namespace: l[labelParentNamespace], Kind: KindEgressNetwork, Name: l[labelParentName]})
+			if s.Name == MetricRouteResp {
+				e.Out.addResponse(s)
+				if egressDenyRoutes[l["rt_route"]] {
+					e.Denied += s.Value
+				}
+			} else {
 				e.Out.Latency = e.Out.Latency.Add(s)
 			}
 		case l["direction"] == "inbound" && (s.Name == MetricResponses || s.Name == MetricLatency+"_bucket"):

@@ -30,15 +30,21 @@ type RouteRow struct {
 	// know the destination as a Service, its address otherwise.
 	Authority string
 	Route     string
+	// EgressNetwork is the EgressNetwork ("NAMESPACE/NAME") whose route
+	// this is, when the destination is under one; empty otherwise.
+	EgressNetwork string
 	Golden
 }
 
 // Routes returns per-route golden metrics of the pods r selects, from the
 // route_* series: with to nil, the routes they serve (inbound: the
 // ServiceProfile routes of the Service each client called); with to set,
-// the routes they call on that Service or address (outbound). Traffic
-// that matched no named route is under DefaultRoute. Golden.MTLS counts
-// the responses whose request went over mutual TLS (the tls label).
+// the routes they call on that Service, address or EgressNetwork
+// (outbound; an EgressNetwork's rows are per destination address, its
+// own routes and its default route under the name the policy gives it,
+// such as http-egress-deny). Traffic that matched no named route is
+// under DefaultRoute. Golden.MTLS counts the responses whose request went
+// over mutual TLS (the tls label).
 func Routes(w Window, r Resource, to *RouteTarget) []RouteRow {
 	var targets []Target
 	for _, ts := range w.Targets {
@@ -62,7 +68,7 @@ func Routes(w Window, r Resource, to *RouteTarget) []RouteRow {
 		if s.Name != MetricRouteResp && s.Name != MetricRouteLatency+"_bucket" {
 			continue
 		}
-		if to != nil && !to.Matches(l["dst"]) {
+		if to != nil && !to.MatchesSeries(l) {
 			continue
 		}
 		k := key{l["dst"], routeName(l["rt_route"])}
@@ -70,6 +76,9 @@ func Routes(w Window, r Resource, to *RouteTarget) []RouteRow {
 		if row == nil {
 			row = &RouteRow{Direction: dir, Authority: k.auth, Route: k.route}
 			rows[k] = row
+		}
+		if p := EgressParent(l); p != "" && dir == "outbound" {
+			row.EgressNetwork = p
 		}
 		if s.Name == MetricRouteResp {
 			row.addResponse(s)

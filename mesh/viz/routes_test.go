@@ -26,6 +26,9 @@ func TestParseRouteTargetAcceptsServicesAndAddresses(t *testing.T) {
 		"10.96.0.10:8080":              {Addr: netip.MustParseAddr("10.96.0.10"), Port: 8080},
 		"10.96.0.10":                   {Addr: netip.MustParseAddr("10.96.0.10")},
 		"[fd00::1]:8080":               {Addr: netip.MustParseAddr("fd00::1"), Port: 8080},
+		"egressnetwork/internet":       {EgressNetwork: "internet", Namespace: "shop"},
+		"EgressNetworks/internet:443":  {EgressNetwork: "internet", Namespace: "shop", Port: 443},
+		"egress/partners.example":      {EgressNetwork: "partners.example", Namespace: "shop"},
 	} {
 		got, err := viz.ParseRouteTarget(in, "shop")
 		if assert.NoError(t, err, in) {
@@ -48,6 +51,12 @@ func TestParseRouteTargetRefusesWhatIsNoServiceOrAddress(t *testing.T) {
 		"api.other.cluster.local": "not a Service's name",
 		"-api":                    "not a DNS name",
 		strings.Repeat("a", 301):  "too long",
+		"egressnetwork/":          "no EgressNetwork name",
+		"egressnetwork/Internet":  "not an EgressNetwork's name",
+		"egressnetwork/a_b":       "not an EgressNetwork's name",
+		"egressnetwork/a:0":       "port",
+		"egressnetwork/a:https":   "port",
+		"egressnetwork/a/b":       "not an EgressNetwork's name",
 	} {
 		_, err := viz.ParseRouteTarget(in, "shop")
 		if assert.Error(t, err, in) {
@@ -57,6 +66,8 @@ func TestParseRouteTargetRefusesWhatIsNoServiceOrAddress(t *testing.T) {
 		}
 	}
 	_, err := viz.ParseRouteTarget("api", "")
+	assert.ErrorContains(t, err, "needs a namespace")
+	_, err = viz.ParseRouteTarget("egressnetwork/internet", "")
 	assert.ErrorContains(t, err, "needs a namespace")
 }
 
@@ -123,4 +134,78 @@ func TestRoutesToAServiceShowItsRoutesWithTheShareOverMutualTLS(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, viz.Routes(w, web, &other), "a Service of the same name in another namespace")
 	assert.Empty(t, viz.Routes(w, web, nil), "web serves no routes")
+}
+
+// egressRoutes is web's proxy calling two addresses under EgressNetwork
+// internet (Deny, with a route allowing GET /get) and one under another
+// namespace's EgressNetwork of the same name: route series as Weft's
+// proxies write them, with Linkerd's parent labels.
+const egressRoutes = `# TYPE route_response_total counter
+route_response_total{direction="outbound",dst="203.0.113.7:443",rt_route="httproute/shop/allow-get",parent_group="policy.linkerd.io",parent_kind="EgressNetwork",parent_namespace="shop",parent_name="internet",status_code="200",classification="success",tls="no_identity"} 6
+route_response_total{direction="outbound",dst="203.0.113.7:443",rt_route="http-egress-deny",parent_group="policy.linkerd.io",parent_kind="EgressNetwork",parent_namespace="shop",parent_name="internet",status_code="403",classification="failure",tls="no_identity"} 2
+route_response_total{direction="outbound",dst="198.51.100.9:80",rt_route="http-egress-deny",parent_group="policy.linkerd.io",parent_kind="EgressNetwork",parent_namespace="shop",parent_name="internet",status_code="403",classification="failure",tls="no_identity"} 3
+route_response_total{direction="outbound",dst="192.0.2.1:80",rt_route="http-egress-allow",parent_group="policy.linkerd.io",parent_kind="EgressNetwork",parent_namespace="linkerd-egress",parent_name="internet",status_code="200",classification="success",tls="no_identity"} 4
+route_response_total{direction="outbound",dst="api.shop.svc.cluster.local:8080",rt_route="default",status_code="200",classification="success",tls="true"} 5
+`
+
+func TestRoutesToAnEgressNetworkShowItsRoutesPerDestinationAddress(t *testing.T) {
+	w := window(t, 0, webPod, "", egressRoutes)
+	web := viz.Resource{Kind: viz.KindWorkload, Namespace: "shop", Name: "web"}
+	to, err := viz.ParseRouteTarget("egressnetwork/internet", "shop")
+	require.NoError(t, err)
+	rows := viz.Routes(w, web, &to)
+	require.Len(t, rows, 3)
+	assert.Equal(t, [3]string{"198.51.100.9:80", "http-egress-deny", "shop/internet"}, [3]string{rows[0].Authority, rows[0].Route, rows[0].EgressNetwork})
+	assert.Equal(t, 3.0, rows[0].Requests())
+	assert.Equal(t, 0.0, rows[0].SuccessRate(), "the Deny policy refused them all")
+	assert.Equal(t, [2]string{"203.0.113.7:443", "http-egress-deny"}, [2]string{rows[1].Authority, rows[1].Route}, "the built-in route keeps its name")
+	assert.Equal(t, 2.0, rows[1].Requests())
+	assert.Equal(t, [2]string{"203.0.113.7:443", "httproute/shop/allow-get"}, [2]string{rows[2].Authority, rows[2].Route})
+	assert.Equal(t, 6.0, rows[2].Requests())
+
+	port, err := viz.ParseRouteTarget("egress/internet:443", "shop")
+	require.NoError(t, err)
+	assert.Len(t, viz.Routes(w, web, &port), 2, "only the destinations on port 443")
+
+	global, err := viz.ParseRouteTarget("egressnetwork/internet", "linkerd-egress")
+	require.NoError(t, err)
+	rows = viz.Routes(w, web, &global)
+	require.Len(t, rows, 1, "the global namespace's EgressNetwork of the same name is another one")
+	assert.Equal(t, "http-egress-allow", rows[0].Route)
+
+	addr, err := viz.ParseRouteTarget("198.51.100.9:80", "shop")
+	require.NoError(t, err)
+	rows = viz.Routes(w, web, &addr)
+	require.Len(t, rows, 1)
+	assert.Equal(t, "shop/internet", rows[0].EgressNetwork, "an address target says which EgressNetwork its routes are")
+
+	svc, err := viz.ParseRouteTarget("svc/api", "shop")
+	require.NoError(t, err)
+	rows = viz.Routes(w, web, &svc)
+	require.Len(t, rows, 1)
+	assert.Empty(t, rows[0].EgressNetwork)
+	assert.False(t, to.Matches("203.0.113.7:443"), "an EgressNetwork target is matched by its parent labels, not a dst")
+	assert.False(t, to.MatchesSeries(map[string]string{"dst": "203.0.113.7:443", "parent_kind": "EgressNetwork", "parent_group": "example.com", "parent_namespace": "shop", "parent_name": "internet"}),
+		"a parent of another group is not Linkerd's EgressNetwork")
+}
+
+func TestEdgesShowTrafficThatLeftTheMeshUnderItsEgressNetwork(t *testing.T) {
+	w := window(t, 0, webPod, "", egressRoutes)
+	var egress []viz.Edge
+	for _, e := range viz.Edges(w) {
+		if e.Dst.Kind == viz.KindEgressNetwork {
+			egress = append(egress, e)
+		}
+	}
+	require.Len(t, egress, 2, "one edge per EgressNetwork, whatever the addresses")
+	global, local := egress[0], egress[1]
+	assert.Equal(t, viz.Workload{Namespace: "linkerd-egress", Kind: viz.KindEgressNetwork, Name: "internet"}, global.Dst)
+	assert.Equal(t, 4.0, global.Out.Requests())
+	assert.Zero(t, global.Denied)
+	assert.Equal(t, viz.Workload{Namespace: "shop", Kind: viz.KindEgressNetwork, Name: "internet"}, local.Dst)
+	assert.Equal(t, "web", local.Src.Name)
+	assert.Equal(t, 11.0, local.Out.Requests())
+	assert.Equal(t, 6.0, local.Out.Successes)
+	assert.Equal(t, 5.0, local.Denied, "the requests its Deny policy refused")
+	assert.False(t, local.Secured(), "traffic out of the mesh is not mutual TLS")
 }

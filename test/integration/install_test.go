@@ -207,6 +207,8 @@ func TestInstallAppliesToARealAPIServerAndCheckReportsWhatItSees(t *testing.T) {
 		{"weft-policy", authorizationv1.ResourceAttributes{Verb: "list", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}, false},
 		{"weft-policy", authorizationv1.ResourceAttributes{Verb: "get", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Name: "servers.policy.linkerd.io"}, false},
 		{"weft-policy", authorizationv1.ResourceAttributes{Verb: "patch", Group: "policy.linkerd.io", Resource: "servers", Subresource: "status"}, false},
+		{"weft-policy", authorizationv1.ResourceAttributes{Verb: "patch", Group: "policy.linkerd.io", Resource: "egressnetworks", Subresource: "status", Namespace: ns}, true},
+		{"weft-policy", authorizationv1.ResourceAttributes{Verb: "update", Group: "policy.linkerd.io", Resource: "egressnetworks", Namespace: ns}, false},
 		{"weft-policy", authorizationv1.ResourceAttributes{Verb: "list", Group: "discovery.k8s.io", Resource: "endpointslices"}, false},
 		{"weft-proxy-injector", authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces"}, true},
 		{"weft-proxy-injector", authorizationv1.ResourceAttributes{Verb: "list", Resource: "pods"}, false},

@@ -26,9 +26,10 @@ type EgressNetwork struct {
 	// Spec lists the networks and the traffic policy.
 	Spec EgressNetworkSpec `json:"spec"`
 
-	// Status is what Linkerd's status controller writes. Weft writes no
-	// status; it is accepted so that manifests exported from a cluster
-	// decode.
+	// Status is written by the policy controller, as Linkerd's status
+	// controller writes it: the Accepted condition (False with reason
+	// EgressReasonNetworkOverlap when a network overlaps the cluster
+	// networks).
 	//
 	// +optional
 	Status *EgressNetworkStatus `json:"status,omitempty"`

@@ -30,14 +30,17 @@ const StatusLeaseName = vocab.LeasePolicyStatus
 const StatusFieldManager = "weft-policy-controller"
 
 // StatusWriter writes status.parents on the HTTPRoutes and GRPCRoutes
-// whose parents policy serves (policy.linkerd.io Servers and core
-// Services), as Linkerd's policy controller does: one entry per parent
-// with controllerName policy.ControllerName and an Accepted condition
-// (and, for a Service parent, ResolvedRefs). It is a runner: Run writes
-// after every index rebuild and every resync period while this replica
-// holds the status Lease (or always, without WithStatusLease), and only
-// the routes whose computed status differs from what they carry. Entries
-// of other controllers are kept as they are.
+// whose parents policy serves (policy.linkerd.io Servers, core Services
+// and policy.linkerd.io EgressNetworks), as Linkerd's policy controller
+// does: one entry per parent with controllerName policy.ControllerName
+// and an Accepted condition (and, for a Service or EgressNetwork parent,
+// ResolvedRefs); and the Accepted condition in status.conditions of
+// every EgressNetwork. It is a runner: Run writes after every index
+// rebuild and every resync period while this replica holds the status
+// Lease (or always, without WithStatusLease), and only the objects whose
+// computed status differs from what they carry. Entries of other
+// controllers (route parents of other controllers, EgressNetwork
+// conditions of other types) are kept as they are.
 type StatusWriter struct {
 	dyn dynamic.Interface
 	x   *policy.Indexer
@@ -230,8 +233,8 @@ func (w *StatusWriter) write(ctx context.Context) {
 	}
 }
 
-// reconcile writes the status of every route whose computed status
-// differs from the one it carries.
+// reconcile writes the status of every route and EgressNetwork whose
+// computed status differs from the one it carries.
 func (w *StatusWriter) reconcile(ctx context.Context) {
 	now := w.cfg.clock()
 	writes, failures := 0, 0
@@ -240,7 +243,23 @@ func (w *StatusWriter) reconcile(ctx context.Context) {
 			w.cfg.onPass(writes, failures)
 		}
 	}()
-	for _, st := range w.x.Index().RouteStatuses() {
+	ix := w.x.Index()
+	for _, st := range ix.EgressNetworkStatuses() {
+		if ctx.Err() != nil {
+			return
+		}
+		conds, changed := st.Merge(now)
+		if !changed {
+			continue
+		}
+		writes++
+		err := w.patchEgress(ctx, st, conds)
+		if err != nil {
+			failures++
+		}
+		w.logWrite(err, "EgressNetwork", st.Ref().String())
+	}
+	for _, st := range ix.RouteStatuses() {
 		if ctx.Err() != nil {
 			return
 		}
@@ -253,17 +272,49 @@ func (w *StatusWriter) reconcile(ctx context.Context) {
 		if err != nil {
 			failures++
 		}
-		switch {
-		case err == nil:
-			w.cfg.logger.Info("policy status: wrote route status", "route", st.Ref().String())
-		case apierrors.IsConflict(err), apierrors.IsNotFound(err):
-			// The route changed or went since the index read it; the
-			// rebuild that follows brings its new version.
-			w.cfg.logger.Debug("policy status: route changed before its status was written", "route", st.Ref().String(), "err", err)
-		default:
-			w.cfg.logger.Warn("policy status: writing route status failed", "route", st.Ref().String(), "err", err)
-		}
+		w.logWrite(err, "route", st.Ref().String())
 	}
+}
+
+// logWrite logs the outcome of one status write of an object of kind
+// what ("route", "EgressNetwork").
+func (w *StatusWriter) logWrite(err error, what, ref string) {
+	switch {
+	case err == nil:
+		w.cfg.logger.Info("policy status: wrote "+what+" status", "object", ref)
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		// The object changed or went since the index read it; the
+		// rebuild that follows brings its new version.
+		w.cfg.logger.Debug("policy status: "+what+" changed before its status was written", "object", ref, "err", err)
+	default:
+		w.cfg.logger.Warn("policy status: writing "+what+" status failed", "object", ref, "err", err)
+	}
+}
+
+// egressStatusPatch is a JSON merge patch of an EgressNetwork's status
+// subresource, conditional on its resourceVersion as statusPatch is.
+type egressStatusPatch struct {
+	Metadata struct {
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+	Status struct {
+		Conditions []metav1.Condition `json:"conditions"`
+	} `json:"status"`
+}
+
+func (w *StatusWriter) patchEgress(ctx context.Context, st policy.EgressNetworkStatus, conds []metav1.Condition) error {
+	var p egressStatusPatch
+	p.Metadata.ResourceVersion = st.ResourceVersion
+	p.Status.Conditions = conds
+	body, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("policy status: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.timeout)
+	defer cancel()
+	_, err = w.dyn.Resource(EgressNetworksResource).Namespace(st.Namespace).Patch(ctx, st.Name, types.MergePatchType, body,
+		metav1.PatchOptions{FieldManager: StatusFieldManager}, "status")
+	return err
 }
 
 // statusPatch is a JSON merge patch of a route's status subresource. The

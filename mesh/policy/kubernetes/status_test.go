@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/weftmesh/weft/apis/policy/v1alpha1"
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/policy"
 	"github.com/weftmesh/weft/mesh/policy/internal/sourcetest"
@@ -134,4 +135,89 @@ func TestStatusWriterRefusesIncompleteOptions(t *testing.T) {
 	assert.ErrorContains(t, err, "under 3s")
 	_, err = kubernetes.NewStatusWriter(nil, x)
 	assert.Error(t, err)
+}
+
+// egressCondition reads the Accepted condition of an EgressNetwork as the
+// (fake) API server holds it: "Status/Reason", or "".
+func egressCondition(t *testing.T, h *harness, name string) (metav1.Condition, []metav1.Condition) {
+	t.Helper()
+	u, err := h.dyn.Resource(kubernetes.EgressNetworksResource).Namespace(sourcetest.NS).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	var st v1alpha1.EgressNetworkStatus
+	if m, ok, _ := unstructured.NestedMap(u.Object, "status"); ok {
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(m, &st))
+	}
+	for _, c := range st.Conditions {
+		if c.Type == "Accepted" {
+			return c, st.Conditions
+		}
+	}
+	return metav1.Condition{}, st.Conditions
+}
+
+func TestStatusWriterWritesEgressNetworkStatusAndTheStatusOfTheirRoutes(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"))
+	h := newHarness(t)
+	meta := metav1.TypeMeta{APIVersion: "policy.linkerd.io/v1alpha1", Kind: "EgressNetwork"}
+	internet := &v1alpha1.EgressNetwork{TypeMeta: meta, ObjectMeta: metav1.ObjectMeta{Name: "internet", Namespace: sourcetest.NS, Generation: 2},
+		Spec: v1alpha1.EgressNetworkSpec{TrafficPolicy: v1alpha1.TrafficPolicyAllow},
+		// Another controller's condition, kept as it is.
+		Status: &v1alpha1.EgressNetworkStatus{Conditions: []metav1.Condition{{Type: "example.com/Audited", Status: metav1.ConditionTrue, Reason: "Audited",
+			LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}}}}
+	overlap := &v1alpha1.EgressNetwork{TypeMeta: meta, ObjectMeta: metav1.ObjectMeta{Name: "overlap", Namespace: sourcetest.NS},
+		Spec: v1alpha1.EgressNetworkSpec{TrafficPolicy: v1alpha1.TrafficPolicyDeny, Networks: []v1alpha1.Network{{Cidr: "10.0.0.0/8"}}}}
+	route := func(name, parent string) *gatewayv1.HTTPRoute {
+		group, kind, port := gatewayv1.Group("policy.linkerd.io"), gatewayv1.Kind("EgressNetwork"), gatewayv1.PortNumber(443)
+		return &gatewayv1.HTTPRoute{TypeMeta: metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: sourcetest.NS},
+			Spec:       gatewayv1.HTTPRouteSpec{CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Group: &group, Kind: &kind, Name: gatewayv1.ObjectName(parent), Port: &port}}}}}
+	}
+	h.Set(t, append(sourcetest.Base(), internet, overlap, route("to-internet", "internet"), route("to-overlap", "overlap"))...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	src, err := kubernetes.New(ctx, h.client, h.dyn, kubernetes.WithDebounce(5*time.Millisecond), kubernetes.WithSyncTimeout(5*time.Second))
+	require.NoError(t, err)
+	x, err := policy.NewIndexer(ctx, src)
+	require.NoError(t, err)
+	w, err := kubernetes.NewStatusWriter(h.dyn, x, kubernetes.WithStatusResync(10*time.Millisecond),
+		kubernetes.WithStatusPassHook(func(_, failed int) { assert.Zero(t, failed) }))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = x.Run(ctx) }()
+	go func() { defer wg.Done(); assert.NoError(t, w.Run(ctx)) }()
+	defer func() {
+		cancel()
+		wg.Wait()
+		_ = src.Close()
+	}()
+
+	testutil.Eventually(t, 0, func() bool {
+		a, _ := egressCondition(t, h, "internet")
+		b, _ := egressCondition(t, h, "overlap")
+		_, ra := ourCondition(t, h, kubernetes.GatewayHTTPRoutesResource, "to-internet", "internet", "Accepted")
+		_, rb := ourCondition(t, h, kubernetes.GatewayHTTPRoutesResource, "to-overlap", "overlap", "Accepted")
+		return a.Reason == "Accepted" && b.Reason == policy.ReasonEgressNetworkOverlap && ra == "True/Accepted" && rb == "False/NoMatchingParent"
+	}, "the EgressNetworks' and their routes' status written")
+	a, all := egressCondition(t, h, "internet")
+	assert.Equal(t, metav1.ConditionTrue, a.Status)
+	assert.Equal(t, int64(2), a.ObservedGeneration)
+	require.Len(t, all, 2, "the other controller's condition and Weft's")
+	assert.Equal(t, "example.com/Audited", all[0].Type)
+	b, _ := egressCondition(t, h, "overlap")
+	assert.Equal(t, metav1.ConditionFalse, b.Status)
+	assert.Equal(t, "networks overlap with clusterNetworks", b.Message)
+	_, rr := ourCondition(t, h, kubernetes.GatewayHTTPRoutesResource, "to-internet", "internet", "ResolvedRefs")
+	assert.Equal(t, "True/ResolvedRefs", rr)
+
+	// Once the informers bring the written status back, nothing is left
+	// to write.
+	testutil.Eventually(t, 0, func() bool {
+		for _, s := range x.Index().EgressNetworkStatuses() {
+			if _, changed := s.Merge(time.Now()); changed {
+				return false
+			}
+		}
+		return true
+	}, "the index to see the written EgressNetwork status")
 }

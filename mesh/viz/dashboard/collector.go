@@ -143,7 +143,14 @@ func golden(g viz.Golden, d time.Duration) Golden {
 		P50: num(g.P(0.5)), P95: num(g.P(0.95)), P99: num(g.P(0.99)), MTLSShare: num(g.MTLSShare())}
 }
 
-func nodeID(w viz.Workload) string { return w.Namespace + "/" + w.Name }
+// nodeID names a node: NAMESPACE/NAME for workloads, with the kind for
+// an EgressNetwork (which may share a workload's name).
+func nodeID(w viz.Workload) string {
+	if w.Kind == viz.KindEgressNetwork {
+		return w.Namespace + "/" + viz.KindEgressNetwork + "/" + w.Name
+	}
+	return w.Namespace + "/" + w.Name
+}
 
 // history keeps the rounds of scrapes the frames are computed from.
 type history struct {

@@ -122,7 +122,7 @@ function drawTopology(f) {
     const g = el("svg:g", { class: "node" + (n.pods > 0 ? "" : " unscraped"), "data-node": n.id, transform: `translate(${p.x},${p.y})` });
     g.appendChild(el("svg:rect", { width: p.w, height: p.h, rx: 6 }));
     g.appendChild(el("svg:text", { x: 10, y: 18, text: n.name + (n.pods > 0 ? "  (" + n.meshed + "/" + n.pods + " meshed)" : "") }));
-    g.appendChild(el("svg:text", { x: 10, y: 34, class: "id", text: n.identity ? "id " + fmt.short(n.identity) : n.namespace }));
+    g.appendChild(el("svg:text", { x: 10, y: 34, class: "id", text: n.identity ? "id " + fmt.short(n.identity) : (n.kind === "egressnetwork" ? "EgressNetwork, " + n.namespace : n.namespace) }));
     g.appendChild(el("svg:text", { x: 10, y: 52, class: "id", text: n.pods > 0 ? "in " + fmt.rps(n.golden.rps) + " · " + fmt.pct(n.golden.successRate) + " · p99 " + fmt.ms(n.golden.p99) : "" }));
     g.appendChild(el("svg:title", { text: n.identity || n.id }));
     parts.push(g);
