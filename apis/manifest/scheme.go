@@ -72,7 +72,7 @@ func Scheme() *runtime.Scheme {
 	)
 	// TCPRoute and TLSRoute as Linkerd's manifests write them (the
 	// experimental channel's v1alpha2).
-	addKnown(s, gatewayv1alpha2.SchemeGroupVersion,
+	addKnown(s, schema.GroupVersion{Group: gatewayv1.GroupName, Version: "v1alpha2"},
 		&gatewayv1alpha2.TCPRoute{}, &gatewayv1alpha2.TCPRouteList{},
 		&gatewayv1alpha2.TLSRoute{}, &gatewayv1alpha2.TLSRouteList{},
 	)
