@@ -34,8 +34,9 @@ func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 }
 
 // GatewayAPI decodes the Gateway API CRDs Weft reads (HTTPRoute and
-// GRPCRoute of gateway.networking.k8s.io, standard channel), sorted by
-// name: unchanged copies of the upstream project's manifests at the
+// GRPCRoute of gateway.networking.k8s.io from the standard channel,
+// TCPRoute and TLSRoute from the experimental channel, which serves their
+// v1alpha2 beside v1), sorted by name: unchanged copies of the upstream project's manifests at the
 // version of sigs.k8s.io/gateway-api in go.mod, kept in gatewayapi/ with
 // that project's license. Each call returns fresh objects.
 func GatewayAPI() ([]*apiextensionsv1.CustomResourceDefinition, error) {

@@ -21,8 +21,10 @@
 // The Gateway API CRDs (gateway.networking.k8s.io HTTPRoute, GRPCRoute and
 // friends) belong to the Gateway API project and are normally installed
 // from its release, as with Linkerd. For clusters that cannot fetch them,
-// GatewayAPI returns the two Weft reads, HTTPRoute and GRPCRoute of the
-// standard channel: unchanged copies of the upstream manifests at the
+// GatewayAPI returns the four Weft reads, HTTPRoute and GRPCRoute of the
+// standard channel and TCPRoute and TLSRoute of the experimental channel
+// (which serves their v1alpha2, Linkerd's version, beside v1): unchanged
+// copies of the upstream manifests at the
 // version of sigs.k8s.io/gateway-api in go.mod, kept in gatewayapi/ with
 // the upstream LICENSE (Apache-2.0) and copied there by hack/gen-crds.sh.
 // All never includes them.

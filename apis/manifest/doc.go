@@ -3,7 +3,8 @@
 // AuthorizationPolicy, MeshTLSAuthentication, NetworkAuthentication,
 // HTTPLocalRateLimitPolicy, EgressNetwork, policy.linkerd.io HTTPRoute,
 // ServiceProfile),
-// the Gateway API HTTPRoute and GRPCRoute, and the core kinds a mesh reads
+// the Gateway API HTTPRoute, GRPCRoute, TCPRoute and TLSRoute (v1, and the
+// v1alpha2 Linkerd users write), and the core kinds a mesh reads
 // (Namespace, Pod, Service, ServiceAccount, ConfigMap, Secret,
 // EndpointSlice, the workload kinds and v1 List).
 //

@@ -756,6 +756,10 @@ func TestSchemeRecognizesEveryDocumentedKindAndIsFreshEachCall(t *testing.T) {
 		{Group: "linkerd.io", Version: "v1alpha2", Kind: "ServiceProfile"},
 		{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"},
 		{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "GRPCRoute"},
+		{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "TCPRoute"},
+		{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "TLSRoute"},
+		{Group: "gateway.networking.k8s.io", Version: "v1alpha2", Kind: "TCPRoute"},
+		{Group: "gateway.networking.k8s.io", Version: "v1alpha2", Kind: "TLSRoute"},
 		{Version: "v1", Kind: "Namespace"},
 		{Version: "v1", Kind: "Pod"},
 		{Version: "v1", Kind: "Service"},
@@ -777,6 +781,7 @@ func TestSchemeRecognizesEveryDocumentedKindAndIsFreshEachCall(t *testing.T) {
 		{Version: "v1", Kind: "Endpoints"},
 		{Version: "v1", Kind: "Node"},
 		{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "Gateway"},
+		{Group: "gateway.networking.k8s.io", Version: "v1alpha2", Kind: "UDPRoute"},
 	} {
 		assert.False(t, s.Recognizes(gvk), "%s is left out on purpose", gvk)
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1alpha2 "sigs.k8s.io/gateway-api/apis/v1alpha2"
 
 	policyv1alpha1 "github.com/weftmesh/weft/apis/policy/v1alpha1"
 	policyv1beta1 "github.com/weftmesh/weft/apis/policy/v1beta1"
@@ -19,7 +20,7 @@ import (
 
 // Scheme returns a new scheme holding every kind the decoder accepts: the
 // Linkerd kinds of apis/policy and apis/serviceprofile, the Gateway API
-// HTTPRoute and GRPCRoute, and the core kinds a mesh reads (Namespace, Pod,
+// HTTPRoute and GRPCRoute, TCPRoute and TLSRoute (v1 and v1alpha2), and the core kinds a mesh reads (Namespace, Pod,
 // Service, ServiceAccount, ConfigMap, Secret, v1 List, Deployment,
 // DaemonSet, StatefulSet, ReplicaSet, Job, CronJob, EndpointSlice), each
 // with its list kind. Each call builds a fresh scheme that the caller owns.
@@ -66,6 +67,14 @@ func Scheme() *runtime.Scheme {
 	addKnown(s, schema.GroupVersion{Group: gatewayv1.GroupName, Version: "v1"},
 		&gatewayv1.HTTPRoute{}, &gatewayv1.HTTPRouteList{},
 		&gatewayv1.GRPCRoute{}, &gatewayv1.GRPCRouteList{},
+		&gatewayv1.TCPRoute{}, &gatewayv1.TCPRouteList{},
+		&gatewayv1.TLSRoute{}, &gatewayv1.TLSRouteList{},
+	)
+	// TCPRoute and TLSRoute as Linkerd's manifests write them (the
+	// experimental channel's v1alpha2).
+	addKnown(s, schema.GroupVersion{Group: gatewayv1.GroupName, Version: "v1alpha2"},
+		&gatewayv1alpha2.TCPRoute{}, &gatewayv1alpha2.TCPRouteList{},
+		&gatewayv1alpha2.TLSRoute{}, &gatewayv1alpha2.TLSRouteList{},
 	)
 	return s
 }

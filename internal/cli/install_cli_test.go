@@ -164,9 +164,9 @@ func TestInstallCRDsWithGatewayAPIAppendsTheUpstreamRouteCRDs(t *testing.T) {
 	require.Equal(t, cli.ExitOK, st, errs)
 	assert.Empty(t, errs)
 	x := installObjects(t, out)
-	assert.Len(t, x, 11, "Weft's 9 CRDs and the 2 Gateway API route CRDs")
+	assert.Len(t, x, 13, "Weft's 9 CRDs and the 4 Gateway API route CRDs")
 	require.Contains(t, x, "CustomResourceDefinition/servers.policy.linkerd.io")
-	for _, name := range []string{"httproutes.gateway.networking.k8s.io", "grpcroutes.gateway.networking.k8s.io"} {
+	for _, name := range []string{"httproutes.gateway.networking.k8s.io", "grpcroutes.gateway.networking.k8s.io", "tcproutes.gateway.networking.k8s.io", "tlsroutes.gateway.networking.k8s.io"} {
 		require.Contains(t, x, "CustomResourceDefinition/"+name)
 		crd, ok := x["CustomResourceDefinition/"+name].(*apiextensionsv1.CustomResourceDefinition)
 		require.True(t, ok, "%T", x["CustomResourceDefinition/"+name])
@@ -174,7 +174,7 @@ func TestInstallCRDsWithGatewayAPIAppendsTheUpstreamRouteCRDs(t *testing.T) {
 		assert.NotEmpty(t, crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties, "the schema came through")
 	}
 
-	// -o json: one List with the same nine.
+	// -o json: one List with the same thirteen.
 	st, out, errs = installRun(t, cli.InstallCommand(), "--crds", "--gateway-api", "-o", "json")
 	require.Equal(t, cli.ExitOK, st, errs)
 	var list struct {
@@ -190,8 +190,9 @@ func TestInstallCRDsWithGatewayAPIAppendsTheUpstreamRouteCRDs(t *testing.T) {
 	for _, it := range list.Items {
 		names = append(names, it.Metadata.Name)
 	}
-	assert.Len(t, names, 11)
+	assert.Len(t, names, 13)
 	assert.Contains(t, names, "grpcroutes.gateway.networking.k8s.io")
+	assert.Contains(t, names, "tlsroutes.gateway.networking.k8s.io")
 
 	// Without it, --crds prints Weft's only.
 	_, out, _ = installRun(t, cli.InstallCommand(), "--crds")

@@ -50,7 +50,7 @@ func setupInstall(fs *FlagSet) Action {
 	fs.StringVarP(&f.output, "output", "o", "yaml", "output format: yaml (a stream of documents) or json (one v1 List)")
 	fs.StringVar(&f.linkerdValues, "linkerd-values", "", "values file of Linkerd's linkerd-control-plane Helm chart: its proxy, proxyInit, identity and cluster keys are mapped (each key not understood is named); --values and flags apply on top")
 	fs.BoolVar(&f.crdsOnly, "crds", false, "print only the CustomResourceDefinitions (apply them first)")
-	fs.BoolVar(&f.gatewayAPI, "gateway-api", false, "with --crds: also print the Gateway API HTTPRoute and GRPCRoute CRDs (standard channel, "+crds.GatewayAPIVersion()+", upstream's own manifests) for clusters that cannot fetch them")
+	fs.BoolVar(&f.gatewayAPI, "gateway-api", false, "with --crds: also print the Gateway API HTTPRoute and GRPCRoute CRDs (standard channel) and TCPRoute and TLSRoute CRDs (experimental channel), "+crds.GatewayAPIVersion()+", upstream's own manifests, for clusters that cannot fetch them")
 	fs.BoolVar(&f.prometheusOperator, "prometheus-operator", false, "add a PodMonitor (monitoring.coreos.com/v1) that scrapes every meshed proxy's metrics, for a Prometheus the Prometheus Operator runs")
 	fs.BoolVar(&f.ha, "ha", false, "high availability: 3 replicas with anti-affinity and PodDisruptionBudgets, webhooks with failurePolicy Fail")
 	fs.StringVar(&f.anchorsFile, "identity-trust-anchors-file", "", "PEM bundle of trust anchors (with --identity-issuer-dir)")

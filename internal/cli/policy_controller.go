@@ -63,7 +63,7 @@ func setupPolicyController(fs *FlagSet) Action {
 	fs.Var(&f.manifests, "manifests", "static source: file or directory of manifests (repeatable; followed for changes)")
 	fs.DurationVar(&f.poll, "poll-interval", 2*time.Second, "static source: how often files are checked besides notifications")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubernetes source: kubeconfig file (default: in-cluster configuration)")
-	fs.StringVar(&f.gatewayAPI, "gateway-api", "auto", "kubernetes source: Gateway API HTTPRoutes and GRPCRoutes: auto (watched while their CRDs are installed, picked up when they appear), true (required at start, then as auto) or false (never)")
+	fs.StringVar(&f.gatewayAPI, "gateway-api", "auto", "kubernetes source: Gateway API HTTPRoutes, GRPCRoutes, TCPRoutes and TLSRoutes: auto (watched while their CRDs are installed, picked up when they appear), true (the HTTPRoute and GRPCRoute CRDs required at start, then as auto) or false (never)")
 	fs.BoolVar(&f.writeStatus, "write-status", true, "kubernetes source: write status.parents (Accepted, ResolvedRefs) on the HTTPRoutes and GRPCRoutes whose parents are Servers or Services, one replica at a time")
 	fs.StringVar(&f.statusLeaseNamespace, "status-lease-namespace", "", "kubernetes source: namespace of the Lease that picks the replica writing route status (default: --control-plane-namespace)")
 	fs.StringVar(&f.statusIdentity, "status-identity", "", "kubernetes source: this replica's name in that Lease (default: the host name, which is the pod name)")

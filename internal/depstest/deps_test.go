@@ -77,6 +77,12 @@ var rules = []depstest.Rule{
 		Why:      "the trace-context parser and the tracing seam import only the standard library",
 	},
 	{
+		Packages: []string{weft("mesh/dataplane/internal/clienthello")},
+		Deny:     []string{depstest.All},
+		Allow:    []string{depstest.Std},
+		Why:      "the ClientHello reader, which reads hostile bytes, imports only the standard library (crypto/tls parses them)",
+	},
+	{
 		Packages: []string{weft("mesh/dataplane/internal/relay")},
 		Deny:     []string{depstest.All},
 		Allow:    []string{depstest.Std, "golang.org/x/sys/..."},

@@ -58,7 +58,12 @@
 // After the handshake the client sends the transport header (package
 // transport) naming the application port and the detected protocol. An
 // endpoint without identity gets plaintext; a target discovery does not
-// know is forwarded to its original destination unchanged.
+// know is forwarded to its original destination unchanged. When the
+// destination's outbound policy routes whole connections (TLSRoutes by
+// the SNI of the client's ClientHello, read without answering it by
+// internal/clienthello; a TCPRoute), an opaque connection goes to the
+// route's backend instead, with every byte read so far
+// (outbound_stream.go).
 //
 // Inbound, the first bytes decide: a TLS ClientHello whose SNI is this
 // proxy's identity is terminated with mutual TLS and the client identity is

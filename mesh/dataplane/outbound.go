@@ -209,6 +209,11 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 			return true
 		}
 	}
+	// TCPRoutes and TLSRoutes of the policy (outbound_stream.go).
+	if handled, ok := p.outboundStream(ctx, client, dest, target, prefix, fallback, log); handled {
+		handedOff = ok
+		return ok
+	}
 	if dest.egress && p.egressRefusesOpaque(ctx, dest, log) {
 		return false
 	}

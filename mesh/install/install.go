@@ -92,8 +92,9 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 func CRDs() (*Manifest, error) { return crdManifest(crds.All) }
 
 // GatewayAPICRDs returns the Gateway API CRDs Weft reads (HTTPRoute and
-// GRPCRoute, standard channel, at the version of sigs.k8s.io/gateway-api
-// Weft is built with), as `weft install --crds --gateway-api` appends them
+// GRPCRoute from the standard channel, TCPRoute and TLSRoute from the
+// experimental channel, at the version of sigs.k8s.io/gateway-api Weft is
+// built with), as `weft install --crds --gateway-api` appends them
 // for clusters that cannot fetch them from the Gateway API release. They
 // are upstream's manifests (apis/crds.GatewayAPI); Render never includes
 // them and `weft uninstall` never deletes them.

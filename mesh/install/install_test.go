@@ -288,11 +288,11 @@ func TestRBACGrantsEachComponentExactlyWhatItReads(t *testing.T) {
 		"policy": {
 			{APIGroups: []string{""}, Resources: []string{"namespaces", "pods", "serviceaccounts", "services"}, Verbs: watch},
 			{APIGroups: []string{"policy.linkerd.io"}, Resources: []string{"authorizationpolicies", "egressnetworks", "httplocalratelimitpolicies", "httproutes", "meshtlsauthentications", "networkauthentications", "serverauthorizations", "servers"}, Verbs: watch},
-			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes", "httproutes"}, Verbs: watch},
+			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes", "httproutes", "tcproutes", "tlsroutes"}, Verbs: watch},
 			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
-				ResourceNames: []string{"grpcroutes.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io"}, Verbs: []string{"get", "list", "watch"}},
+				ResourceNames: []string{"grpcroutes.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io", "tcproutes.gateway.networking.k8s.io", "tlsroutes.gateway.networking.k8s.io"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"policy.linkerd.io"}, Resources: []string{"egressnetworks/status", "httproutes/status"}, Verbs: []string{"patch"}},
-			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes/status", "httproutes/status"}, Verbs: []string{"patch"}},
+			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes/status", "httproutes/status", "tcproutes/status", "tlsroutes/status"}, Verbs: []string{"patch"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"weft-policy-status-write"}, Verbs: []string{"get", "update"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 		},
@@ -593,6 +593,8 @@ func TestWebhooksCallTheInjectorServiceWithItsCAAndSkipSystemAndOptedOutNamespac
 	}
 	assert.True(t, covered["httproutes.gateway.networking.k8s.io"])
 	assert.True(t, covered["grpcroutes.gateway.networking.k8s.io"])
+	assert.True(t, covered["tcproutes.gateway.networking.k8s.io"])
+	assert.True(t, covered["tlsroutes.gateway.networking.k8s.io"])
 }
 
 func mergeLabels(a, b map[string]string) map[string]string {

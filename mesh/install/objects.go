@@ -182,10 +182,12 @@ func (r *renderer) issuerSecret() Object {
 //   - destination watches Pods, Services, Namespaces, EndpointSlices and
 //     ServiceProfiles;
 //   - policy watches Pods, Services, ServiceAccounts, Namespaces, the
-//     policy.linkerd.io resources and the Gateway API HTTPRoutes and
-//     GRPCRoutes, and the CRDs of those two kinds by name, to start and
+//     policy.linkerd.io resources and the Gateway API HTTPRoutes,
+//     GRPCRoutes, TCPRoutes and TLSRoutes, and the CRDs of those kinds by
+//     name, to start and
 //     stop watching their routes as the CRDs come and go; it patches the
-//     status of HTTPRoutes, GRPCRoutes and EgressNetworks, and holds the Lease
+//     status of HTTPRoutes, GRPCRoutes, TCPRoutes, TLSRoutes and
+//     EgressNetworks, and holds the Lease
 //     vocab.LeasePolicyStatus so that one replica writes (Kubernetes cannot limit
 //     create to a name, so it may create Leases, and it reads and
 //     updates only that one);
@@ -207,11 +209,11 @@ func Rules(component string) []rbacv1.PolicyRule {
 			{APIGroups: []string{"policy.linkerd.io"}, Resources: []string{
 				"authorizationpolicies", "egressnetworks", "httplocalratelimitpolicies", "httproutes", "meshtlsauthentications", "networkauthentications", "serverauthorizations", "servers",
 			}, Verbs: watch},
-			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes", "httproutes"}, Verbs: watch},
+			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes", "httproutes", "tcproutes", "tlsroutes"}, Verbs: watch},
 			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
-				ResourceNames: []string{"grpcroutes.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io"}, Verbs: []string{"get", "list", "watch"}},
+				ResourceNames: []string{"grpcroutes.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io", "tcproutes.gateway.networking.k8s.io", "tlsroutes.gateway.networking.k8s.io"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"policy.linkerd.io"}, Resources: []string{"egressnetworks/status", "httproutes/status"}, Verbs: []string{"patch"}},
-			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes/status", "httproutes/status"}, Verbs: []string{"patch"}},
+			{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"grpcroutes/status", "httproutes/status", "tcproutes/status", "tlsroutes/status"}, Verbs: []string{"patch"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{vocab.LeasePolicyStatus}, Verbs: []string{"get", "update"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 		}
@@ -531,6 +533,10 @@ func (r *renderer) policyValidator() Object {
 		{
 			Operations: createUpdate,
 			Rule:       admissionregv1.Rule{APIGroups: []string{"gateway.networking.k8s.io"}, APIVersions: []string{"v1"}, Resources: []string{"grpcroutes", "httproutes"}, Scope: ptr(admissionregv1.NamespacedScope)},
+		},
+		{
+			Operations: createUpdate,
+			Rule:       admissionregv1.Rule{APIGroups: []string{"gateway.networking.k8s.io"}, APIVersions: []string{"v1", "v1alpha2"}, Resources: []string{"tcproutes", "tlsroutes"}, Scope: ptr(admissionregv1.NamespacedScope)},
 		},
 	})
 }

@@ -28,6 +28,10 @@ type builder struct {
 	aps        map[string][]*apSpec
 	httpRoutes []*httpRouteSpec
 	grpcRoutes []*grpcRouteSpec
+	// tcpRoutes and tlsRoutes are the translated TCPRoutes and TLSRoutes
+	// (translate_streamroute.go), attached to their parents in
+	// buildEgress, once both Services and EgressNetworks are known.
+	tcpRoutes, tlsRoutes []*streamRoute
 	// routes by the Server they attach to, and by name.
 	httpByServer map[nsName][]*httpRouteSpec
 	grpcByServer map[nsName][]*grpcRouteSpec

@@ -10,7 +10,7 @@
 //	   │  Objects: Namespaces, workloads, ServiceAccounts, Services,
 //	   │  Servers, ServerAuthorizations, AuthorizationPolicies,
 //	   │  MeshTLS/NetworkAuthentications, HTTPRoutes, GRPCRoutes,
-//	   │  HTTPLocalRateLimitPolicies, EgressNetworks
+//	   │  TCPRoutes, TLSRoutes, HTTPLocalRateLimitPolicies, EgressNetworks
 //	   ▼
 //	Build(objs, cfg) ─► Index ─► Evaluate / Explain        (offline, CI)
 //	   ▲                  │
@@ -68,6 +68,14 @@
 // with the routes attached to it and a default route that forwards
 // (Allow) or refuses (Deny) the rest; without one, Linkerd's
 // egress-fallback policy, which forwards everything.
+//
+// Gateway API TCPRoutes and TLSRoutes whose parent is a Service or an
+// EgressNetwork (in the route's namespace) route whole connections: a
+// port with TLSRoutes and no HTTP or gRPC route is served as
+// ProxyProtocol.Tls (routes chosen by the ClientHello's SNI), one with a
+// TCPRoute as ProxyProtocol.Opaque (Linkerd serves the oldest TCPRoute
+// only); each route's backends are weighted, and one the controller cannot
+// resolve carries an Invalid filter (outbound_streamroute.go).
 //
 // # Serving
 //

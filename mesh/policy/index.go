@@ -133,6 +133,8 @@ func Build(objs *Objects, cfg *Config) *Index {
 	sorted.HTTPRoutes = append(sorted.HTTPRoutes[:0:0], objs.HTTPRoutes...)
 	sorted.GatewayHTTPRoutes = append(sorted.GatewayHTTPRoutes[:0:0], objs.GatewayHTTPRoutes...)
 	sorted.GRPCRoutes = append(sorted.GRPCRoutes[:0:0], objs.GRPCRoutes...)
+	sorted.TCPRoutes = append(sorted.TCPRoutes[:0:0], objs.TCPRoutes...)
+	sorted.TLSRoutes = append(sorted.TLSRoutes[:0:0], objs.TLSRoutes...)
 	sorted.HTTPLocalRateLimitPolicies = append(sorted.HTTPLocalRateLimitPolicies[:0:0], objs.HTTPLocalRateLimitPolicies...)
 	sorted.EgressNetworks = append(sorted.EgressNetworks[:0:0], objs.EgressNetworks...)
 	sorted.sortAll()

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1alpha2 "sigs.k8s.io/gateway-api/apis/v1alpha2"
 
 	"github.com/weftmesh/weft/apis/manifest"
 	"github.com/weftmesh/weft/apis/policy/v1alpha1"
@@ -137,6 +138,11 @@ type Objects struct {
 	HTTPRoutes        []*v1beta3.HTTPRoute
 	GatewayHTTPRoutes []*gatewayv1.HTTPRoute
 	GRPCRoutes        []*gatewayv1.GRPCRoute
+	// TCPRoutes and TLSRoutes are the Gateway API TCPRoutes and
+	// TLSRoutes, v1alpha2 ones (as Linkerd's manifests write them)
+	// converted to v1, the same fields.
+	TCPRoutes []*gatewayv1.TCPRoute
+	TLSRoutes []*gatewayv1.TLSRoute
 	// HTTPLocalRateLimitPolicies limit the request rate of Servers.
 	HTTPLocalRateLimitPolicies []*v1alpha1.HTTPLocalRateLimitPolicy
 	// EgressNetworks say what proxies do with traffic to addresses
@@ -159,7 +165,7 @@ func (o *Objects) Len() int {
 	return len(o.Namespaces) + len(o.Workloads) + len(o.ServiceAccounts) + len(o.Services) + len(o.Servers) +
 		len(o.ServerAuthorizations) + len(o.AuthorizationPolicies) + len(o.MeshTLSAuthentications) +
 		len(o.NetworkAuthentications) + len(o.HTTPRoutes) + len(o.GatewayHTTPRoutes) + len(o.GRPCRoutes) +
-		len(o.HTTPLocalRateLimitPolicies) + len(o.EgressNetworks)
+		len(o.HTTPLocalRateLimitPolicies) + len(o.EgressNetworks) + len(o.TCPRoutes) + len(o.TLSRoutes)
 }
 
 // ObjectsFromManifests collects decoded manifests (see
@@ -331,6 +337,30 @@ func (o *Objects) Add(obj runtime.Object, loc Location) error {
 			return err
 		}
 		o.GRPCRoutes = append(o.GRPCRoutes, v)
+	case *gatewayv1.TCPRoute:
+		v = v.DeepCopy()
+		if err := record("TCPRoute", &v.ObjectMeta, true); err != nil {
+			return err
+		}
+		o.TCPRoutes = append(o.TCPRoutes, v)
+	case *gatewayv1alpha2.TCPRoute:
+		r := tcpRouteV1(v.DeepCopy())
+		if err := record("TCPRoute", &r.ObjectMeta, true); err != nil {
+			return err
+		}
+		o.TCPRoutes = append(o.TCPRoutes, r)
+	case *gatewayv1.TLSRoute:
+		v = v.DeepCopy()
+		if err := record("TLSRoute", &v.ObjectMeta, true); err != nil {
+			return err
+		}
+		o.TLSRoutes = append(o.TLSRoutes, v)
+	case *gatewayv1alpha2.TLSRoute:
+		r := tlsRouteV1(v.DeepCopy())
+		if err := record("TLSRoute", &r.ObjectMeta, true); err != nil {
+			return err
+		}
+		o.TLSRoutes = append(o.TLSRoutes, r)
 	}
 	return nil
 }
@@ -423,8 +453,39 @@ func (o *Objects) sortAll() {
 		return byMeta(&o.GatewayHTTPRoutes[i].ObjectMeta, &o.GatewayHTTPRoutes[j].ObjectMeta)
 	})
 	sort.SliceStable(o.GRPCRoutes, func(i, j int) bool { return byMeta(&o.GRPCRoutes[i].ObjectMeta, &o.GRPCRoutes[j].ObjectMeta) })
+	sort.SliceStable(o.TCPRoutes, func(i, j int) bool { return byMeta(&o.TCPRoutes[i].ObjectMeta, &o.TCPRoutes[j].ObjectMeta) })
+	sort.SliceStable(o.TLSRoutes, func(i, j int) bool { return byMeta(&o.TLSRoutes[i].ObjectMeta, &o.TLSRoutes[j].ObjectMeta) })
 	sort.SliceStable(o.HTTPLocalRateLimitPolicies, func(i, j int) bool {
 		return byMeta(&o.HTTPLocalRateLimitPolicies[i].ObjectMeta, &o.HTTPLocalRateLimitPolicies[j].ObjectMeta)
 	})
 	sort.SliceStable(o.EgressNetworks, func(i, j int) bool { return byMeta(&o.EgressNetworks[i].ObjectMeta, &o.EgressNetworks[j].ObjectMeta) })
+}
+
+// tcpRouteV1 converts a v1alpha2 TCPRoute to v1: the same fields (the
+// rule and status types of v1alpha2 are v1's). The apiVersion becomes v1.
+func tcpRouteV1(r *gatewayv1alpha2.TCPRoute) *gatewayv1.TCPRoute {
+	out := &gatewayv1.TCPRoute{
+		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "TCPRoute"},
+		ObjectMeta: r.ObjectMeta,
+		Spec:       gatewayv1.TCPRouteSpec{CommonRouteSpec: r.Spec.CommonRouteSpec},
+		Status:     gatewayv1.TCPRouteStatus(r.Status),
+	}
+	for _, rule := range r.Spec.Rules {
+		out.Spec.Rules = append(out.Spec.Rules, gatewayv1.TCPRouteRule(rule))
+	}
+	return out
+}
+
+// tlsRouteV1 converts a v1alpha2 TLSRoute to v1, as tcpRouteV1.
+func tlsRouteV1(r *gatewayv1alpha2.TLSRoute) *gatewayv1.TLSRoute {
+	out := &gatewayv1.TLSRoute{
+		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "TLSRoute"},
+		ObjectMeta: r.ObjectMeta,
+		Spec:       gatewayv1.TLSRouteSpec{CommonRouteSpec: r.Spec.CommonRouteSpec, Hostnames: r.Spec.Hostnames},
+		Status:     gatewayv1.TLSRouteStatus(r.Status),
+	}
+	for _, rule := range r.Spec.Rules {
+		out.Spec.Rules = append(out.Spec.Rules, gatewayv1.TLSRouteRule(rule))
+	}
+	return out
 }

@@ -125,10 +125,22 @@ func (ix *Index) egressPolicy(e *egressNet, dst netip.AddrPort) *outbound.Outbou
 		http: forPort(e.http), grpc: forPort(e.grpc), egress: &egressParent{ns: ns, name: name, dst: dst}}
 	accrual := si.accrual.proto()
 	opaque := &outbound.ProxyProtocol_Opaque{Routes: []*outbound.OpaqueRoute{egressOpaqueRoute(backend, e.deny)}}
+	// TCPRoutes and TLSRoutes as for a Service (outbound_streamroute.go);
+	// the Tls protocol ends with the EgressNetwork's default route.
+	tcpRoutes, tlsRoutes := streamsFor(e.tcp, port), streamsFor(e.tls, port)
+	streams := len(si.http) == 0 && len(si.grpc) == 0
 	pp := &outbound.ProxyProtocol{}
 	switch {
+	case e.opaque.Contains(uint32(port)) && len(tcpRoutes) > 0:
+		pp.Kind = &outbound.ProxyProtocol_Opaque_{Opaque: ix.tcpProtocol(si, tcpRoutes, backend)}
 	case e.opaque.Contains(uint32(port)):
 		pp.Kind = &outbound.ProxyProtocol_Opaque_{Opaque: opaque}
+	case streams && len(tlsRoutes) > 0:
+		tls := ix.tlsProtocol(si, tlsRoutes, backend)
+		tls.Routes = append(tls.Routes, egressTLSRoute(backend, e.deny))
+		pp.Kind = &outbound.ProxyProtocol_Tls_{Tls: tls}
+	case streams && len(tcpRoutes) > 0:
+		pp.Kind = &outbound.ProxyProtocol_Opaque_{Opaque: ix.tcpProtocol(si, tcpRoutes, backend)}
 	case len(si.grpc) > 0:
 		routes := append(ix.outboundGRPCRoutes(si, si.grpc, backend), ix.egressGRPCRoute(si, backend, e.deny))
 		pp.Kind = &outbound.ProxyProtocol_Grpc_{Grpc: &outbound.ProxyProtocol_Grpc{Routes: routes, FailureAccrual: accrual}}

@@ -51,6 +51,9 @@ type serviceInfo struct {
 	timeouts timeoutSpec
 	http     []*outboundRoute
 	grpc     []*outboundRoute
+	// tcp and tls are the TCPRoutes and TLSRoutes attached to the Service
+	// (translate_streamroute.go).
+	tcp, tls []*streamAttach
 	// egress is set when the parent is an EgressNetwork (outbound_egress.go).
 	egress *egressParent
 }
@@ -209,6 +212,7 @@ func isServiceParent(pr parentRef) bool {
 
 func (b *builder) buildOutbound() *outboundIndex {
 	ox := &outboundIndex{cfg: b.cfg, services: map[nsName]*serviceInfo{}, byIP: map[netip.Addr]*serviceInfo{}}
+	b.tcpRoutes, b.tlsRoutes = b.translateStreamRoutes()
 	for _, svc := range b.objs.Services {
 		ref := ObjectRef{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name}
 		si := &serviceInfo{svc: svc}

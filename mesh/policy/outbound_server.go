@@ -184,8 +184,18 @@ func (ix *Index) OutboundPolicy(t OutboundTarget) (*outbound.OutboundPolicy, err
 		}
 		return out
 	}
-	httpRoutes := ix.outboundHTTPRoutes(si, routesFor(si.http), backend)
+	attachedHTTP := routesFor(si.http)
+	httpRoutes := ix.outboundHTTPRoutes(si, attachedHTTP, backend)
 	grpcRoutes := routesFor(si.grpc)
+	// TCPRoutes and TLSRoutes (outbound_streamroute.go) count where
+	// Linkerd's controller lets them: an opaque port's TCPRoutes, and on a
+	// port without appProtocol, TLSRoutes then TCPRoutes when no HTTP or
+	// gRPC route is attached.
+	tcpRoutes, tlsRoutes := streamsFor(si.tcp, t.Port), streamsFor(si.tls, t.Port)
+	if isOpaque && len(tcpRoutes) > 0 {
+		opaque = ix.tcpProtocol(si, tcpRoutes, backend)
+	}
+	streams := appProto == "" && !isOpaque && len(attachedHTTP) == 0 && len(grpcRoutes) == 0
 
 	pp := &outbound.ProxyProtocol{}
 	switch {
@@ -197,6 +207,10 @@ func (ix *Index) OutboundPolicy(t OutboundTarget) (*outbound.OutboundPolicy, err
 		pp.Kind = &outbound.ProxyProtocol_Grpc_{Grpc: &outbound.ProxyProtocol_Grpc{Routes: ix.outboundGRPCRoutes(si, grpcRoutes, backend), FailureAccrual: accrual}}
 	case isH2(appProto):
 		pp.Kind = &outbound.ProxyProtocol_Http2_{Http2: &outbound.ProxyProtocol_Http2{Routes: httpRoutes, FailureAccrual: accrual}}
+	case streams && len(tlsRoutes) > 0:
+		pp.Kind = &outbound.ProxyProtocol_Tls_{Tls: ix.tlsProtocol(si, tlsRoutes, backend)}
+	case streams && len(tcpRoutes) > 0:
+		pp.Kind = &outbound.ProxyProtocol_Opaque_{Opaque: ix.tcpProtocol(si, tcpRoutes, backend)}
 	default:
 		pp.Kind = &outbound.ProxyProtocol_Detect_{Detect: &outbound.ProxyProtocol_Detect{
 			Timeout: dur(ix.cfg.DetectTimeout),

@@ -41,7 +41,8 @@ const maxConditionMessage = 1024
 // controller.
 type RouteStatus struct {
 	// Group is the route's API group (policy.linkerd.io or
-	// gateway.networking.k8s.io), Kind HTTPRoute or GRPCRoute.
+	// gateway.networking.k8s.io), Kind HTTPRoute, GRPCRoute, TCPRoute or
+	// TLSRoute.
 	Group, Kind     string
 	Namespace, Name string
 	// ResourceVersion is the version of the object Current was read
@@ -126,8 +127,8 @@ func sameParentRef(a, b gatewayv1.ParentReference) bool {
 	return err1 == nil && err2 == nil && string(ja) == string(jb)
 }
 
-// RouteStatuses returns the status of every HTTPRoute (both groups) and
-// GRPCRoute in the snapshot, including routes with no parent Weft owns
+// RouteStatuses returns the status of every HTTPRoute (both groups),
+// GRPCRoute, TCPRoute and TLSRoute in the snapshot, including routes with no parent Weft owns
 // (whose Parents are empty, so Merge removes entries Weft wrote before).
 // It is a pure function of the index.
 func (ix *Index) RouteStatuses() []RouteStatus { return ix.routeStatus }
@@ -140,10 +141,12 @@ type routeFacts struct {
 	backends    []gatewayv1.BackendObjectReference
 	current     []gatewayv1.RouteParentStatus
 	// invalid is the first error found translating the route (it is
-	// then ignored); http or grpc is the translation otherwise.
+	// then ignored); http, grpc or stream (a TCPRoute or TLSRoute) is
+	// the translation otherwise.
 	invalid string
 	http    *httpRouteSpec
 	grpc    *grpcRouteSpec
+	stream  *streamRoute
 }
 
 func backendObjects[T any](rules []T, refs func(T) []gatewayv1.BackendRef) []gatewayv1.BackendObjectReference {
@@ -166,6 +169,10 @@ func (b *builder) routeStatuses() []RouteStatus {
 	grpcSpecs := map[ObjectRef]*grpcRouteSpec{}
 	for _, r := range b.grpcRoutes {
 		grpcSpecs[r.ref] = r
+	}
+	streamSpecs := map[ObjectRef]*streamRoute{}
+	for _, r := range append(append([]*streamRoute(nil), b.tcpRoutes...), b.tlsRoutes...) {
+		streamSpecs[r.ref] = r
 	}
 	firstError := b.firstErrors()
 	var facts []routeFacts
@@ -203,6 +210,18 @@ func (b *builder) routeStatuses() []RouteStatus {
 		})
 		facts = append(facts, f)
 	}
+	for _, r := range b.objs.TCPRoutes {
+		f := routeFacts{group: gatewayv1.GroupName, kind: "TCPRoute", meta: &r.ObjectMeta,
+			parents: translateParents(r.Namespace, r.Spec.ParentRefs), current: r.Status.Parents}
+		f.backends = backendObjects(r.Spec.Rules, func(rule gatewayv1.TCPRouteRule) []gatewayv1.BackendRef { return rule.BackendRefs })
+		facts = append(facts, f)
+	}
+	for _, r := range b.objs.TLSRoutes {
+		f := routeFacts{group: gatewayv1.GroupName, kind: "TLSRoute", meta: &r.ObjectMeta,
+			parents: translateParents(r.Namespace, r.Spec.ParentRefs), current: r.Status.Parents}
+		f.backends = backendObjects(r.Spec.Rules, func(rule gatewayv1.TLSRouteRule) []gatewayv1.BackendRef { return rule.BackendRefs })
+		facts = append(facts, f)
+	}
 	services := map[nsName]*corev1.Service{}
 	for _, s := range b.objs.Services {
 		services[nsName{s.Namespace, s.Name}] = s
@@ -213,12 +232,15 @@ func (b *builder) routeStatuses() []RouteStatus {
 		st := RouteStatus{Group: f.group, Kind: f.kind, Namespace: f.meta.Namespace, Name: f.meta.Name,
 			ResourceVersion: f.meta.ResourceVersion, Current: f.current}
 		ref := st.Ref()
-		if f.kind == "GRPCRoute" {
+		switch f.kind {
+		case "GRPCRoute":
 			f.grpc = grpcSpecs[ref]
-		} else {
+		case "TCPRoute", "TLSRoute":
+			f.stream = streamSpecs[ref]
+		default:
 			f.http = httpSpecs[ref]
 		}
-		if f.http == nil && f.grpc == nil {
+		if f.http == nil && f.grpc == nil && f.stream == nil {
 			f.invalid = firstError[ref]
 			if f.invalid == "" {
 				f.invalid = "the route is invalid"

@@ -276,6 +276,41 @@ spec:
 `,
 			want: parentConds{"Server/web-http": accepted(yes, "Accepted")},
 		},
+		{
+			name: "v1alpha2 TLSRoute on a Service", kind: "TLSRoute", group: "gateway.networking.k8s.io",
+			route: `apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TLSRoute
+metadata: {name: r, namespace: my-app}
+spec:
+  parentRefs: [{group: core, kind: Service, name: web, port: 80}]
+  hostnames: [web.example.com]
+  rules: [{backendRefs: [{name: web-canary, port: 80}]}]
+`,
+			want: parentConds{"Service/web": outbound(cond{yes, "Accepted"}, resolved)},
+		},
+		{
+			name: "TCPRoute with a missing backend", kind: "TCPRoute", group: "gateway.networking.k8s.io",
+			route: `apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata: {name: r, namespace: my-app}
+spec:
+  parentRefs: [{group: core, kind: Service, name: web, port: 80}]
+  rules: [{backendRefs: [{name: nope, port: 80}]}]
+`,
+			want: parentConds{"Service/web": outbound(cond{yes, "Accepted"}, cond{no, "BackendNotFound"})},
+		},
+		{
+			name: "TCPRoute with two rules", kind: "TCPRoute", group: "gateway.networking.k8s.io",
+			route: `apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {name: r, namespace: my-app}
+spec:
+  parentRefs: [{group: core, kind: Service, name: web, port: 80}]
+  rules: [{backendRefs: [{name: web, port: 80}]}, {backendRefs: [{name: web-canary, port: 80}]}]
+`,
+			want:    parentConds{"Service/web": outbound(cond{no, "UnsupportedValue"}, resolved)},
+			message: [2]string{"Service/web Accepted", "single rule"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ix := policy.Build(objectsFrom(t, routeStatusBase+"---\n"+tc.route), nil)

@@ -27,6 +27,8 @@ type egressNet struct {
 	timeouts timeoutSpec
 	http     []*outboundRoute
 	grpc     []*outboundRoute
+	// tcp and tls are the TCPRoutes and TLSRoutes attached to it.
+	tcp, tls []*streamAttach
 }
 
 // translateEgressNetwork checks one EgressNetwork with the rules of
@@ -186,8 +188,17 @@ func (b *builder) buildEgress(ox *outboundIndex) {
 			}
 		}
 	}
+	egress := func(k nsName) *egressNet { return byName[k] }
+	b.attachStreamRoutes(b.tcpRoutes, ox, egress, false)
+	b.attachStreamRoutes(b.tlsRoutes, ox, egress, true)
 	for _, e := range ox.egress {
 		sortOutbound(e.http)
 		sortOutbound(e.grpc)
+		sortStreams(e.tcp)
+		sortStreams(e.tls)
+	}
+	for _, si := range ox.services {
+		sortStreams(si.tcp)
+		sortStreams(si.tls)
 	}
 }

@@ -7,7 +7,8 @@ import (
 // Validate checks one policy resource (a Server of any version,
 // ServerAuthorization, AuthorizationPolicy, MeshTLSAuthentication,
 // NetworkAuthentication, HTTPLocalRateLimitPolicy, EgressNetwork, HTTPRoute
-// of either group, GRPCRoute) with the same translation Build applies, and returns the problems that would make
+// of either group, GRPCRoute, TCPRoute, TLSRoute) with the same
+// translation Build applies, and returns the problems that would make
 // the index ignore it (SeverityError). An object Validate accepts is one
 // Build uses; one it refuses, Build ignores, with the same messages. This
 // is what the validating admission webhook (mesh/inject/webhook) answers

@@ -67,7 +67,7 @@ func (m *mesh) routePolicyLive(t *testing.T) {
 			gwObjs = append(gwObjs, o)
 		}
 	}
-	require.Len(t, gw, 2, "weft install --crds --gateway-api prints the HTTPRoute and GRPCRoute CRDs")
+	require.Len(t, gw, 4, "weft install --crds --gateway-api prints the HTTPRoute, GRPCRoute, TCPRoute and TLSRoute CRDs")
 	t.Cleanup(func() { m.deleteGatewayCRDs(t, gwObjs) })
 	e.applyObjects(t, gw)
 	e.waitCRDsEstablished(t, gwObjs)

@@ -45,8 +45,8 @@ var installed struct {
 	took  time.Duration
 }
 
-// requireCRDs installs Weft's CRDs (apis/crds) and the Gateway API HTTPRoute
-// and GRPCRoute CRDs (from the sigs.k8s.io/gateway-api module Weft builds
+// requireCRDs installs Weft's CRDs (apis/crds) and the Gateway API HTTPRoute,
+// GRPCRoute, TCPRoute and TLSRoute CRDs (from the sigs.k8s.io/gateway-api module Weft builds
 // against), waits until each is Established, and fails t if that did not
 // work. The first caller does the work; the others reuse the outcome.
 func requireCRDs(t *testing.T, c clients) {
@@ -86,15 +86,19 @@ func installCRDs(c clients) ([]string, error) {
 }
 
 // gatewayRouteCRDs reads the standard-channel HTTPRoute and GRPCRoute CRDs
-// shipped in the gateway-api module this repository requires.
+// and the experimental-channel TCPRoute and TLSRoute CRDs shipped in the
+// gateway-api module this repository requires.
 func gatewayRouteCRDs() ([]*apiextv1.CustomResourceDefinition, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
 	if err != nil {
 		return nil, fmt.Errorf("locate the sigs.k8s.io/gateway-api module: %w", err)
 	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
+	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd")
 	var list []*apiextv1.CustomResourceDefinition
-	for _, f := range []string{"gateway.networking.k8s.io_httproutes.yaml", "gateway.networking.k8s.io_grpcroutes.yaml"} {
+	for _, f := range []string{
+		"standard/gateway.networking.k8s.io_httproutes.yaml", "standard/gateway.networking.k8s.io_grpcroutes.yaml",
+		"experimental/gateway.networking.k8s.io_tcproutes.yaml", "experimental/gateway.networking.k8s.io_tlsroutes.yaml",
+	} {
 		data, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			return nil, err

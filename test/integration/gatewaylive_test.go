@@ -187,11 +187,17 @@ func TestPolicyControllerPicksUpGatewayAPIRoutesWhenTheirCRDsAreInstalledLater(t
 	assert.Equal(t, 1.0, testutil.GaugeValue(t, reg, "weft_policy_gateway_api_watched", "resource", grpcCRD))
 	assert.Empty(t, src.Errors())
 
+	// The other kinds' informers list on their own time once their CRDs
+	// are served (four CRDs now, the API server may serve the last ones
+	// later): the HTTPRoutes are watched before the GRPCRoute CRD goes, so
+	// that the check below is about the deletion.
+	waitFor(t, time.Now(), x.Updated(), func() bool { return src.GatewayAPIWatched()["httproutes.gateway.networking.k8s.io"] }, "the HTTPRoutes watched too")
+
 	// The CRD goes (and with it the route): the authorization goes too.
 	require.NoError(t, ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, grpcCRD, metav1.DeleteOptions{}))
 	waitFor(t, time.Now(), x.Updated(), func() bool { return decision("client") == "deny" }, "the route gone with its CRD")
 	waitFor(t, time.Now(), x.Updated(), func() bool { return !src.GatewayAPIWatched()[grpcCRD] }, "the GRPCRoutes no longer watched")
 	assert.Empty(t, src.Objects().GRPCRoutes)
 	assert.Equal(t, 0.0, testutil.GaugeValue(t, reg, "weft_policy_gateway_api_watched", "resource", grpcCRD))
-	assert.True(t, src.GatewayAPIWatched()["httproutes.gateway.networking.k8s.io"], "the other kind stays watched")
+	assert.True(t, src.GatewayAPIWatched()["httproutes.gateway.networking.k8s.io"], "the other kind stays watched: %v", src.GatewayAPIWatched())
 }

@@ -30,4 +30,14 @@
 // matches, the number of query matches, then order. A header sent more
 // than once matches when any of its values does. Without any route the
 // request goes to the destination itself (route "default").
+//
+// # Whole connections
+//
+// [CompileStream] reads the routes of whole connections, Gateway API
+// TLSRoutes (the Tls protocol: [Stream.Select] picks a route by the SNI of
+// the ClientHello, an exact name over the longest `*.` suffix over a
+// route without names) and a TCPRoute (an Opaque protocol whose route is a
+// resource: it takes every connection); [StreamRoute.Pick] chooses a
+// backend by weight. It is strict too: a filter, backend or SNI match it
+// does not know is an error, and the proxy refuses the connection.
 package route

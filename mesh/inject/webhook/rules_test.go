@@ -209,6 +209,35 @@ spec:
   trafficPolicy: allow
   networks: [{cidr: 10.1.0.0/33}, {cidr: 10.1.1.0/24, except: [10.1.1.0/24]}]
 `, []string{"spec.networks[0]", "spec.networks[1]", "spec.trafficPolicy"}},
+	{"a v1alpha2 TLSRoute on an EgressNetwork port", `apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TLSRoute
+metadata: {name: tls, namespace: shop}
+spec:
+  parentRefs: [{group: policy.linkerd.io, kind: EgressNetwork, name: all, port: 443}]
+  hostnames: [api.example.com, "*.example.org"]
+  rules: [{backendRefs: [{group: policy.linkerd.io, kind: EgressNetwork, name: all}]}]
+`, nil},
+	{"a TLSRoute on an EgressNetwork without a port, with two rules and a bad hostname", `apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TLSRoute
+metadata: {name: tls, namespace: shop}
+spec:
+  parentRefs: [{group: policy.linkerd.io, kind: EgressNetwork, name: all}]
+  hostnames: ["api.*.example.com"]
+  rules: [{backendRefs: [{name: a, port: 443}]}, {backendRefs: [{name: b, port: 443}]}]
+`, []string{"spec.hostnames[0]", "spec.parentRefs[0].port", "spec.rules"}},
+	{"a v1 TCPRoute on a Service", `apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata: {name: db, namespace: shop}
+spec:
+  parentRefs: [{group: core, kind: Service, name: db, port: 5432}]
+  rules: [{backendRefs: [{name: db-blue, port: 5432, weight: 90}, {name: db-green, port: 5432, weight: 10}]}]
+`, nil},
+	{"a v1alpha2 TCPRoute without a rule", `apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {name: db, namespace: shop}
+spec:
+  parentRefs: [{group: core, kind: Service, name: db, port: 5432}]
+`, []string{"spec.rules"}},
 	{"a valid ServiceProfile", `apiVersion: linkerd.io/v1alpha2
 kind: ServiceProfile
 metadata: {name: web.shop.svc.cluster.local, namespace: shop}

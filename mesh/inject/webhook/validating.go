@@ -141,7 +141,9 @@ func validated(k metav1.GroupVersionKind) bool {
 		"policy.linkerd.io/v1alpha1/AuthorizationPolicy", "policy.linkerd.io/v1alpha1/MeshTLSAuthentication",
 		"policy.linkerd.io/v1alpha1/NetworkAuthentication", "policy.linkerd.io/v1alpha1/HTTPLocalRateLimitPolicy",
 		"policy.linkerd.io/v1alpha1/EgressNetwork",
-		"gateway.networking.k8s.io/v1/HTTPRoute", "gateway.networking.k8s.io/v1/GRPCRoute":
+		"gateway.networking.k8s.io/v1/HTTPRoute", "gateway.networking.k8s.io/v1/GRPCRoute",
+		"gateway.networking.k8s.io/v1/TCPRoute", "gateway.networking.k8s.io/v1alpha2/TCPRoute",
+		"gateway.networking.k8s.io/v1/TLSRoute", "gateway.networking.k8s.io/v1alpha2/TLSRoute":
 		return true
 	}
 	return false

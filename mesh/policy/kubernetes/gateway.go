@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// GatewayAPIMode says whether a Source watches the Gateway API HTTPRoutes
-// and GRPCRoutes.
+// GatewayAPIMode says whether a Source watches the Gateway API HTTPRoutes,
+// GRPCRoutes, TCPRoutes and TLSRoutes.
 type GatewayAPIMode int
 
 const (
@@ -27,7 +27,8 @@ const (
 	// after the source started are picked up without a restart.
 	GatewayAPIAuto GatewayAPIMode = iota
 	// GatewayAPIRequired is GatewayAPIAuto, except that New fails when
-	// either CRD is missing at start.
+	// the HTTPRoute or GRPCRoute CRD is missing at start (TCPRoute and
+	// TLSRoute, of the experimental channel, stay optional).
 	GatewayAPIRequired
 	// GatewayAPIOff never watches the Gateway API routes nor their CRDs.
 	GatewayAPIOff
@@ -48,21 +49,26 @@ func ParseGatewayAPIMode(s string) (GatewayAPIMode, error) {
 	return 0, fmt.Errorf("kubernetes: Gateway API mode %q: want auto, true or false", s)
 }
 
-// CustomResourceDefinitionsResource is watched, by name, for the two
-// Gateway API route CRDs unless the mode is GatewayAPIOff.
+// CustomResourceDefinitionsResource is watched, by name, for the Gateway
+// API route CRDs unless the mode is GatewayAPIOff.
 var CustomResourceDefinitionsResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // GatewayAPICRDs are the names of the CustomResourceDefinitions whose
 // routes the source reads, as RBAC resourceNames and as the resource label
 // of weft_policy_gateway_api_watched.
-var GatewayAPICRDs = []string{"httproutes.gateway.networking.k8s.io", "grpcroutes.gateway.networking.k8s.io"}
+var GatewayAPICRDs = []string{"httproutes.gateway.networking.k8s.io", "grpcroutes.gateway.networking.k8s.io",
+	"tcproutes.gateway.networking.k8s.io", "tlsroutes.gateway.networking.k8s.io"}
 
 // gatewayKind is one Gateway API route kind: the CRD the source follows
 // and, while that CRD is usable, the informer of its routes.
 type gatewayKind struct {
-	gvr     schema.GroupVersionResource
+	// gvrs are the versions the source reads, preferred first; the
+	// routes are watched at the first one the CRD serves.
+	gvrs    []schema.GroupVersionResource
 	crdName string
 	crds    cache.SharedIndexInformer
+	// optional kinds are never required (GatewayAPIRequired).
+	optional bool
 
 	// route is nil while the kind is not watched. Only New (before the
 	// run loop starts) and the run loop touch it.
@@ -70,6 +76,7 @@ type gatewayKind struct {
 }
 
 type routeInformer struct {
+	gvr      schema.GroupVersionResource
 	informer cache.SharedIndexInformer
 	lister   cache.GenericLister
 	stop     context.CancelFunc
@@ -77,8 +84,13 @@ type routeInformer struct {
 
 func newGatewayKinds() []*gatewayKind {
 	return []*gatewayKind{
-		{gvr: GatewayHTTPRoutesResource, crdName: GatewayAPICRDs[0]},
-		{gvr: GRPCRoutesResource, crdName: GatewayAPICRDs[1]},
+		{gvrs: []schema.GroupVersionResource{GatewayHTTPRoutesResource}, crdName: GatewayAPICRDs[0]},
+		{gvrs: []schema.GroupVersionResource{GRPCRoutesResource}, crdName: GatewayAPICRDs[1]},
+		// TCPRoute and TLSRoute: v1 where the CRD serves it (Gateway API
+		// v1.5 and later, both channels), else v1alpha2 (the earlier
+		// experimental channels, which Linkerd's install docs use).
+		{gvrs: []schema.GroupVersionResource{TCPRoutesV1Resource, TCPRoutesResource}, crdName: GatewayAPICRDs[2], optional: true},
+		{gvrs: []schema.GroupVersionResource{TLSRoutesV1Resource, TLSRoutesResource}, crdName: GatewayAPICRDs[3], optional: true},
 	}
 }
 
@@ -91,30 +103,46 @@ func crdInformer(dyn dynamic.Interface, name string, resync time.Duration) cache
 }
 
 // usable reports whether the CRD cached under k's name lets the source
-// read the routes at the version it understands, and if not, why.
-func (k *gatewayKind) usable() (bool, string) {
+// read the routes at a version it understands, which (the first of k.gvrs
+// the CRD serves), and if not, why.
+func (k *gatewayKind) usable() (schema.GroupVersionResource, bool, string) {
 	obj, exists, err := k.crds.GetStore().GetByKey(k.crdName)
 	if err != nil {
-		return false, err.Error()
+		return schema.GroupVersionResource{}, false, err.Error()
 	}
 	if !exists {
-		return false, "the CRD is not installed"
+		return schema.GroupVersionResource{}, false, "the CRD is not installed"
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return false, fmt.Sprintf("unexpected %T in the CRD cache", obj)
+		return schema.GroupVersionResource{}, false, fmt.Sprintf("unexpected %T in the CRD cache", obj)
 	}
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	// Not strict: a newer API server may add fields to CRDs themselves;
 	// only the versions and conditions read here matter.
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, crd); err != nil {
-		return false, fmt.Sprintf("the CRD cannot be read: %v", err)
+		return schema.GroupVersionResource{}, false, fmt.Sprintf("the CRD cannot be read: %v", err)
 	}
-	return crdUsable(crd, k.gvr.Version)
+	var why string
+	for _, gvr := range k.gvrs {
+		ok, w := crdUsable(crd, gvr.Version)
+		if ok {
+			return gvr, true, ""
+		}
+		if why == "" {
+			why = w
+		}
+	}
+	if len(k.gvrs) > 1 {
+		if ok, _ := crdUsable(crd, ""); ok || why == "" {
+			why = "the CRD serves none of the versions this build reads"
+		}
+	}
+	return schema.GroupVersionResource{}, false, why
 }
 
 // crdUsable: the CRD is not being deleted, is Established, and serves
-// version.
+// version ("" for any version).
 func crdUsable(crd *apiextensionsv1.CustomResourceDefinition, version string) (bool, string) {
 	if crd.DeletionTimestamp != nil {
 		return false, "the CRD is being deleted"
@@ -129,7 +157,7 @@ func crdUsable(crd *apiextensionsv1.CustomResourceDefinition, version string) (b
 		return false, "the CRD is not Established yet"
 	}
 	for _, v := range crd.Spec.Versions {
-		if v.Name == version && v.Served {
+		if (version == "" || v.Name == version) && v.Served {
 			return true, ""
 		}
 	}
@@ -142,11 +170,18 @@ func crdUsable(crd *apiextensionsv1.CustomResourceDefinition, version string) (b
 // listed). It runs in New and then only in the run loop.
 func (s *Source) reconcileGateway(runCtx context.Context, dyn dynamic.Interface) {
 	for _, k := range s.gateway {
-		ok, why := k.usable()
+		gvr, ok, why := k.usable()
+		if ok && k.route != nil && k.route.gvr != gvr {
+			// The CRD now serves a version this build prefers (or
+			// stopped serving the one watched): watch again at gvr.
+			k.route.stop()
+			k.route = nil
+			s.markDirty()
+		}
 		switch {
 		case ok && k.route == nil:
-			k.route = s.startRoutes(runCtx, dyn, k.gvr)
-			s.cfg.logger.Info("kubernetes: watching Gateway API routes", "crd", k.crdName)
+			k.route = s.startRoutes(runCtx, dyn, gvr)
+			s.cfg.logger.Info("kubernetes: watching Gateway API routes", "crd", k.crdName, "version", gvr.Version)
 		case !ok && k.route != nil:
 			k.route.stop()
 			k.route = nil
@@ -181,5 +216,5 @@ func (s *Source) startRoutes(runCtx context.Context, dyn dynamic.Interface, gvr 
 			s.markDirty()
 		}
 	}()
-	return &routeInformer{informer: inf, lister: gi.Lister(), stop: cancel}
+	return &routeInformer{gvr: gvr, informer: inf, lister: gi.Lister(), stop: cancel}
 }

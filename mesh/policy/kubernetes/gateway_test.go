@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/policy"
@@ -27,7 +28,7 @@ import (
 // stores it once accepted: serving v1, and Established when established.
 func gatewayCRD(name string, established bool) *unstructured.Unstructured {
 	plural, _, _ := strings.Cut(name, ".")
-	kinds := map[string]string{"httproutes": "HTTPRoute", "grpcroutes": "GRPCRoute"}
+	kinds := map[string]string{"httproutes": "HTTPRoute", "grpcroutes": "GRPCRoute", "tcproutes": "TCPRoute", "tlsroutes": "TLSRoute"}
 	crd := &apiextensionsv1.CustomResourceDefinition{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -40,6 +41,12 @@ func gatewayCRD(name string, established bool) *unstructured.Unstructured {
 				{Name: "v1beta1", Served: true},
 			},
 		},
+	}
+	if plural == "tcproutes" || plural == "tlsroutes" {
+		// As the experimental channels before Gateway API v1.5, which
+		// Linkerd's docs install: v1alpha2 only (the fake dynamic
+		// client converts nothing between versions).
+		crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1alpha2", Served: true, Storage: true}}
 	}
 	if established {
 		crd.Status.Conditions = []apiextensionsv1.CustomResourceDefinitionCondition{
@@ -82,7 +89,8 @@ func TestGatewayRoutesArePickedUpWhenTheirCRDAppearsAndDroppedWhenItIsDeleted(t 
 	defer src.Close()
 
 	const crd = "httproutes.gateway.networking.k8s.io"
-	assert.Equal(t, map[string]bool{crd: false, "grpcroutes.gateway.networking.k8s.io": false}, src.GatewayAPIWatched())
+	assert.Equal(t, map[string]bool{crd: false, "grpcroutes.gateway.networking.k8s.io": false,
+		"tcproutes.gateway.networking.k8s.io": false, "tlsroutes.gateway.networking.k8s.io": false}, src.GatewayAPIWatched())
 	assert.Equal(t, 0.0, testutil.GaugeValue(t, reg, "weft_policy_gateway_api_watched", "resource", crd))
 
 	// The CRD arrives, not yet Established: nothing is watched.
@@ -164,7 +172,60 @@ func TestRequiredGatewayAPIStartsWithTheCRDsInstalled(t *testing.T) {
 	require.NoError(t, err)
 	defer src.Close()
 	assert.Len(t, src.Objects().GatewayHTTPRoutes, 1)
-	assert.Equal(t, map[string]bool{"httproutes.gateway.networking.k8s.io": true, "grpcroutes.gateway.networking.k8s.io": true}, src.GatewayAPIWatched())
+	assert.Equal(t, map[string]bool{"httproutes.gateway.networking.k8s.io": true, "grpcroutes.gateway.networking.k8s.io": true,
+		"tcproutes.gateway.networking.k8s.io": true, "tlsroutes.gateway.networking.k8s.io": true}, src.GatewayAPIWatched())
+}
+
+func TestRequiredGatewayAPIDoesNotRequireTheExperimentalTCPRouteAndTLSRouteCRDs(t *testing.T) {
+	h := newBareHarness()
+	h.Set(t, sourcetest.Base()...)
+	for _, name := range []string{"httproutes.gateway.networking.k8s.io", "grpcroutes.gateway.networking.k8s.io"} {
+		require.NoError(t, h.dyn.Tracker().Add(gatewayCRD(name, true)))
+	}
+	src, err := kubernetes.New(testutil.Context(t, 0), h.client, h.dyn, kubernetes.WithGatewayAPI(kubernetes.GatewayAPIRequired), kubernetes.WithSyncTimeout(5*time.Second))
+	require.NoError(t, err)
+	defer src.Close()
+	assert.False(t, src.GatewayAPIWatched()["tcproutes.gateway.networking.k8s.io"])
+	assert.False(t, src.GatewayAPIWatched()["tlsroutes.gateway.networking.k8s.io"])
+}
+
+// TestTLSRoutesAreReadAtV1OnceTheirCRDServesIt follows a TLSRoute CRD
+// from v1alpha2 only (the experimental channels before v1.5) to one
+// serving v1 as well: the source then reads v1 (the fake dynamic client
+// keeps each version's objects apart, so which routes arrive says which
+// version is watched).
+func TestTLSRoutesAreReadAtV1OnceTheirCRDServesIt(t *testing.T) {
+	h := newHarness(t)
+	alpha := sourcetest.TLSRoute("alpha", []string{"a.example.com"}, sourcetest.StreamParentRef("Service", "web", 443))
+	v1 := &gatewayv1.TLSRoute{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "TLSRoute"},
+		ObjectMeta: metav1.ObjectMeta{Name: "stable", Namespace: sourcetest.NS},
+		Spec: gatewayv1.TLSRouteSpec{CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{sourcetest.StreamParentRef("Service", "web", 443)}},
+			Hostnames: []gatewayv1.Hostname{"b.example.com"}, Rules: []gatewayv1.TLSRouteRule{{}}},
+	}
+	h.Set(t, append(sourcetest.Base(), alpha, v1)...)
+	src, err := kubernetes.New(testutil.Context(t, 0), h.client, h.dyn, kubernetes.WithDebounce(5*time.Millisecond), kubernetes.WithSyncTimeout(5*time.Second))
+	require.NoError(t, err)
+	defer src.Close()
+	names := func() []string {
+		var out []string
+		for _, r := range src.Objects().TLSRoutes {
+			out = append(out, r.Name)
+		}
+		return out
+	}
+	require.Equal(t, []string{"alpha"}, names(), "the CRD serves v1alpha2 only")
+	assert.Equal(t, "gateway.networking.k8s.io/v1", src.Objects().TLSRoutes[0].APIVersion, "converted to the one form policy reads")
+
+	crd := gatewayCRD("tlsroutes.gateway.networking.k8s.io", true)
+	require.NoError(t, unstructured.SetNestedSlice(crd.Object, []any{
+		map[string]any{"name": "v1", "served": true, "storage": true},
+		map[string]any{"name": "v1alpha2", "served": true, "storage": false},
+	}, "spec", "versions"))
+	_, err = h.dyn.Resource(kubernetes.CustomResourceDefinitionsResource).Update(testutil.Context(t, 5*time.Second), crd, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitUntil(t, src, func() bool { n := names(); return len(n) == 1 && n[0] == "stable" }, "the v1 TLSRoute once the CRD serves v1")
+	assert.True(t, src.GatewayAPIWatched()["tlsroutes.gateway.networking.k8s.io"])
 }
 
 func TestGatewayAPIOffReadsNeitherTheCRDsNorTheRoutes(t *testing.T) {
@@ -172,7 +233,7 @@ func TestGatewayAPIOffReadsNeitherTheCRDsNorTheRoutes(t *testing.T) {
 	route, ap := sourcetest.AdminRoute()
 	h.Set(t, append(sourcetest.Base(), ap, route)...)
 	// As without RBAC on CRDs and routes: any such list fails.
-	for _, res := range []string{"customresourcedefinitions", "httproutes", "grpcroutes"} {
+	for _, res := range []string{"customresourcedefinitions", "httproutes", "grpcroutes", "tcproutes", "tlsroutes"} {
 		h.dyn.PrependReactor("list", res, func(a k8stesting.Action) (bool, runtime.Object, error) {
 			if a.GetResource().Group == "policy.linkerd.io" {
 				return false, nil, nil

@@ -21,6 +21,7 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1alpha2 "sigs.k8s.io/gateway-api/apis/v1alpha2"
 
 	"github.com/weftmesh/weft/apis/policy/v1alpha1"
 	"github.com/weftmesh/weft/apis/policy/v1beta1"
@@ -48,6 +49,13 @@ var (
 	EgressNetworksResource    = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1alpha1", Resource: "egressnetworks"}
 	GatewayHTTPRoutesResource = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
 	GRPCRoutesResource        = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "grpcroutes"}
+	// TCPRoutes and TLSRoutes are read at v1 where their CRD serves it,
+	// else at v1alpha2 (Linkerd's version, served by the experimental
+	// channel's CRDs).
+	TCPRoutesResource   = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1alpha2", Resource: "tcproutes"}
+	TLSRoutesResource   = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1alpha2", Resource: "tlsroutes"}
+	TCPRoutesV1Resource = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "tcproutes"}
+	TLSRoutesV1Resource = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "tlsroutes"}
 )
 
 // ListKinds maps each dynamic resource to its list kind, as
@@ -65,6 +73,10 @@ func ListKinds() map[schema.GroupVersionResource]string {
 		EgressNetworksResource:             "EgressNetworkList",
 		GatewayHTTPRoutesResource:          "HTTPRouteList",
 		GRPCRoutesResource:                 "GRPCRouteList",
+		TCPRoutesResource:                  "TCPRouteList",
+		TLSRoutesResource:                  "TLSRouteList",
+		TCPRoutesV1Resource:                "TCPRouteList",
+		TLSRoutesV1Resource:                "TLSRouteList",
 		CustomResourceDefinitionsResource:  "CustomResourceDefinitionList",
 	}
 }
@@ -124,8 +136,9 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithoutGatewayAPI stops the source from watching Gateway API HTTPRoutes
-// and GRPCRoutes and their CRDs: WithGatewayAPI(GatewayAPIOff).
+// WithoutGatewayAPI stops the source from watching Gateway API routes
+// (HTTPRoutes, GRPCRoutes, TCPRoutes, TLSRoutes) and their CRDs:
+// WithGatewayAPI(GatewayAPIOff).
 func WithoutGatewayAPI() Option { return WithGatewayAPI(GatewayAPIOff) }
 
 // WithGatewayAPI sets whether the source watches the Gateway API routes
@@ -321,14 +334,14 @@ func New(ctx context.Context, client k8s.Interface, dyn dynamic.Interface, opts 
 	s.reconcileGateway(runCtx, dyn)
 	for _, k := range s.gateway {
 		if k.route == nil {
-			if cfg.gateway == GatewayAPIRequired {
-				_, why := k.usable()
+			if cfg.gateway == GatewayAPIRequired && !k.optional {
+				_, _, why := k.usable()
 				return fail(fmt.Errorf("kubernetes: Gateway API CRD %s: %s (install the Gateway API CRDs, for example with `weft install --crds --gateway-api`, or do not require them)", k.crdName, why))
 			}
 			s.cfg.logger.Info("kubernetes: Gateway API routes not watched until their CRD is installed", "crd", k.crdName)
 			continue
 		}
-		if err := waitSync(named{k.gvr.Resource + "." + k.gvr.Group, k.route.informer}); err != nil {
+		if err := waitSync(named{k.route.gvr.Resource + "." + k.route.gvr.Group, k.route.informer}); err != nil {
 			return fail(err)
 		}
 	}
@@ -430,7 +443,7 @@ func (s *Source) snapshot() (*policy.Objects, []error, map[string]bool) {
 		// that, its routes would appear one by one.
 		watched[k.crdName] = k.route != nil && k.route.informer.HasSynced()
 		if watched[k.crdName] {
-			listers[k.gvr] = k.route.lister
+			listers[k.route.gvr] = k.route.lister
 		}
 	}
 	for _, name := range GatewayAPICRDs {
@@ -524,6 +537,29 @@ func (s *Source) convert(gvr schema.GroupVersionResource, u *unstructured.Unstru
 			return err
 		}
 		o.GRPCRoutes = append(o.GRPCRoutes, v)
+	case TCPRoutesV1Resource:
+		v := &gatewayv1.TCPRoute{}
+		if err := from(v); err != nil {
+			return err
+		}
+		o.TCPRoutes = append(o.TCPRoutes, v)
+	case TLSRoutesV1Resource:
+		v := &gatewayv1.TLSRoute{}
+		if err := from(v); err != nil {
+			return err
+		}
+		o.TLSRoutes = append(o.TLSRoutes, v)
+	case TCPRoutesResource, TLSRoutesResource:
+		// v1alpha2: through Objects.Add, which converts to v1 (the
+		// fields are the same).
+		var v runtime.Object = &gatewayv1alpha2.TCPRoute{}
+		if gvr == TLSRoutesResource {
+			v = &gatewayv1alpha2.TLSRoute{}
+		}
+		if err := from(v); err != nil {
+			return err
+		}
+		return o.Add(v, policy.Location{})
 	}
 	return nil
 }

@@ -35,6 +35,10 @@ var gvrByKind = map[schema.GroupVersionKind]schema.GroupVersionResource{
 	{Group: "policy.linkerd.io", Version: "v1alpha1", Kind: "EgressNetwork"}:            kubernetes.EgressNetworksResource,
 	{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}:              kubernetes.GatewayHTTPRoutesResource,
 	{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "GRPCRoute"}:              kubernetes.GRPCRoutesResource,
+	{Group: "gateway.networking.k8s.io", Version: "v1alpha2", Kind: "TCPRoute"}:         kubernetes.TCPRoutesResource,
+	{Group: "gateway.networking.k8s.io", Version: "v1alpha2", Kind: "TLSRoute"}:         kubernetes.TLSRoutesResource,
+	{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "TCPRoute"}:               kubernetes.TCPRoutesV1Resource,
+	{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "TLSRoute"}:               kubernetes.TLSRoutesV1Resource,
 }
 
 // harness applies objects through a fake clientset (core kinds) and a

@@ -29,18 +29,18 @@ const StatusLeaseName = vocab.LeasePolicyStatus
 // StatusFieldManager is the field manager of the status writes.
 const StatusFieldManager = "weft-policy-controller"
 
-// StatusWriter writes status.parents on the HTTPRoutes and GRPCRoutes
-// whose parents policy serves (policy.linkerd.io Servers, core Services
-// and policy.linkerd.io EgressNetworks), as Linkerd's policy controller
-// does: one entry per parent with controllerName policy.ControllerName
-// and an Accepted condition (and, for a Service or EgressNetwork parent,
-// ResolvedRefs); and the Accepted condition in status.conditions of
-// every EgressNetwork. It is a runner: Run writes after every index
-// rebuild and every resync period while this replica holds the status
-// Lease (or always, without WithStatusLease), and only the objects whose
-// computed status differs from what they carry. Entries of other
-// controllers (route parents of other controllers, EgressNetwork
-// conditions of other types) are kept as they are.
+// StatusWriter writes status.parents on the HTTPRoutes, GRPCRoutes,
+// TCPRoutes and TLSRoutes whose parents policy serves (policy.linkerd.io
+// Servers, core Services and policy.linkerd.io EgressNetworks), as
+// Linkerd's policy controller does: one entry per parent with
+// controllerName policy.ControllerName and an Accepted condition (and, for
+// a Service or EgressNetwork parent, ResolvedRefs); and the Accepted
+// condition in status.conditions of every EgressNetwork. It is a runner:
+// Run writes after every index rebuild and every resync period while this
+// replica holds the status Lease (or always, without WithStatusLease), and
+// only the objects whose computed status differs from what they carry.
+// Entries of other controllers (route parents of other controllers,
+// EgressNetwork conditions of other types) are kept as they are.
 type StatusWriter struct {
 	dyn dynamic.Interface
 	x   *policy.Indexer
@@ -332,7 +332,7 @@ type statusPatch struct {
 }
 
 func (w *StatusWriter) patch(ctx context.Context, st policy.RouteStatus, parents []gatewayv1.RouteParentStatus) error {
-	gvr, err := routeResource(st)
+	gvrs, err := routeResources(st)
 	if err != nil {
 		return err
 	}
@@ -348,19 +348,32 @@ func (w *StatusWriter) patch(ctx context.Context, st policy.RouteStatus, parents
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.timeout)
 	defer cancel()
-	_, err = w.dyn.Resource(gvr).Namespace(st.Namespace).Patch(ctx, st.Name, types.MergePatchType, body,
-		metav1.PatchOptions{FieldManager: StatusFieldManager}, "status")
+	// TCPRoutes and TLSRoutes: at v1, or at v1alpha2 where the CRD does
+	// not serve v1 (the API server answers NotFound for a version it does
+	// not serve, as for a route that is gone, which the second try finds
+	// gone too).
+	for i, gvr := range gvrs {
+		_, err = w.dyn.Resource(gvr).Namespace(st.Namespace).Patch(ctx, st.Name, types.MergePatchType, body,
+			metav1.PatchOptions{FieldManager: StatusFieldManager}, "status")
+		if err == nil || !apierrors.IsNotFound(err) || i == len(gvrs)-1 {
+			break
+		}
+	}
 	return err
 }
 
-func routeResource(st policy.RouteStatus) (schema.GroupVersionResource, error) {
+func routeResources(st policy.RouteStatus) ([]schema.GroupVersionResource, error) {
 	switch {
 	case st.Group == HTTPRoutesResource.Group && st.Kind == "HTTPRoute":
-		return HTTPRoutesResource, nil
+		return []schema.GroupVersionResource{HTTPRoutesResource}, nil
 	case st.Group == GatewayHTTPRoutesResource.Group && st.Kind == "HTTPRoute":
-		return GatewayHTTPRoutesResource, nil
+		return []schema.GroupVersionResource{GatewayHTTPRoutesResource}, nil
 	case st.Group == GRPCRoutesResource.Group && st.Kind == "GRPCRoute":
-		return GRPCRoutesResource, nil
+		return []schema.GroupVersionResource{GRPCRoutesResource}, nil
+	case st.Group == TCPRoutesResource.Group && st.Kind == "TCPRoute":
+		return []schema.GroupVersionResource{TCPRoutesV1Resource, TCPRoutesResource}, nil
+	case st.Group == TLSRoutesResource.Group && st.Kind == "TLSRoute":
+		return []schema.GroupVersionResource{TLSRoutesV1Resource, TLSRoutesResource}, nil
 	}
-	return schema.GroupVersionResource{}, fmt.Errorf("policy status: no resource for %s.%s", st.Kind, st.Group)
+	return nil, fmt.Errorf("policy status: no resource for %s.%s", st.Kind, st.Group)
 }

@@ -293,6 +293,7 @@ func Run(t *testing.T, newHarness Factory) {
 	runLinkerdParity(t, newHarness)
 	runLinkerdRateLimit(t, newHarness)
 	runLinkerdEgress(t, newHarness)
+	runLinkerdStreamRoutes(t, newHarness)
 
 	t.Run("InboundWatchPortStreamsTheSnapshotThenChanges", func(t *testing.T) {
 		h := newHarness(t, with(Base(), AuthorizationPolicy())...)

@@ -1,0 +1,173 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/weftmesh/weft/mesh/dataplane/internal/clienthello"
+	"github.com/weftmesh/weft/mesh/dataplane/route"
+	"github.com/weftmesh/weft/mesh/dataplane/transport"
+)
+
+// Stream routes: when a destination's outbound policy routes whole
+// connections (route.CompileStream: Gateway API TLSRoutes, served as
+// ProxyProtocol.Tls, or a TCPRoute, served as ProxyProtocol.Opaque), an
+// opaque connection to it follows that route instead of going to the
+// destination's own endpoints:
+//
+//   - TLS: the proxy reads the client's ClientHello without answering it
+//     (internal/clienthello: at most clienthello.Max bytes, within the
+//     detect timeout), picks the route whose SNI matches best, and hands
+//     every byte it read to the backend, which does the handshake with
+//     the client. No route for the SNI, or no ClientHello, refuses the
+//     connection.
+//   - Opaque: the route takes every connection.
+//
+// The route's rule then picks a backend by weight: a Service (discovered
+// like any destination, its endpoints balanced and dialled with mesh TLS
+// when they have an identity) or the EgressNetwork's original destination.
+// A Forbidden or Invalid filter on the rule or the chosen backend refuses
+// the connection before any byte reaches a backend. A policy whose stream
+// routes the proxy cannot read refuses every connection (fail closed).
+
+// Reasons of tcp_refused_total for stream routes (refuseForbidden,
+// "forbidden", counts Forbidden filters).
+const (
+	refuseNoRoute        = "no-route"        // no TLS route matches the ClientHello's SNI
+	refuseNotTLS         = "not-tls"         // no readable ClientHello on a destination routed by SNI
+	refuseInvalidBackend = "invalid-backend" // an Invalid filter, or a backend the proxy cannot connect to
+	refuseUnreadable     = "unreadable-policy"
+)
+
+// outboundStream routes client by the stream routes of dest's policy, if
+// it has any. prefix holds the bytes detection already read. handled is
+// false when the policy has no stream routes (the caller goes on as
+// before); otherwise ok says whether the connection was handed to a
+// backend, in which case its end releases dest and untracks client.
+func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *destination, target string, prefix []byte, from netip.AddrPort, log *slog.Logger) (handled, ok bool) {
+	if p.outPolicies == nil {
+		return false, false
+	}
+	pol := p.serviceFor(ctx, dest).policy()
+	st, err := route.CompileStream(pol)
+	if err != nil {
+		p.m.refuse(Outbound, refuseUnreadable)
+		log.Info("outbound connection refused: its stream routes cannot be read", "err", err)
+		return true, false
+	}
+	if st == nil {
+		return false, false
+	}
+	replay := append([]byte(nil), prefix...)
+	sni := ""
+	if st.TLS {
+		_ = client.SetReadDeadline(time.Now().Add(p.detectTimeout(Outbound)))
+		name, read, err := clienthello.Read(io.MultiReader(bytes.NewReader(prefix), client))
+		_ = client.SetReadDeadline(time.Time{})
+		if err != nil {
+			p.m.refuse(Outbound, refuseNotTLS)
+			log.Info("outbound connection refused: no readable TLS ClientHello for its TLS routes", "err", err)
+			return true, false
+		}
+		sni, replay = name, read
+	}
+	r := st.Select(sni)
+	if r == nil {
+		p.m.refuse(Outbound, refuseNoRoute)
+		log.Info("outbound connection refused: no TLS route for its server name", "sni", sni)
+		return true, false
+	}
+	if r.Refuse != "" {
+		p.m.refuse(Outbound, refuseReason(r.Refuse))
+		log.Info("outbound connection refused by its route", "route", r.Name, "why", r.Refuse)
+		return true, false
+	}
+	b := r.Pick()
+	if b == nil || b.Refuse != "" {
+		why := "no backend with a weight"
+		if b != nil {
+			why = b.Refuse
+		}
+		p.m.refuse(Outbound, refuseReason(why))
+		log.Info("outbound connection refused by its route's backend", "route", r.Name, "why", why)
+		return true, false
+	}
+	server, ep, counted, backendDest, err := p.dialStreamBackend(ctx, b, replay, log)
+	if err != nil {
+		log.Info("outbound connection failed", "route", r.Name, "backend", b.Name, "err", err)
+		return true, false
+	}
+	src := p.m.opened(outboundSrcLabels(from))
+	authority := b.Authority
+	if authority == "" {
+		authority = target
+	}
+	dst := p.m.opened(outboundDstLabels(p.m.http.authorityLabel(authority), ep))
+	log.Debug("outbound connection routed", "route", r.Name, "backend", b.Name, "endpoint", ep.Addr.String(), "sni", sni)
+	p.pipe(client, client, server, src, dst, func() {
+		src.closed()
+		dst.closed()
+		if counted != nil {
+			counted.active.Add(-1)
+		}
+		if backendDest != nil {
+			backendDest.release()
+		}
+		dest.release()
+		p.untrack(client)
+	})
+	return true, true
+}
+
+// refuseReason is the tcp_refused_total reason of a route or backend
+// refusal.
+func refuseReason(why string) string {
+	if why == "forbidden" {
+		return refuseForbidden
+	}
+	return refuseInvalidBackend
+}
+
+// dialStreamBackend connects to backend b and sends replay first. For a
+// Service backend it returns the endpoint, counted among its open
+// connections, and the backend's destination, which the caller uncounts
+// and releases when the connection ends.
+func (p *Proxy) dialStreamBackend(ctx context.Context, b *route.StreamBackend, replay []byte, log *slog.Logger) (net.Conn, Endpoint, *balanced, *destination, error) {
+	if b.Forward != nil {
+		ep := Endpoint{Addr: b.Forward.Addr, Identity: b.Forward.Identity, OpaqueTransportPort: b.Forward.OpaqueTransportPort}
+		c, err := p.dialEndpoint(ctx, ep, ep.Addr.String(), transport.Opaque, replay)
+		return c, ep, nil, nil, err
+	}
+	d, err := p.dests.get(ctx, b.Authority)
+	if err != nil {
+		return nil, Endpoint{}, nil, nil, err
+	}
+	set := d.set.Load()
+	var tried []*balanced
+	for attempt := 0; attempt < maxDialAttempts; attempt++ {
+		ep := set.pick(tried)
+		if ep == nil {
+			break
+		}
+		tried = append(tried, ep)
+		c, err := p.dialEndpoint(ctx, ep.Endpoint, b.Authority, transport.Opaque, replay)
+		if err != nil {
+			log.Info("endpoint failed", "endpoint", ep.Addr.String(), "identity", ep.Identity, "err", err)
+			continue
+		}
+		ep.active.Add(1)
+		return c, ep.Endpoint, ep, d, nil
+	}
+	d.release()
+	if len(tried) == 0 {
+		return nil, Endpoint{}, nil, nil, fmt.Errorf("dataplane: %s has no endpoints", b.Authority)
+	}
+	return nil, Endpoint{}, nil, nil, errors.New("dataplane: no endpoint of " + b.Authority + " reachable")
+}
