@@ -214,6 +214,7 @@ func (m *mesh) egressNetwork(t *testing.T) {
 	}
 	_, acceptedDenied := x.saw()
 	assert.Equal(t, acceptedBefore, acceptedDenied, "no connection reached the external listeners under Deny")
+	t.Logf("under Deny: HTTP %v (l5d-proxy-error %q); connections the listeners accepted: %v", c.Codes, c.Headers["l5d-proxy-error"], acceptedDenied)
 
 	// Allow: the same object updated; in force when both get through.
 	eventually(t, time.Minute, "the EgressNetwork switched to Allow", func(ctx context.Context) error {
@@ -247,7 +248,8 @@ func (m *mesh) egressNetwork(t *testing.T) {
 	// The listeners got the allowed traffic, and never the denied: what
 	// arrived after the switch to Allow came after anything the proxy
 	// might have let through under Deny.
-	seen, _ := x.saw()
+	seen, accepted := x.saw()
+	t.Logf("under Allow: HTTP %v; the listeners accepted %v connections and received %d requests and lines", c.Codes, accepted, len(seen))
 	assert.Contains(t, seen, "http "+allowed)
 	assert.Contains(t, seen, "tcp "+allowed)
 	for _, s := range seen {
