@@ -216,6 +216,37 @@ func (m *mesh) egressNetwork(t *testing.T) {
 	assert.Equal(t, acceptedBefore, acceptedDenied, "no connection reached the external listeners under Deny")
 	t.Logf("under Deny: HTTP %v (l5d-proxy-error %q); connections the listeners accepted: %v", c.Codes, c.Headers["l5d-proxy-error"], acceptedDenied)
 
+	// A route attached to the EgressNetwork comes before its default
+	// route: under Deny, what it matches is forwarded, the rest still
+	// refused; deleted, its path is refused again.
+	routed := "weft-egress-routed-" + randomSuffix()
+	route := policyObject{policyRouteGVR, map[string]any{
+		"apiVersion": "policy.linkerd.io/v1beta3", "kind": "HTTPRoute",
+		"metadata": map[string]any{"name": name + "-allowed"},
+		"spec": map[string]any{
+			"parentRefs": []any{map[string]any{"group": "policy.linkerd.io", "kind": "EgressNetwork", "name": name, "port": x.http.Addr().(*net.TCPAddr).Port}},
+			"rules":      []any{map[string]any{"matches": []any{map[string]any{"path": map[string]any{"type": "Exact", "value": "/allowed"}}}}},
+		},
+	}}
+	objs = append(objs, route) // the Cleanup deletes it too
+	_, err = e.dyn.Resource(policyRouteGVR).Namespace(m.app).Create(timeout(t, time.Minute), &unstructured.Unstructured{Object: route.obj}, metav1.CreateOptions{FieldValidation: "Strict"})
+	require.NoError(t, err, "create the HTTPRoute on the EgressNetwork")
+	eventually(t, time.Minute, "the route's path forwarded under Deny", func(ctx context.Context) error {
+		if c := e.call(t, client, httpURL+"allowed", routed, 1); c.OK != 1 || c.Last != "external "+routed {
+			return fmt.Errorf("%+v", c)
+		}
+		return nil
+	})
+	c = e.call(t, client, httpURL, denied, 3)
+	assert.Equal(t, 3, c.Codes["403"], "a path the route does not match is still refused: %+v", c)
+	m.deleteObjects(t, m.app, []policyObject{route})
+	eventually(t, time.Minute, "the route's path refused again once the route is deleted", func(ctx context.Context) error {
+		if c := e.call(t, client, httpURL+"allowed", routed, 1); c.Codes["403"] != 1 {
+			return fmt.Errorf("%+v", c)
+		}
+		return nil
+	})
+
 	// Allow: the same object updated; in force when both get through.
 	eventually(t, time.Minute, "the EgressNetwork switched to Allow", func(ctx context.Context) error {
 		u, err := e.dyn.Resource(egressGVR).Namespace(m.app).Get(ctx, name, metav1.GetOptions{})
@@ -251,6 +282,7 @@ func (m *mesh) egressNetwork(t *testing.T) {
 	seen, accepted := x.saw()
 	t.Logf("under Allow: HTTP %v; the listeners accepted %v connections and received %d requests and lines", c.Codes, accepted, len(seen))
 	assert.Contains(t, seen, "http "+allowed)
+	assert.Contains(t, seen, "http "+routed)
 	assert.Contains(t, seen, "tcp "+allowed)
 	for _, s := range seen {
 		assert.NotContains(t, s, denied, "denied traffic reached the external listeners")
