@@ -61,6 +61,7 @@ var rules = []depstest.Rule{
 		Except: []string{
 			weft("mesh/dataplane/tracing/otlpexport"), weft("internal/cli/proxytrace"), weft("cmd/weft-proxy"),
 			weft("internal/testutil/otlptest"), // the tests' collector: the OTLP protocol, not the SDK (next rule)
+			weft("test/cluster/testapp"),       // the cluster suite's application, whose --otlp mode runs that collector in a pod
 		},
 		Deny: otelSDK,
 		Why:  "OpenTelemetry's SDK is the proxy's exporter alone (docs/tracing.md); no other package or program links it",

@@ -45,10 +45,17 @@ func randomSuffix() string {
 // delete it as soon as that step ends).
 func (e *env) appNamespace(t *testing.T, cleanup func(func()), prefix string, inject bool) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: prefix + "-" + randomSuffix()}}
+	var annotations map[string]string
 	if inject {
-		ns.Annotations = map[string]string{vocab.AnnotationInject: vocab.InjectEnabled}
+		annotations = map[string]string{vocab.AnnotationInject: vocab.InjectEnabled}
 	}
+	return e.namespaceWith(t, cleanup, prefix, annotations)
+}
+
+// namespaceWith is appNamespace with the namespace's annotations given.
+func (e *env) namespaceWith(t *testing.T, cleanup func(func()), prefix string, annotations map[string]string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: prefix + "-" + randomSuffix(), Annotations: annotations}}
 	_, err := e.kube.CoreV1().Namespaces().Create(timeout(t, time.Minute), ns, metav1.CreateOptions{})
 	require.NoError(t, err)
 	cleanup(func() {
@@ -62,6 +69,13 @@ func (e *env) appNamespace(t *testing.T, cleanup func(func()), prefix string, in
 // deployApp creates the ServiceAccount, Deployment and Service of one
 // testapp workload.
 func (e *env) deployApp(t *testing.T, ns, name string, args ...string) {
+	t.Helper()
+	e.deployAppPorts(t, ns, name, nil, args...)
+}
+
+// deployAppPorts is deployApp with more ports on the Service than the HTTP
+// and echo ports.
+func (e *env) deployAppPorts(t *testing.T, ns, name string, more []corev1.ServicePort, args ...string) {
 	t.Helper()
 	ctx := timeout(t, time.Minute)
 	labels := map[string]string{"app": name}
@@ -86,10 +100,10 @@ func (e *env) deployApp(t *testing.T, ns, name string, args ...string) {
 	require.NoError(t, err)
 	_, err = e.kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: append([]corev1.ServicePort{
 			{Name: "http", Port: httpPort, TargetPort: intstr.FromInt32(httpPort)},
 			{Name: "echo", Port: tcpPort, TargetPort: intstr.FromInt32(tcpPort)},
-		}},
+		}, more...)},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 }
@@ -193,13 +207,23 @@ type counts struct {
 	Codes  map[string]int `json:"codes"`
 	Errors []string       `json:"errors"`
 	Last   string         `json:"last"`
+	// Headers are the response headers asked for with show (callWith).
+	Headers map[string]string `json:"headers"`
 }
 
 // call makes n calls from pod to target and returns the counts.
 func (e *env) call(t *testing.T, pod corev1.Pod, target, marker string, n int) counts {
 	t.Helper()
+	return e.callWith(t, pod, target, marker, n, nil, nil)
+}
+
+// callWith is call with request headers ("Name: Value") and the names of
+// response headers to report in counts.Headers.
+func (e *env) callWith(t *testing.T, pod corev1.Pod, target, marker string, n int, headers, show []string) counts {
+	t.Helper()
 	var c counts
-	err := e.control(timeout(t, 3*time.Minute), pod, "/call", url.Values{"url": {target}, "marker": {marker}, "n": {fmt.Sprint(n)}, "interval": {"10ms"}}, &c)
+	q := url.Values{"url": {target}, "marker": {marker}, "n": {fmt.Sprint(n)}, "interval": {"10ms"}, "header": headers, "show": show}
+	err := e.control(timeout(t, 3*time.Minute), pod, "/call", q, &c)
 	require.NoError(t, err)
 	return c
 }

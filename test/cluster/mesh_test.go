@@ -62,6 +62,8 @@ func TestMeshOnARealNode(t *testing.T) {
 		{"3f_demo_tap_and_top", m.demoTapAndTop},
 		{"3g_demo_rolling_restarts_under_calls", m.demoRollingRestarts},
 		{"3h_rate_limit_enforced", m.rateLimited},
+		{"3i_egress_network", m.egressNetwork},
+		{"3j_tracing", m.tracing},
 		{"4a_rolling_restarts_of_the_controllers", m.restartControllers},
 		{"4b_scaling_under_calls", m.scale},
 		{"4c_issuer_rotation", m.rotateIssuer},
@@ -70,10 +72,11 @@ func TestMeshOnARealNode(t *testing.T) {
 		{"6_every_walkthrough_command_ran", m.walkthroughRan},
 	} {
 		if !t.Run(step.name, step.run) && !independentStep[step.name] {
-			// 3b to 3h leave nothing behind that later steps use (3b's,
-			// 3e's and 3h's policies and 3e's Gateway API CRDs are
-			// deleted however they end, 3c's RBAC and the demo
-			// application are their own), so they still run.
+			// 3b to 3j leave nothing behind that later steps use (3b's,
+			// 3e's and 3h's policies, 3i's EgressNetwork and 3e's
+			// Gateway API CRDs are deleted however they end, 3c's RBAC,
+			// the demo application and 3j's namespaces are their own),
+			// so they still run.
 			t.Fatalf("step %s failed; later steps depend on it", step.name)
 		}
 	}
@@ -81,7 +84,7 @@ func TestMeshOnARealNode(t *testing.T) {
 
 // independentStep names the steps whose failure does not stop the later
 // ones.
-var independentStep = map[string]bool{"3b_policy_enforced": true, "3c_tap_and_top": true, "3d_demo_application": true, "3e_route_policy_live_with_status": true, "3f_demo_tap_and_top": true, "3g_demo_rolling_restarts_under_calls": true, "3h_rate_limit_enforced": true}
+var independentStep = map[string]bool{"3b_policy_enforced": true, "3c_tap_and_top": true, "3d_demo_application": true, "3e_route_policy_live_with_status": true, "3f_demo_tap_and_top": true, "3g_demo_rolling_restarts_under_calls": true, "3h_rate_limit_enforced": true, "3i_egress_network": true, "3j_tracing": true}
 
 // The Values of the test install: this tree's images, never pulled.
 const testValues = `proxy:

@@ -46,6 +46,7 @@ type Collector struct {
 	collectortrace.UnimplementedTraceServiceServer
 	addr string
 	srv  *grpc.Server
+	done chan struct{} // closed when the server has returned
 
 	mu      sync.Mutex
 	spans   []Span
@@ -70,22 +71,35 @@ func start(t testing.TB, cfg *tls.Config) *Collector {
 	if err != nil {
 		t.Fatalf("otlptest: listen: %v", err)
 	}
-	c := &Collector{addr: raw.Addr().String(), srv: grpc.NewServer(), changed: make(chan struct{})}
+	c := serve(raw, cfg)
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// Serve starts a plaintext collector on ln, for a program rather than a
+// test (the cluster suite's testapp runs one in a pod, where the pod's
+// proxy terminates mesh TLS in front of it). Stop ends it.
+func Serve(ln net.Listener) *Collector { return serve(ln, nil) }
+
+func serve(raw net.Listener, cfg *tls.Config) *Collector {
+	c := &Collector{addr: raw.Addr().String(), srv: grpc.NewServer(), changed: make(chan struct{}), done: make(chan struct{})}
 	ln := raw
 	if cfg != nil {
 		ln = &tlsListener{Listener: raw, cfg: cfg, c: c}
 	}
 	collectortrace.RegisterTraceServiceServer(c.srv, c)
-	done := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(c.done)
 		_ = c.srv.Serve(ln)
 	}()
-	t.Cleanup(func() {
-		c.srv.Stop()
-		<-done
-	})
 	return c
+}
+
+// Stop closes the collector's listener and connections and returns when
+// its server has ended.
+func (c *Collector) Stop() {
+	c.srv.Stop()
+	<-c.done
 }
 
 // Addr is the collector's HOST:PORT.

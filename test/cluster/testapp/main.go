@@ -8,18 +8,24 @@
 //	testapp --name api --grpc :8090 --fail-every 4       (grpc.go: the demo's gRPC backend)
 //	testapp --name web --grpc-upstream api:8090           (HTTP/1.1 frontend calling it)
 //	testapp --name load --load http://web:8080/unary,http://web:8080/empty --load-interval 100ms
+//	testapp --name collector --otlp :4317       (collector.go: an OTLP trace collector)
 //
 // Every instance serves, on --control (:8081), the endpoints the test uses
 // to make calls from inside the pod (through its proxy):
 //
 //	GET /call?url=U&n=N&interval=D&marker=M   N sequential GETs, counted
+//	    [&header=Name:Value ...]              request headers to send (at most 10)
+//	    [&show=Name ...]                      response headers to report (the last response's)
 //	GET /load/start?url=U&interval=D&marker=M a background loop (one at a time, at most 10 minutes)
 //	GET /load/stop                            stops it and returns its counts
 //	GET /tcp?addr=A&payload=P                 one TCP exchange with an echo server
 //	GET /load/counts                          the counts of the --load loop so far
+//	GET /spans?trace=T                        with --otlp: the spans received (of trace T)
 //
 // Requests carry the marker in a header and in the path, and backends echo
-// it in their bodies, so a packet capture can look for it.
+// it in their bodies, so a packet capture can look for it. A backend
+// answers the traceparent header it received in X-Received-Traceparent,
+// so the suite can see the parent span its proxy gave it.
 package main
 
 import (
@@ -41,6 +47,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/weftmesh/weft/internal/testutil/otlptest"
 )
 
 const (
@@ -62,6 +70,7 @@ func main() {
 	grpcUp := flag.String("grpc-upstream", "", "host:port of a gRPC test service each HTTP request calls (instead of --upstream)")
 	load := flag.String("load", "", "comma-separated URLs to request in turn from start to end (a load generator)")
 	loadInterval := flag.Duration("load-interval", 100*time.Millisecond, "with --load: one request every this long")
+	otlpAddr := flag.String("otlp", "", "OTLP/gRPC trace collector address (empty: none); the spans received are served on the control port at /spans")
 	flag.Parse()
 	if *failEvery < 0 || (*upstream != "" && *grpcUp != "") {
 		log.Fatal("--fail-every must be >= 0; --upstream and --grpc-upstream exclude each other")
@@ -77,6 +86,16 @@ func main() {
 		}
 		handler = func(w http.ResponseWriter, r *http.Request) { up.serve(*name, w, r) }
 	}
+	var spans http.Handler
+	if *otlpAddr != "" {
+		ln, err := net.Listen("tcp", *otlpAddr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		col := otlptest.Serve(ln)
+		defer col.Stop()
+		spans = spansHandler(col)
+	}
 	var servers []*http.Server
 	if *httpAddr != "" {
 		servers = append(servers, &http.Server{Addr: *httpAddr, Handler: handler, ReadHeaderTimeout: 10 * time.Second})
@@ -89,6 +108,9 @@ func main() {
 		mux.HandleFunc("/load/counts", a.loadCounts)
 		mux.HandleFunc("/tcp", a.tcp)
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+		if spans != nil {
+			mux.Handle("/spans", spans)
+		}
 		servers = append(servers, &http.Server{Addr: *control, Handler: mux, ReadHeaderTimeout: 10 * time.Second})
 	}
 	errc := make(chan error, len(servers)+2)
@@ -151,6 +173,9 @@ type app struct {
 // answer>" with an upstream.
 func (a *app) serve(w http.ResponseWriter, r *http.Request) {
 	marker := r.Header.Get("X-Marker")
+	if tp := r.Header.Values("traceparent"); len(tp) > 0 {
+		w.Header()["X-Received-Traceparent"] = tp
+	}
 	if a.upstream == "" {
 		fmt.Fprintf(w, "%s %s\n", a.name, marker)
 		return
@@ -165,18 +190,28 @@ func (a *app) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func get(ctx context.Context, c *http.Client, u, marker string) (int, string, error) {
+	code, body, _, err := getWith(ctx, c, u, marker, nil)
+	return code, body, err
+}
+
+// getWith is get with extra request headers; it also returns the
+// response's headers.
+func getWith(ctx context.Context, c *http.Client, u, marker string, hdr http.Header) (int, string, http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
+	}
+	for k, vs := range hdr {
+		req.Header[k] = append([]string(nil), vs...)
 	}
 	req.Header.Set("X-Marker", marker)
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	return resp.StatusCode, string(b), err
+	return resp.StatusCode, string(b), resp.Header, err
 }
 
 // echo answers each line of a TCP connection with "<name> <line>".
@@ -206,6 +241,9 @@ type Counts struct {
 	Codes  map[string]int `json:"codes"`
 	Errors []string       `json:"errors,omitempty"`
 	Last   string         `json:"last,omitempty"`
+	// Headers are the response headers /call was asked to show, from the
+	// last response that had them (joined by ", " when repeated).
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 func (c *Counts) add(code int, body string, err error) {
@@ -236,7 +274,12 @@ type callArgs struct {
 	url, marker string
 	n           int
 	interval    time.Duration
+	header      http.Header // sent with every request
+	show        []string    // response headers to report
 }
+
+// maxCallHeaders bounds the header and show parameters of /call.
+const maxCallHeaders = 10
 
 func parseCall(q url.Values) (callArgs, error) {
 	a := callArgs{url: q.Get("url"), marker: q.Get("marker"), n: 1}
@@ -257,7 +300,45 @@ func parseCall(q url.Values) (callArgs, error) {
 		}
 		a.interval = d
 	}
+	if hs := q["header"]; len(hs) > 0 {
+		if len(hs) > maxCallHeaders {
+			return a, fmt.Errorf("header: at most %d", maxCallHeaders)
+		}
+		a.header = http.Header{}
+		for _, h := range hs {
+			name, value, ok := strings.Cut(h, ":")
+			value = strings.TrimSpace(value)
+			if !ok || !validHeaderName(name) || strings.ContainsAny(value, "\r\n\x00") {
+				return a, fmt.Errorf("header %q: want Name: Value on one line", h)
+			}
+			a.header.Add(name, value)
+		}
+	}
+	if ss := q["show"]; len(ss) > 0 {
+		if len(ss) > maxCallHeaders {
+			return a, fmt.Errorf("show: at most %d", maxCallHeaders)
+		}
+		for _, name := range ss {
+			if !validHeaderName(name) {
+				return a, fmt.Errorf("show %q: not a header name", name)
+			}
+		}
+		a.show = ss
+	}
 	return a, nil
+}
+
+// validHeaderName reports whether name is an HTTP token (RFC 9110).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range name {
+		if r > 0x7e || r <= ' ' || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", r) {
+			return false
+		}
+	}
+	return true
 }
 
 func (a *app) call(w http.ResponseWriter, r *http.Request) {
@@ -271,8 +352,16 @@ func (a *app) call(w http.ResponseWriter, r *http.Request) {
 		if i > 0 && args.interval > 0 {
 			time.Sleep(args.interval)
 		}
-		code, body, err := get(r.Context(), a.client, args.url, args.marker)
+		code, body, hdr, err := getWith(r.Context(), a.client, args.url, args.marker, args.header)
 		c.add(code, body, err)
+		for _, name := range args.show {
+			if vs := hdr.Values(name); len(vs) > 0 {
+				if c.Headers == nil {
+					c.Headers = map[string]string{}
+				}
+				c.Headers[name] = strings.Join(vs, ", ")
+			}
+		}
 	}
 	writeJSON(w, c)
 }
