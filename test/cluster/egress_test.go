@@ -5,6 +5,7 @@ package cluster_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -316,6 +317,26 @@ func (m *mesh) egressNetwork(t *testing.T) {
 		}
 		return nil
 	})
+
+	// weft viz routes shows the same under the EgressNetwork (docs/viz.md,
+	// "Egress"): the built-in routes by their names, at the listener's
+	// address.
+	code, out, errs := e.weftCmd(t, nil, "viz", "routes", "deploy/client", "-n", m.app, "--to", "egressnetwork/"+name, "-o", "json", "--since-start")
+	require.Equal(t, 0, code, errs)
+	var vr struct {
+		Routes []struct {
+			Route, Authority, EgressNetwork string
+			Requests                        float64
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &vr), "%s", out)
+	byRoute := map[string]float64{}
+	for _, r := range vr.Routes {
+		assert.Equal(t, m.app+"/"+name, r.EgressNetwork, "%+v", r)
+		byRoute[r.Route] += r.Requests
+	}
+	assert.GreaterOrEqual(t, byRoute["http-egress-deny"], 5.0, "weft viz routes --to egressnetwork/%s: %s", name, out)
+	assert.GreaterOrEqual(t, byRoute["http-egress-allow"], 6.0, "weft viz routes --to egressnetwork/%s: %s", name, out)
 
 	// Deleted, the EgressNetwork no longer applies: the address gets the
 	// fallback policy, which forwards.
