@@ -165,9 +165,15 @@ func linkerdEgressRoute(form, name, parent, backends string) (doc, kind, group s
 		apiVersion, group = "policy.linkerd.io/v1beta3", "policy.linkerd.io"
 	case "grpc":
 		kind = "GRPCRoute"
+	case "tcp":
+		apiVersion, kind = "gateway.networking.k8s.io/v1alpha2", "TCPRoute"
+	case "tls":
+		apiVersion, kind = "gateway.networking.k8s.io/v1alpha2", "TLSRoute"
 	}
 	doc = "apiVersion: " + apiVersion + "\nkind: " + kind + "\nmetadata: {name: " + name + ", namespace: my-app}\nspec:\n  parentRefs: [" + parent + "]\n"
-	if backends != "" {
+	if backends != "" || form == "tcp" || form == "tls" {
+		// Linkerd's TCPRoute and TLSRoute cases always have their one
+		// rule, with no backends when the case names none.
 		doc += "  rules: [{backendRefs: [" + backends + "]}]\n"
 	}
 	return doc, kind, group
@@ -260,6 +266,13 @@ func TestLinkerdRouteStatusCasesForEgressNetworks(t *testing.T) {
 	}
 	for _, tc := range cases() {
 		t.Run(tc.name, func(t *testing.T) { run(t, "grpc", tc) })
+	}
+	// routes/tcp.rs and routes/tls.rs have the same cases for their
+	// kinds.
+	for _, form := range []string{"tcp", "tls"} {
+		for _, tc := range cases() {
+			t.Run(form+"/"+tc.name, func(t *testing.T) { run(t, form, tc) })
+		}
 	}
 
 	// Conflicts between route kinds on one EgressNetwork parent
