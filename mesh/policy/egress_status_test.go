@@ -316,6 +316,24 @@ func TestLinkerdRouteStatusCasesForEgressNetworks(t *testing.T) {
 		assert.Equal(t, ok, h)
 	})
 
+	// routes/tls.rs: a TLSRoute beside a TCPRoute on one parent (a
+	// Service or an EgressNetwork) takes it; the TCPRoute is conflicted.
+	streamConflict := func(t *testing.T, parent, key string) {
+		tcp, _, _ := linkerdEgressRoute("tcp", "tcproute-foo", parent, "")
+		tls, _, _ := linkerdEgressRoute("tls", "tlsroute-foo", parent, "")
+		base := egressStatusBase + "---\n" + egressNetwork("egress", "") + "---\n" + tcp
+		accepted := parentConds{key: {"Accepted": acceptedC, "ResolvedRefs": resolvedC}}
+		got, _ := conditionsByParent(statusOf(t, policy.Build(objectsFrom(t, base), nil), "TCPRoute", "gateway.networking.k8s.io", "tcproute-foo"))
+		assert.Equal(t, accepted, got, "the TCPRoute alone")
+		ix := policy.Build(objectsFrom(t, base+"---\n"+tls), nil)
+		got, _ = conditionsByParent(statusOf(t, ix, "TCPRoute", "gateway.networking.k8s.io", "tcproute-foo"))
+		assert.Equal(t, parentConds{key: {"Accepted": {no, policy.ReasonRouteConflicted}, "ResolvedRefs": resolvedC}}, got, "the TCPRoute beside the TLSRoute")
+		got, _ = conditionsByParent(statusOf(t, ix, "TLSRoute", "gateway.networking.k8s.io", "tlsroute-foo"))
+		assert.Equal(t, accepted, got, "the TLSRoute")
+	}
+	t.Run("tls/service_route_type_conflict", func(t *testing.T) { streamConflict(t, serviceParent, "Service/web") })
+	t.Run("tls/egress_network_route_type_conflict", func(t *testing.T) { streamConflict(t, egressParent, "EgressNetwork/egress") })
+
 	// Weft's own: a parent that is not accepted, in Linkerd's words; a
 	// backend EgressNetwork that does not exist; a parent in another
 	// namespace.
@@ -338,4 +356,97 @@ func TestLinkerdRouteStatusCasesForEgressNetworks(t *testing.T) {
 		got, _ := conditionsByParent(statusOf(t, ix, kind, group, "r"))
 		assert.Equal(t, parentConds{"EgressNetwork/egress": {"Accepted": {no, "UnsupportedValue"}, "ResolvedRefs": resolvedC}}, got)
 	})
+}
+
+// TestLinkerdTCPAndTLSRouteStatusCasesForServicesAndServers are the
+// Service and Server cases of Linkerd's routes/tcp.rs and routes/tls.rs:
+// backends that exist or not under a Service parent, and a Server parent
+// that appears or goes away (the route is Accepted once the Server
+// exists; a Server parent has no ResolvedRefs condition).
+func TestLinkerdTCPAndTLSRouteStatusCasesForServicesAndServers(t *testing.T) {
+	yes, no := metav1.ConditionTrue, metav1.ConditionFalse
+	const backend1 = "---\napiVersion: v1\nkind: Service\nmetadata: {name: backend-1, namespace: my-app}\nspec: {clusterIP: 10.96.0.11, ports: [{port: 8080}]}\n"
+	const server = "---\napiVersion: policy.linkerd.io/v1beta3\nkind: Server\nmetadata: {name: srv-8080, namespace: my-app}\nspec: {podSelector: {}, port: 8080}\n"
+	const serverParent = "{group: policy.linkerd.io, kind: Server, name: srv-8080}"
+	for _, form := range []string{"tcp", "tls"} {
+		kind := map[string]string{"tcp": "TCPRoute", "tls": "TLSRoute"}[form]
+		status := func(t *testing.T, objs, parent, backends string) (parentConds, map[string]string) {
+			r, _, _ := linkerdEgressRoute(form, "route-foo", parent, backends)
+			ix := policy.Build(objectsFrom(t, egressStatusBase+objs+"---\n"+r), nil)
+			return conditionsByParent(statusOf(t, ix, kind, "gateway.networking.k8s.io", "route-foo"))
+		}
+		t.Run(form+"/route_with_valid_service_backends", func(t *testing.T) {
+			got, _ := status(t, backend1, serviceParent, "{group: core, kind: Service, name: backend-1, port: 8080}")
+			assert.Equal(t, parentConds{"Service/web": {"Accepted": {yes, "Accepted"}, "ResolvedRefs": {yes, "ResolvedRefs"}}}, got)
+		})
+		t.Run(form+"/route_with_invalid_service_backend", func(t *testing.T) {
+			got, _ := status(t, backend1, serviceParent, "{group: core, kind: Service, name: backend-1, port: 8080}, {group: core, kind: Service, name: nonexistant-backend, port: 8080}")
+			assert.Equal(t, parentConds{"Service/web": {"Accepted": {yes, "Accepted"}, "ResolvedRefs": {no, "BackendNotFound"}}}, got)
+		})
+		t.Run(form+"/route_accepted_after_server_create", func(t *testing.T) {
+			got, _ := status(t, "", serverParent, "")
+			assert.Equal(t, parentConds{"Server/srv-8080": {"Accepted": {no, "NoMatchingParent"}}}, got, "before the Server")
+			got, _ = status(t, server, serverParent, "")
+			assert.Equal(t, parentConds{"Server/srv-8080": {"Accepted": {yes, "Accepted"}}}, got, "after")
+		})
+		t.Run(form+"/route_rejected_after_server_delete", func(t *testing.T) {
+			got, _ := status(t, server, serverParent, "")
+			assert.Equal(t, parentConds{"Server/srv-8080": {"Accepted": {yes, "Accepted"}}}, got, "with the Server")
+			got, _ = status(t, "", serverParent, "")
+			assert.Equal(t, parentConds{"Server/srv-8080": {"Accepted": {no, "NoMatchingParent"}}}, got, "after its deletion")
+		})
+	}
+}
+
+// TestLinkerdRouteKindConflictCasesForServicesAndEgressNetworks are the
+// cases of Linkerd's conflict.rs for a Service and an EgressNetwork
+// parent: a route of one kind beside one of another on the same parent
+// is conflicted when the other kind comes first (GRPCRoute, then
+// HTTPRoute, then TLSRoute, then TCPRoute), accepted otherwise.
+func TestLinkerdRouteKindConflictCasesForServicesAndEgressNetworks(t *testing.T) {
+	no := metav1.ConditionFalse
+	forms := map[string]struct{ form, kind string }{
+		"grpc": {"grpc", "GRPCRoute"}, "http": {"gateway", "HTTPRoute"},
+		"tls": {"tls", "TLSRoute"}, "tcp": {"tcp", "TCPRoute"},
+	}
+	cases := []struct {
+		name         string
+		route, other string // kinds: the checked route, the one beside it ("" none)
+		conflicted   bool
+	}{
+		{"grpc_route_no_conflict", "grpc", "http", false},
+		{"http_route_conflict_grpc", "http", "grpc", true},
+		{"http_route_no_conflict", "http", "", false},
+		{"tls_route_conflict_http", "tls", "http", true},
+		{"tls_route_conflict_grpc", "tls", "grpc", true},
+		{"tls_route_no_conflict", "tls", "tcp", false},
+		{"tcp_route_conflict_grpc", "tcp", "grpc", true},
+		{"tcp_route_conflict_http", "tcp", "http", true},
+		{"tcp_route_conflict_tls", "tcp", "tls", true},
+		{"tcp_route_no_conflict", "tcp", "", false},
+	}
+	parents := []struct{ suffix, ref, key string }{
+		{"service", serviceParent, "Service/web"},
+		{"egress_network", egressParent, "EgressNetwork/egress"},
+	}
+	for _, p := range parents {
+		for _, tc := range cases {
+			t.Run(tc.name+"_"+p.suffix, func(t *testing.T) {
+				f := forms[tc.route]
+				r, kind, group := linkerdEgressRoute(f.form, "checked", p.ref, "")
+				doc := egressStatusBase + "---\n" + egressNetwork("egress", "") + "---\n" + r
+				if tc.other != "" {
+					o, _, _ := linkerdEgressRoute(forms[tc.other].form, "other", p.ref, "")
+					doc += "---\n" + o
+				}
+				got, msgs := conditionsByParent(statusOf(t, policy.Build(objectsFrom(t, doc), nil), kind, group, "checked"))
+				accepted := got[p.key]["Accepted"]
+				if tc.conflicted {
+					assert.Equal(t, cond{no, policy.ReasonRouteConflicted}, accepted, "%v", msgs)
+				} else {
+					assert.Equal(t, "True", string(accepted.status), "%v", msgs)
+				}
+			})
+		}
+	}
 }

@@ -385,6 +385,8 @@ func (b *builder) serviceParentStatus(f *routeFacts, pr parentRef, services map[
 		c = accepted(false, gatewayv1.RouteReasonNoMatchingParent, "parent service must have a ClusterIP")
 	case f.http != nil && b.grpcOnParent(pr, isServiceParent):
 		c = accepted(false, ReasonRouteConflicted, "a GRPCRoute also names Service %s; the Service's gRPC routes are used", pr.name)
+	case b.outranking(f, pr, isServiceParent) != "":
+		c = accepted(false, ReasonRouteConflicted, "a %s also names Service %s; it is used instead", b.outranking(f, pr, isServiceParent), pr.name)
 	default:
 		c = accepted(true, gatewayv1.RouteReasonAccepted, "")
 	}
@@ -421,6 +423,8 @@ func (b *builder) egressParentStatus(f *routeFacts, pr parentRef, services map[n
 		c = accepted(false, gatewayv1.RouteReasonNoMatchingParent, "EgressNetwork parent has not been accepted")
 	case f.http != nil && b.grpcOnParent(pr, isEgressParent):
 		c = accepted(false, ReasonRouteConflicted, "a GRPCRoute also names EgressNetwork %s; the EgressNetwork's gRPC routes are used", pr.name)
+	case b.outranking(f, pr, isEgressParent) != "":
+		c = accepted(false, ReasonRouteConflicted, "a %s also names EgressNetwork %s; it is used instead", b.outranking(f, pr, isEgressParent), pr.name)
 	default:
 		c = accepted(true, gatewayv1.RouteReasonAccepted, "")
 	}
@@ -432,16 +436,48 @@ func (b *builder) egressParentStatus(f *routeFacts, pr parentRef, services map[n
 // (of the kind is says, name and port) as pr.
 func (b *builder) grpcOnParent(pr parentRef, is func(parentRef) bool) bool {
 	for _, g := range b.grpcRoutes {
-		if g.unsupported != "" {
-			continue
-		}
-		for _, gp := range g.parents {
-			if is(gp) && gp.namespace == pr.namespace && gp.name == pr.name && gp.hasPort == pr.hasPort && gp.port == pr.port {
-				return true
-			}
+		if g.unsupported == "" && sameParent(g.parents, pr, is) {
+			return true
 		}
 	}
 	return false
+}
+
+// sameParent says whether parents hold pr (of the kind is says, name and
+// port).
+func sameParent(parents []parentRef, pr parentRef, is func(parentRef) bool) bool {
+	for _, p := range parents {
+		if is(p) && p.namespace == pr.namespace && p.name == pr.name && p.hasPort == pr.hasPort && p.port == pr.port {
+			return true
+		}
+	}
+	return false
+}
+
+// outranking names the kind of route that takes parent pr of f's
+// TCPRoute or TLSRoute before it, "" when none does: as the outbound
+// index serves a parent port, a GRPCRoute or HTTPRoute comes before a
+// TLSRoute, and any of those before a TCPRoute (Linkerd's order).
+func (b *builder) outranking(f *routeFacts, pr parentRef, is func(parentRef) bool) string {
+	if f.stream == nil {
+		return ""
+	}
+	if b.grpcOnParent(pr, is) {
+		return "GRPCRoute"
+	}
+	for _, h := range b.httpRoutes {
+		if h.unsupportedOut == "" && sameParent(h.parents, pr, is) {
+			return "HTTPRoute"
+		}
+	}
+	if f.kind == "TCPRoute" {
+		for _, r := range b.tlsRoutes {
+			if sameParent(r.parents, pr, is) {
+				return "TLSRoute"
+			}
+		}
+	}
+	return ""
 }
 
 // backendsResolved is the ResolvedRefs condition of the route under
