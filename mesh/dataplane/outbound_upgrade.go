@@ -45,7 +45,9 @@ func (p *Proxy) outboundUpgrade(c *outboundCall, up string) {
 
 // forwardUpgrade sends an upgrade request on a fresh connection and
 // tunnels only after a 101 that switches to the protocol asked for. fail
-// answers for the proxy (outboundAnswer) and records the answer.
+// answers for the proxy (outboundAnswer; inboundAnswer for the local
+// application, which answers these causes the same way) and records the
+// answer.
 func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *http.Request, hdr http.Header, up string, dial func(context.Context) (net.Conn, error), fail func(error), stats *reqStats, h *balance.Handle[Endpoint], meshed bool) {
 	done := func(ok bool) {
 		if h != nil {

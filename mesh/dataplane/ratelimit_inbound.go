@@ -102,10 +102,11 @@ func sameLimits(a, b *authz.RateLimit) bool {
 
 // rateLimit counts a request that authorization admitted (res) against
 // the rate limit of the port's policy st. It returns nil when the request
-// may go on; otherwise it has answered it (429, or RESOURCE_EXHAUSTED for
-// a gRPC call), counted it, and returns the answer's status for the
-// caller's bookkeeping. Loopback clients skip policy, limits included.
-func (p *Proxy) rateLimit(w http.ResponseWriter, grpc bool, st *portState, info *connInfo, res *authz.Result) *proxyErr {
+// may go on; otherwise it has counted the refusal and returns its cause
+// (*rateLimitError), which the caller answers (429, or RESOURCE_EXHAUSTED
+// for a gRPC call: inboundAnswer, writeRateLimited). Loopback clients skip
+// policy, limits included.
+func (p *Proxy) rateLimit(st *portState, info *connInfo, res *authz.Result) error {
 	if st == nil || st.limit == nil || res.Reason == authz.ReasonLoopback {
 		return nil
 	}
@@ -122,8 +123,7 @@ func (p *Proxy) rateLimit(w http.ResponseWriter, grpc bool, st *portState, info 
 	e.g.Touch(time.Now())
 	e.s.Inc()
 	p.log.Debug("inbound request rate-limited", "port", info.port, "scope", d.Scope.String(), "limit", d.RequestsPerSecond, "peer_id", id)
-	writeRateLimited(w, grpc, d.Reason)
-	return &proxyErr{http.StatusTooManyRequests, grpcResourceExhausted, "rate-limited", d.Reason}
+	return &rateLimitError{d.Reason}
 }
 
 // series returns the counter of a request refused with scope.
