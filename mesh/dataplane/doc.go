@@ -188,7 +188,8 @@
 // refused before any policy applied, by direction and reason, a fixed
 // set). docs/metrics.md lists every label.
 //
-// The Linkerd-named series live in a store of their own (internal/metricstore):
+// The Linkerd-named series live in a store of their own (internal/metricstore;
+// requests are recorded into them by internal/reqmetrics):
 // each series is exported with exactly its labels, the data path adds to
 // series it resolved once per endpoint, route or policy route (no label
 // hashing, no allocation per request), series idle for ten minutes are

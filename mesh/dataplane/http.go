@@ -98,7 +98,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 			if i := infoOf(ctx); i != nil {
 				dir = i.direction
 			}
-			p.m.http.protocol.WithLabelValues(dir, "http1-"+strconv.Itoa(h1.StatusOf(err))).Inc()
+			p.m.http.Protocol.WithLabelValues(dir, "http1-"+strconv.Itoa(h1.StatusOf(err))).Inc()
 			p.log.Debug("HTTP/1 request refused", "direction", dir, "err", err)
 		},
 	}
@@ -122,7 +122,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 		WriteTimeout:         cfg.H2WriteTimeout,
 		BufferLimit:          h2BufferLimit(cfg),
 		CountError: func(errType string) {
-			p.m.http.protocol.WithLabelValues("", "http2-"+h2ErrorClass(errType)).Inc()
+			p.m.http.Protocol.WithLabelValues("", "http2-"+h2ErrorClass(errType)).Inc()
 		},
 		Logger: p.log,
 	}
@@ -143,7 +143,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 		h2client.WithKeepalive(30*time.Second, 15*time.Second),
 		h2client.WithIdleTimeout(90 * time.Second),
 		h2client.WithCountError(func(class string) {
-			p.m.http.protocol.WithLabelValues("client", "http2-"+h2ErrorClass(class)).Inc()
+			p.m.http.Protocol.WithLabelValues("client", "http2-"+h2ErrorClass(class)).Inc()
 		}),
 	}
 
@@ -217,7 +217,7 @@ func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInf
 			// connection's direction to the abuse report.
 			h2cfg := *p.http.h2
 			h2cfg.OnAbuse = func(reason string) {
-				p.m.http.protocol.WithLabelValues(info.direction, reason).Inc()
+				p.m.http.Protocol.WithLabelValues(info.direction, reason).Inc()
 				p.log.Info("HTTP/2 connection closed for abuse", "direction", info.direction, "client", conn.RemoteAddr().String(), "reason", reason)
 			}
 			// The proxy's run context ending is the drain: GOAWAY, streams

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/policy/authz"
@@ -35,8 +36,8 @@ type inboundCall struct {
 	now     time.Time
 	cbody   *clientBody // keeps the body's first read error
 
-	stats reqStats     // zero (recording nothing) until the request counts as an inbound request
-	tr    *tap.Request // set when an open tap took the request
+	stats reqmetrics.Stats // zero (recording nothing) until the request counts as an inbound request
+	tr    *tap.Request     // set when an open tap took the request
 }
 
 // serveInbound proxies one request for the local application, in steps:
@@ -59,8 +60,8 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		c.fail(err)
 		return
 	}
-	c.stats.begin(c.series.rt, c.now)
-	c.stats.attempt(c.series.ep)
+	c.stats.Begin(c.series.rt, c.now)
+	c.stats.Attempt(c.series.ep)
 
 	up, upgrade := h1.Upgrade(r) // before the header loses its hop-by-hop fields
 	upgrade = upgrade && !info.h2
@@ -238,7 +239,7 @@ func (c *inboundCall) relay(resp *http.Response) {
 	defer resp.Body.Close()
 	gs := resp.Header.Get("Grpc-Status")
 	failure := route.Failure(c.classes, resp.StatusCode, gs)
-	c.stats.head(resp.StatusCode)
+	c.stats.Head(resp.StatusCode)
 	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.info.h2)
 	trailer, n, err := copyResponse(c.w, resp, removeMeshHeaders, nil)
 	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
@@ -246,14 +247,14 @@ func (c *inboundCall) relay(resp *http.Response) {
 		failure = route.Failure(c.classes, resp.StatusCode, gs)
 	}
 	if err != nil {
-		c.stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
+		c.stats.Done(resp.StatusCode, gs, true, streamErrorClass(err))
 		tap.End(&c.tr, n, -1, tapResetCode(err), nil)
 		if errors.Is(err, errUpstreamBody) {
 			abort()
 		}
 		return
 	}
-	c.stats.done(resp.StatusCode, gs, failure, "")
+	c.stats.Done(resp.StatusCode, gs, failure, "")
 	tap.End(&c.tr, n, tap.GRPCStatus(gs), -1, trailer)
 }
 
@@ -275,10 +276,10 @@ func (c *inboundCall) fail(err error) {
 		writeRateLimited(c.w, c.grpc, e.msg)
 	default:
 		// The port's label is formatted only here, not on every request.
-		c.p.m.http.errors.WithLabelValues(Inbound, strconv.Itoa(int(c.info.port)), e.class).Inc()
+		c.p.m.http.Errors.WithLabelValues(Inbound, strconv.Itoa(int(c.info.port)), e.class).Inc()
 		writeProxyError(c.w, c.grpc, &e, false)
-		c.stats.head(e.status)
-		c.stats.done(e.status, gs, true, e.class)
+		c.stats.Head(e.status)
+		c.stats.Done(e.status, gs, true, e.class)
 	}
 	c.tr.ResponseInit(e.status, c.w.Header(), c.info.h2)
 	tap.End(&c.tr, 0, tap.GRPCStatus(gs), -1, nil)

@@ -87,7 +87,7 @@ func (c *outboundCall) selectRoute() {
 		Method: r.Method, Path: routePath, RawQuery: r.URL.RawQuery, Host: hostOnly(r.Host),
 		Header: r.Header, HTTP2: c.info.h2, GRPC: c.grpc,
 	})
-	c.stats.begin(c.svc.routeSeries(c.rt.Name), time.Now())
+	c.stats.Begin(c.svc.routeSeries(c.rt.Name), time.Now())
 }
 
 func (c *outboundCall) endTap() { tap.End(&c.tr, 0, -1, -1, nil) }
@@ -119,9 +119,9 @@ func (c *outboundCall) redirect() {
 	w.Header().Set("Content-Length", "0")
 	c.tapStart(nil)
 	w.WriteHeader(rt.Redirect.Status)
-	c.stats.attempt(c.svc.localSeries())
-	c.stats.head(rt.Redirect.Status)
-	c.stats.done(rt.Redirect.Status, "", false, "")
+	c.stats.Attempt(c.svc.localSeries())
+	c.stats.Head(rt.Redirect.Status)
+	c.stats.Done(rt.Redirect.Status, "", false, "")
 	c.tr.ResponseInit(rt.Redirect.Status, w.Header(), c.info.h2)
 	tap.End(&c.tr, 0, -1, -1, nil)
 }
@@ -151,7 +151,7 @@ func (c *outboundCall) relay(a *outboundAttempt) {
 	defer resp.Body.Close()
 	gs := resp.Header.Get("Grpc-Status")
 	failure := route.Failure(rt.Classes, resp.StatusCode, gs)
-	c.stats.head(resp.StatusCode)
+	c.stats.Head(resp.StatusCode)
 	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.info.h2)
 	meshed := a.h.Value().Identity != ""
 	trailer, n, err := copyResponse(c.w, resp, func(h http.Header) {
@@ -163,14 +163,14 @@ func (c *outboundCall) relay(a *outboundAttempt) {
 		failure = route.Failure(rt.Classes, resp.StatusCode, gs)
 	}
 	if err != nil {
-		c.stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
+		c.stats.Done(resp.StatusCode, gs, true, streamErrorClass(err))
 		tap.End(&c.tr, n, -1, tapResetCode(err), nil)
 		if errors.Is(err, errUpstreamBody) {
 			abort()
 		}
 		return
 	}
-	c.stats.done(resp.StatusCode, gs, failure, "")
+	c.stats.Done(resp.StatusCode, gs, failure, "")
 	tap.End(&c.tr, n, tap.GRPCStatus(gs), -1, trailer)
 }
 

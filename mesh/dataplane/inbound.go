@@ -220,7 +220,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	if err == nil && ic.protocol == transport.HTTP2 && !ic.fromProxy && st.srv.Protocol == authz.ProtocolHTTP1 {
 		// Cleartext HTTP/2 on a port declared HTTP/1 only is refused, not
 		// forwarded (the application may not expect it).
-		p.m.http.protocol.WithLabelValues(Inbound, "h2c-on-http1-port").Inc()
+		p.m.http.Protocol.WithLabelValues(Inbound, "h2c-on-http1-port").Inc()
 		log.Info("inbound HTTP/2 refused on an HTTP/1 port")
 		return false
 	}

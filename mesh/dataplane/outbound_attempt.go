@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
@@ -42,7 +43,7 @@ type outboundCall struct {
 	dialFails int
 	retries   uint32
 
-	stats  reqStats
+	stats  reqmetrics.Stats
 	tr     *tap.Request // set when an open tap took the request
 	tapped bool
 }
@@ -66,15 +67,15 @@ func (c *outboundCall) tapStart(h *balance.Handle[Endpoint]) {
 // (outboundAnswer), and records it.
 func (c *outboundCall) fail(err error) {
 	e := outboundAnswer(err)
-	c.p.m.http.errors.WithLabelValues(Outbound, c.svc.label, e.class).Inc()
+	c.p.m.http.Errors.WithLabelValues(Outbound, c.svc.label, e.class).Inc()
 	c.tapStart(nil)
 	writeProxyError(c.w, c.grpc, &e, false)
-	if c.stats.ep == nil {
-		c.stats.attempt(c.svc.localSeries())
+	if !c.stats.Attempting() {
+		c.stats.Attempt(c.svc.localSeries())
 	}
 	gs := grpcStatusOf(c.grpc, &e)
-	c.stats.head(e.status)
-	c.stats.done(e.status, gs, true, e.class)
+	c.stats.Head(e.status)
+	c.stats.Done(e.status, gs, true, e.class)
 	c.tr.ResponseInit(e.status, c.w.Header(), c.info.h2)
 	tap.End(&c.tr, 0, tap.GRPCStatus(gs), -1, nil)
 }
@@ -151,7 +152,7 @@ func (c *outboundCall) afterError(a *outboundAttempt, err error) (bool, error) {
 	if !c.mayRetry(reason) {
 		return false, cause
 	}
-	c.stats.attemptEnded(0, "", true, class)
+	c.stats.AttemptEnded(0, "", true, class)
 	return c.backoff(0, false)
 }
 
@@ -165,7 +166,7 @@ func (c *outboundCall) afterResponse(a *outboundAttempt) (bool, error) {
 	if c.rt.Retry == nil || !retryableResponse(c.rt.Retry, resp, failure) || !c.mayRetry("status") {
 		return false, nil
 	}
-	c.stats.attemptEnded(resp.StatusCode, resp.Header.Get("Grpc-Status"), failure, "")
+	c.stats.AttemptEnded(resp.StatusCode, resp.Header.Get("Grpc-Status"), failure, "")
 	resp.Body.Close()
 	a.cancel()
 	return c.backoff(outcome.RetryAfter, outcome.HasRetryAfter)
@@ -189,12 +190,12 @@ func (c *outboundCall) mayRetry(reason string) bool {
 		return false
 	}
 	if !c.budget.Withdraw() {
-		c.p.m.http.exhausted.WithLabelValues(c.svc.label, rt.Name).Inc()
-		c.stats.retryable(false)
+		c.p.m.http.Exhausted.WithLabelValues(c.svc.label, rt.Name).Inc()
+		c.stats.Retryable(false)
 		return false
 	}
-	c.p.m.http.retries.WithLabelValues(c.svc.label, rt.Name, reason).Inc()
-	c.stats.retryable(true)
+	c.p.m.http.Retries.WithLabelValues(c.svc.label, rt.Name, reason).Inc()
+	c.stats.Retryable(true)
 	c.retries++
 	return true
 }
@@ -257,7 +258,7 @@ func (a *outboundAttempt) pick(c *outboundCall, tried []*balance.Handle[Endpoint
 		return &noEndpointError{backend: a.backend.Name, failing: !errors.Is(err, balance.ErrNoEndpoints)}
 	}
 	a.h = h
-	c.stats.attempt(be.seriesFor(svc, h))
+	c.stats.Attempt(be.seriesFor(svc, h))
 	c.tapStart(h)
 	return nil
 }
@@ -319,7 +320,7 @@ func (a *outboundAttempt) redial(c *outboundCall, err error) bool {
 		return false
 	}
 	a.h.Done(false)
-	c.stats.attemptEnded(0, "", true, "connect")
+	c.stats.AttemptEnded(0, "", true, "connect")
 	c.dialFails++
 	c.p.log.Debug("endpoint unreachable, trying another", "target", c.svc.target, "endpoint", a.h.Key(), "err", err)
 	return true

@@ -13,6 +13,7 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
 
@@ -48,7 +49,7 @@ func (p *Proxy) outboundUpgrade(c *outboundCall, up string) {
 // answers for the proxy (outboundAnswer; inboundAnswer for the local
 // application, which answers these causes the same way) and records the
 // answer.
-func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *http.Request, hdr http.Header, up string, dial func(context.Context) (net.Conn, error), fail func(error), stats *reqStats, h *balance.Handle[Endpoint], meshed bool) {
+func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *http.Request, hdr http.Header, up string, dial func(context.Context) (net.Conn, error), fail func(error), stats *reqmetrics.Stats, h *balance.Handle[Endpoint], meshed bool) {
 	done := func(ok bool) {
 		if h != nil {
 			h.Done(ok)
@@ -86,7 +87,7 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 		done(false)
 		return
 	}
-	stats.head(resp.StatusCode)
+	stats.Head(resp.StatusCode)
 	switched := resp.StatusCode == http.StatusSwitchingProtocols && strings.EqualFold(strings.TrimSpace(resp.Header.Get("Upgrade")), strings.TrimSpace(up))
 	hasUpgradeToken := false
 	for _, t := range h1.ConnectionTokens(resp.Header) {
@@ -107,7 +108,7 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 			cleanResponseHeader(h, meshed)
 			h.Set("Connection", "close")
 		}, nil)
-		stats.done(resp.StatusCode, "", resp.StatusCode >= 500, "")
+		stats.Done(resp.StatusCode, "", resp.StatusCode >= 500, "")
 		done(resp.StatusCode < 500)
 		if cerr != nil && errors.Is(cerr, errUpstreamBody) {
 			abort()
@@ -137,7 +138,7 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 		done(true)
 		return
 	}
-	stats.done(http.StatusSwitchingProtocols, "", false, "")
+	stats.Done(http.StatusSwitchingProtocols, "", false, "")
 	done(true)
 	tunnel(&bufferedConn{Conn: client, r: crw.Reader}, &bufferedConn{Conn: conn, r: br})
 }

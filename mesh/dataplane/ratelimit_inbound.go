@@ -10,6 +10,7 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/ratelimit"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -56,7 +57,7 @@ type inboundLimit struct {
 	l  *ratelimit.Limiter // the buckets, possibly carried over from the previous snapshot
 
 	// refused caches the series refused requests add to.
-	refused cowMap[limitKey, *limitSeries]
+	refused reqmetrics.Cache[limitKey, *limitSeries]
 }
 
 // limitKey identifies the series of a refused request; the server and
@@ -129,7 +130,7 @@ func (p *Proxy) rateLimit(st *portState, info *connInfo, res *authz.Result) erro
 // series returns the counter of a request refused with scope.
 func (lim *inboundLimit) series(p *Proxy, st *portState, info *connInfo, scope string) *limitSeries {
 	k := limitKey{target: info.targetAddr, tls: info.peer.TLS, id: info.peer.Identity, scope: scope}
-	if e, ok := lim.refused.load(k); ok && e.g.Alive() {
+	if e, ok := lim.refused.Load(k); ok && e.g.Alive() {
 		return e
 	}
 	l := metricstore.Target(&metricstore.Labels{}, info.targetAddr)
@@ -144,9 +145,9 @@ func (lim *inboundLimit) series(p *Proxy, st *portState, info *connInfo, scope s
 	}
 	l.Add("ratelimit_scope", scope)
 	metricstore.TLSAccept(l, info.peer, false)
-	g := p.m.http.st.Group(l)
+	g := p.m.http.Store.Group(l)
 	e := &limitSeries{g: g, s: g.Series(localRateLimitFamily, nil)}
-	lim.refused.store(k, e, maxCacheEntries)
+	lim.refused.Store(k, e, reqmetrics.MaxCacheEntries)
 	return e
 }
 
