@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
@@ -34,7 +35,7 @@ type inboundCall struct {
 	classes []route.ResponseClass // the profile route's response classes
 	series  *inboundEntry
 	now     time.Time
-	cbody   *clientBody // keeps the body's first read error
+	cbody   *httpcore.ClientBody // keeps the body's first read error
 
 	stats reqmetrics.Stats // zero (recording nothing) until the request counts as an inbound request
 	tr    *tap.Request     // set when an open tap took the request
@@ -46,7 +47,7 @@ type inboundCall struct {
 // on a connection of its own) and relay the answer, or answer the cause
 // of a failure (inboundAnswer).
 func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connInfo) {
-	c := inboundCall{p: p, w: w, r: r, info: info, grpc: isGRPC(r), now: time.Now()}
+	c := inboundCall{p: p, w: w, r: r, info: info, grpc: httpcore.IsGRPC(r), now: time.Now()}
 	if r.Method == http.MethodConnect {
 		// CONNECT would turn the request into a tunnel past HTTP policy;
 		// the application is reached by plain requests only. Refused
@@ -104,7 +105,7 @@ func (c *inboundCall) authorize() error {
 	p, r, info := c.p, c.r, c.info
 	target := r.RequestURI
 	if !strings.HasPrefix(target, "/") {
-		target = escapedPath(r)
+		target = httpcore.EscapedPath(r)
 		if r.URL.RawQuery != "" {
 			target += "?" + r.URL.RawQuery
 		}
@@ -161,9 +162,9 @@ func (c *inboundCall) header() (hdr http.Header, toH2 bool, err error) {
 	r, info := c.r, c.info
 	orig := ""
 	if info.fromProxy && info.h2 {
-		orig = origProto(r.Header.Get(headerOrigProto))
-		if orig == "" && len(r.Header[headerOrigProto]) > 0 {
-			c.p.log.Debug("inbound l5d-orig-proto ignored: not a value a proxy sends", "value", r.Header.Get(headerOrigProto),
+		orig = origProto(r.Header.Get(httpcore.HeaderOrigProto))
+		if orig == "" && len(r.Header[httpcore.HeaderOrigProto]) > 0 {
+			c.p.log.Debug("inbound l5d-orig-proto ignored: not a value a proxy sends", "value", r.Header.Get(httpcore.HeaderOrigProto),
 				"peer_id", info.peer.Identity)
 		}
 	}
@@ -172,9 +173,9 @@ func (c *inboundCall) header() (hdr http.Header, toH2 bool, err error) {
 		hdr = http.Header{}
 	}
 	h1.RemoveHopByHop(hdr)
-	removeMeshHeaders(hdr)
+	httpcore.RemoveMeshHeaders(hdr)
 	if info.peer.TLS && info.peer.Identity != "" {
-		hdr[headerClientID] = []string{info.peer.Identity}
+		hdr[httpcore.HeaderClientID] = []string{info.peer.Identity}
 	}
 	toH2 = info.h2 && orig == ""
 	if !toH2 {
@@ -193,14 +194,14 @@ func (c *inboundCall) send(hdr http.Header, toH2 bool, app netip.AddrPort) (*htt
 	r := c.r
 	var body io.ReadCloser = r.Body
 	if body != nil && body != http.NoBody {
-		c.cbody = newClientBody(r, true)
+		c.cbody = httpcore.NewClientBody(r, true)
 		body = c.cbody
 	}
-	path, rawQuery := escapedPath(r), r.URL.RawQuery
+	path, rawQuery := httpcore.EscapedPath(r), r.URL.RawQuery
 	if c.res.Path != "" {
 		path = c.res.Path
 	}
-	req := outgoingRequest(forward1xx(r.Context(), c.w), r, hdr, body, path, rawQuery)
+	req := httpcore.OutgoingRequest(httpcore.Forward1xx(r.Context(), c.w), r, hdr, body, path, rawQuery)
 	var resp *http.Response
 	var err error
 	upstreamDone := upstreamTimer(c.w)
@@ -221,9 +222,9 @@ func (c *inboundCall) cause(err error) error {
 	var he *h1.DialError
 	switch {
 	case c.r.Context().Err() != nil:
-		return errClientGone
-	case c.cbody.failed() != nil:
-		return &requestBodyError{c.cbody.failed()}
+		return httpcore.ErrClientGone
+	case c.cbody.Failed() != nil:
+		return &requestBodyError{c.cbody.Failed()}
 	case errors.As(err, &de), errors.As(err, &he):
 		return &appError{err: err, dial: true}
 	}
@@ -241,7 +242,7 @@ func (c *inboundCall) relay(resp *http.Response) {
 	failure := route.Failure(c.classes, resp.StatusCode, gs)
 	c.stats.Head(resp.StatusCode)
 	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.info.h2)
-	trailer, n, err := copyResponse(c.w, resp, removeMeshHeaders, nil)
+	trailer, n, err := httpcore.CopyResponse(c.w, resp, httpcore.RemoveMeshHeaders, nil)
 	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
 		gs = tgs
 		failure = route.Failure(c.classes, resp.StatusCode, gs)
@@ -249,8 +250,8 @@ func (c *inboundCall) relay(resp *http.Response) {
 	if err != nil {
 		c.stats.Done(resp.StatusCode, gs, true, streamErrorClass(err))
 		tap.End(&c.tr, n, -1, tapResetCode(err), nil)
-		if errors.Is(err, errUpstreamBody) {
-			abort()
+		if errors.Is(err, httpcore.ErrUpstreamBody) {
+			httpcore.Abort()
 		}
 		return
 	}
@@ -267,40 +268,31 @@ func (c *inboundCall) relay(resp *http.Response) {
 // (request_total; CONNECT is not), in its metrics.
 func (c *inboundCall) fail(err error) {
 	e := inboundAnswer(err)
-	gs := grpcStatusOf(c.grpc, &e)
+	gs := httpcore.GRPCStatusOf(c.grpc, &e)
 	switch err.(type) {
 	case *denyError:
-		c.p.log.Info("inbound request denied", "port", c.info.port, "reason", e.class, "peer_id", c.info.peer.Identity, "method", c.r.Method)
-		writeProxyError(c.w, c.grpc, &e, true)
+		c.p.log.Info("inbound request denied", "port", c.info.port, "reason", e.Class, "peer_id", c.info.peer.Identity, "method", c.r.Method)
+		httpcore.WriteAnswer(c.w, c.grpc, &e, true)
 	case *rateLimitError:
-		writeRateLimited(c.w, c.grpc, e.msg)
+		writeRateLimited(c.w, c.grpc, e.Msg)
 	default:
 		// The port's label is formatted only here, not on every request.
-		c.p.m.http.Errors.WithLabelValues(Inbound, strconv.Itoa(int(c.info.port)), e.class).Inc()
-		writeProxyError(c.w, c.grpc, &e, false)
-		c.stats.Head(e.status)
-		c.stats.Done(e.status, gs, true, e.class)
+		c.p.m.http.Errors.WithLabelValues(Inbound, strconv.Itoa(int(c.info.port)), e.Class).Inc()
+		httpcore.WriteAnswer(c.w, c.grpc, &e, false)
+		c.stats.Head(e.Status)
+		c.stats.Done(e.Status, gs, true, e.Class)
 	}
-	c.tr.ResponseInit(e.status, c.w.Header(), c.info.h2)
+	c.tr.ResponseInit(e.Status, c.w.Header(), c.info.h2)
 	tap.End(&c.tr, 0, tap.GRPCStatus(gs), -1, nil)
-}
-
-// grpcStatusOf is the grpc-status of an answer the proxy made itself
-// (empty when the call is not gRPC).
-func grpcStatusOf(grpc bool, e *proxyErr) string {
-	if !grpc {
-		return ""
-	}
-	return strconv.Itoa(e.grpc)
 }
 
 // streamErrorClass names why a response stream did not complete, for the
 // error label.
 func streamErrorClass(err error) string {
 	switch {
-	case errors.Is(err, errClientGone):
+	case errors.Is(err, httpcore.ErrClientGone):
 		return "client-gone"
-	case errors.Is(err, errUpstreamBody):
+	case errors.Is(err, httpcore.ErrUpstreamBody):
 		return "upstream-reset"
 	}
 	return "error"
@@ -335,7 +327,7 @@ func (p *Proxy) profileRoute(r *http.Request, info *connInfo, res *authz.Result)
 		return profRoute{name: defaultRouteName}, nil
 	}
 	name := info.dstName
-	if v := r.Header.Values(headerDstCanonical); len(v) == 1 {
+	if v := r.Header.Values(httpcore.HeaderDstCanonical); len(v) == 1 {
 		name = v[0]
 	}
 	if name == "" {
@@ -343,7 +335,7 @@ func (p *Proxy) profileRoute(r *http.Request, info *connInfo, res *authz.Result)
 	}
 	path := res.Path
 	if path == "" {
-		path = escapedPath(r)
+		path = httpcore.EscapedPath(r)
 		if np, err := pathnorm.Normalize(path); err == nil {
 			path = np
 		}

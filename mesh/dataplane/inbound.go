@@ -15,6 +15,7 @@ import (
 
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/mesh/dataplane/detect"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
@@ -344,7 +345,7 @@ func (p *Proxy) httpOnly(ic *inboundConn, log *slog.Logger) bool {
 	const msg = "Bad Request: this port serves HTTP only\n"
 	_ = ic.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = io.WriteString(ic.conn, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"+
-		headerProxyError+": "+refuseNotHTTP+": the port serves HTTP only\r\nContent-Length: "+strconv.Itoa(len(msg))+
+		httpcore.HeaderProxyError+": "+refuseNotHTTP+": the port serves HTTP only\r\nContent-Length: "+strconv.Itoa(len(msg))+
 		"\r\nConnection: close\r\n\r\n"+msg)
 	return false
 }

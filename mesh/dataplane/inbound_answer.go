@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -62,7 +63,7 @@ func (e *appError) Unwrap() error { return e.err }
 // with the limiter's message. An application that cannot be reached is
 // 502 (there is no other endpoint to try); a protocol upgrade's own
 // failures are answered as on the outbound side.
-func inboundAnswer(err error) proxyErr {
+func inboundAnswer(err error) httpcore.Answer {
 	var (
 		deny    *denyError
 		limited *rateLimitError
@@ -73,35 +74,35 @@ func inboundAnswer(err error) proxyErr {
 	)
 	switch {
 	case errors.Is(err, errConnectToApp):
-		return proxyErr{http.StatusMethodNotAllowed, grpcUnimplemented, "connect-refused", "CONNECT is not forwarded to the application"}
+		return httpcore.Answer{Status: http.StatusMethodNotAllowed, GRPC: httpcore.GRPCUnimplemented, Class: "connect-refused", Msg: "CONNECT is not forwarded to the application"}
 	case errors.As(err, &deny) && deny.reason == authz.ReasonNoRoute:
-		return proxyErr{http.StatusNotFound, grpcPermissionDenied, deny.reason.String(), "no route of the server matches the request"}
+		return httpcore.Answer{Status: http.StatusNotFound, GRPC: httpcore.GRPCPermissionDenied, Class: deny.reason.String(), Msg: "no route of the server matches the request"}
 	case deny != nil && deny.reason == authz.ReasonInvalidPath:
-		return proxyErr{http.StatusBadRequest, grpcPermissionDenied, deny.reason.String(), "the request path is ambiguous or malformed"}
+		return httpcore.Answer{Status: http.StatusBadRequest, GRPC: httpcore.GRPCPermissionDenied, Class: deny.reason.String(), Msg: "the request path is ambiguous or malformed"}
 	case deny != nil && deny.reason == authz.ReasonAmbiguousRequest:
-		return proxyErr{http.StatusBadRequest, grpcPermissionDenied, deny.reason.String(), "a header or query parameter a route matches on has conflicting values"}
+		return httpcore.Answer{Status: http.StatusBadRequest, GRPC: httpcore.GRPCPermissionDenied, Class: deny.reason.String(), Msg: "a header or query parameter a route matches on has conflicting values"}
 	case deny != nil && deny.detail != "":
-		return proxyErr{http.StatusForbidden, grpcPermissionDenied, deny.reason.String(), deny.detail}
+		return httpcore.Answer{Status: http.StatusForbidden, GRPC: httpcore.GRPCPermissionDenied, Class: deny.reason.String(), Msg: deny.detail}
 	case deny != nil:
-		return proxyErr{http.StatusForbidden, grpcPermissionDenied, deny.reason.String(), "no authorization admits the client"}
+		return httpcore.Answer{Status: http.StatusForbidden, GRPC: httpcore.GRPCPermissionDenied, Class: deny.reason.String(), Msg: "no authorization admits the client"}
 	case errors.As(err, &limited):
-		return proxyErr{http.StatusTooManyRequests, grpcResourceExhausted, "rate-limited", limited.reason}
+		return httpcore.Answer{Status: http.StatusTooManyRequests, GRPC: httpcore.GRPCResourceExhausted, Class: "rate-limited", Msg: limited.reason}
 	case errors.As(err, &hdr):
-		return proxyErr{http.StatusBadRequest, grpcInvalidArgument, "invalid-header", "header " + hdr.name + " cannot be sent over HTTP/1"}
+		return httpcore.Answer{Status: http.StatusBadRequest, GRPC: httpcore.GRPCInvalidArgument, Class: "invalid-header", Msg: "header " + hdr.name + " cannot be sent over HTTP/1"}
 	// Before the client's causes: whatever the application's exchange
 	// wraps is its own failure.
 	case errors.As(err, &app) && app.dial:
-		return proxyErr{http.StatusBadGateway, grpcUnavailable, "app-unreachable", "the application is not reachable"}
+		return httpcore.Answer{Status: http.StatusBadGateway, GRPC: httpcore.GRPCUnavailable, Class: "app-unreachable", Msg: "the application is not reachable"}
 	case app != nil:
-		return proxyErr{http.StatusBadGateway, grpcUnavailable, "app", app.err.Error()}
-	case errors.Is(err, errClientGone):
-		return proxyErr{499, grpcUnavailable, "client-gone", "the client went away"}
+		return httpcore.Answer{Status: http.StatusBadGateway, GRPC: httpcore.GRPCUnavailable, Class: "app", Msg: app.err.Error()}
+	case errors.Is(err, httpcore.ErrClientGone):
+		return httpcore.Answer{Status: 499, GRPC: httpcore.GRPCUnavailable, Class: "client-gone", Msg: "the client went away"}
 	case errors.As(err, &body):
-		return *bodyFailure(body.err)
+		return *httpcore.BodyFailure(body.err)
 	case errors.Is(err, errUpgradeBody), errors.Is(err, errBadUpgrade), errors.Is(err, errNoHijack), errors.As(err, &up):
 		// forwardUpgrade's causes: the same answers both ways (a dial
 		// failure of the upgrade's own connection is "connect", 502).
 		return outboundAnswer(err)
 	}
-	return proxyErr{http.StatusBadGateway, grpcUnavailable, "app", err.Error()}
+	return httpcore.Answer{Status: http.StatusBadGateway, GRPC: httpcore.GRPCUnavailable, Class: "app", Msg: err.Error()}
 }

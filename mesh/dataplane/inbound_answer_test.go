@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -19,37 +20,37 @@ func TestInboundAnswerMapsEachCauseToOneStatusGRPCStatusClassAndMessage(t *testi
 	for _, tc := range []struct {
 		name string
 		err  error
-		want proxyErr
+		want httpcore.Answer
 	}{
-		{"CONNECT", errConnectToApp, proxyErr{405, grpcUnimplemented, "connect-refused", "CONNECT is not forwarded to the application"}},
+		{"CONNECT", errConnectToApp, httpcore.Answer{Status: 405, GRPC: httpcore.GRPCUnimplemented, Class: "connect-refused", Msg: "CONNECT is not forwarded to the application"}},
 		{"no authorization admits the client", &denyError{reason: authz.ReasonUnauthorized},
-			proxyErr{403, grpcPermissionDenied, "unauthorized", "no authorization admits the client"}},
+			httpcore.Answer{Status: 403, GRPC: httpcore.GRPCPermissionDenied, Class: "unauthorized", Msg: "no authorization admits the client"}},
 		{"no policy for the port", &denyError{authz.ReasonNoPolicy, "policy: port 8080 has no server"},
-			proxyErr{403, grpcPermissionDenied, "no-policy", "policy: port 8080 has no server"}},
+			httpcore.Answer{Status: 403, GRPC: httpcore.GRPCPermissionDenied, Class: "no-policy", Msg: "policy: port 8080 has no server"}},
 		{"a server that does not listen on the address used", &denyError{authz.ReasonUnauthorized, "the server does not listen on the address the client used"},
-			proxyErr{403, grpcPermissionDenied, "unauthorized", "the server does not listen on the address the client used"}},
+			httpcore.Answer{Status: 403, GRPC: httpcore.GRPCPermissionDenied, Class: "unauthorized", Msg: "the server does not listen on the address the client used"}},
 		{"no route (a detail is not the client's business)", &denyError{authz.ReasonNoRoute, "ignored"},
-			proxyErr{404, grpcPermissionDenied, "no-route", "no route of the server matches the request"}},
+			httpcore.Answer{Status: 404, GRPC: httpcore.GRPCPermissionDenied, Class: "no-route", Msg: "no route of the server matches the request"}},
 		{"ambiguous path", &denyError{reason: authz.ReasonInvalidPath},
-			proxyErr{400, grpcPermissionDenied, "invalid-path", "the request path is ambiguous or malformed"}},
+			httpcore.Answer{Status: 400, GRPC: httpcore.GRPCPermissionDenied, Class: "invalid-path", Msg: "the request path is ambiguous or malformed"}},
 		{"conflicting header values", &denyError{reason: authz.ReasonAmbiguousRequest},
-			proxyErr{400, grpcPermissionDenied, "ambiguous-request", "a header or query parameter a route matches on has conflicting values"}},
+			httpcore.Answer{Status: 400, GRPC: httpcore.GRPCPermissionDenied, Class: "ambiguous-request", Msg: "a header or query parameter a route matches on has conflicting values"}},
 		{"rate-limited", &rateLimitError{"total rate limit exceeded: 100rps"},
-			proxyErr{429, grpcResourceExhausted, "rate-limited", "total rate limit exceeded: 100rps"}},
-		{"a header HTTP/1 cannot carry", &headerError{"x-bad"}, proxyErr{400, grpcInvalidArgument, "invalid-header", "header x-bad cannot be sent over HTTP/1"}},
-		{"client gone", errClientGone, proxyErr{499, grpcUnavailable, "client-gone", "the client went away"}},
-		{"malformed body", &requestBodyError{badChunk}, proxyErr{400, grpcInternal, classRequestBody, "the request body is malformed: " + badChunk.Error()}},
-		{"client gone mid-body", &requestBodyError{reset}, proxyErr{499, grpcUnavailable, "client-gone", "the client went away in the middle of the request body"}},
-		{"application unreachable", &appError{err: &dialError{refused}, dial: true}, proxyErr{502, grpcUnavailable, "app-unreachable", "the application is not reachable"}},
-		{"application failing", &appError{err: reset}, proxyErr{502, grpcUnavailable, "app", reset.Error()}},
-		{"application failing with an error that wraps another cause", &appError{err: fmt.Errorf("h2: %w", errClientGone)},
-			proxyErr{502, grpcUnavailable, "app", "h2: " + errClientGone.Error()}},
-		{"upgrade with a body", errUpgradeBody, proxyErr{400, grpcUnavailable, "upgrade-with-body", "an upgrade request may not have a body"}},
-		{"upgrade dial failure", &upgradeError{err: refused, dial: true}, proxyErr{502, grpcUnavailable, "connect", refused.Error()}},
-		{"upgrade exchange failure", &upgradeError{err: reset}, proxyErr{502, grpcUnavailable, "upstream", reset.Error()}},
-		{"upgrade to another protocol", errBadUpgrade, proxyErr{502, grpcUnavailable, "bad-upgrade", "the upstream switched to a protocol that was not asked for"}},
-		{"connection cannot be taken over", errNoHijack, proxyErr{500, grpcUnavailable, "upgrade", "the connection cannot switch protocols"}},
-		{"anything else", reset, proxyErr{502, grpcUnavailable, "app", reset.Error()}},
+			httpcore.Answer{Status: 429, GRPC: httpcore.GRPCResourceExhausted, Class: "rate-limited", Msg: "total rate limit exceeded: 100rps"}},
+		{"a header HTTP/1 cannot carry", &headerError{"x-bad"}, httpcore.Answer{Status: 400, GRPC: httpcore.GRPCInvalidArgument, Class: "invalid-header", Msg: "header x-bad cannot be sent over HTTP/1"}},
+		{"client gone", httpcore.ErrClientGone, httpcore.Answer{Status: 499, GRPC: httpcore.GRPCUnavailable, Class: "client-gone", Msg: "the client went away"}},
+		{"malformed body", &requestBodyError{badChunk}, httpcore.Answer{Status: 400, GRPC: httpcore.GRPCInternal, Class: httpcore.ClassRequestBody, Msg: "the request body is malformed: " + badChunk.Error()}},
+		{"client gone mid-body", &requestBodyError{reset}, httpcore.Answer{Status: 499, GRPC: httpcore.GRPCUnavailable, Class: "client-gone", Msg: "the client went away in the middle of the request body"}},
+		{"application unreachable", &appError{err: &dialError{refused}, dial: true}, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "app-unreachable", Msg: "the application is not reachable"}},
+		{"application failing", &appError{err: reset}, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "app", Msg: reset.Error()}},
+		{"application failing with an error that wraps another cause", &appError{err: fmt.Errorf("h2: %w", httpcore.ErrClientGone)},
+			httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "app", Msg: "h2: " + httpcore.ErrClientGone.Error()}},
+		{"upgrade with a body", errUpgradeBody, httpcore.Answer{Status: 400, GRPC: httpcore.GRPCUnavailable, Class: "upgrade-with-body", Msg: "an upgrade request may not have a body"}},
+		{"upgrade dial failure", &upgradeError{err: refused, dial: true}, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "connect", Msg: refused.Error()}},
+		{"upgrade exchange failure", &upgradeError{err: reset}, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "upstream", Msg: reset.Error()}},
+		{"upgrade to another protocol", errBadUpgrade, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "bad-upgrade", Msg: "the upstream switched to a protocol that was not asked for"}},
+		{"connection cannot be taken over", errNoHijack, httpcore.Answer{Status: 500, GRPC: httpcore.GRPCUnavailable, Class: "upgrade", Msg: "the connection cannot switch protocols"}},
+		{"anything else", reset, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "app", Msg: reset.Error()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, inboundAnswer(tc.err))

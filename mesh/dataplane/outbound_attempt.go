@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
@@ -35,9 +36,9 @@ type outboundCall struct {
 	stopIdle      func()
 	cancelRequest context.CancelFunc // nil without a request timeout
 
-	body  io.ReadCloser // the client's body as attempts read it (nil or http.NoBody without one)
-	cbody *clientBody   // keeps the body's first read error
-	rb    *replayBody   // set when the request may be retried and has a body
+	body  io.ReadCloser        // the client's body as attempts read it (nil or http.NoBody without one)
+	cbody *httpcore.ClientBody // keeps the body's first read error
+	rb    *replayBody          // set when the request may be retried and has a body
 
 	budget    *retry.Budget
 	dialFails int
@@ -67,16 +68,16 @@ func (c *outboundCall) tapStart(h *balance.Handle[Endpoint]) {
 // (outboundAnswer), and records it.
 func (c *outboundCall) fail(err error) {
 	e := outboundAnswer(err)
-	c.p.m.http.Errors.WithLabelValues(Outbound, c.svc.label, e.class).Inc()
+	c.p.m.http.Errors.WithLabelValues(Outbound, c.svc.label, e.Class).Inc()
 	c.tapStart(nil)
-	writeProxyError(c.w, c.grpc, &e, false)
+	httpcore.WriteAnswer(c.w, c.grpc, &e, false)
 	if !c.stats.Attempting() {
 		c.stats.Attempt(c.svc.localSeries())
 	}
-	gs := grpcStatusOf(c.grpc, &e)
-	c.stats.Head(e.status)
-	c.stats.Done(e.status, gs, true, e.class)
-	c.tr.ResponseInit(e.status, c.w.Header(), c.info.h2)
+	gs := httpcore.GRPCStatusOf(c.grpc, &e)
+	c.stats.Head(e.Status)
+	c.stats.Done(e.Status, gs, true, e.Class)
+	c.tr.ResponseInit(e.Status, c.w.Header(), c.info.h2)
 	tap.End(&c.tr, 0, tap.GRPCStatus(gs), -1, nil)
 }
 
@@ -87,7 +88,7 @@ func (c *outboundCall) prepareBody() {
 	r, rt := c.r, c.rt
 	c.body = r.Body
 	if c.body != nil && c.body != http.NoBody {
-		c.cbody = newClientBody(r, false)
+		c.cbody = httpcore.NewClientBody(r, false)
 		c.body = c.cbody
 		if rt.Timeouts.Idle > 0 {
 			c.body = &touchReader{ReadCloser: c.body, touch: c.touch}
@@ -139,7 +140,7 @@ func (c *outboundCall) afterError(a *outboundAttempt, err error) (bool, error) {
 		return true, nil
 	}
 	cause := a.cause(c, err)
-	class := outboundAnswer(cause).class
+	class := outboundAnswer(cause).Class
 	fault := endpointFault(class)
 	a.h.Done(!fault)
 	if !fault {
@@ -284,7 +285,7 @@ func (a *outboundAttempt) send(c *outboundCall) error {
 	// metrics; route_names.go). The client's own copy went with the
 	// other mesh headers.
 	if n := c.svc.names.Load(); n.canonical != "" && a.h.Value().Identity != "" {
-		hdr[headerDstCanonical] = []string{n.canonical}
+		hdr[httpcore.HeaderDstCanonical] = []string{n.canonical}
 	}
 	a.timeout = rt.Timeouts.Response
 	if rt.Retry != nil && rt.Retry.Timeout > 0 {
@@ -301,7 +302,7 @@ func (a *outboundAttempt) send(c *outboundCall) error {
 		timer = time.AfterFunc(a.timeout, func() { timedOut.Store(true); cancel() })
 	}
 	rb := c.rb
-	req := outgoingRequest(forward1xx(a.ctx, c.w), r, hdr, body, c.rawPath, r.URL.RawQuery)
+	req := httpcore.OutgoingRequest(httpcore.Forward1xx(a.ctx, c.w), r, hdr, body, c.rawPath, r.URL.RawQuery)
 	resp, err := c.p.roundTrip(req, a.h.Value(), c.info.h2, c.info.remote.Addr(), func() bool { return rb == nil || rb.replayable() })
 	if timer != nil {
 		timer.Stop()
@@ -333,9 +334,9 @@ func (a *outboundAttempt) redial(c *outboundCall, err error) bool {
 func (a *outboundAttempt) cause(c *outboundCall, err error) error {
 	switch {
 	case c.r.Context().Err() != nil:
-		return errClientGone
-	case c.cbody.failed() != nil:
-		return &requestBodyError{c.cbody.failed()}
+		return httpcore.ErrClientGone
+	case c.cbody.Failed() != nil:
+		return &requestBodyError{c.cbody.Failed()}
 	case errors.Is(context.Cause(c.ctx), errIdleTimeout):
 		return &timeoutError{after: c.rt.Timeouts.Idle, idle: true}
 	case c.ctx.Err() != nil:

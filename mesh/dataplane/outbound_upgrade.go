@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
@@ -104,14 +105,14 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 		}
 		defer resp.Body.Close()
 		w.Header().Set("Connection", "close")
-		_, _, cerr := copyResponse(w, resp, func(h http.Header) {
+		_, _, cerr := httpcore.CopyResponse(w, resp, func(h http.Header) {
 			cleanResponseHeader(h, meshed)
 			h.Set("Connection", "close")
 		}, nil)
 		stats.Done(resp.StatusCode, "", resp.StatusCode >= 500, "")
 		done(resp.StatusCode < 500)
-		if cerr != nil && errors.Is(cerr, errUpstreamBody) {
-			abort()
+		if cerr != nil && errors.Is(cerr, httpcore.ErrUpstreamBody) {
+			httpcore.Abort()
 		}
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/ratelimit"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
@@ -43,9 +44,6 @@ import (
 // one, the limiter's Allow (no allocation for a client whose bucket
 // exists, see internal/ratelimit). The limiter reads the proxy's clock
 // (WithClock), which is how tests count requests per window.
-
-// grpcResourceExhausted is the gRPC status of a rate-limited call.
-const grpcResourceExhausted = 8
 
 // localRateLimitFamily is Linkerd's counter of rate-limited requests.
 var localRateLimitFamily = metricstore.NewFamily("inbound_http_local_ratelimit_total",
@@ -158,11 +156,11 @@ func (lim *inboundLimit) series(p *Proxy, st *portState, info *connInfo, scope s
 func writeRateLimited(w http.ResponseWriter, grpc bool, reason string) {
 	h := w.Header()
 	clear(h)
-	h.Set(headerProxyError, reason)
+	h.Set(httpcore.HeaderProxyError, reason)
 	if grpc {
 		h.Set("Content-Type", "application/grpc")
-		h.Set("Grpc-Status", strconv.Itoa(grpcResourceExhausted))
-		h.Set("Grpc-Message", grpcEncode(reason))
+		h.Set("Grpc-Status", strconv.Itoa(httpcore.GRPCResourceExhausted))
+		h.Set("Grpc-Message", httpcore.GRPCEncode(reason))
 		w.WriteHeader(http.StatusOK)
 		return
 	}

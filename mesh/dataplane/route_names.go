@@ -33,10 +33,6 @@ import (
 // discovery does not know adds no label and no route. The names it asks
 // about are bounded (maxInboundProfiles).
 
-// headerDstCanonical carries the Service's canonical name from the
-// client proxy to the server proxy.
-const headerDstCanonical = "L5d-Dst-Canonical"
-
 // maxInboundProfiles bounds the names an inbound proxy follows the
 // profile of; past it, requests naming a new one get no profile route.
 const maxInboundProfiles = 128
