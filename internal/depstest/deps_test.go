@@ -92,18 +92,29 @@ var rules = []depstest.Rule{
 	{
 		Packages: []string{
 			weft("mesh/dataplane/internal/metricstore"), weft("mesh/dataplane/internal/relay"), weft("mesh/dataplane/internal/tap"),
+			weft("mesh/dataplane/internal/reqmetrics"),
 		},
 		Deny: []string{
 			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),
 			weft("mesh/dataplane/internal/h1"), weft("mesh/dataplane/internal/h2server"), weft("mesh/dataplane/internal/h2client"),
 			weft("mesh/dataplane/internal/h2hdr"), weft("mesh/dataplane/route"), weft("mesh/dataplane/balance"), weft("mesh/dataplane/retry"),
 		},
-		Why: "the proxy's packages by concern (metric store, relay, tap) take values and small seams from the dataplane package, never the package itself or its HTTP proxying, routing and balancing",
+		Why: "the proxy's packages by concern (metric store, request metrics, relay, tap) take values and small seams from the dataplane package, never the package itself or its HTTP proxying, routing and balancing",
 	},
 	{
-		Packages: []string{weft("mesh/dataplane/internal/metricstore"), weft("mesh/dataplane/internal/relay")},
+		Packages: []string{weft("mesh/dataplane/internal/httpcore")},
+		Deny: []string{
+			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),
+			weft("mesh/dataplane/route"), weft("mesh/dataplane/balance"), weft("mesh/dataplane/retry"),
+			weft("mesh/dataplane/internal/tap"), weft("mesh/dataplane/internal/reqmetrics"), weft("mesh/dataplane/internal/metricstore"),
+			weft("mesh/policy/..."),
+		},
+		Why: "the HTTP vocabulary both directions share (mesh headers, the proxy's own answers, the forwarded request, body and response) knows nothing of policy, routing, balancing, metrics or tap",
+	},
+	{
+		Packages: []string{weft("mesh/dataplane/internal/metricstore"), weft("mesh/dataplane/internal/relay"), weft("mesh/dataplane/internal/reqmetrics")},
 		Deny:     []string{weft("mesh/dataplane/internal/tap")},
-		Why:      "the metric store and the relay sit below tap: tap renders its labels with the store's builders, never the other way round",
+		Why:      "the metric store, the request metrics and the relay sit below tap: tap renders its labels with the store's builders, never the other way round",
 	},
 	{
 		Packages: []string{

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 )
 
 // Access log formats, as Linkerd's proxy names them.
@@ -112,7 +114,7 @@ func (l *accessLog) start(r *http.Request, info *connInfo) *accessRecord {
 		client = info.peer.IP.String()
 	}
 	uri, version := r.RequestURI, r.Proto
-	if orig := origProto(r.Header.Get(headerOrigProto)); info.fromProxy && r.ProtoMajor == 2 && orig != "" {
+	if orig := origProto(r.Header.Get(httpcore.HeaderOrigProto)); info.fromProxy && r.ProtoMajor == 2 && orig != "" {
 		// An HTTP/1 request the client's proxy carried over HTTP/2: log
 		// it as the client sent it.
 		version = orig

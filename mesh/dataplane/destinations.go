@@ -11,6 +11,7 @@ import (
 
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -269,7 +270,7 @@ type portState struct {
 	srv   *authz.Server
 
 	// series caches the request series resolved under this policy.
-	series cowMap[inboundKey, *inboundEntry]
+	series reqmetrics.Cache[inboundKey, *inboundEntry]
 
 	// limit is the port's HTTP rate limit; nil for none.
 	limit *inboundLimit

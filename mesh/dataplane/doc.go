@@ -135,6 +135,14 @@
 // hop, as are hop-by-hop headers and every header a Connection field
 // names, in requests and responses, 1xx included.
 //
+// In the code (http_inbound.go), an inbound request reads as its steps
+// too: refuse CONNECT; authorize (the port's policy, then its rate
+// limit); prepare the header the application sees; send, or upgrade on
+// a connection of its own; relay the answer. The steps share an
+// inboundCall and return causes; one function, inboundAnswer
+// (inbound_answer.go), maps each cause (a denial, a rate limit, an
+// unreachable application, a client gone...) to the answer.
+//
 // Settings Linkerd's annotations turn on (Config.Extras): an access log of
 // inbound HTTP requests in Linkerd's apache or json format, written to the
 // writer given with [WithAccessLog]; ports that refuse clients without a
@@ -185,7 +193,8 @@
 // refused before any policy applied, by direction and reason, a fixed
 // set). docs/metrics.md lists every label.
 //
-// The Linkerd-named series live in a store of their own (internal/metricstore):
+// The Linkerd-named series live in a store of their own (internal/metricstore;
+// requests are recorded into them by internal/reqmetrics):
 // each series is exported with exactly its labels, the data path adds to
 // series it resolved once per endpoint, route or policy route (no label
 // hashing, no allocation per request), series idle for ten minutes are

@@ -12,233 +12,287 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 	"github.com/weftmesh/weft/mesh/policy/pathnorm"
 )
 
-// denial maps an authorization result to the answer: 403 for a client
-// no authorization admits (and for a port without policy), 404 for a
-// request no route matches, 400 for a path or request the evaluator
-// refuses as ambiguous. gRPC calls always get PERMISSION_DENIED; the
-// weft-deny-reason header names the class either way.
-func denial(reason authz.Reason, detail string) *proxyErr {
-	class := reason.String()
-	switch reason {
-	case authz.ReasonNoRoute:
-		return &proxyErr{http.StatusNotFound, grpcPermissionDenied, class, "no route of the server matches the request"}
-	case authz.ReasonInvalidPath:
-		return &proxyErr{http.StatusBadRequest, grpcPermissionDenied, class, "the request path is ambiguous or malformed"}
-	case authz.ReasonAmbiguousRequest:
-		return &proxyErr{http.StatusBadRequest, grpcPermissionDenied, class, "a header or query parameter a route matches on has conflicting values"}
-	}
-	if detail == "" {
-		detail = "no authorization admits the client"
-	}
-	return &proxyErr{http.StatusForbidden, grpcPermissionDenied, class, detail}
+// inboundCall is one request for the local application, with what its
+// steps share: the policy's decision, the profile route's response
+// classes, the request's metrics and its tap. It lives on the serving
+// goroutine's stack.
+type inboundCall struct {
+	p    *Proxy
+	w    http.ResponseWriter
+	r    *http.Request
+	info *connInfo
+	grpc bool
+
+	res     authz.Result          // the policy's decision (zero without a policy)
+	classes []route.ResponseClass // the profile route's response classes
+	series  *inboundEntry
+	now     time.Time
+	cbody   *httpcore.ClientBody // keeps the body's first read error
+
+	stats reqmetrics.Stats // zero (recording nothing) until the request counts as an inbound request
+	tr    *tap.Request     // set when an open tap took the request
 }
 
-// serveInbound authorizes one request for the local application and
-// forwards it there.
+// serveInbound proxies one request for the local application, in steps:
+// refuse CONNECT; authorize it by the port's policy and rate limit;
+// prepare the header the application sees; then forward it (an upgrade
+// on a connection of its own) and relay the answer, or answer the cause
+// of a failure (inboundAnswer).
 func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connInfo) {
-	grpc := isGRPC(r)
-	// The port's label is formatted only where a metric needs it (the
-	// error paths), not on every request.
-	portLabel := func() string { return strconv.Itoa(int(info.port)) }
-	now := time.Now()
-
+	c := inboundCall{p: p, w: w, r: r, info: info, grpc: httpcore.IsGRPC(r), now: time.Now()}
 	if r.Method == http.MethodConnect {
 		// CONNECT would turn the request into a tunnel past HTTP policy;
 		// the application is reached by plain requests only. Refused
 		// before policy, it is not an inbound request (request_total), as
 		// a denied one is not: http_errors_total counts it.
-		p.m.http.errors.WithLabelValues(Inbound, portLabel(), "connect-refused").Inc()
-		writeProxyError(w, grpc, &proxyErr{http.StatusMethodNotAllowed, grpcUnimplemented, "connect-refused", "CONNECT is not forwarded to the application"}, false)
+		c.fail(errConnectToApp)
 		return
 	}
+	defer c.endTap() // ends an upgraded or aborted request; no-op once ended
+	if err := c.authorize(); err != nil {
+		c.fail(err)
+		return
+	}
+	c.stats.Begin(c.series.rt, c.now)
+	c.stats.Attempt(c.series.ep)
 
+	up, upgrade := h1.Upgrade(r) // before the header loses its hop-by-hop fields
+	upgrade = upgrade && !info.h2
+	hdr, toH2, err := c.header()
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	app := netip.AddrPortFrom(p.forwardAddr, info.port)
+	if upgrade {
+		c.upgrade(hdr, up, app)
+		return
+	}
+	resp, err := c.send(hdr, toH2, app)
+	if err != nil {
+		c.fail(c.cause(err))
+		return
+	}
+	c.relay(resp)
+}
+
+func (c *inboundCall) endTap() { tap.End(&c.tr, 0, -1, -1, nil) }
+
+// upgrade forwards a protocol upgrade (WebSocket) to the application on a
+// connection of its own, as the outbound side does (forwardUpgrade).
+func (c *inboundCall) upgrade(hdr http.Header, up string, app netip.AddrPort) {
+	p := c.p
+	p.forwardUpgrade(c.r.Context(), c.w, c.r, hdr, up, func(ctx context.Context) (net.Conn, error) {
+		return p.dialWithin(ctx, app.String())
+	}, c.fail, &c.stats, nil, false)
+}
+
+// authorize decides on the request by the port's policy (its server, the
+// server's authorizations and routes), starts its metrics (the
+// authorization counters and the series of its route) and offers it to
+// the open taps; a request the policy admits is then counted against the
+// port's rate limit. It returns why the request is refused (*denyError,
+// *rateLimitError), or nil.
+func (c *inboundCall) authorize() error {
+	p, r, info := c.p, c.r, c.info
 	target := r.RequestURI
 	if !strings.HasPrefix(target, "/") {
-		target = escapedPath(r)
+		target = httpcore.EscapedPath(r)
 		if r.URL.RawQuery != "" {
 			target += "?" + r.URL.RawQuery
 		}
 	}
-	var res authz.Result
-	var deny *proxyErr
+	var deny *denyError
 	st, err := p.pols.get(r.Context(), uint32(info.port))
 	cache := st
 	switch {
 	case err != nil:
 		cache = p.noPolicy
-		deny = denial(authz.ReasonNoPolicy, err.Error())
+		deny = &denyError{authz.ReasonNoPolicy, err.Error()}
 	case !serverIPsAllow(st.proto, info.target):
-		deny = denial(authz.ReasonUnauthorized, "the server does not listen on the address the client used")
+		deny = &denyError{authz.ReasonUnauthorized, "the server does not listen on the address the client used"}
 	default:
-		res = authz.Evaluate(st.srv, info.peer, &authz.Request{Method: r.Method, Path: target, Host: r.Host, Header: r.Header})
-		if res.Decision == authz.Deny {
-			deny = denial(res.Reason, "")
+		c.res = authz.Evaluate(st.srv, info.peer, &authz.Request{Method: r.Method, Path: target, Host: r.Host, Header: r.Header})
+		if c.res.Decision == authz.Deny {
+			deny = &denyError{reason: c.res.Reason}
 		}
 	}
 	denyClass := ""
 	var pr profRoute
-	var classes []route.ResponseClass // the profile route's response classes
 	if deny != nil {
-		denyClass = deny.class
+		denyClass = deny.reason.String()
 	} else {
-		pr, classes = p.profileRoute(r, info, &res)
+		pr, c.classes = p.profileRoute(r, info, &c.res)
 	}
-	series := p.inboundSeries(cache, info, &res, denyClass, pr)
-	series.use(now)
-	series.authz.Inc()
-	var tr *tap.Request // set when an open tap takes the request
+	c.series = p.inboundSeries(cache, info, &c.res, denyClass, pr)
+	c.series.use(c.now)
+	c.series.authz.Inc()
 	if p.tap.On() {
-		tr = p.tapInbound(r, info, st, &res)
-		defer tap.End(&tr, 0, -1, -1, nil) // ends an upgraded or aborted request; no-op once ended
+		// An open tap keeps the decision for the request's events: it
+		// gets a copy, so that the call stays on the stack (and nothing
+		// is allocated for it while no tap is open).
+		res := c.res
+		c.tr = p.tapInbound(r, info, st, &res)
 	}
 	if deny != nil {
-		p.log.Info("inbound request denied", "port", info.port, "reason", deny.class, "peer_id", info.peer.Identity, "method", r.Method)
-		writeProxyError(w, grpc, deny, true)
-		tr.ResponseInit(deny.status, w.Header(), info.h2)
-		tap.End(&tr, 0, tap.GRPCStatus(grpcStatusOf(grpc, deny)), -1, nil)
-		return
+		return deny
 	}
-	if res.Decision == authz.Audit {
-		p.log.Info("inbound request admitted by audit policy", "port", info.port, "route", routeName(&res), "peer_id", info.peer.Identity)
+	if c.res.Decision == authz.Audit {
+		p.log.Info("inbound request admitted by audit policy", "port", info.port, "route", routeName(&c.res), "peer_id", info.peer.Identity)
 	}
-	if e := p.rateLimit(w, grpc, st, info, &res); e != nil { // ratelimit_inbound.go
-		tr.ResponseInit(e.status, w.Header(), info.h2)
-		tap.End(&tr, 0, tap.GRPCStatus(grpcStatusOf(grpc, e)), -1, nil)
-		return
-	}
-	var stats reqStats
-	stats.begin(series.rt, now)
-	stats.attempt(series.ep)
-	fail := func(e *proxyErr) {
-		p.m.http.errors.WithLabelValues(Inbound, portLabel(), e.class).Inc()
-		writeProxyError(w, grpc, e, false)
-		stats.head(e.status)
-		stats.done(e.status, grpcStatusOf(grpc, e), true, e.class)
-		tr.ResponseInit(e.status, w.Header(), info.h2)
-		tap.End(&tr, 0, tap.GRPCStatus(grpcStatusOf(grpc, e)), -1, nil)
-	}
+	return p.rateLimit(st, info, &c.res) // ratelimit_inbound.go
+}
 
-	// The request as the application sees it: the normalized path the
-	// policy decided on, no hop-by-hop or mesh headers from the client,
-	// the verified client identity from this proxy.
+// header returns the request header as the application sees it (edited
+// in place: the request is not used again): no hop-by-hop or mesh headers
+// from the client, the verified client identity from this proxy. toH2
+// says whether the request goes to the application over HTTP/2: an
+// HTTP/2 request does unless its peer proxy says it was HTTP/1
+// (l5d-orig-proto), and one that does not must have a header HTTP/1 can
+// carry.
+func (c *inboundCall) header() (hdr http.Header, toH2 bool, err error) {
+	r, info := c.r, c.info
 	orig := ""
 	if info.fromProxy && info.h2 {
-		orig = origProto(r.Header.Get(headerOrigProto))
-		if orig == "" && len(r.Header[headerOrigProto]) > 0 {
-			p.log.Debug("inbound l5d-orig-proto ignored: not a value a proxy sends", "value", r.Header.Get(headerOrigProto),
+		orig = origProto(r.Header.Get(httpcore.HeaderOrigProto))
+		if orig == "" && len(r.Header[httpcore.HeaderOrigProto]) > 0 {
+			c.p.log.Debug("inbound l5d-orig-proto ignored: not a value a proxy sends", "value", r.Header.Get(httpcore.HeaderOrigProto),
 				"peer_id", info.peer.Identity)
 		}
 	}
-	up, upgrade := h1.Upgrade(r)
-	upgrade = upgrade && !info.h2
-	hdr := r.Header // the request is not used again: edited in place
+	hdr = r.Header
 	if hdr == nil {
 		hdr = http.Header{}
 	}
 	h1.RemoveHopByHop(hdr)
-	removeMeshHeaders(hdr)
+	httpcore.RemoveMeshHeaders(hdr)
 	if info.peer.TLS && info.peer.Identity != "" {
-		hdr[headerClientID] = []string{info.peer.Identity}
+		hdr[httpcore.HeaderClientID] = []string{info.peer.Identity}
 	}
-	toH2 := info.h2 && orig == ""
+	toH2 = info.h2 && orig == ""
 	if !toH2 {
 		if name, ok := h1.CheckHeader(hdr); !ok {
-			fail(&proxyErr{http.StatusBadRequest, grpcInvalidArgument, "invalid-header", "header " + name + " cannot be sent over HTTP/1"})
-			return
+			return nil, false, &headerError{name}
 		}
 	}
-	path, rawQuery := escapedPath(r), r.URL.RawQuery
-	if res.Path != "" {
-		path = res.Path
-	}
-	app := netip.AddrPortFrom(p.forwardAddr, info.port)
-
-	if upgrade {
-		p.forwardUpgrade(r.Context(), w, r, hdr, up, func(ctx context.Context) (net.Conn, error) {
-			return p.dialWithin(ctx, app.String())
-		}, func(err error) { e := outboundAnswer(err); fail(&e) }, &stats, nil, false)
-		return
-	}
-
-	// The body keeps its first error, and its trailers lose the mesh's
-	// headers as they arrive.
-	var body io.ReadCloser = r.Body
-	var cbody *clientBody
-	if body != nil && body != http.NoBody {
-		cbody = newClientBody(r, true)
-		body = cbody
-	}
-	req := outgoingRequest(forward1xx(r.Context(), w), r, hdr, body, path, rawQuery)
-	var resp *http.Response
-	upstreamDone := upstreamTimer(w)
-	if toH2 {
-		resp, err = p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false }, dialLabels{inbound: true})
-	} else {
-		resp, err = p.http.appH1.RoundTrip(req, app.String())
-	}
-	upstreamDone()
-	if err != nil {
-		var de *dialError
-		var he *h1.DialError
-		switch {
-		case r.Context().Err() != nil:
-			fail(&proxyErr{499, grpcUnavailable, "client-gone", "the client went away"})
-		case cbody.failed() != nil:
-			fail(bodyFailure(cbody.failed()))
-		case errors.As(err, &de), errors.As(err, &he):
-			fail(&proxyErr{http.StatusBadGateway, grpcUnavailable, "app-unreachable", "the application is not reachable"})
-		default:
-			fail(&proxyErr{http.StatusBadGateway, grpcUnavailable, "app", err.Error()})
-		}
-		return
-	}
-	defer resp.Body.Close()
-	// Classified as the outbound side does: the ServiceProfile route's
-	// response classes when it has them, else 5xx or a non-zero
-	// grpc-status.
-	gs := resp.Header.Get("Grpc-Status")
-	failure := route.Failure(classes, resp.StatusCode, gs)
-	stats.head(resp.StatusCode)
-	tr.ResponseInit(resp.StatusCode, resp.Header, info.h2)
-	trailer, n, err := copyResponse(w, resp, removeMeshHeaders, nil)
-	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
-		gs = tgs
-		failure = route.Failure(classes, resp.StatusCode, gs)
-	}
-	if err != nil {
-		stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
-		tap.End(&tr, n, -1, tapResetCode(err), nil)
-		if errors.Is(err, errUpstreamBody) {
-			abort()
-		}
-		return
-	}
-	stats.done(resp.StatusCode, gs, failure, "")
-	tap.End(&tr, n, tap.GRPCStatus(gs), -1, trailer)
+	return hdr, toH2, nil
 }
 
-// grpcStatusOf is the grpc-status of an answer the proxy made itself
-// (empty when the call is not gRPC).
-func grpcStatusOf(grpc bool, e *proxyErr) string {
-	if !grpc {
-		return ""
+// send forwards the request to the application at app, with the
+// normalized path the policy decided on, and waits for the response head.
+// The body keeps its first error, and its trailers lose the mesh's
+// headers as they arrive.
+func (c *inboundCall) send(hdr http.Header, toH2 bool, app netip.AddrPort) (*http.Response, error) {
+	r := c.r
+	var body io.ReadCloser = r.Body
+	if body != nil && body != http.NoBody {
+		c.cbody = httpcore.NewClientBody(r, true)
+		body = c.cbody
 	}
-	return strconv.Itoa(e.grpc)
+	path, rawQuery := httpcore.EscapedPath(r), r.URL.RawQuery
+	if c.res.Path != "" {
+		path = c.res.Path
+	}
+	req := httpcore.OutgoingRequest(httpcore.Forward1xx(r.Context(), c.w), r, hdr, body, path, rawQuery)
+	var resp *http.Response
+	var err error
+	upstreamDone := upstreamTimer(c.w)
+	if toH2 {
+		resp, err = c.p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false }, dialLabels{inbound: true})
+	} else {
+		resp, err = c.p.http.appH1.RoundTrip(req, app.String())
+	}
+	upstreamDone()
+	return resp, err
+}
+
+// cause names why send got no response, for inboundAnswer: the client
+// went away or its body failed, the application could not be reached, or
+// the exchange with it failed.
+func (c *inboundCall) cause(err error) error {
+	var de *dialError
+	var he *h1.DialError
+	switch {
+	case c.r.Context().Err() != nil:
+		return httpcore.ErrClientGone
+	case c.cbody.Failed() != nil:
+		return &requestBodyError{c.cbody.Failed()}
+	case errors.As(err, &de), errors.As(err, &he):
+		return &appError{err: err, dial: true}
+	}
+	return &appError{err: err}
+}
+
+// relay sends the application's response to the client without mesh
+// headers, and records how the exchange ended: classified as the
+// outbound side does (the ServiceProfile route's response classes when it
+// has them, else 5xx or a non-zero grpc-status); a stream the application
+// broke is broken to the client too.
+func (c *inboundCall) relay(resp *http.Response) {
+	defer resp.Body.Close()
+	gs := resp.Header.Get("Grpc-Status")
+	failure := route.Failure(c.classes, resp.StatusCode, gs)
+	c.stats.Head(resp.StatusCode)
+	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.info.h2)
+	trailer, n, err := httpcore.CopyResponse(c.w, resp, httpcore.RemoveMeshHeaders, nil)
+	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
+		gs = tgs
+		failure = route.Failure(c.classes, resp.StatusCode, gs)
+	}
+	if err != nil {
+		c.stats.Done(resp.StatusCode, gs, true, streamErrorClass(err))
+		tap.End(&c.tr, n, -1, tapResetCode(err), nil)
+		if errors.Is(err, httpcore.ErrUpstreamBody) {
+			httpcore.Abort()
+		}
+		return
+	}
+	c.stats.Done(resp.StatusCode, gs, failure, "")
+	tap.End(&c.tr, n, tap.GRPCStatus(gs), -1, trailer)
+}
+
+// fail answers the request for the proxy, for the reason err gives
+// (inboundAnswer), and records it. A denial is logged and names its class
+// in weft-deny-reason; a rate-limited request is answered as Linkerd's
+// proxy answers it (writeRateLimited); both were counted where they were
+// decided (the authorization and rate-limit counters). Any other answer
+// counts in http_errors_total and, once the request is an inbound request
+// (request_total; CONNECT is not), in its metrics.
+func (c *inboundCall) fail(err error) {
+	e := inboundAnswer(err)
+	gs := httpcore.GRPCStatusOf(c.grpc, &e)
+	switch err.(type) {
+	case *denyError:
+		c.p.log.Info("inbound request denied", "port", c.info.port, "reason", e.Class, "peer_id", c.info.peer.Identity, "method", c.r.Method)
+		httpcore.WriteAnswer(c.w, c.grpc, &e, true)
+	case *rateLimitError:
+		writeRateLimited(c.w, c.grpc, e.Msg)
+	default:
+		// The port's label is formatted only here, not on every request.
+		c.p.m.http.Errors.WithLabelValues(Inbound, strconv.Itoa(int(c.info.port)), e.Class).Inc()
+		httpcore.WriteAnswer(c.w, c.grpc, &e, false)
+		c.stats.Head(e.Status)
+		c.stats.Done(e.Status, gs, true, e.Class)
+	}
+	c.tr.ResponseInit(e.Status, c.w.Header(), c.info.h2)
+	tap.End(&c.tr, 0, tap.GRPCStatus(gs), -1, nil)
 }
 
 // streamErrorClass names why a response stream did not complete, for the
 // error label.
 func streamErrorClass(err error) string {
 	switch {
-	case errors.Is(err, errClientGone):
+	case errors.Is(err, httpcore.ErrClientGone):
 		return "client-gone"
-	case errors.Is(err, errUpstreamBody):
+	case errors.Is(err, httpcore.ErrUpstreamBody):
 		return "upstream-reset"
 	}
 	return "error"
@@ -273,7 +327,7 @@ func (p *Proxy) profileRoute(r *http.Request, info *connInfo, res *authz.Result)
 		return profRoute{name: defaultRouteName}, nil
 	}
 	name := info.dstName
-	if v := r.Header.Values(headerDstCanonical); len(v) == 1 {
+	if v := r.Header.Values(httpcore.HeaderDstCanonical); len(v) == 1 {
 		name = v[0]
 	}
 	if name == "" {
@@ -281,7 +335,7 @@ func (p *Proxy) profileRoute(r *http.Request, info *connInfo, res *authz.Result)
 	}
 	path := res.Path
 	if path == "" {
-		path = escapedPath(r)
+		path = httpcore.EscapedPath(r)
 		if np, err := pathnorm.Normalize(path); err == nil {
 			path = np
 		}

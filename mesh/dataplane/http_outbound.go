@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
@@ -23,7 +24,7 @@ func outboundHeader(r *http.Request, mods ...*route.HeaderModifier) http.Header 
 		h = http.Header{}
 	}
 	h1.RemoveHopByHop(h)
-	removeMeshHeaders(h)
+	httpcore.RemoveMeshHeaders(h)
 	for _, m := range mods {
 		m.Apply(h)
 	}
@@ -37,7 +38,7 @@ func cleanInPlace(r *http.Request) http.Header {
 		r.Header = http.Header{}
 	}
 	h1.RemoveHopByHop(r.Header)
-	removeMeshHeaders(r.Header)
+	httpcore.RemoveMeshHeaders(r.Header)
 	return r.Header
 }
 
@@ -48,7 +49,7 @@ func cleanInPlace(r *http.Request) http.Header {
 // upgrade on a connection of its own), and relay the answer or answer
 // the error (outboundAnswer).
 func (p *Proxy) serveOutbound(w http.ResponseWriter, r *http.Request, info *connInfo) {
-	c := outboundCall{p: p, w: w, r: r, info: info, svc: info.svc, grpc: isGRPC(r)}
+	c := outboundCall{p: p, w: w, r: r, info: info, svc: info.svc, grpc: httpcore.IsGRPC(r)}
 	c.selectRoute()
 	defer c.endTap() // ends an upgraded or aborted request; no-op once ended
 	if c.answeredByRoute() {
@@ -77,7 +78,7 @@ func (p *Proxy) serveOutbound(w http.ResponseWriter, r *http.Request, info *conn
 // starts its metrics.
 func (c *outboundCall) selectRoute() {
 	r := c.r
-	c.rawPath = escapedPath(r)
+	c.rawPath = httpcore.EscapedPath(r)
 	routePath := c.rawPath
 	if np, err := pathnorm.Normalize(c.rawPath); err == nil {
 		routePath = np
@@ -87,7 +88,7 @@ func (c *outboundCall) selectRoute() {
 		Method: r.Method, Path: routePath, RawQuery: r.URL.RawQuery, Host: hostOnly(r.Host),
 		Header: r.Header, HTTP2: c.info.h2, GRPC: c.grpc,
 	})
-	c.stats.begin(c.svc.routeSeries(c.rt.Name), time.Now())
+	c.stats.Begin(c.svc.routeSeries(c.rt.Name), time.Now())
 }
 
 func (c *outboundCall) endTap() { tap.End(&c.tr, 0, -1, -1, nil) }
@@ -119,9 +120,9 @@ func (c *outboundCall) redirect() {
 	w.Header().Set("Content-Length", "0")
 	c.tapStart(nil)
 	w.WriteHeader(rt.Redirect.Status)
-	c.stats.attempt(c.svc.localSeries())
-	c.stats.head(rt.Redirect.Status)
-	c.stats.done(rt.Redirect.Status, "", false, "")
+	c.stats.Attempt(c.svc.localSeries())
+	c.stats.Head(rt.Redirect.Status)
+	c.stats.Done(rt.Redirect.Status, "", false, "")
 	c.tr.ResponseInit(rt.Redirect.Status, w.Header(), c.info.h2)
 	tap.End(&c.tr, 0, -1, -1, nil)
 }
@@ -151,10 +152,10 @@ func (c *outboundCall) relay(a *outboundAttempt) {
 	defer resp.Body.Close()
 	gs := resp.Header.Get("Grpc-Status")
 	failure := route.Failure(rt.Classes, resp.StatusCode, gs)
-	c.stats.head(resp.StatusCode)
+	c.stats.Head(resp.StatusCode)
 	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.info.h2)
 	meshed := a.h.Value().Identity != ""
-	trailer, n, err := copyResponse(c.w, resp, func(h http.Header) {
+	trailer, n, err := httpcore.CopyResponse(c.w, resp, func(h http.Header) {
 		cleanResponseHeader(h, meshed)
 		rt.ResponseHeaders.Apply(h)
 	}, c.touch)
@@ -163,28 +164,28 @@ func (c *outboundCall) relay(a *outboundAttempt) {
 		failure = route.Failure(rt.Classes, resp.StatusCode, gs)
 	}
 	if err != nil {
-		c.stats.done(resp.StatusCode, gs, true, streamErrorClass(err))
+		c.stats.Done(resp.StatusCode, gs, true, streamErrorClass(err))
 		tap.End(&c.tr, n, -1, tapResetCode(err), nil)
-		if errors.Is(err, errUpstreamBody) {
-			abort()
+		if errors.Is(err, httpcore.ErrUpstreamBody) {
+			httpcore.Abort()
 		}
 		return
 	}
-	c.stats.done(resp.StatusCode, gs, failure, "")
+	c.stats.Done(resp.StatusCode, gs, failure, "")
 	tap.End(&c.tr, n, tap.GRPCStatus(gs), -1, trailer)
 }
 
 // faultErr is the answer of a failure injector: its HTTP status, or its
 // gRPC code (UNAVAILABLE for an HTTP injector that hits a gRPC call).
-func faultErr(f *route.Fault) *proxyErr {
+func faultErr(f *route.Fault) *httpcore.Answer {
 	status, code := f.Status, int(f.GRPCCode)
 	if status == 0 {
 		status = http.StatusInternalServerError
 	}
 	if !f.GRPC {
-		code = grpcUnavailable
+		code = httpcore.GRPCUnavailable
 	}
-	return &proxyErr{status, code, "fault-injected", f.Message}
+	return &httpcore.Answer{Status: status, GRPC: code, Class: "fault-injected", Msg: f.Message}
 }
 
 // cleanResponseHeader removes mesh headers from a response; from a peer
@@ -192,14 +193,14 @@ func faultErr(f *route.Fault) *proxyErr {
 func cleanResponseHeader(h http.Header, fromPeerProxy bool) {
 	var perr, deny []string
 	if fromPeerProxy {
-		perr, deny = h[headerProxyError], h[headerDenyReason]
+		perr, deny = h[httpcore.HeaderProxyError], h[httpcore.HeaderDenyReason]
 	}
-	removeMeshHeaders(h)
+	httpcore.RemoveMeshHeaders(h)
 	if len(perr) > 0 {
-		h[headerProxyError] = perr
+		h[httpcore.HeaderProxyError] = perr
 	}
 	if len(deny) > 0 {
-		h[headerDenyReason] = deny
+		h[httpcore.HeaderDenyReason] = deny
 	}
 }
 
@@ -238,7 +239,7 @@ func (p *Proxy) roundTrip(req *http.Request, ep Endpoint, clientH2 bool, from ne
 			return p.http.peerH1.roundTrip(key, ep, req, from)
 		}
 		if !clientH2 {
-			req.Header[headerOrigProto] = []string{"HTTP/1.1"}
+			req.Header[httpcore.HeaderOrigProto] = []string{"HTTP/1.1"}
 		}
 		return p.http.pool.roundTrip(key, req, replayable, dialLabels{ep: ep})
 	}

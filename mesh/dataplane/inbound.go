@@ -15,6 +15,7 @@ import (
 
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/mesh/dataplane/detect"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
@@ -220,7 +221,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	if err == nil && ic.protocol == transport.HTTP2 && !ic.fromProxy && st.srv.Protocol == authz.ProtocolHTTP1 {
 		// Cleartext HTTP/2 on a port declared HTTP/1 only is refused, not
 		// forwarded (the application may not expect it).
-		p.m.http.protocol.WithLabelValues(Inbound, "h2c-on-http1-port").Inc()
+		p.m.http.Protocol.WithLabelValues(Inbound, "h2c-on-http1-port").Inc()
 		log.Info("inbound HTTP/2 refused on an HTTP/1 port")
 		return false
 	}
@@ -344,7 +345,7 @@ func (p *Proxy) httpOnly(ic *inboundConn, log *slog.Logger) bool {
 	const msg = "Bad Request: this port serves HTTP only\n"
 	_ = ic.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = io.WriteString(ic.conn, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"+
-		headerProxyError+": "+refuseNotHTTP+": the port serves HTTP only\r\nContent-Length: "+strconv.Itoa(len(msg))+
+		httpcore.HeaderProxyError+": "+refuseNotHTTP+": the port serves HTTP only\r\nContent-Length: "+strconv.Itoa(len(msg))+
 		"\r\nConnection: close\r\n\r\n"+msg)
 	return false
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 )
 
 // Label values of the direction label.
@@ -36,7 +37,7 @@ type metrics struct {
 
 	refused       *prometheus.CounterVec // tcp_refused_total
 	policyRefused prometheus.Counter
-	http          *httpMetrics
+	http          *reqmetrics.HTTP
 }
 
 func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*metrics, error) {
@@ -74,9 +75,9 @@ func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*
 	m.policyRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "inbound_policy_refused_total", Help: "Inbound policy updates refused because the evaluator could not fully read them.",
 	})
-	m.http = newHTTPMetrics(m.st)
+	m.http = reqmetrics.New(m.st)
 	cs := []prometheus.Collector{m.st, overflow, m.refused, expiry, m.policyRefused}
-	for _, c := range append(cs, m.http.collectors()...) {
+	for _, c := range append(cs, m.http.Collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -135,7 +136,7 @@ func (s *connStats) closed() {
 	if e := s.failure.Load(); e != nil {
 		failure = *e
 	}
-	extra := (&metricstore.Labels{}).Add("errno", errnoLabel(failure)).Add("classification", classLabel(failure != nil))
+	extra := (&metricstore.Labels{}).Add("errno", errnoLabel(failure)).Add("classification", metricstore.Classification(failure != nil))
 	s.g.Series(s.m.tcpClose, extra).Inc()
 	s.g.Series(s.m.tcpDuration, extra).Observe(now.Sub(s.start))
 	s.openConns.GaugeAdd(-1)
@@ -166,13 +167,6 @@ var errnoNames = map[syscall.Errno]string{
 	syscall.ENETUNREACH:   "ENETUNREACH",
 	syscall.ENETDOWN:      "ENETDOWN",
 	syscall.EADDRNOTAVAIL: "EADDRNOTAVAIL",
-}
-
-func classLabel(failure bool) string {
-	if failure {
-		return "failure"
-	}
-	return "success"
 }
 
 // both counts bytes on two series at once (a relay.Counter): the bytes

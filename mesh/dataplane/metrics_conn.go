@@ -47,15 +47,6 @@ func outboundDstLabels(authority string, ep Endpoint) *metricstore.Labels {
 	return metricstore.Dst(l, ep.MetricLabels)
 }
 
-// authorityLabel is the authority label of an outbound target: a name is
-// budgeted (maxTargetLabels), an IP:port has no authority (as Linkerd).
-func (h *httpMetrics) authorityLabel(target string) string {
-	if _, err := netip.ParseAddrPort(target); err == nil || target == "" {
-		return ""
-	}
-	return h.targets.admit(target)
-}
-
 // statsConn is a connection the proxy opened, counted in the transport
 // metrics until it is closed.
 type statsConn struct {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -36,7 +37,7 @@ type profRoute struct {
 
 // inboundEntry holds the resolved series of one inboundKey.
 type inboundEntry struct {
-	ep, rt  *reqSeries          // request series (admitted requests only)
+	ep, rt  *reqmetrics.Series  // request series (admitted requests only)
 	authz   *metricstore.Series // the authorization counter the request adds to
 	authzG  *metricstore.Group
 	checked []*metricstore.Group
@@ -66,11 +67,11 @@ func (p *Proxy) inboundSeries(st *portState, info *connInfo, res *authz.Result, 
 		target: info.targetAddr, tls: info.peer.TLS, id: info.peer.Identity, prof: pr,
 		http: res.HTTPRoute, grpc: res.GRPCRoute, authz: res.Authorization, decision: res.Decision, deny: deny,
 	}
-	if e, ok := st.series.load(k); ok && e.alive() {
+	if e, ok := st.series.Load(k); ok && e.alive() {
 		return e
 	}
 	e := p.buildInboundSeries(st, info, res, deny, pr)
-	st.series.store(k, e, maxCacheEntries)
+	st.series.Store(k, e, reqmetrics.MaxCacheEntries)
 	return e
 }
 
@@ -100,24 +101,24 @@ func (p *Proxy) buildInboundSeries(st *portState, info *connInfo, res *authz.Res
 	e := &inboundEntry{}
 	switch {
 	case deny == authz.ReasonNoRoute.String():
-		e.authzG = h.st.Group(policy(false))
-		e.authz = e.authzG.Series(h.routeNotFound, nil)
+		e.authzG = h.Store.Group(policy(false))
+		e.authz = e.authzG.Series(h.RouteNotFound, nil)
 	case deny != "":
-		e.authzG = h.st.Group(policy(false))
-		e.authz = e.authzG.Series(h.authzDeny, (&metricstore.Labels{}).Add("reason", deny))
+		e.authzG = h.Store.Group(policy(false))
+		e.authz = e.authzG.Series(h.AuthzDeny, (&metricstore.Labels{}).Add("reason", deny))
 	default:
-		e.authzG = h.st.Group(policy(true))
-		f := h.authzAllow
+		e.authzG = h.Store.Group(policy(true))
+		f := h.AuthzAllow
 		if res.Decision == authz.Audit {
-			f = h.authzAudit
+			f = h.AuthzAudit
 		}
 		e.authz = e.authzG.Series(f, nil)
 
 		el := (&metricstore.Labels{}).Add("direction", Inbound)
 		pl := policy(true)
 		el.Names, el.Values = append(el.Names, pl.Names...), append(el.Values, pl.Values...)
-		e.ep = h.reqSeries(&h.ep, el)
-		e.ep.tls = tlsValue(info.peer.TLS)
+		e.ep = h.Series(&h.EP, el)
+		e.ep.TLS = reqmetrics.TLSValue(info.peer.TLS)
 
 		// The route level is Linkerd's: the ServiceProfile route of the
 		// Service the client called (route_names.go), not the policy
@@ -129,8 +130,8 @@ func (p *Proxy) buildInboundSeries(st *portState, info *connInfo, res *authz.Res
 			name = defaultRouteName
 		}
 		rl.Add("rt_route", metricstore.LabelValue(name))
-		e.rt = h.reqSeries(&h.route, rl)
-		e.checked = append(e.checked, e.ep.g, e.rt.g)
+		e.rt = h.Series(&h.Route, rl)
+		e.checked = append(e.checked, e.ep.Group(), e.rt.Group())
 	}
 	e.checked = append(e.checked, e.authzG)
 	return e

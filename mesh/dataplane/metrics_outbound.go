@@ -1,10 +1,9 @@
 package dataplane
 
 import (
-	"sync/atomic"
-
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 )
 
 // Outbound request series are resolved once per route (route_*) and per
@@ -15,30 +14,30 @@ import (
 // routeSeries returns the route-level series of a route of the service:
 // dst is the Service's canonical name when discovery gave one (see
 // route_names.go), else the target.
-func (s *service) routeSeries(name string) *reqSeries {
+func (s *service) routeSeries(name string) *reqmetrics.Series {
 	n := s.names.Load()
-	if rs, ok := n.routes.load(name); ok && rs.alive() {
+	if rs, ok := n.routes.Load(name); ok && rs.Alive() {
 		return rs
 	}
 	h := s.p.m.http
 	l := (&metricstore.Labels{}).Add("direction", Outbound).Add("dst", n.dst).Add("rt_route", metricstore.LabelValue(name))
 	egressParentLabels(l, s)
-	rs := h.reqSeries(&h.route, l)
-	n.routes.store(name, rs, maxCacheEntries)
+	rs := h.Series(&h.Route, l)
+	n.routes.Store(name, rs, reqmetrics.MaxCacheEntries)
 	return rs
 }
 
 // localSeries returns the endpoint-level series of requests the proxy
 // answers before reaching any endpoint (no route, no endpoints, a fault,
 // a redirect): the authority and no endpoint labels.
-func (s *service) localSeries() *reqSeries {
-	if rs := s.local.Load(); rs.alive() {
+func (s *service) localSeries() *reqmetrics.Series {
+	if rs := s.local.Load(); rs.Alive() {
 		return rs
 	}
 	h := s.p.m.http
 	l := (&metricstore.Labels{}).Add("direction", Outbound)
-	l.AddIf("authority", h.authorityLabel(s.target))
-	rs := h.reqSeries(&h.ep, l)
+	l.AddIf("authority", h.AuthorityLabel(s.target))
+	rs := h.Series(&h.EP, l)
 	s.local.Store(rs) // no tls: the request reached no endpoint
 	return rs
 }
@@ -46,52 +45,20 @@ func (s *service) localSeries() *reqSeries {
 // seriesFor returns the endpoint-level series of the endpoint behind
 // handle h: Linkerd's outbound endpoint labels (authority, target, TLS
 // and server identity, dst_*).
-func (b *backend) seriesFor(s *service, h *balance.Handle[Endpoint]) *reqSeries {
+func (b *backend) seriesFor(s *service, h *balance.Handle[Endpoint]) *reqmetrics.Series {
 	key := h.Key()
-	if rs, ok := b.series.load(key); ok && rs.alive() {
+	if rs, ok := b.series.Load(key); ok && rs.Alive() {
 		return rs
 	}
 	m := s.p.m.http
 	ep := h.Value()
 	l := (&metricstore.Labels{}).Add("direction", Outbound)
-	l.AddIf("authority", m.authorityLabel(s.target))
+	l.AddIf("authority", m.AuthorityLabel(s.target))
 	metricstore.Target(l, ep.Addr)
 	metricstore.TLSConnect(l, ep.Identity, false)
 	metricstore.Dst(l, ep.MetricLabels)
-	rs := m.reqSeries(&m.ep, l)
-	rs.tls = tlsValue(ep.Identity != "")
-	b.series.store(key, rs, maxCacheEntries)
+	rs := m.Series(&m.EP, l)
+	rs.TLS = reqmetrics.TLSValue(ep.Identity != "")
+	b.series.Store(key, rs, reqmetrics.MaxCacheEntries)
 	return rs
-}
-
-// retryable counts a retryable response on the route (route_retryable_total),
-// with skipped="no_budget" when the budget refused the retry.
-func (s *reqStats) retryable(hasBudget bool) {
-	if s.rt == nil {
-		return
-	}
-	s.rt.retryable(hasBudget).Inc()
-}
-
-// retryable returns the route_retryable_total series of a route.
-func (r *reqSeries) retryable(hasBudget bool) *metricstore.Series {
-	p := &r.retry
-	if !hasBudget {
-		p = &r.retryNoBudget
-	}
-	if s := p.Load(); s != nil {
-		return s
-	}
-	var extra *metricstore.Labels
-	if !hasBudget {
-		extra = (&metricstore.Labels{}).Add("skipped", "no_budget")
-	}
-	s := r.g.Series(r.fam.retryable, extra)
-	p.Store(s)
-	return s
-}
-
-// retrySeries are the route_retryable_total series of a route.
-type retrySeries struct {
-	retry, retryNoBudget atomic.Pointer[metricstore.Series]
 }

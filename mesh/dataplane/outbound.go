@@ -238,7 +238,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		release() // the detected bytes went out with the dial
 		ep.active.Add(1)
 		src := p.m.opened(outboundSrcLabels(fallback))
-		dst := p.m.opened(outboundDstLabels(p.m.http.authorityLabel(target), ep.Endpoint))
+		dst := p.m.opened(outboundDstLabels(p.m.http.AuthorityLabel(target), ep.Endpoint))
 		log.Debug("outbound connection open", "endpoint", ep.Addr.String(), "identity", ep.Identity, "protocol", proto.String())
 		handedOff = true
 		p.pipe(client, client, server, src, dst, func() {

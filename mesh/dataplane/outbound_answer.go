@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 )
 
@@ -83,7 +84,7 @@ const classPoolTimeout = "pool-timeout"
 // the metrics' reason label, with a message for the client. A dial error
 // is 503 (another endpoint may serve); any other error of the exchange is
 // 502 with its text.
-func outboundAnswer(err error) proxyErr {
+func outboundAnswer(err error) httpcore.Answer {
 	var (
 		fault *faultError
 		res   *resolveError
@@ -96,49 +97,49 @@ func outboundAnswer(err error) proxyErr {
 	)
 	switch {
 	case errors.Is(err, errConnectInHTTP):
-		return proxyErr{http.StatusMethodNotAllowed, grpcUnimplemented, "connect-refused", "CONNECT is served only by the explicit CONNECT listener"}
+		return httpcore.Answer{Status: http.StatusMethodNotAllowed, GRPC: httpcore.GRPCUnimplemented, Class: "connect-refused", Msg: "CONNECT is served only by the explicit CONNECT listener"}
 	case errors.Is(err, errNoRoute):
-		return proxyErr{http.StatusNotFound, grpcUnimplemented, "no-route", "no route matches the request"}
+		return httpcore.Answer{Status: http.StatusNotFound, GRPC: httpcore.GRPCUnimplemented, Class: "no-route", Msg: "no route matches the request"}
 	case errors.As(err, &fault):
 		return *faultErr(fault.fault)
 	case errors.Is(err, errNoBackends):
-		return proxyErr{http.StatusInternalServerError, grpcUnavailable, "no-backends", "the route has no backends"}
+		return httpcore.Answer{Status: http.StatusInternalServerError, GRPC: httpcore.GRPCUnavailable, Class: "no-backends", Msg: "the route has no backends"}
 	case errors.As(err, &res):
-		return proxyErr{http.StatusServiceUnavailable, grpcUnavailable, "resolve", res.err.Error()}
+		return httpcore.Answer{Status: http.StatusServiceUnavailable, GRPC: httpcore.GRPCUnavailable, Class: "resolve", Msg: res.err.Error()}
 	case errors.As(err, &noEP) && noEP.failing:
-		return proxyErr{http.StatusServiceUnavailable, grpcUnavailable, "unavailable", "every endpoint of " + noEP.backend + " is failing"}
+		return httpcore.Answer{Status: http.StatusServiceUnavailable, GRPC: httpcore.GRPCUnavailable, Class: "unavailable", Msg: "every endpoint of " + noEP.backend + " is failing"}
 	case noEP != nil:
-		return proxyErr{http.StatusServiceUnavailable, grpcUnavailable, "no-endpoints", noEP.backend + " has no endpoints"}
-	case errors.Is(err, errClientGone):
-		return proxyErr{499, grpcUnavailable, "client-gone", "the client went away"}
+		return httpcore.Answer{Status: http.StatusServiceUnavailable, GRPC: httpcore.GRPCUnavailable, Class: "no-endpoints", Msg: noEP.backend + " has no endpoints"}
+	case errors.Is(err, httpcore.ErrClientGone):
+		return httpcore.Answer{Status: 499, GRPC: httpcore.GRPCUnavailable, Class: "client-gone", Msg: "the client went away"}
 	case errors.As(err, &body):
-		return *bodyFailure(body.err)
+		return *httpcore.BodyFailure(body.err)
 	case errors.As(err, &to) && to.idle:
-		return proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "idle-timeout", "nothing moved within " + to.after.String()}
+		return httpcore.Answer{Status: http.StatusGatewayTimeout, GRPC: httpcore.GRPCDeadlineExceeded, Class: "idle-timeout", Msg: "nothing moved within " + to.after.String()}
 	case errors.Is(err, errRequestTimeout):
-		return proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "request-timeout", "the request timed out"}
+		return httpcore.Answer{Status: http.StatusGatewayTimeout, GRPC: httpcore.GRPCDeadlineExceeded, Class: "request-timeout", Msg: "the request timed out"}
 	case to != nil:
-		return proxyErr{http.StatusGatewayTimeout, grpcDeadlineExceeded, "response-timeout", "no response within " + to.after.String()}
+		return httpcore.Answer{Status: http.StatusGatewayTimeout, GRPC: httpcore.GRPCDeadlineExceeded, Class: "response-timeout", Msg: "no response within " + to.after.String()}
 	case errors.Is(err, errUpgradeBody):
-		return proxyErr{http.StatusBadRequest, grpcUnavailable, "upgrade-with-body", "an upgrade request may not have a body"}
+		return httpcore.Answer{Status: http.StatusBadRequest, GRPC: httpcore.GRPCUnavailable, Class: "upgrade-with-body", Msg: "an upgrade request may not have a body"}
 	case errors.Is(err, errBadUpgrade):
-		return proxyErr{http.StatusBadGateway, grpcUnavailable, "bad-upgrade", "the upstream switched to a protocol that was not asked for"}
+		return httpcore.Answer{Status: http.StatusBadGateway, GRPC: httpcore.GRPCUnavailable, Class: "bad-upgrade", Msg: "the upstream switched to a protocol that was not asked for"}
 	case errors.Is(err, errNoHijack):
-		return proxyErr{http.StatusInternalServerError, grpcUnavailable, "upgrade", "the connection cannot switch protocols"}
+		return httpcore.Answer{Status: http.StatusInternalServerError, GRPC: httpcore.GRPCUnavailable, Class: "upgrade", Msg: "the connection cannot switch protocols"}
 	case errors.As(err, &up) && up.dial:
 		// An upgrade is not retried on another endpoint: the dial failure
 		// is the upstream's (502), as inbound.
-		return proxyErr{http.StatusBadGateway, grpcUnavailable, "connect", up.err.Error()}
+		return httpcore.Answer{Status: http.StatusBadGateway, GRPC: httpcore.GRPCUnavailable, Class: "connect", Msg: up.err.Error()}
 	case up != nil:
-		return proxyErr{http.StatusBadGateway, grpcUnavailable, "upstream", up.err.Error()}
+		return httpcore.Answer{Status: http.StatusBadGateway, GRPC: httpcore.GRPCUnavailable, Class: "upstream", Msg: up.err.Error()}
 	case errors.As(err, &pool):
 		// Not the endpoint's fault (the pool is busy, or the client holds
 		// its share of it): not retried elsewhere, not counted against it.
-		return proxyErr{http.StatusServiceUnavailable, grpcUnavailable, classPoolTimeout, pool.message()}
+		return httpcore.Answer{Status: http.StatusServiceUnavailable, GRPC: httpcore.GRPCUnavailable, Class: classPoolTimeout, Msg: pool.message()}
 	case errors.As(err, &dial):
-		return proxyErr{http.StatusServiceUnavailable, grpcUnavailable, "connect", err.Error()}
+		return httpcore.Answer{Status: http.StatusServiceUnavailable, GRPC: httpcore.GRPCUnavailable, Class: "connect", Msg: err.Error()}
 	}
-	return proxyErr{http.StatusBadGateway, grpcUnavailable, "upstream", err.Error()}
+	return httpcore.Answer{Status: http.StatusBadGateway, GRPC: httpcore.GRPCUnavailable, Class: "upstream", Msg: err.Error()}
 }
 
 // endpointFault reports whether an answer blames the endpoint (it counts
@@ -146,7 +147,7 @@ func outboundAnswer(err error) proxyErr {
 // request's own deadline.
 func endpointFault(class string) bool {
 	switch class {
-	case "client-gone", "request-timeout", "idle-timeout", classRequestBody, classPoolTimeout:
+	case "client-gone", "request-timeout", "idle-timeout", httpcore.ClassRequestBody, classPoolTimeout:
 		return false
 	}
 	return true

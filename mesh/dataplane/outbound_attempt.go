@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
@@ -34,15 +36,15 @@ type outboundCall struct {
 	stopIdle      func()
 	cancelRequest context.CancelFunc // nil without a request timeout
 
-	body  io.ReadCloser // the client's body as attempts read it (nil or http.NoBody without one)
-	cbody *clientBody   // keeps the body's first read error
-	rb    *replayBody   // set when the request may be retried and has a body
+	body  io.ReadCloser        // the client's body as attempts read it (nil or http.NoBody without one)
+	cbody *httpcore.ClientBody // keeps the body's first read error
+	rb    *replayBody          // set when the request may be retried and has a body
 
 	budget    *retry.Budget
 	dialFails int
 	retries   uint32
 
-	stats  reqStats
+	stats  reqmetrics.Stats
 	tr     *tap.Request // set when an open tap took the request
 	tapped bool
 }
@@ -66,16 +68,16 @@ func (c *outboundCall) tapStart(h *balance.Handle[Endpoint]) {
 // (outboundAnswer), and records it.
 func (c *outboundCall) fail(err error) {
 	e := outboundAnswer(err)
-	c.p.m.http.errors.WithLabelValues(Outbound, c.svc.label, e.class).Inc()
+	c.p.m.http.Errors.WithLabelValues(Outbound, c.svc.label, e.Class).Inc()
 	c.tapStart(nil)
-	writeProxyError(c.w, c.grpc, &e, false)
-	if c.stats.ep == nil {
-		c.stats.attempt(c.svc.localSeries())
+	httpcore.WriteAnswer(c.w, c.grpc, &e, false)
+	if !c.stats.Attempting() {
+		c.stats.Attempt(c.svc.localSeries())
 	}
-	gs := grpcStatusOf(c.grpc, &e)
-	c.stats.head(e.status)
-	c.stats.done(e.status, gs, true, e.class)
-	c.tr.ResponseInit(e.status, c.w.Header(), c.info.h2)
+	gs := httpcore.GRPCStatusOf(c.grpc, &e)
+	c.stats.Head(e.Status)
+	c.stats.Done(e.Status, gs, true, e.Class)
+	c.tr.ResponseInit(e.Status, c.w.Header(), c.info.h2)
 	tap.End(&c.tr, 0, tap.GRPCStatus(gs), -1, nil)
 }
 
@@ -86,7 +88,7 @@ func (c *outboundCall) prepareBody() {
 	r, rt := c.r, c.rt
 	c.body = r.Body
 	if c.body != nil && c.body != http.NoBody {
-		c.cbody = newClientBody(r, false)
+		c.cbody = httpcore.NewClientBody(r, false)
 		c.body = c.cbody
 		if rt.Timeouts.Idle > 0 {
 			c.body = &touchReader{ReadCloser: c.body, touch: c.touch}
@@ -138,7 +140,7 @@ func (c *outboundCall) afterError(a *outboundAttempt, err error) (bool, error) {
 		return true, nil
 	}
 	cause := a.cause(c, err)
-	class := outboundAnswer(cause).class
+	class := outboundAnswer(cause).Class
 	fault := endpointFault(class)
 	a.h.Done(!fault)
 	if !fault {
@@ -151,7 +153,7 @@ func (c *outboundCall) afterError(a *outboundAttempt, err error) (bool, error) {
 	if !c.mayRetry(reason) {
 		return false, cause
 	}
-	c.stats.attemptEnded(0, "", true, class)
+	c.stats.AttemptEnded(0, "", true, class)
 	return c.backoff(0, false)
 }
 
@@ -165,7 +167,7 @@ func (c *outboundCall) afterResponse(a *outboundAttempt) (bool, error) {
 	if c.rt.Retry == nil || !retryableResponse(c.rt.Retry, resp, failure) || !c.mayRetry("status") {
 		return false, nil
 	}
-	c.stats.attemptEnded(resp.StatusCode, resp.Header.Get("Grpc-Status"), failure, "")
+	c.stats.AttemptEnded(resp.StatusCode, resp.Header.Get("Grpc-Status"), failure, "")
 	resp.Body.Close()
 	a.cancel()
 	return c.backoff(outcome.RetryAfter, outcome.HasRetryAfter)
@@ -189,12 +191,12 @@ func (c *outboundCall) mayRetry(reason string) bool {
 		return false
 	}
 	if !c.budget.Withdraw() {
-		c.p.m.http.exhausted.WithLabelValues(c.svc.label, rt.Name).Inc()
-		c.stats.retryable(false)
+		c.p.m.http.Exhausted.WithLabelValues(c.svc.label, rt.Name).Inc()
+		c.stats.Retryable(false)
 		return false
 	}
-	c.p.m.http.retries.WithLabelValues(c.svc.label, rt.Name, reason).Inc()
-	c.stats.retryable(true)
+	c.p.m.http.Retries.WithLabelValues(c.svc.label, rt.Name, reason).Inc()
+	c.stats.Retryable(true)
 	c.retries++
 	return true
 }
@@ -257,7 +259,7 @@ func (a *outboundAttempt) pick(c *outboundCall, tried []*balance.Handle[Endpoint
 		return &noEndpointError{backend: a.backend.Name, failing: !errors.Is(err, balance.ErrNoEndpoints)}
 	}
 	a.h = h
-	c.stats.attempt(be.seriesFor(svc, h))
+	c.stats.Attempt(be.seriesFor(svc, h))
 	c.tapStart(h)
 	return nil
 }
@@ -283,7 +285,7 @@ func (a *outboundAttempt) send(c *outboundCall) error {
 	// metrics; route_names.go). The client's own copy went with the
 	// other mesh headers.
 	if n := c.svc.names.Load(); n.canonical != "" && a.h.Value().Identity != "" {
-		hdr[headerDstCanonical] = []string{n.canonical}
+		hdr[httpcore.HeaderDstCanonical] = []string{n.canonical}
 	}
 	a.timeout = rt.Timeouts.Response
 	if rt.Retry != nil && rt.Retry.Timeout > 0 {
@@ -300,7 +302,7 @@ func (a *outboundAttempt) send(c *outboundCall) error {
 		timer = time.AfterFunc(a.timeout, func() { timedOut.Store(true); cancel() })
 	}
 	rb := c.rb
-	req := outgoingRequest(forward1xx(a.ctx, c.w), r, hdr, body, c.rawPath, r.URL.RawQuery)
+	req := httpcore.OutgoingRequest(httpcore.Forward1xx(a.ctx, c.w), r, hdr, body, c.rawPath, r.URL.RawQuery)
 	resp, err := c.p.roundTrip(req, a.h.Value(), c.info.h2, c.info.remote.Addr(), func() bool { return rb == nil || rb.replayable() })
 	if timer != nil {
 		timer.Stop()
@@ -319,7 +321,7 @@ func (a *outboundAttempt) redial(c *outboundCall, err error) bool {
 		return false
 	}
 	a.h.Done(false)
-	c.stats.attemptEnded(0, "", true, "connect")
+	c.stats.AttemptEnded(0, "", true, "connect")
 	c.dialFails++
 	c.p.log.Debug("endpoint unreachable, trying another", "target", c.svc.target, "endpoint", a.h.Key(), "err", err)
 	return true
@@ -332,9 +334,9 @@ func (a *outboundAttempt) redial(c *outboundCall, err error) bool {
 func (a *outboundAttempt) cause(c *outboundCall, err error) error {
 	switch {
 	case c.r.Context().Err() != nil:
-		return errClientGone
-	case c.cbody.failed() != nil:
-		return &requestBodyError{c.cbody.failed()}
+		return httpcore.ErrClientGone
+	case c.cbody.Failed() != nil:
+		return &requestBodyError{c.cbody.Failed()}
 	case errors.Is(context.Cause(c.ctx), errIdleTimeout):
 		return &timeoutError{after: c.rt.Timeouts.Idle, idle: true}
 	case c.ctx.Err() != nil:

@@ -11,6 +11,7 @@ import (
 	pdst "github.com/weftmesh/weft/apis/proxy/destination"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 )
@@ -31,8 +32,8 @@ type service struct {
 	router atomic.Pointer[route.Router]
 	budget atomic.Pointer[retry.Budget]
 
-	names atomic.Pointer[svcNames]  // the route series' dst and the canonical name (route_names.go)
-	local atomic.Pointer[reqSeries] // requests the proxy answers before any endpoint
+	names atomic.Pointer[svcNames]          // the route series' dst and the canonical name (route_names.go)
+	local atomic.Pointer[reqmetrics.Series] // requests the proxy answers before any endpoint
 
 	rebuildMu sync.Mutex // one rebuild at a time, so that the last one stored read the latest inputs
 
@@ -51,7 +52,7 @@ type backend struct {
 	bal     *balance.Balancer[Endpoint]
 	lastSet atomic.Pointer[endpointSet]
 	mu      sync.Mutex
-	series  cowMap[string, *reqSeries] // endpoint series by balancer key
+	series  reqmetrics.Cache[string, *reqmetrics.Series] // endpoint series by balancer key
 }
 
 // maxBackends bounds the backends a service keeps.
@@ -65,7 +66,7 @@ func (p *Proxy) serviceFor(ctx context.Context, d *destination) *service {
 	if s == nil {
 		s = &service{
 			p: p, target: d.target, dest: d,
-			label:    p.m.http.targets.admit(d.target),
+			label:    p.m.http.Targets.Admit(d.target),
 			ready:    make(chan struct{}),
 			backends: map[string]*backend{},
 		}

@@ -109,7 +109,7 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 	if authority == "" {
 		authority = target
 	}
-	dst := p.m.opened(outboundDstLabels(p.m.http.authorityLabel(authority), ep))
+	dst := p.m.opened(outboundDstLabels(p.m.http.AuthorityLabel(authority), ep))
 	log.Debug("outbound connection routed", "route", r.Name, "backend", b.Name, "endpoint", ep.Addr.String(), "sni", sni)
 	p.pipe(client, client, server, src, dst, func() {
 		src.closed()

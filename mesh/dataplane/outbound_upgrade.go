@@ -12,7 +12,9 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
 
@@ -45,8 +47,10 @@ func (p *Proxy) outboundUpgrade(c *outboundCall, up string) {
 
 // forwardUpgrade sends an upgrade request on a fresh connection and
 // tunnels only after a 101 that switches to the protocol asked for. fail
-// answers for the proxy (outboundAnswer) and records the answer.
-func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *http.Request, hdr http.Header, up string, dial func(context.Context) (net.Conn, error), fail func(error), stats *reqStats, h *balance.Handle[Endpoint], meshed bool) {
+// answers for the proxy (outboundAnswer; inboundAnswer for the local
+// application, which answers these causes the same way) and records the
+// answer.
+func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *http.Request, hdr http.Header, up string, dial func(context.Context) (net.Conn, error), fail func(error), stats *reqmetrics.Stats, h *balance.Handle[Endpoint], meshed bool) {
 	done := func(ok bool) {
 		if h != nil {
 			h.Done(ok)
@@ -84,7 +88,7 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 		done(false)
 		return
 	}
-	stats.head(resp.StatusCode)
+	stats.Head(resp.StatusCode)
 	switched := resp.StatusCode == http.StatusSwitchingProtocols && strings.EqualFold(strings.TrimSpace(resp.Header.Get("Upgrade")), strings.TrimSpace(up))
 	hasUpgradeToken := false
 	for _, t := range h1.ConnectionTokens(resp.Header) {
@@ -101,14 +105,14 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 		}
 		defer resp.Body.Close()
 		w.Header().Set("Connection", "close")
-		_, _, cerr := copyResponse(w, resp, func(h http.Header) {
+		_, _, cerr := httpcore.CopyResponse(w, resp, func(h http.Header) {
 			cleanResponseHeader(h, meshed)
 			h.Set("Connection", "close")
 		}, nil)
-		stats.done(resp.StatusCode, "", resp.StatusCode >= 500, "")
+		stats.Done(resp.StatusCode, "", resp.StatusCode >= 500, "")
 		done(resp.StatusCode < 500)
-		if cerr != nil && errors.Is(cerr, errUpstreamBody) {
-			abort()
+		if cerr != nil && errors.Is(cerr, httpcore.ErrUpstreamBody) {
+			httpcore.Abort()
 		}
 		return
 	}
@@ -135,7 +139,7 @@ func (p *Proxy) forwardUpgrade(ctx context.Context, w http.ResponseWriter, r *ht
 		done(true)
 		return
 	}
-	stats.done(http.StatusSwitchingProtocols, "", false, "")
+	stats.Done(http.StatusSwitchingProtocols, "", false, "")
 	done(true)
 	tunnel(&bufferedConn{Conn: client, r: crw.Reader}, &bufferedConn{Conn: conn, r: br})
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
@@ -138,7 +139,7 @@ func (pp *peerH1Pool) entry(key poolKey, ep Endpoint) (*peerH1Entry, error) {
 		WaitTimeout:       pp.waitTimeout(),
 		IdleTimeout:       pp.idleTimeout(),
 		Limits:            h1.Limits{MaxHeaderBytes: p.cfg.HTTPMaxHeaderBytes},
-		OmitTrailer:       isMeshHeader,
+		OmitTrailer:       httpcore.IsMeshHeader,
 	}
 	pp.m[key] = e
 	e.inflight.Add(1)

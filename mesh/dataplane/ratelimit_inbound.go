@@ -8,8 +8,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/ratelimit"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -43,9 +45,6 @@ import (
 // exists, see internal/ratelimit). The limiter reads the proxy's clock
 // (WithClock), which is how tests count requests per window.
 
-// grpcResourceExhausted is the gRPC status of a rate-limited call.
-const grpcResourceExhausted = 8
-
 // localRateLimitFamily is Linkerd's counter of rate-limited requests.
 var localRateLimitFamily = metricstore.NewFamily("inbound_http_local_ratelimit_total",
 	"Inbound HTTP requests the server's local rate limit (HTTPLocalRateLimitPolicy) refused.", metricstore.Counter)
@@ -56,7 +55,7 @@ type inboundLimit struct {
 	l  *ratelimit.Limiter // the buckets, possibly carried over from the previous snapshot
 
 	// refused caches the series refused requests add to.
-	refused cowMap[limitKey, *limitSeries]
+	refused reqmetrics.Cache[limitKey, *limitSeries]
 }
 
 // limitKey identifies the series of a refused request; the server and
@@ -102,10 +101,11 @@ func sameLimits(a, b *authz.RateLimit) bool {
 
 // rateLimit counts a request that authorization admitted (res) against
 // the rate limit of the port's policy st. It returns nil when the request
-// may go on; otherwise it has answered it (429, or RESOURCE_EXHAUSTED for
-// a gRPC call), counted it, and returns the answer's status for the
-// caller's bookkeeping. Loopback clients skip policy, limits included.
-func (p *Proxy) rateLimit(w http.ResponseWriter, grpc bool, st *portState, info *connInfo, res *authz.Result) *proxyErr {
+// may go on; otherwise it has counted the refusal and returns its cause
+// (*rateLimitError), which the caller answers (429, or RESOURCE_EXHAUSTED
+// for a gRPC call: inboundAnswer, writeRateLimited). Loopback clients skip
+// policy, limits included.
+func (p *Proxy) rateLimit(st *portState, info *connInfo, res *authz.Result) error {
 	if st == nil || st.limit == nil || res.Reason == authz.ReasonLoopback {
 		return nil
 	}
@@ -122,14 +122,13 @@ func (p *Proxy) rateLimit(w http.ResponseWriter, grpc bool, st *portState, info 
 	e.g.Touch(time.Now())
 	e.s.Inc()
 	p.log.Debug("inbound request rate-limited", "port", info.port, "scope", d.Scope.String(), "limit", d.RequestsPerSecond, "peer_id", id)
-	writeRateLimited(w, grpc, d.Reason)
-	return &proxyErr{http.StatusTooManyRequests, grpcResourceExhausted, "rate-limited", d.Reason}
+	return &rateLimitError{d.Reason}
 }
 
 // series returns the counter of a request refused with scope.
 func (lim *inboundLimit) series(p *Proxy, st *portState, info *connInfo, scope string) *limitSeries {
 	k := limitKey{target: info.targetAddr, tls: info.peer.TLS, id: info.peer.Identity, scope: scope}
-	if e, ok := lim.refused.load(k); ok && e.g.Alive() {
+	if e, ok := lim.refused.Load(k); ok && e.g.Alive() {
 		return e
 	}
 	l := metricstore.Target(&metricstore.Labels{}, info.targetAddr)
@@ -144,9 +143,9 @@ func (lim *inboundLimit) series(p *Proxy, st *portState, info *connInfo, scope s
 	}
 	l.Add("ratelimit_scope", scope)
 	metricstore.TLSAccept(l, info.peer, false)
-	g := p.m.http.st.Group(l)
+	g := p.m.http.Store.Group(l)
 	e := &limitSeries{g: g, s: g.Series(localRateLimitFamily, nil)}
-	lim.refused.store(k, e, maxCacheEntries)
+	lim.refused.Store(k, e, reqmetrics.MaxCacheEntries)
 	return e
 }
 
@@ -157,11 +156,11 @@ func (lim *inboundLimit) series(p *Proxy, st *portState, info *connInfo, scope s
 func writeRateLimited(w http.ResponseWriter, grpc bool, reason string) {
 	h := w.Header()
 	clear(h)
-	h.Set(headerProxyError, reason)
+	h.Set(httpcore.HeaderProxyError, reason)
 	if grpc {
 		h.Set("Content-Type", "application/grpc")
-		h.Set("Grpc-Status", strconv.Itoa(grpcResourceExhausted))
-		h.Set("Grpc-Message", grpcEncode(reason))
+		h.Set("Grpc-Status", strconv.Itoa(httpcore.GRPCResourceExhausted))
+		h.Set("Grpc-Message", httpcore.GRPCEncode(reason))
 		w.WriteHeader(http.StatusOK)
 		return
 	}

@@ -20,7 +20,7 @@ func TestRateLimitCheckDoesNotAllocateForAnAdmittedRequest(t *testing.T) {
 
 	off := &portState{srv: &authz.Server{}}
 	assert.Zero(t, testing.AllocsPerRun(1000, func() {
-		if p.rateLimit(nil, false, off, info, res) != nil {
+		if p.rateLimit(off, info, res) != nil {
 			t.Fatal("refused without a limit")
 		}
 	}), "a port without a rate limit")
@@ -31,9 +31,9 @@ func TestRateLimitCheckDoesNotAllocateForAnAdmittedRequest(t *testing.T) {
 	lim, err := p.limitFor(nil, srv)
 	require.NoError(t, err)
 	on := &portState{srv: srv, limit: lim}
-	require.Nil(t, p.rateLimit(nil, false, on, info, res), "the client's first request makes its bucket")
+	require.Nil(t, p.rateLimit(on, info, res), "the client's first request makes its bucket")
 	assert.Zero(t, testing.AllocsPerRun(1000, func() {
-		if p.rateLimit(nil, false, on, info, res) != nil {
+		if p.rateLimit(on, info, res) != nil {
 			t.Fatal("refused")
 		}
 	}), "a port with a rate limit, a client whose bucket exists")
@@ -104,7 +104,7 @@ func BenchmarkRateLimitCheck(b *testing.B) {
 			b.ReportAllocs()
 			if !c.parallel {
 				for i := 0; b.Loop(); i++ {
-					if p.rateLimit(nil, false, c.st, infos[i%c.clients], res) != nil {
+					if p.rateLimit(c.st, infos[i%c.clients], res) != nil {
 						b.Fatal("refused")
 					}
 				}
@@ -114,7 +114,7 @@ func BenchmarkRateLimitCheck(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				info := infos[int(next.Add(1))%c.clients]
 				for pb.Next() {
-					if p.rateLimit(nil, false, c.st, info, res) != nil {
+					if p.rateLimit(c.st, info, res) != nil {
 						b.Error("refused")
 						return
 					}

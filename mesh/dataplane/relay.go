@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"net"
-	"sync"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 )
@@ -29,21 +28,3 @@ func (p *Proxy) pipe(tracked, client, server net.Conn, src, dst *connStats, done
 	}
 	ps.Start()
 }
-
-// smallBufSize is the size of the buffers that copy bodies known to be
-// small: most responses are, and a pool emptied by a collection refills
-// at 4 KiB a buffer instead of 32.
-const smallBufSize = 4 << 10
-
-var smallBufPool = sync.Pool{New: func() any { b := make([]byte, smallBufSize); return &b }}
-
-// getBodyBuf returns a pooled buffer for copying a body of length n (-1
-// when unknown) and the function that gives it back.
-func getBodyBuf(n int64) (*[]byte, func(*[]byte)) {
-	if n >= 0 && n <= smallBufSize {
-		return smallBufPool.Get().(*[]byte), putSmallBuf
-	}
-	return relay.GetBuf(), relay.PutBuf
-}
-
-func putSmallBuf(b *[]byte) { smallBufPool.Put(b) }

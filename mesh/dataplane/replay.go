@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"sync"
+
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 )
 
 // replayBody lets a request body be sent more than once, for retries,
@@ -135,5 +137,5 @@ func (a *attemptBody) ReadReady() bool {
 	if a.gen != rb.gen || a.pos < len(rb.buf) || rb.srcDone {
 		return true
 	}
-	return readReady(rb.src)
+	return httpcore.ReadReady(rb.src)
 }

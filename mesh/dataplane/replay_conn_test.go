@@ -7,8 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 )
 
 func TestAReplayedPrefixIsReadFirstAndThenLetGo(t *testing.T) {
@@ -33,15 +31,4 @@ func TestAReplayedPrefixIsReadFirstAndThenLetGo(t *testing.T) {
 	_, err := io.ReadFull(rc, rest)
 	require.NoError(t, err)
 	assert.Equal(t, " and then the socket", string(rest))
-}
-
-func TestBodyBuffersAreSizedByTheKnownLength(t *testing.T) {
-	for _, c := range []struct {
-		length int64
-		want   int
-	}{{0, smallBufSize}, {27, smallBufSize}, {smallBufSize, smallBufSize}, {smallBufSize + 1, relay.BufSize}, {-1, relay.BufSize}} {
-		b, put := getBodyBuf(c.length)
-		assert.Len(t, *b, c.want, "length %d", c.length)
-		put(b)
-	}
 }

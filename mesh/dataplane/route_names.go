@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pdst "github.com/weftmesh/weft/apis/proxy/destination"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/internal/dnsname"
 )
@@ -31,10 +32,6 @@ import (
 // profile's routes (the ServiceProfile routes of the server side). A name
 // discovery does not know adds no label and no route. The names it asks
 // about are bounded (maxInboundProfiles).
-
-// headerDstCanonical carries the Service's canonical name from the
-// client proxy to the server proxy.
-const headerDstCanonical = "L5d-Dst-Canonical"
 
 // maxInboundProfiles bounds the names an inbound proxy follows the
 // profile of; past it, requests naming a new one get no profile route.
@@ -105,7 +102,7 @@ type svcNames struct {
 	// target is not known as a Service.
 	canonical string
 	// routes are the route series by route name, under dst.
-	routes cowMap[string, *reqSeries]
+	routes reqmetrics.Cache[string, *reqmetrics.Series]
 }
 
 // setCanonical records the canonical name discovery gave the service
@@ -116,7 +113,7 @@ func (s *service) setCanonical(c string) {
 	}
 	dst := s.label
 	if c != "" {
-		dst = s.p.m.http.targets.admit(c)
+		dst = s.p.m.http.Targets.Admit(c)
 	}
 	s.names.Store(&svcNames{dst: dst, canonical: c})
 }
@@ -222,7 +219,7 @@ func (p *Proxy) inboundRoute(ctx context.Context, name, method, path string) (ds
 	if st == nil || !st.known {
 		return "", defaultRouteName, nil
 	}
-	dst = p.m.http.inboundDst.admit(name)
+	dst = p.m.http.InboundDst.Admit(name)
 	if st.router == nil {
 		return dst, defaultRouteName, nil
 	}

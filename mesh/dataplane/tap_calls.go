@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/http2"
 
 	ptap "github.com/weftmesh/weft/apis/proxy/tap"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
@@ -46,7 +47,7 @@ func tapServerTLS(id Identity, now func() time.Time) *tls.Config {
 func (p *Proxy) tapOutbound(r *http.Request, info *connInfo, route string, ep Endpoint) *tap.Request {
 	v := tap.View{
 		Direction: ptap.TapEvent_OUTBOUND, Src: info.remote, Dst: ep.Addr, R: r,
-		Scheme: "http", Method: r.Method, Authority: r.Host, Path: escapedPath(r), Route: route,
+		Scheme: "http", Method: r.Method, Authority: r.Host, Path: httpcore.EscapedPath(r), Route: route,
 		DstIdentity: ep.Identity, DstLabels: ep.MetricLabels,
 	}
 	return p.tap.Start(&v)
@@ -57,7 +58,7 @@ func (p *Proxy) tapOutbound(r *http.Request, info *connInfo, route string, ep En
 func (p *Proxy) tapInbound(r *http.Request, info *connInfo, st *portState, res *authz.Result) *tap.Request {
 	v := tap.View{
 		Direction: ptap.TapEvent_INBOUND, Src: info.remote, Dst: info.targetAddr, R: r,
-		Scheme: "http", Method: r.Method, Authority: r.Host, Path: escapedPath(r), Route: routeLabel(res),
+		Scheme: "http", Method: r.Method, Authority: r.Host, Path: httpcore.EscapedPath(r), Route: routeLabel(res),
 		Peer: info.peer, Result: res,
 	}
 	if st != nil {
@@ -86,9 +87,9 @@ func tapResetCode(err error) int64 {
 		return int64(se.Code)
 	}
 	switch {
-	case errors.Is(err, errClientGone):
+	case errors.Is(err, httpcore.ErrClientGone):
 		return int64(http2.ErrCodeCancel)
-	case errors.Is(err, errUpstreamBody):
+	case errors.Is(err, httpcore.ErrUpstreamBody):
 		return int64(http2.ErrCodeInternal)
 	}
 	return -1

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/trace"
 )
 
@@ -51,7 +52,7 @@ func (p *Proxy) serveTraced(w http.ResponseWriter, r *http.Request, info *connIn
 		gs = h.Get(http.TrailerPrefix + "Grpc-Status")
 	}
 	class := ""
-	if pe := h.Get(headerProxyError); pe != "" {
+	if pe := h.Get(httpcore.HeaderProxyError); pe != "" {
 		class, _, _ = strings.Cut(pe, ":")
 	}
 	sp.End(tw.status, gs, class)

@@ -135,3 +135,12 @@ func Dst(l *Labels, ml map[string]string) *Labels {
 	}
 	return l
 }
+
+// Classification is Linkerd's classification label: "failure" or
+// "success".
+func Classification(failure bool) string {
+	if failure {
+		return "failure"
+	}
+	return "success"
+}

@@ -1,4 +1,4 @@
-package dataplane
+package reqmetrics
 
 import (
 	"testing"
@@ -12,15 +12,15 @@ import (
 
 func TestRecordingARequestOnResolvedSeriesDoesNotAllocate(t *testing.T) {
 	st := metricstore.NewStore(prometheus.NewCounter(prometheus.CounterOpts{Name: "overflow_total", Help: "x"}))
-	h := newHTTPMetrics(st)
-	ep := h.reqSeries(&h.ep, (&metricstore.Labels{}).Add("direction", "outbound"))
-	rt := h.reqSeries(&h.route, (&metricstore.Labels{}).Add("direction", "outbound").Add("rt_route", "r"))
+	h := New(st)
+	ep := h.Series(&h.EP, (&metricstore.Labels{}).Add("direction", "outbound"))
+	rt := h.Series(&h.Route, (&metricstore.Labels{}).Add("direction", "outbound").Add("rt_route", "r"))
 	record := func() {
-		var s reqStats
-		s.begin(rt, time.Now())
-		s.attempt(ep)
-		s.head(200)
-		s.done(200, "", false, "")
+		var s Stats
+		s.Begin(rt, time.Now())
+		s.Attempt(ep)
+		s.Head(200)
+		s.Done(200, "", false, "")
 	}
 	record() // resolves the status and outcome series
 	allocs := testing.AllocsPerRun(1000, record)

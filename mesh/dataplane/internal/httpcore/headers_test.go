@@ -1,4 +1,4 @@
-package dataplane
+package httpcore
 
 import (
 	"net/http"
@@ -9,9 +9,9 @@ import (
 
 func TestMeshHeadersAreRecognisedInAnyCase(t *testing.T) {
 	h := http.Header{"L5d-Client-Id": {"x"}, "Weft-Deny-Reason": {"y"}, "X-L5d": {"keep"}, "L5d": {"keep"}}
-	removeMeshHeaders(h)
+	RemoveMeshHeaders(h)
 	assert.Equal(t, http.Header{"X-L5d": {"keep"}, "L5d": {"keep"}}, h)
-	assert.True(t, isMeshHeader("l5d-dst-override"))
-	assert.True(t, isMeshHeader("WEFT-x"))
-	assert.False(t, isMeshHeader("l5d"))
+	assert.True(t, IsMeshHeader("l5d-dst-override"))
+	assert.True(t, IsMeshHeader("WEFT-x"))
+	assert.False(t, IsMeshHeader("l5d"))
 }

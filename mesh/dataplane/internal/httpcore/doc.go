@@ -1,0 +1,25 @@
+// Package httpcore is the HTTP vocabulary the proxy's inbound and
+// outbound paths share: the mesh's own headers (l5d-*, weft-*) and the
+// rule that strips them, the answers the proxy makes itself ([Answer],
+// [WriteAnswer]: an HTTP status with a short text body, or a
+// trailers-only gRPC status, with l5d-proxy-error), the request sent
+// upstream ([OutgoingRequest], with informational responses relayed by
+// [Forward1xx]), the client's body as it is forwarded ([ClientBody],
+// which keeps its first error so that a failed exchange is blamed on the
+// right side) and the response copied back ([CopyResponse]).
+//
+// What it trusts: nothing it is given. Every l5d-* and weft-* header from
+// a client, an application or an upstream is dropped here
+// ([RemoveMeshHeaders]); the dataplane package decides which of them it
+// sets or keeps from a peer proxy (mesh TLS with the transport header).
+// Messages the proxy writes into l5d-proxy-error lose control characters
+// and are cut at 200 bytes; grpc-message is percent-encoded and cut at
+// 512 bytes. Hop-by-hop headers are removed by internal/h1's rules.
+//
+// Cost: none of it is behind an interface; the buffers that copy bodies
+// are pooled (4 KiB for bodies known to be small, the relay's 32 KiB
+// otherwise).
+//
+// It imports internal/h1 (hop-by-hop rules, framing errors) and
+// internal/relay (the copy buffers), nothing else of the proxy.
+package httpcore
