@@ -313,19 +313,26 @@ func (f *routeFacts) notUsable(outbound bool) string {
 	return ""
 }
 
-// serverParentStatus is the Accepted condition of a Server parent, as
-// the inbound index attaches (or refuses) the route.
-func (b *builder) serverParentStatus(f *routeFacts, pr parentRef) gatewayv1.RouteParentStatus {
-	group, kind := gatewayv1.Group(policyGroup), gatewayv1.Kind("Server")
+// ourParentStatus is this controller's status entry for parent pr, of
+// the given group and kind, without conditions.
+func ourParentStatus(group, kind string, pr parentRef) gatewayv1.RouteParentStatus {
+	g, k := gatewayv1.Group(group), gatewayv1.Kind(kind)
 	ns := gatewayv1.Namespace(pr.namespace)
 	ps := gatewayv1.RouteParentStatus{
-		ParentRef:      gatewayv1.ParentReference{Group: &group, Kind: &kind, Namespace: &ns, Name: gatewayv1.ObjectName(pr.name)},
+		ParentRef:      gatewayv1.ParentReference{Group: &g, Kind: &k, Namespace: &ns, Name: gatewayv1.ObjectName(pr.name)},
 		ControllerName: ControllerName,
 	}
 	if pr.hasPort {
 		port := gatewayv1.PortNumber(pr.port)
 		ps.ParentRef.Port = &port
 	}
+	return ps
+}
+
+// serverParentStatus is the Accepted condition of a Server parent, as
+// the inbound index attaches (or refuses) the route.
+func (b *builder) serverParentStatus(f *routeFacts, pr parentRef) gatewayv1.RouteParentStatus {
+	ps := ourParentStatus(policyGroup, "Server", pr)
 	if pr.section != "" {
 		section := gatewayv1.SectionName(pr.section)
 		ps.ParentRef.SectionName = &section
@@ -362,16 +369,7 @@ func (b *builder) serverParentStatus(f *routeFacts, pr parentRef) gatewayv1.Rout
 // serviceParentStatus is the Accepted and ResolvedRefs conditions of a
 // Service parent, as the outbound index uses (or ignores) the route.
 func (b *builder) serviceParentStatus(f *routeFacts, pr parentRef, services map[nsName]*corev1.Service) gatewayv1.RouteParentStatus {
-	group, kind := gatewayv1.Group("core"), gatewayv1.Kind("Service")
-	ns := gatewayv1.Namespace(pr.namespace)
-	ps := gatewayv1.RouteParentStatus{
-		ParentRef:      gatewayv1.ParentReference{Group: &group, Kind: &kind, Namespace: &ns, Name: gatewayv1.ObjectName(pr.name)},
-		ControllerName: ControllerName,
-	}
-	if pr.hasPort {
-		port := gatewayv1.PortNumber(pr.port)
-		ps.ParentRef.Port = &port
-	}
+	ps := ourParentStatus("core", "Service", pr)
 	svc := services[nsName{pr.namespace, pr.name}]
 	var c metav1.Condition
 	switch {
@@ -399,16 +397,7 @@ func (b *builder) serviceParentStatus(f *routeFacts, pr parentRef, services map[
 // when the EgressNetwork exists and is itself accepted
 // (EgressNetworkStatus), unless a GRPCRoute also names it.
 func (b *builder) egressParentStatus(f *routeFacts, pr parentRef, services map[nsName]*corev1.Service) gatewayv1.RouteParentStatus {
-	group, kind := gatewayv1.Group(policyGroup), gatewayv1.Kind("EgressNetwork")
-	ns := gatewayv1.Namespace(pr.namespace)
-	ps := gatewayv1.RouteParentStatus{
-		ParentRef:      gatewayv1.ParentReference{Group: &group, Kind: &kind, Namespace: &ns, Name: gatewayv1.ObjectName(pr.name)},
-		ControllerName: ControllerName,
-	}
-	if pr.hasPort {
-		port := gatewayv1.PortNumber(pr.port)
-		ps.ParentRef.Port = &port
-	}
+	ps := ourParentStatus(policyGroup, "EgressNetwork", pr)
 	acceptedNet, exists := b.egressAccepted[nsName{pr.namespace, pr.name}]
 	var c metav1.Condition
 	switch {
