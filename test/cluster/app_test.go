@@ -30,6 +30,7 @@ import (
 const (
 	httpPort    = 8080
 	tcpPort     = 9090
+	tlsPort     = 9443
 	controlPort = 8081
 )
 
@@ -103,6 +104,7 @@ func (e *env) deployAppPorts(t *testing.T, ns, name string, more []corev1.Servic
 		Spec: corev1.ServiceSpec{Selector: labels, Ports: append([]corev1.ServicePort{
 			{Name: "http", Port: httpPort, TargetPort: intstr.FromInt32(httpPort)},
 			{Name: "echo", Port: tcpPort, TargetPort: intstr.FromInt32(tcpPort)},
+			{Name: "tls-echo", Port: tlsPort, TargetPort: intstr.FromInt32(tlsPort)},
 		}, more...)},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -118,7 +120,7 @@ func (e *env) appPodSpec(name string, args []string) corev1.PodSpec {
 			ImagePullPolicy: corev1.PullNever,
 			Args:            append([]string{"--name", name}, args...),
 			Ports: []corev1.ContainerPort{
-				{Name: "http", ContainerPort: httpPort}, {Name: "echo", ContainerPort: tcpPort}, {Name: "control", ContainerPort: controlPort},
+				{Name: "http", ContainerPort: httpPort}, {Name: "echo", ContainerPort: tcpPort}, {Name: "tls-echo", ContainerPort: tlsPort}, {Name: "control", ContainerPort: controlPort},
 			},
 			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(controlPort)}}, PeriodSeconds: 1},
 			SecurityContext: &corev1.SecurityContext{
@@ -236,6 +238,17 @@ func (e *env) tcpExchange(ctx context.Context, pod corev1.Pod, addr, payload str
 		Error string `json:"error"`
 	}
 	err = e.control(ctx, pod, "/tcp", url.Values{"addr": {addr}, "payload": {payload}}, &res)
+	return res.Reply, res.Error, err
+}
+
+// tlsExchange is tcpExchange over TLS with server name sni (the server's
+// certificate is not verified: which backend answers is what counts).
+func (e *env) tlsExchange(ctx context.Context, pod corev1.Pod, addr, sni, payload string) (reply, errText string, err error) {
+	var res struct {
+		Reply string `json:"reply"`
+		Error string `json:"error"`
+	}
+	err = e.control(ctx, pod, "/tls", url.Values{"addr": {addr}, "sni": {sni}, "payload": {payload}}, &res)
 	return res.Reply, res.Error, err
 }
 

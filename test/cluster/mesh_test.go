@@ -64,6 +64,7 @@ func TestMeshOnARealNode(t *testing.T) {
 		{"3h_rate_limit_enforced", m.rateLimited},
 		{"3i_egress_network", m.egressNetwork},
 		{"3j_tracing", m.tracing},
+		{"3k_tcp_and_tls_routes", m.tcpAndTLSRoutes},
 		{"4a_rolling_restarts_of_the_controllers", m.restartControllers},
 		{"4b_scaling_under_calls", m.scale},
 		{"4c_issuer_rotation", m.rotateIssuer},
@@ -84,7 +85,7 @@ func TestMeshOnARealNode(t *testing.T) {
 
 // independentStep names the steps whose failure does not stop the later
 // ones.
-var independentStep = map[string]bool{"3b_policy_enforced": true, "3c_tap_and_top": true, "3d_demo_application": true, "3e_route_policy_live_with_status": true, "3f_demo_tap_and_top": true, "3g_demo_rolling_restarts_under_calls": true, "3h_rate_limit_enforced": true, "3i_egress_network": true, "3j_tracing": true}
+var independentStep = map[string]bool{"3b_policy_enforced": true, "3c_tap_and_top": true, "3d_demo_application": true, "3e_route_policy_live_with_status": true, "3f_demo_tap_and_top": true, "3g_demo_rolling_restarts_under_calls": true, "3h_rate_limit_enforced": true, "3i_egress_network": true, "3j_tracing": true, "3k_tcp_and_tls_routes": true}
 
 // The Values of the test install: this tree's images, never pulled.
 const testValues = `proxy:

@@ -55,22 +55,7 @@ func (m *mesh) routePolicyLive(t *testing.T) {
 	before := m.policyControllerPods(t)
 
 	// The Gateway API CRDs, now.
-	code, out, errs := e.weftCmd(t, nil, "install", "--crds", "--gateway-api")
-	require.Equal(t, 0, code, errs)
-	objs, err := install.Decode(out)
-	require.NoError(t, err)
-	var gw []runtime.Object
-	var gwObjs []install.Object
-	for _, o := range objs {
-		if crd, ok := o.(*apiextv1.CustomResourceDefinition); ok && crd.Spec.Group == "gateway.networking.k8s.io" {
-			gw = append(gw, o)
-			gwObjs = append(gwObjs, o)
-		}
-	}
-	require.Len(t, gw, 4, "weft install --crds --gateway-api prints the HTTPRoute, GRPCRoute, TCPRoute and TLSRoute CRDs")
-	t.Cleanup(func() { m.deleteGatewayCRDs(t, gwObjs) })
-	e.applyObjects(t, gw)
-	e.waitCRDsEstablished(t, gwObjs)
+	m.installGatewayCRDs(t)
 
 	// An intruder: the web frontend's image under another ServiceAccount.
 	manifest := fmt.Sprintf(intruderManifest, ns, ns, e.images["testapp"].Ref)
@@ -224,6 +209,29 @@ func routePolicy(t *testing.T, ns string) []policyObject {
 }
 
 // deleteObjects deletes objects of ns and waits until they are gone.
+// installGatewayCRDs applies the Gateway API CRDs `weft install --crds
+// --gateway-api` prints and deletes them when the test ends.
+func (m *mesh) installGatewayCRDs(t *testing.T) {
+	t.Helper()
+	e := m.e
+	code, out, errs := e.weftCmd(t, nil, "install", "--crds", "--gateway-api")
+	require.Equal(t, 0, code, errs)
+	objs, err := install.Decode(out)
+	require.NoError(t, err)
+	var gw []runtime.Object
+	var gwObjs []install.Object
+	for _, o := range objs {
+		if crd, ok := o.(*apiextv1.CustomResourceDefinition); ok && crd.Spec.Group == "gateway.networking.k8s.io" {
+			gw = append(gw, o)
+			gwObjs = append(gwObjs, o)
+		}
+	}
+	require.Len(t, gw, 4, "weft install --crds --gateway-api prints the HTTPRoute, GRPCRoute, TCPRoute and TLSRoute CRDs")
+	t.Cleanup(func() { m.deleteGatewayCRDs(t, gwObjs) })
+	e.applyObjects(t, gw)
+	e.waitCRDsEstablished(t, gwObjs)
+}
+
 func (m *mesh) deleteObjects(t *testing.T, ns string, objects []policyObject) {
 	t.Helper()
 	ctx := timeout(t, time.Minute)

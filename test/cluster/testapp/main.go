@@ -2,7 +2,7 @@
 // program that is, by its flags, a backend (HTTP and a TCP echo), a
 // frontend (HTTP that calls an upstream) and a caller the test drives.
 //
-//	testapp --name backend  [--http :8080] [--tcp :9090]
+//	testapp --name backend  [--http :8080] [--tcp :9090] [--tls :9443]
 //	testapp --name frontend --upstream http://backend:8080
 //	testapp --name client   (every instance also serves the control port)
 //	testapp --name api --grpc :8090 --fail-every 4       (grpc.go: the demo's gRPC backend)
@@ -19,6 +19,7 @@
 //	GET /load/start?url=U&interval=D&marker=M a background loop (one at a time, at most 10 minutes)
 //	GET /load/stop                            stops it and returns its counts
 //	GET /tcp?addr=A&payload=P                 one TCP exchange with an echo server
+//	GET /tls?addr=A&sni=S&payload=P           the same over TLS with server name S (not verified)
 //	GET /load/counts                          the counts of the --load loop so far
 //	GET /spans?trace=T                        with --otlp: the spans received (of trace T)
 //
@@ -62,6 +63,7 @@ func main() {
 	name := flag.String("name", "testapp", "name answered in every response")
 	httpAddr := flag.String("http", ":8080", "HTTP service address (empty: none)")
 	tcpAddr := flag.String("tcp", ":9090", "TCP echo address (empty: none)")
+	tlsAddr := flag.String("tls", ":9443", "TLS echo address, a self-signed certificate (empty: none)")
 	control := flag.String("control", ":8081", "control address (empty: none)")
 	upstream := flag.String("upstream", "", "URL each HTTP request is passed on to")
 	drain := flag.Duration("drain", 5*time.Second, "after SIGTERM, serve on this long before stopping")
@@ -107,6 +109,7 @@ func main() {
 		mux.HandleFunc("/load/stop", a.loadStop)
 		mux.HandleFunc("/load/counts", a.loadCounts)
 		mux.HandleFunc("/tcp", a.tcp)
+		mux.HandleFunc("/tls", a.tlsCall)
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 		if spans != nil {
 			mux.Handle("/spans", spans)
@@ -137,6 +140,15 @@ func main() {
 			log.Fatal(err)
 		}
 		go a.echo(ln)
+	}
+	if *tlsAddr != "" {
+		ln, err := net.Listen("tcp", *tlsAddr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := a.tlsEcho(ln); err != nil {
+			log.Fatal(err)
+		}
 	}
 	log.Printf("testapp %s: http %s, tcp %s, control %s, upstream %q", *name, *httpAddr, *tcpAddr, *control, *upstream)
 	select {
