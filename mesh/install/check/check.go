@@ -151,6 +151,7 @@ func (c *Checker) Check(ctx context.Context, scope Scope) Report {
 		return r.report()
 	}
 	r.crds(ctx)
+	r.gatewayCRDs(ctx)
 	if r.controlPlane(ctx) {
 		r.identity(ctx)
 		r.webhooks(ctx)

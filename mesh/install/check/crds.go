@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -138,4 +139,57 @@ func conditionMessage(crd *apiextensionsv1.CustomResourceDefinition, t apiextens
 		}
 	}
 	return ""
+}
+
+// gatewayHint installs the Gateway API route CRDs Weft follows.
+const gatewayHint = "weft install --crds --gateway-api | kubectl apply --server-side -f -"
+
+// gatewayReadVersions are the versions of each Gateway API route kind
+// the policy controller reads (mesh/policy/kubernetes; a test keeps the
+// two in step): v1 for HTTPRoute and GRPCRoute, v1 or else v1alpha2 for
+// TCPRoute and TLSRoute.
+var gatewayReadVersions = map[string][]string{
+	"HTTPRoute": {"v1"}, "GRPCRoute": {"v1"},
+	"TCPRoute": {"v1", "v1alpha2"}, "TLSRoute": {"v1", "v1alpha2"},
+}
+
+// gatewayCRDs reports the Gateway API route CRDs the policy controller
+// follows. They are optional: one that is absent is not reported (its
+// routes are read once it is installed, without a restart); one that is
+// present must be Established and serve a version the controller reads.
+func (r *run) gatewayCRDs(ctx context.Context) {
+	want, err := crds.GatewayAPI()
+	if err != nil {
+		r.fail(CategoryCRDs, "the Gateway API CRDs can be read", err.Error(), "this binary is broken; reinstall it")
+		return
+	}
+	for _, w := range want {
+		kind := w.Spec.Names.Kind
+		name := "Gateway API CRD " + w.Name
+		got, err := r.c.ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, w.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			r.fail(CategoryCRDs, name, r.apiError("get", err), "check that you may read customresourcedefinitions")
+			continue
+		}
+		if !crdCondition(got, apiextensionsv1.Established) {
+			r.fail(CategoryCRDs, name, "not Established", gatewayHint)
+			continue
+		}
+		served := servedVersions(got)
+		read := ""
+		for _, v := range gatewayReadVersions[kind] {
+			if slices.Contains(served, v) {
+				read = v
+				break
+			}
+		}
+		if read == "" {
+			r.fail(CategoryCRDs, name, fmt.Sprintf("serves %s; Weft's policy controller reads %ss at %s", strings.Join(served, ","), kind, strings.Join(gatewayReadVersions[kind], " or ")), gatewayHint)
+			continue
+		}
+		r.ok(CategoryCRDs, name, fmt.Sprintf("served %s, %ss read at %s", strings.Join(served, ","), kind, read))
+	}
 }
