@@ -102,21 +102,7 @@ func startEgressWorld(t *testing.T, objs func(*external) []runtime.Object) *egre
 	}
 	src, x := outboundIndexer(t, initial)
 	w.src = src
-	lis := testutil.Listen(t)
-	s := startOutbound(t, x, lis)
-	t.Cleanup(s.Stop)
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cc.Close() })
-	op, err := control.NewOutboundPolicies(cc, control.Workload("shop", "web-0"))
-	require.NoError(t, err)
-
-	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "root.linkerd.cluster.local"})
-	issuer := anchor.Issuer(t, testutil.CertOptions{Name: "identity.linkerd.cluster.local"})
-	const name = "web.shop.serviceaccount.identity.linkerd.cluster.local"
-	leaf := issuer.Leaf(t, testutil.CertOptions{Name: name})
-	id, err := dataplane.NewStaticIdentity(name, leaf.TLS, testutil.Pool(anchor))
-	require.NoError(t, err)
+	op, id := outboundClientOf(t, x)
 
 	cfg := dataplane.DefaultConfig()
 	cfg.DetectTimeout = 5 * time.Second
@@ -351,4 +337,27 @@ func metrics(t *testing.T, admin, want string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// outboundClientOf serves x's outbound policies on loopback and returns
+// their client, as shop/web-0's proxy asks, and that proxy's identity
+// (web.shop, under a fresh trust anchor).
+func outboundClientOf(t *testing.T, x *policy.Indexer) (*control.OutboundPolicies, *dataplane.StaticIdentity) {
+	t.Helper()
+	lis := testutil.Listen(t)
+	s := startOutbound(t, x, lis)
+	t.Cleanup(s.Stop)
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cc.Close() })
+	op, err := control.NewOutboundPolicies(cc, control.Workload("shop", "web-0"))
+	require.NoError(t, err)
+
+	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "root.linkerd.cluster.local"})
+	issuer := anchor.Issuer(t, testutil.CertOptions{Name: "identity.linkerd.cluster.local"})
+	const name = "web.shop.serviceaccount.identity.linkerd.cluster.local"
+	leaf := issuer.Leaf(t, testutil.CertOptions{Name: name})
+	id, err := dataplane.NewStaticIdentity(name, leaf.TLS, testutil.Pool(anchor))
+	require.NoError(t, err)
+	return op, id
 }

@@ -14,8 +14,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,7 +23,6 @@ import (
 	"github.com/weftmesh/weft/apis/policy/v1alpha1"
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/dataplane"
-	"github.com/weftmesh/weft/mesh/dataplane/control"
 	"github.com/weftmesh/weft/mesh/policy"
 )
 
@@ -115,21 +112,7 @@ func startStreamProxy(t *testing.T, resolver *dataplane.MemoryResolver, objs []r
 	sp := &streamProxy{resolver: resolver, listeners: map[string]string{}}
 	src, x := outboundIndexer(t, objs)
 	sp.src = src
-	lis := testutil.Listen(t)
-	s := startOutbound(t, x, lis)
-	t.Cleanup(s.Stop)
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cc.Close() })
-	op, err := control.NewOutboundPolicies(cc, control.Workload("shop", "web-0"))
-	require.NoError(t, err)
-
-	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "root.linkerd.cluster.local"})
-	issuer := anchor.Issuer(t, testutil.CertOptions{Name: "identity.linkerd.cluster.local"})
-	const name = "web.shop.serviceaccount.identity.linkerd.cluster.local"
-	leaf := issuer.Leaf(t, testutil.CertOptions{Name: name})
-	id, err := dataplane.NewStaticIdentity(name, leaf.TLS, testutil.Pool(anchor))
-	require.NoError(t, err)
+	op, id := outboundClientOf(t, x)
 
 	cfg := dataplane.DefaultConfig()
 	cfg.DetectTimeout = 5 * time.Second
