@@ -107,37 +107,7 @@ func compileTLSRoute(r *outbound.TlsRoute) (StreamRoute, error) {
 	if len(rules) != 1 {
 		return sr, fmt.Errorf("%d rules, want 1", len(rules))
 	}
-	rule := rules[0]
-	for _, f := range rule.GetFilters() {
-		why, err := streamFilter(f.GetInvalid() != nil, f.GetInvalid().GetMessage(), f.GetForbidden() != nil)
-		if err != nil {
-			return sr, err
-		}
-		sr.Refuse = why
-	}
-	switch d := rule.GetBackends().GetKind().(type) {
-	case *outbound.TlsRoute_Distribution_FirstAvailable_:
-		sr.first = true
-		for _, b := range d.FirstAvailable.GetBackends() {
-			sb, err := streamBackend(b.GetBackend(), 1, tlsFilters(b.GetFilters()))
-			if err != nil {
-				return sr, err
-			}
-			sr.Backends = append(sr.Backends, sb)
-		}
-	case *outbound.TlsRoute_Distribution_RandomAvailable_:
-		for _, wb := range d.RandomAvailable.GetBackends() {
-			sb, err := streamBackend(wb.GetBackend().GetBackend(), wb.GetWeight(), tlsFilters(wb.GetBackend().GetFilters()))
-			if err != nil {
-				return sr, err
-			}
-			sr.Backends = append(sr.Backends, sb)
-		}
-	case *outbound.TlsRoute_Distribution_Empty_:
-	default:
-		return sr, errors.New("no backend distribution")
-	}
-	return sr, nil
+	return sr, sr.readRule(tlsRule(rules[0]))
 }
 
 func compileOpaqueRoute(r *outbound.OpaqueRoute) (StreamRoute, error) {
@@ -146,37 +116,84 @@ func compileOpaqueRoute(r *outbound.OpaqueRoute) (StreamRoute, error) {
 	if len(rules) != 1 {
 		return sr, fmt.Errorf("%d rules, want 1", len(rules))
 	}
-	rule := rules[0]
-	for _, f := range rule.GetFilters() {
-		why, err := streamFilter(f.GetInvalid() != nil, f.GetInvalid().GetMessage(), f.GetForbidden() != nil)
-		if err != nil {
-			return sr, err
+	return sr, sr.readRule(opaqueRule(rules[0]))
+}
+
+// streamRule is the one rule of a TLS or opaque route, whatever its
+// kind: the proto gives each kind types of its own with the same shape.
+type streamRule struct {
+	filters filterKinds
+	// first is a FirstAvailable distribution, otherwise RandomAvailable
+	// (weighted) or Empty; unknown is a distribution of no known kind.
+	first, unknown bool
+	backends       []ruleBackend
+}
+
+type ruleBackend struct {
+	b       *outbound.Backend
+	weight  uint32
+	filters filterKinds
+}
+
+func tlsRule(rule *outbound.TlsRoute_Rule) streamRule {
+	sr := streamRule{filters: tlsFilters(rule.GetFilters())}
+	switch d := rule.GetBackends().GetKind().(type) {
+	case *outbound.TlsRoute_Distribution_FirstAvailable_:
+		sr.first = true
+		for _, b := range d.FirstAvailable.GetBackends() {
+			sr.backends = append(sr.backends, ruleBackend{b.GetBackend(), 1, tlsFilters(b.GetFilters())})
 		}
-		sr.Refuse = why
+	case *outbound.TlsRoute_Distribution_RandomAvailable_:
+		for _, wb := range d.RandomAvailable.GetBackends() {
+			sr.backends = append(sr.backends, ruleBackend{wb.GetBackend().GetBackend(), wb.GetWeight(), tlsFilters(wb.GetBackend().GetFilters())})
+		}
+	case *outbound.TlsRoute_Distribution_Empty_:
+	default:
+		sr.unknown = true
 	}
+	return sr
+}
+
+func opaqueRule(rule *outbound.OpaqueRoute_Rule) streamRule {
+	sr := streamRule{filters: opaqueFilters(rule.GetFilters())}
 	switch d := rule.GetBackends().GetKind().(type) {
 	case *outbound.OpaqueRoute_Distribution_FirstAvailable_:
 		sr.first = true
 		for _, b := range d.FirstAvailable.GetBackends() {
-			sb, err := streamBackend(b.GetBackend(), 1, opaqueFilters(b.GetFilters()))
-			if err != nil {
-				return sr, err
-			}
-			sr.Backends = append(sr.Backends, sb)
+			sr.backends = append(sr.backends, ruleBackend{b.GetBackend(), 1, opaqueFilters(b.GetFilters())})
 		}
 	case *outbound.OpaqueRoute_Distribution_RandomAvailable_:
 		for _, wb := range d.RandomAvailable.GetBackends() {
-			sb, err := streamBackend(wb.GetBackend().GetBackend(), wb.GetWeight(), opaqueFilters(wb.GetBackend().GetFilters()))
-			if err != nil {
-				return sr, err
-			}
-			sr.Backends = append(sr.Backends, sb)
+			sr.backends = append(sr.backends, ruleBackend{wb.GetBackend().GetBackend(), wb.GetWeight(), opaqueFilters(wb.GetBackend().GetFilters())})
 		}
 	case *outbound.OpaqueRoute_Distribution_Empty_:
 	default:
-		return sr, errors.New("no backend distribution")
+		sr.unknown = true
 	}
-	return sr, nil
+	return sr
+}
+
+// readRule reads rule into sr: its filters, then its backends.
+func (sr *StreamRoute) readRule(rule streamRule) error {
+	for _, f := range rule.filters {
+		why, err := streamFilter(f.invalid, f.message, f.forbidden)
+		if err != nil {
+			return err
+		}
+		sr.Refuse = why
+	}
+	if rule.unknown {
+		return errors.New("no backend distribution")
+	}
+	sr.first = rule.first
+	for _, rb := range rule.backends {
+		sb, err := streamBackend(rb.b, rb.weight, rb.filters)
+		if err != nil {
+			return err
+		}
+		sr.Backends = append(sr.Backends, sb)
+	}
+	return nil
 }
 
 // filterKinds is a backend's filters as (invalid, message, forbidden)
