@@ -455,10 +455,16 @@ func (a *app) tcp(w http.ResponseWriter, r *http.Request) {
 }
 
 func exchange(ctx context.Context, addr, payload string) (string, error) {
+	var d net.Dialer
+	return lineExchange(ctx, payload, func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) })
+}
+
+// lineExchange dials, sends payload as one line and returns the line
+// answered, all within callTimeout.
+func lineExchange(ctx context.Context, payload string, dial func(context.Context) (net.Conn, error)) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := dial(ctx)
 	if err != nil {
 		return "", err
 	}

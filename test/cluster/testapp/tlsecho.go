@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -9,9 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -70,25 +67,6 @@ func (a *app) tlsCall(w http.ResponseWriter, r *http.Request) {
 }
 
 func tlsExchange(ctx context.Context, addr, sni, payload string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
 	d := tls.Dialer{Config: &tls.Config{ServerName: sni, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}} //nolint:gosec // see selfSigned
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	dl, _ := ctx.Deadline()
-	_ = c.SetDeadline(dl)
-	if _, err := fmt.Fprintf(c, "%s\n", payload); err != nil {
-		return "", err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return "", errors.New("connection closed without a reply")
-		}
-		return "", err
-	}
-	return strings.TrimSpace(line), nil
+	return lineExchange(ctx, payload, func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) })
 }
