@@ -107,7 +107,8 @@ func compileTLSRoute(r *outbound.TlsRoute) (StreamRoute, error) {
 	if len(rules) != 1 {
 		return sr, fmt.Errorf("%d rules, want 1", len(rules))
 	}
-	return sr, sr.readRule(tlsRule(rules[0]))
+	err := sr.readRule(tlsRule(rules[0]))
+	return sr, err
 }
 
 func compileOpaqueRoute(r *outbound.OpaqueRoute) (StreamRoute, error) {
@@ -116,7 +117,8 @@ func compileOpaqueRoute(r *outbound.OpaqueRoute) (StreamRoute, error) {
 	if len(rules) != 1 {
 		return sr, fmt.Errorf("%d rules, want 1", len(rules))
 	}
-	return sr, sr.readRule(opaqueRule(rules[0]))
+	err := sr.readRule(opaqueRule(rules[0]))
+	return sr, err
 }
 
 // streamRule is the one rule of a TLS or opaque route, whatever its
@@ -173,25 +175,25 @@ func opaqueRule(rule *outbound.OpaqueRoute_Rule) streamRule {
 	return sr
 }
 
-// readRule reads rule into sr: its filters, then its backends.
-func (sr *StreamRoute) readRule(rule streamRule) error {
+// readRule reads rule into r: its filters, then its backends.
+func (r *StreamRoute) readRule(rule streamRule) error {
 	for _, f := range rule.filters {
 		why, err := streamFilter(f.invalid, f.message, f.forbidden)
 		if err != nil {
 			return err
 		}
-		sr.Refuse = why
+		r.Refuse = why
 	}
 	if rule.unknown {
 		return errors.New("no backend distribution")
 	}
-	sr.first = rule.first
+	r.first = rule.first
 	for _, rb := range rule.backends {
 		sb, err := streamBackend(rb.b, rb.weight, rb.filters)
 		if err != nil {
 			return err
 		}
-		sr.Backends = append(sr.Backends, sb)
+		r.Backends = append(r.Backends, sb)
 	}
 	return nil
 }
