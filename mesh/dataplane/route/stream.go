@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/weftmesh/weft/apis/proxy/meta"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/apis/proxy/tlsroute"
 )
@@ -26,6 +27,9 @@ type StreamRoute struct {
 	// Name names the route in logs ("tlsroute/shop/by-sni",
 	// "tls-egress-deny").
 	Name string
+	// Meta is the route's metadata from the policy (its resource, or a
+	// built-in route's name), for the route metrics.
+	Meta *meta.Metadata
 	// snis are the route's SNI matches; none matches every SNI, and a
 	// connection without one.
 	snis []sniMatch
@@ -95,7 +99,7 @@ func CompileStream(pol *outbound.OutboundPolicy) (*Stream, error) {
 }
 
 func compileTLSRoute(r *outbound.TlsRoute) (StreamRoute, error) {
-	sr := StreamRoute{Name: metaName(r.GetMetadata(), "tls")}
+	sr := StreamRoute{Name: metaName(r.GetMetadata(), "tls"), Meta: r.GetMetadata()}
 	for _, m := range r.GetSnis() {
 		sm, err := compileSNI(m)
 		if err != nil {
@@ -112,7 +116,7 @@ func compileTLSRoute(r *outbound.TlsRoute) (StreamRoute, error) {
 }
 
 func compileOpaqueRoute(r *outbound.OpaqueRoute) (StreamRoute, error) {
-	sr := StreamRoute{Name: metaName(r.GetMetadata(), "opaque")}
+	sr := StreamRoute{Name: metaName(r.GetMetadata(), "opaque"), Meta: r.GetMetadata()}
 	rules := r.GetRules()
 	if len(rules) != 1 {
 		return sr, fmt.Errorf("%d rules, want 1", len(rules))
