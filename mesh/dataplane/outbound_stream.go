@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/clienthello"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
@@ -55,8 +56,7 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 	if p.outPolicies == nil {
 		return false, false
 	}
-	pol := p.serviceFor(ctx, dest).policy()
-	st, err := route.CompileStream(pol)
+	pol, st, err := p.serviceFor(ctx, dest).streamRoutes()
 	if err != nil {
 		p.m.refuse(Outbound, refuseUnreadable)
 		log.Info("outbound connection refused: its stream routes cannot be read", "err", err)
@@ -129,6 +129,26 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 		p.untrack(client)
 	})
 	return true, true
+}
+
+// compiledStreams is one policy's stream routes, compiled.
+type compiledStreams struct {
+	pol *outbound.OutboundPolicy
+	st  *route.Stream
+	err error
+}
+
+// streamRoutes returns the service's policy and its stream routes
+// (route.CompileStream), compiled once per policy received: a Stream is
+// read-only once compiled, so connections share it.
+func (s *service) streamRoutes() (*outbound.OutboundPolicy, *route.Stream, error) {
+	pol := s.policy()
+	if c := s.streams.Load(); c != nil && c.pol == pol {
+		return pol, c.st, c.err
+	}
+	st, err := route.CompileStream(pol)
+	s.streams.Store(&compiledStreams{pol: pol, st: st, err: err})
+	return pol, st, err
 }
 
 // routeClosedReason is the route close counters' error label of a route

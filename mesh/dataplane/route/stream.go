@@ -15,7 +15,8 @@ import (
 // Gateway API TLSRoutes (ProxyProtocol.Tls: a route per SNI of the
 // client's ClientHello) or a TCPRoute (ProxyProtocol.Opaque whose route is
 // a resource: every connection). Each route's one rule sends a connection
-// to a backend picked by weight.
+// to a backend picked by weight. A Stream is not changed once compiled:
+// connections share it.
 type Stream struct {
 	// TLS is true when routes are chosen by SNI.
 	TLS    bool
