@@ -300,17 +300,6 @@ func TestAPingFloodOneFramePerTLSRecordIsCounted(t *testing.T) {
 	assert.LessOrEqual(t, acks.Load(), allowed, "PINGs answered in %s", elapsed)
 }
 
-// writeCountingConn counts the writes made on a connection.
-type writeCountingConn struct {
-	net.Conn
-	writes atomic.Int64
-}
-
-func (c *writeCountingConn) Write(p []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(p)
-}
-
 // tlsPingRun serves one TLS connection on which the client has written
 // the preface, SETTINGS and pings PINGs, each in a TLS record of its own,
 // before the server reads any of them (so nothing depends on how the two
@@ -340,9 +329,9 @@ func tlsPingRun(t *testing.T, pings int) (acks, writes int64, abuse string) {
 		}
 		handshaken <- tc
 		<-written
-		wc := &writeCountingConn{Conn: tc}
+		wc := &testutil.WriteCounter{Conn: tc}
 		ServeConn(context.Background(), wc, http.NotFoundHandler(), &Config{OnAbuse: func(r string) { abused <- r }})
-		served <- wc.writes.Load()
+		served <- wc.Writes.Load()
 	}()
 	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
 	require.NoError(t, err)
