@@ -3,6 +3,7 @@ package testutil
 import (
 	"context"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -83,4 +84,16 @@ func Eventually(t testing.TB, d time.Duration, cond func() bool, msg string) {
 	if !Poll(ctx, cond) {
 		t.Fatalf("testutil: timed out after %s waiting for %s", d, msg)
 	}
+}
+
+// WriteCounter is a connection that counts the Write calls made on it
+// (how many writes a protocol makes, not their bytes).
+type WriteCounter struct {
+	net.Conn
+	Writes atomic.Int64
+}
+
+func (c *WriteCounter) Write(p []byte) (int, error) {
+	c.Writes.Add(1)
+	return c.Conn.Write(p)
 }

@@ -175,12 +175,15 @@
 //	inbound_http_authz_allow_total, inbound_http_authz_deny_total, inbound_http_route_not_found_total
 //	inbound_http_local_ratelimit_total                    requests a Server's HTTPLocalRateLimitPolicy refused (429)
 //	inbound_tcp_authz_allow_total, inbound_tcp_authz_deny_total
+//	outbound_tcp_route_open_total, outbound_tcp_route_close_total   connections on a TCPRoute or built-in opaque route
+//	outbound_tls_route_open_total, outbound_tls_route_close_total   connections on a TLSRoute
 //	identity_cert_expiration_timestamp_seconds
 //
 // with Linkerd's labels: direction, authority, target_addr/target_ip/
 // target_port, tls with client_id, server_id or no_tls_reason, the dst_*
 // labels of the endpoint's discovery metric labels, srv_*/route_*/authz_*
-// of inbound policy, ratelimit_* of a rate limit, status_code,
+// of inbound policy, parent_*/route_* of an outbound TCP or TLS route
+// (metrics_streamroute.go), ratelimit_* of a rate limit, status_code,
 // classification, grpc_status, error, and peer (src or dst) on transport
 // series; the route_* series carry dst (the
 // called Service's name, which discovery confirmed), rt_route (the

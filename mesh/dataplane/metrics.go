@@ -34,6 +34,7 @@ type metrics struct {
 
 	tcpOpen, tcpClose, tcpOpenConns, tcpRead, tcpWrite, tcpDuration *metricstore.Family
 	tcpAuthzAllow, tcpAuthzDeny                                     *metricstore.Family
+	tcpRouteOpen, tcpRouteClose, tlsRouteOpen, tlsRouteClose        *metricstore.Family // metrics_streamroute.go
 
 	refused       *prometheus.CounterVec // tcp_refused_total
 	policyRefused prometheus.Counter
@@ -57,6 +58,10 @@ func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*
 			"The total number of inbound TCP connections that were authorized.", metricstore.Counter),
 		tcpAuthzDeny: metricstore.NewFamily("inbound_tcp_authz_deny_total",
 			"The total number of inbound TCP connections that were denied.", metricstore.Counter),
+		tcpRouteOpen:  metricstore.NewFamily("outbound_tcp_route_open_total", "Outbound connections a TCP or built-in opaque route took.", metricstore.Counter),
+		tcpRouteClose: metricstore.NewFamily("outbound_tcp_route_close_total", "Outbound connections on a TCP or built-in opaque route that ended, by error (empty when relayed).", metricstore.Counter),
+		tlsRouteOpen:  metricstore.NewFamily("outbound_tls_route_open_total", "Outbound connections a TLS route took.", metricstore.Counter),
+		tlsRouteClose: metricstore.NewFamily("outbound_tls_route_close_total", "Outbound connections on a TLS route that ended, by error (empty when relayed).", metricstore.Counter),
 	}
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tcp_refused_total",

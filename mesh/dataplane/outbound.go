@@ -214,11 +214,16 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		handedOff = ok
 		return ok
 	}
+	// The policy's built-in opaque route, counted as Linkerd's proxy
+	// counts it (metrics_streamroute.go).
+	rc := p.opaqueRouteOpened(ctx, dest, fallback)
 	if dest.egress && p.egressRefusesOpaque(ctx, dest, log) {
+		rc.closed(routeClosedForbidden)
 		return false
 	}
 	set = dest.set.Load()
 	if len(set.eps) == 0 {
+		rc.closed(routeClosedUnexpected)
 		log.Info("outbound connection failed: no endpoints")
 		return false
 	}
@@ -244,12 +249,14 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		p.pipe(client, client, server, src, dst, func() {
 			src.closed()
 			dst.closed()
+			rc.closed(routeClosedOK)
 			ep.active.Add(-1)
 			dest.release()
 			p.untrack(client)
 		})
 		return true
 	}
+	rc.closed(routeClosedUnexpected)
 	log.Info("outbound connection failed: no endpoint reachable", "tried", len(tried))
 	return false
 }

@@ -98,17 +98,14 @@ func (p *Proxy) egressOpaque(ctx context.Context, d *destination) bool {
 // route (of the Opaque protocol, or of Detect's opaque fallback).
 func (p *Proxy) egressRefusesOpaque(ctx context.Context, d *destination, log *slog.Logger) bool {
 	pol := p.serviceFor(ctx, d).policy()
-	routes := pol.GetProtocol().GetOpaque().GetRoutes()
-	if det := pol.GetProtocol().GetDetect(); det != nil {
-		routes = det.GetOpaque().GetRoutes()
-	}
-	if len(routes) == 0 || len(routes[0].GetRules()) == 0 {
+	r := opaqueRouteOf(pol)
+	if len(r.GetRules()) == 0 {
 		return false
 	}
-	for _, f := range routes[0].GetRules()[0].GetFilters() {
+	for _, f := range r.GetRules()[0].GetFilters() {
 		if f.GetForbidden() != nil || f.GetInvalid() != nil {
 			p.m.refuse(Outbound, refuseForbidden)
-			log.Info("outbound connection refused by its outbound policy", "route", routes[0].GetMetadata().GetDefault(), "parent", pol.GetMetadata().GetResource().GetName())
+			log.Info("outbound connection refused by its outbound policy", "route", r.GetMetadata().GetDefault(), "parent", pol.GetMetadata().GetResource().GetName())
 			return true
 		}
 	}

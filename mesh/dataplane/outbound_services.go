@@ -32,8 +32,12 @@ type service struct {
 	router atomic.Pointer[route.Router]
 	budget atomic.Pointer[retry.Budget]
 
-	names atomic.Pointer[svcNames]          // the route series' dst and the canonical name (route_names.go)
-	local atomic.Pointer[reqmetrics.Series] // requests the proxy answers before any endpoint
+	names atomic.Pointer[svcNames] // the route series' dst and the canonical name (route_names.go)
+	// streams is the policy's stream routes as last compiled
+	// (outbound_stream.go): one compilation per policy received, not
+	// per connection.
+	streams atomic.Pointer[compiledStreams]
+	local   atomic.Pointer[reqmetrics.Series] // requests the proxy answers before any endpoint
 
 	rebuildMu sync.Mutex // one rebuild at a time, so that the last one stored read the latest inputs
 

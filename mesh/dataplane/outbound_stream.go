@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/clienthello"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
@@ -55,8 +56,7 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 	if p.outPolicies == nil {
 		return false, false
 	}
-	pol := p.serviceFor(ctx, dest).policy()
-	st, err := route.CompileStream(pol)
+	pol, st, err := p.serviceFor(ctx, dest).streamRoutes()
 	if err != nil {
 		p.m.refuse(Outbound, refuseUnreadable)
 		log.Info("outbound connection refused: its stream routes cannot be read", "err", err)
@@ -84,8 +84,10 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 		log.Info("outbound connection refused: no TLS route for its server name", "sni", sni)
 		return true, false
 	}
+	rc := p.m.routeOpened(st.TLS, pol, r.Meta, from)
 	if r.Refuse != "" {
 		p.m.refuse(Outbound, refuseReason(r.Refuse))
+		rc.closed(routeClosedReason(r.Refuse))
 		log.Info("outbound connection refused by its route", "route", r.Name, "why", r.Refuse)
 		return true, false
 	}
@@ -96,11 +98,13 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 			why = b.Refuse
 		}
 		p.m.refuse(Outbound, refuseReason(why))
+		rc.closed(routeClosedReason(why))
 		log.Info("outbound connection refused by its route's backend", "route", r.Name, "why", why)
 		return true, false
 	}
 	server, ep, counted, backendDest, err := p.dialStreamBackend(ctx, b, replay, log)
 	if err != nil {
+		rc.closed(routeClosedUnexpected)
 		log.Info("outbound connection failed", "route", r.Name, "backend", b.Name, "err", err)
 		return true, false
 	}
@@ -114,6 +118,7 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 	p.pipe(client, client, server, src, dst, func() {
 		src.closed()
 		dst.closed()
+		rc.closed(routeClosedOK)
 		if counted != nil {
 			counted.active.Add(-1)
 		}
@@ -124,6 +129,35 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 		p.untrack(client)
 	})
 	return true, true
+}
+
+// compiledStreams is one policy's stream routes, compiled.
+type compiledStreams struct {
+	pol *outbound.OutboundPolicy
+	st  *route.Stream
+	err error
+}
+
+// streamRoutes returns the service's policy and its stream routes
+// (route.CompileStream), compiled once per policy received: a Stream is
+// read-only once compiled, so connections share it.
+func (s *service) streamRoutes() (*outbound.OutboundPolicy, *route.Stream, error) {
+	pol := s.policy()
+	if c := s.streams.Load(); c != nil && c.pol == pol {
+		return pol, c.st, c.err
+	}
+	st, err := route.CompileStream(pol)
+	s.streams.Store(&compiledStreams{pol: pol, st: st, err: err})
+	return pol, st, err
+}
+
+// routeClosedReason is the route close counters' error label of a route
+// or backend refusal.
+func routeClosedReason(why string) string {
+	if why == "forbidden" {
+		return routeClosedForbidden
+	}
+	return routeClosedInvalidBackend
 }
 
 // refuseReason is the tcp_refused_total reason of a route or backend

@@ -38,10 +38,12 @@ type Edge struct {
 	// destination's proxy counted (inbound, requests it let through).
 	Out, In Golden
 	// Denied counts requests (and connections) the destination's proxy
-	// refused by policy.
+	// refused by policy; for an EgressNetwork, what its Deny policy or a
+	// Forbidden route refused in the source's proxy.
 	Denied float64
 	// Connections counts TCP connections the source's proxy opened to the
-	// destination (opaque and HTTP alike).
+	// destination (opaque and HTTP alike); for an EgressNetwork, the
+	// opaque and TLS connections its routes took, refused ones included.
 	Connections float64
 }
 
@@ -169,7 +171,9 @@ type edgeKey struct{ src, dst Workload }
 // mesh to destinations under an EgressNetwork is one edge to the
 // EgressNetwork (kind KindEgressNetwork), from the route series the
 // proxies label with it; requests its Deny policy refused (its
-// http-egress-deny and grpc-egress-deny routes) count as Denied. Edges
+// http-egress-deny and grpc-egress-deny routes) count as Denied. Its
+// opaque and TLS connections come from the TCP and TLS route series: each
+// is a Connection, and those closed as forbidden are Denied too. Edges
 // are sorted by source, then destination.
 func Edges(w Window) []Edge {
 	var targets []Target
@@ -229,6 +233,23 @@ func Edges(w Window) []Edge {
 				}
 			} else {
 				e.Out.Latency = e.Out.Latency.Add(s)
+			}
+		case s.Name == MetricTCPRouteOpen || s.Name == MetricTLSRouteOpen || s.Name == MetricTCPRouteClose || s.Name == MetricTLSRouteClose:
+			// Only an EgressNetwork's routes: connections to a Service are
+			// counted from their tcp_open_total series above.
+			if EgressParent(l) == "" {
+				continue
+			}
+			src, ok := ix.Source(l)
+			if !ok {
+				continue
+			}
+			e := get(src, Workload{Namespace: l[labelParentNamespace], Kind: KindEgressNetwork, Name: l[labelParentName]})
+			switch {
+			case s.Name == MetricTCPRouteOpen || s.Name == MetricTLSRouteOpen:
+				e.Connections += s.Value
+			case l["error"] == "forbidden":
+				e.Denied += s.Value
 			}
 		case l["direction"] == "inbound" && (s.Name == MetricResponses || s.Name == MetricLatency+"_bucket"):
 			id := l["client_id"]

@@ -209,3 +209,34 @@ func TestEdgesShowTrafficThatLeftTheMeshUnderItsEgressNetwork(t *testing.T) {
 	assert.Equal(t, 5.0, local.Denied, "the requests its Deny policy refused")
 	assert.False(t, local.Secured(), "traffic out of the mesh is not mutual TLS")
 }
+
+// What a proxy exports for an opaque connection an EgressNetwork let out
+// and one its Deny policy refused (as TestStreamRouteMetricsNameTheParentAndTheRouteAsLinkerdDoes
+// reads them from a real proxy), and one on a Service's TCPRoute.
+const egressConnections = `# TYPE outbound_tcp_route_open_total counter
+outbound_tcp_route_open_total{parent_group="policy.linkerd.io",parent_kind="EgressNetwork",parent_name="internet",parent_namespace="shop",parent_port="5432",parent_section_name="",route_group="",route_kind="default",route_name="tcp-egress-allow",route_namespace="",target_ip="203.0.113.7",target_port="5432"} 3
+outbound_tcp_route_open_total{parent_group="policy.linkerd.io",parent_kind="EgressNetwork",parent_name="internet",parent_namespace="shop",parent_port="6379",parent_section_name="",route_group="",route_kind="default",route_name="tcp-egress-deny",route_namespace="",target_ip="198.51.100.9",target_port="6379"} 2
+outbound_tcp_route_open_total{parent_group="core",parent_kind="Service",parent_name="db",parent_namespace="shop",parent_port="7000",parent_section_name="",route_group="gateway.networking.k8s.io",route_kind="TCPRoute",route_name="to-db-blue",route_namespace="shop",target_ip="10.0.0.9",target_port="7000"} 7
+# TYPE outbound_tcp_route_close_total counter
+outbound_tcp_route_close_total{error="",parent_group="policy.linkerd.io",parent_kind="EgressNetwork",parent_name="internet",parent_namespace="shop",parent_port="5432",parent_section_name="",route_group="",route_kind="default",route_name="tcp-egress-allow",route_namespace="",target_ip="203.0.113.7",target_port="5432"} 3
+outbound_tcp_route_close_total{error="forbidden",parent_group="policy.linkerd.io",parent_kind="EgressNetwork",parent_name="internet",parent_namespace="shop",parent_port="6379",parent_section_name="",route_group="",route_kind="default",route_name="tcp-egress-deny",route_namespace="",target_ip="198.51.100.9",target_port="6379"} 2
+# TYPE outbound_tls_route_open_total counter
+outbound_tls_route_open_total{hostname="",parent_group="policy.linkerd.io",parent_kind="EgressNetwork",parent_name="internet",parent_namespace="shop",parent_port="443",parent_section_name="",route_group="gateway.networking.k8s.io",route_kind="TLSRoute",route_name="to-api-example",route_namespace="shop"} 4
+`
+
+func TestEdgesShowOpaqueAndTLSConnectionsThatLeftTheMeshUnderItsEgressNetwork(t *testing.T) {
+	w := window(t, 0, webPod, "", egressConnections)
+	var egress []viz.Edge
+	for _, e := range viz.Edges(w) {
+		if e.Dst.Kind == viz.KindEgressNetwork {
+			egress = append(egress, e)
+		}
+	}
+	require.Len(t, egress, 1, "one edge per EgressNetwork; the Service's TCPRoute is not egress")
+	e := egress[0]
+	assert.Equal(t, viz.Workload{Namespace: "shop", Kind: viz.KindEgressNetwork, Name: "internet"}, e.Dst)
+	assert.Equal(t, "web", e.Src.Name)
+	assert.Equal(t, 9.0, e.Connections, "3 let out, 2 refused, 4 on a TLSRoute")
+	assert.Equal(t, 2.0, e.Denied, "the connections its Deny policy refused")
+	assert.Zero(t, e.Out.Requests(), "no HTTP requests")
+}

@@ -21,6 +21,12 @@ const (
 	MetricHTTPDeny      = "inbound_http_authz_deny_total"
 	MetricTCPAllow      = "inbound_tcp_authz_allow_total"
 	MetricTCPDeny       = "inbound_tcp_authz_deny_total"
+	// Outbound connections on TCP and TLS routes (built-in opaque routes
+	// included), with parent_*, route_* and, on close, error.
+	MetricTCPRouteOpen  = "outbound_tcp_route_open_total"
+	MetricTCPRouteClose = "outbound_tcp_route_close_total"
+	MetricTLSRouteOpen  = "outbound_tls_route_open_total"
+	MetricTLSRouteClose = "outbound_tls_route_close_total"
 )
 
 // Golden are the golden metrics of one group of traffic over a window.

@@ -312,6 +312,21 @@ func (m *mesh) egressNetwork(t *testing.T) {
 		if got := sum(ms, "tcp_refused_total", map[string]string{"direction": "outbound", "reason": "forbidden"}) - forbiddenBefore; got < 3 {
 			errs = append(errs, fmt.Errorf("tcp_refused_total forbidden: %v more, want at least 3", got))
 		}
+		// The opaque connections on the EgressNetwork's built-in routes,
+		// under Linkerd's TCP route metrics (docs/metrics.md).
+		tcpRoute := func(route, why string) map[string]string {
+			l := map[string]string{"parent_group": "policy.linkerd.io", "parent_kind": "EgressNetwork", "parent_namespace": m.app, "parent_name": name, "route_kind": "default", "route_name": route}
+			if why != "-" {
+				l["error"] = why
+			}
+			return l
+		}
+		if got := sum(ms, "outbound_tcp_route_close_total", tcpRoute("tcp-egress-deny", "forbidden")); got < 3 {
+			errs = append(errs, fmt.Errorf("outbound_tcp_route_close_total of tcp-egress-deny, forbidden: %v, want at least 3", got))
+		}
+		if got := sum(ms, "outbound_tcp_route_open_total", tcpRoute("tcp-egress-allow", "-")); got < 1 {
+			errs = append(errs, fmt.Errorf("outbound_tcp_route_open_total of tcp-egress-allow: %v, want at least 1", got))
+		}
 		if len(errs) > 0 {
 			return fmt.Errorf("%w; route series: %s", errors.Join(errs...), routeSeries(ms))
 		}
@@ -337,6 +352,29 @@ func (m *mesh) egressNetwork(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, byRoute["http-egress-deny"], 5.0, "weft viz routes --to egressnetwork/%s: %s", name, out)
 	assert.GreaterOrEqual(t, byRoute["http-egress-allow"], 6.0, "weft viz routes --to egressnetwork/%s: %s", name, out)
+
+	// weft viz edges: one edge from client to the EgressNetwork, with the
+	// HTTP requests and the opaque connections, refusals as denied.
+	code, out, errs = e.weftCmd(t, nil, "viz", "edges", "-n", m.app, "-o", "json", "--since-start")
+	require.Equal(t, 0, code, errs)
+	var ve struct {
+		Edges []struct {
+			Src, Dst            struct{ Namespace, Kind, Name string }
+			Denied, Connections float64
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &ve), "%s", out)
+	found := false
+	for _, ed := range ve.Edges {
+		if ed.Dst.Kind != "egressnetwork" || ed.Dst.Name != name {
+			continue
+		}
+		found = true
+		assert.Equal(t, "client", ed.Src.Name, "%s", out)
+		assert.GreaterOrEqual(t, ed.Connections, 4.0, "opaque connections refused and let out: %s", out)
+		assert.GreaterOrEqual(t, ed.Denied, 8.0, "HTTP requests and opaque connections refused: %s", out)
+	}
+	assert.True(t, found, "an edge to egressnetwork/%s: %s", name, out)
 
 	// Deleted, the EgressNetwork no longer applies: the address gets the
 	// fallback policy, which forwards.

@@ -46,6 +46,8 @@ func attackSpecs() []attackSpec {
 			victims: []victimKind{victimH2}, run: outputQueueAttack(viaPeer)},
 		{name: "made-you-reset-outbound", summary: "finding 2: non-reading h2c client, a valid GET then WINDOW_UPDATE increment 0 on each stream (the server must reset it)",
 			victims: []victimKind{victimH2}, run: madeYouResetAttack(viaOutbound), countsAppRequests: true},
+		{name: "jam-only-outbound", summary: "control for made-you-reset-outbound: its first step alone, no flood (one 8 MiB response never read, the connection held 1 s, then a new one: about as many connections as the flood opens)",
+			victims: []victimKind{victimH2}, run: jamOnlyAttack(viaOutbound, time.Second)},
 		{name: "made-you-reset-peer", summary: "finding 2 over mesh TLS from a meshed peer",
 			victims: []victimKind{victimH2}, run: madeYouResetAttack(viaPeer), countsAppRequests: true},
 		{name: "zero-window-6x2MiB", summary: "finding 3: h2c client of the client proxy with SETTINGS_INITIAL_WINDOW_SIZE 0 asking for 6 responses of 2 MiB; victims share the pooled HTTP/2 connections to the server proxy and the application",

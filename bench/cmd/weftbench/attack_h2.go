@@ -325,6 +325,29 @@ func madeYouResetAttack(path h2Path) func(ctx context.Context, e *attackEnv, lim
 	}
 }
 
+// jamOnlyAttack is made-you-reset's control: the same client asks for the
+// same response it never reads, then holds the connection for hold and
+// sends nothing more. What it costs the victims is what a large unread
+// download costs, without any flood.
+func jamOnlyAttack(path h2Path, hold time.Duration) func(ctx context.Context, e *attackEnv, lim attackLimits) string {
+	return func(ctx context.Context, e *attackEnv, lim attackLimits) string {
+		st := &attackStats{}
+		b := newBudget(lim)
+		connLoop(ctx, st, b, func() (net.Conn, error) { return e.dialH2(ctx, path, 4096) }, func(c net.Conn) error {
+			if dl, ok := ctx.Deadline(); ok {
+				_ = c.SetWriteDeadline(dl)
+			}
+			return writeFlood(ctx, e, c, st, b, func(*http2.Framer, uint32) (int64, error) {
+				if err := sleepCtx(ctx, hold); err != nil {
+					return 0, err
+				}
+				return 0, errStopped
+			})
+		})
+		return st.String()
+	}
+}
+
 // zeroWindowAttack (finding 3): a client advertising
 // SETTINGS_INITIAL_WINDOW_SIZE 0 asks for streams large responses and
 // never opens the windows; it reads (and answers SETTINGS and PING) so the

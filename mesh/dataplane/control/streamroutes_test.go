@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -376,4 +378,92 @@ func TestLinkerdEgressNetworkStreamRoutesEndToEnd(t *testing.T) {
 		assert.Equal(t, "web", w.sp.tcpName(t, w.tcpAddr), "the route sends the connection back into the cluster")
 		assert.Zero(t, w.tcpHost.accepted.Load(), "the external host did not see it")
 	})
+}
+
+// hasSeries reports whether the exposition text has a series of family
+// with every label of want (and any others) and the value value.
+func hasSeries(text, family string, want map[string]string, value string) bool {
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, family+"{") || !strings.HasSuffix(line, "} "+value) {
+			continue
+		}
+		all := true
+		for k, v := range want {
+			if !strings.Contains(line, k+`="`+v+`"`) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// The route metrics of connections the proxy routes without reading
+// HTTP, under Linkerd's names and labels: a TLSRoute, a TCPRoute, and an
+// EgressNetwork's built-in route refusing opaque traffic.
+func TestStreamRouteMetricsNameTheParentAndTheRouteAsLinkerdDoes(t *testing.T) {
+	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "root.example.com"})
+	roots := testutil.Pool(anchor)
+	blueLeaf := anchor.Leaf(t, testutil.CertOptions{Name: "blue.example.com", DNSNames: []string{"blue.example.com"}})
+	blue := startNameServer(t, "blue", &blueLeaf.TLS)
+	dbBlue := startNameServer(t, "db-blue", nil)
+	external := startNameServer(t, "external-tcp", nil)
+	extAddr := external.l.Addr().String()
+	resolver := dataplane.NewMemoryResolver()
+	resolver.Set(parentAuthority, startNameServer(t, "parent", nil).endpoint())
+	resolver.Set("blue.shop.svc.cluster.local:8443", blue.endpoint())
+	resolver.Set(dbAuthority, startNameServer(t, "db", nil).endpoint())
+	resolver.Set("db-blue.shop.svc.cluster.local:7000", dbBlue.endpoint())
+	sp := startStreamProxy(t, resolver, []runtime.Object{
+		streamSvc("parent", 443), streamSvc("blue", 8443), streamSvc("db", 7000), streamSvc("db-blue", 7000),
+		tlsRoute("to-blue", []string{"blue.example.com"}, parentRef("Service", "parent", 443), svcBackend("blue", 8443, 1)),
+		tcpRoute("to-db-blue", parentRef("Service", "db", 7000), svcBackend("db-blue", 7000, 1)),
+		egressNetwork(v1alpha1.TrafficPolicyDeny, nil),
+	}, parentAuthority, dbAuthority, extAddr)
+
+	got, err := sp.tlsName(t, parentAuthority, "blue.example.com", roots)
+	require.NoError(t, err)
+	require.Equal(t, "blue", got)
+	require.Equal(t, "db-blue", sp.tcpName(t, dbAuthority))
+	require.Equal(t, "", sp.tcpName(t, extAddr), "the EgressNetwork denies")
+	require.Zero(t, external.accepted.Load())
+
+	tlsLabels := map[string]string{
+		"parent_group": "core", "parent_kind": "Service", "parent_namespace": "shop", "parent_name": "parent", "parent_port": "443", "parent_section_name": "",
+		"route_group": "gateway.networking.k8s.io", "route_kind": "TLSRoute", "route_namespace": "shop", "route_name": "to-blue", "hostname": "",
+	}
+	tcpLabels := map[string]string{
+		"parent_kind": "Service", "parent_namespace": "shop", "parent_name": "db", "parent_port": "7000",
+		"route_group": "gateway.networking.k8s.io", "route_kind": "TCPRoute", "route_namespace": "shop", "route_name": "to-db-blue",
+	}
+	denyLabels := map[string]string{
+		"parent_group": "policy.linkerd.io", "parent_kind": "EgressNetwork", "parent_namespace": "shop", "parent_name": "egress",
+		"route_group": "", "route_kind": "default", "route_namespace": "", "route_name": "tcp-egress-deny",
+		"target_ip": "127.0.0.1", "target_port": strconv.Itoa(int(netip.MustParseAddrPort(extAddr).Port())),
+	}
+	with := func(m map[string]string, k, v string) map[string]string {
+		out := map[string]string{k: v}
+		for mk, mv := range m {
+			out[mk] = mv
+		}
+		return out
+	}
+	var text string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the proxy's route series:\n%s", text)
+		}
+	})
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		text = metrics(t, sp.admin, "_route_")
+		return hasSeries(text, "outbound_tls_route_open_total", tlsLabels, "1") &&
+			hasSeries(text, "outbound_tls_route_close_total", with(tlsLabels, "error", ""), "1") &&
+			hasSeries(text, "outbound_tcp_route_open_total", tcpLabels, "1") &&
+			hasSeries(text, "outbound_tcp_route_close_total", with(tcpLabels, "error", ""), "1") &&
+			hasSeries(text, "outbound_tcp_route_open_total", denyLabels, "1") &&
+			hasSeries(text, "outbound_tcp_route_close_total", with(denyLabels, "error", "forbidden"), "1")
+	}, "route metrics for the TLSRoute, the TCPRoute and the EgressNetwork's deny route")
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/weftmesh/weft/apis/proxy/meta"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/apis/proxy/tlsroute"
 )
@@ -14,7 +15,8 @@ import (
 // Gateway API TLSRoutes (ProxyProtocol.Tls: a route per SNI of the
 // client's ClientHello) or a TCPRoute (ProxyProtocol.Opaque whose route is
 // a resource: every connection). Each route's one rule sends a connection
-// to a backend picked by weight.
+// to a backend picked by weight. A Stream is not changed once compiled:
+// connections share it.
 type Stream struct {
 	// TLS is true when routes are chosen by SNI.
 	TLS    bool
@@ -26,6 +28,9 @@ type StreamRoute struct {
 	// Name names the route in logs ("tlsroute/shop/by-sni",
 	// "tls-egress-deny").
 	Name string
+	// Meta is the route's metadata from the policy (its resource, or a
+	// built-in route's name), for the route metrics.
+	Meta *meta.Metadata
 	// snis are the route's SNI matches; none matches every SNI, and a
 	// connection without one.
 	snis []sniMatch
@@ -95,7 +100,7 @@ func CompileStream(pol *outbound.OutboundPolicy) (*Stream, error) {
 }
 
 func compileTLSRoute(r *outbound.TlsRoute) (StreamRoute, error) {
-	sr := StreamRoute{Name: metaName(r.GetMetadata(), "tls")}
+	sr := StreamRoute{Name: metaName(r.GetMetadata(), "tls"), Meta: r.GetMetadata()}
 	for _, m := range r.GetSnis() {
 		sm, err := compileSNI(m)
 		if err != nil {
@@ -112,7 +117,7 @@ func compileTLSRoute(r *outbound.TlsRoute) (StreamRoute, error) {
 }
 
 func compileOpaqueRoute(r *outbound.OpaqueRoute) (StreamRoute, error) {
-	sr := StreamRoute{Name: metaName(r.GetMetadata(), "opaque")}
+	sr := StreamRoute{Name: metaName(r.GetMetadata(), "opaque"), Meta: r.GetMetadata()}
 	rules := r.GetRules()
 	if len(rules) != 1 {
 		return sr, fmt.Errorf("%d rules, want 1", len(rules))

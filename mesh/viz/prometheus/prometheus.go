@@ -61,6 +61,7 @@ var (
 		viz.MetricRouteResp, viz.MetricRouteLatency + "_bucket",
 		viz.MetricTCPOpenTotal,
 		viz.MetricHTTPAllow, viz.MetricHTTPDeny, viz.MetricTCPAllow, viz.MetricTCPDeny,
+		viz.MetricTCPRouteOpen, viz.MetricTCPRouteClose, viz.MetricTLSRouteOpen, viz.MetricTLSRouteClose,
 	}
 	gauges = []string{viz.MetricTCPOpen}
 )

@@ -165,22 +165,12 @@ func TestResponseTrailersAppearAtEOFAndRequestTrailersAreSent(t *testing.T) {
 	noClientGoroutinesAfter(t, cc)
 }
 
-// countingConn counts writes to the socket.
-type countingConn struct {
-	net.Conn
-	writes atomic.Int64
-}
-
-func (c *countingConn) Write(p []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(p)
-}
 
 func TestARequestWithAReadyBodyGoesOutInOneWrite(t *testing.T) {
 	srv := startH2(t, false, nil, http.HandlerFunc(echo))
 	raw, err := net.Dial("tcp", srv.addr)
 	require.NoError(t, err)
-	conn := &countingConn{Conn: raw}
+	conn := &testutil.WriteCounter{Conn: raw}
 	cc, err := h2client.New(testutil.Context(t, 0), conn)
 	require.NoError(t, err)
 	defer cc.Close()
@@ -194,15 +184,15 @@ func TestARequestWithAReadyBodyGoesOutInOneWrite(t *testing.T) {
 		resp.Body.Close()
 	}
 	call() // the SETTINGS exchange is over once a response came
-	before := conn.writes.Load()
+	before := conn.Writes.Load()
 	call()
-	assert.Equal(t, int64(1), conn.writes.Load()-before, "HEADERS, DATA and END_STREAM in one write")
-	before = conn.writes.Load()
+	assert.Equal(t, int64(1), conn.Writes.Load()-before, "HEADERS, DATA and END_STREAM in one write")
+	before = conn.Writes.Load()
 	resp, err := cc.RoundTrip(request(t, "GET", srv.addr, "/echo", nil))
 	require.NoError(t, err)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	assert.Equal(t, int64(1), conn.writes.Load()-before, "a bodyless request is one HEADERS frame")
+	assert.Equal(t, int64(1), conn.Writes.Load()-before, "a bodyless request is one HEADERS frame")
 }
 
 func TestResponseBodyReturnsEOFWithTheLastBytesAndSaysWhenReady(t *testing.T) {

@@ -83,7 +83,11 @@
 //   - paced PINGs (sent once every earlier one is answered, as grpc-go's
 //     bandwidth estimator does): a bucket of 256, drained by one for
 //     every DATA frame the server sends and by 100 a second
-//     ("http2-control-flood");
+//     ("http2-control-flood"). Past 32 in the bucket, acknowledgements
+//     that are all the server has to write wait up to 2 ms for the next
+//     ones (PINGs arriving meanwhile stay paced), so that a flood over
+//     TLS, one PING per record, is answered in a few writes rather than
+//     one write per PING;
 //   - empty frames (DATA without END_STREAM, HEADERS and CONTINUATION
 //     without payload): a bucket of 100 draining at 10 a second
 //     ("http2-empty-frames");

@@ -299,3 +299,131 @@ func TestAPingFloodOneFramePerTLSRecordIsCounted(t *testing.T) {
 	allowed := int64(pacedPingBucket + pacedPingRate*elapsed.Seconds() + 1)
 	assert.LessOrEqual(t, acks.Load(), allowed, "PINGs answered in %s", elapsed)
 }
+
+// tlsPingRun serves one TLS connection on which the client has written
+// the preface, SETTINGS and pings PINGs, each in a TLS record of its own,
+// before the server reads any of them (so nothing depends on how the two
+// sides are scheduled). It returns the PING acknowledgements the client
+// read, the server's writes, and the abuse reported.
+func tlsPingRun(t *testing.T, pings int) (acks, writes int64, abuse string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	cert := testutil.NewAnchor(t, testutil.CertOptions{Name: "test anchor"}).Leaf(t, testutil.CertOptions{Name: "h2server.test"}).TLS
+	abused := make(chan string, 1)
+	handshaken := make(chan *tls.Conn, 1)
+	written := make(chan struct{})
+	served := make(chan int64, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			close(handshaken)
+			return
+		}
+		tc := tls.Server(nc, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}})
+		if tc.Handshake() != nil {
+			tc.Close()
+			close(handshaken)
+			return
+		}
+		handshaken <- tc
+		<-written
+		wc := &testutil.WriteCounter{Conn: tc}
+		ServeConn(context.Background(), wc, http.NotFoundHandler(), &Config{OnAbuse: func(r string) { abused <- r }})
+		served <- wc.Writes.Load()
+	}()
+	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NotNil(t, <-handshaken, "the server's handshake failed")
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second)) // hang guard only
+	_, err = io.WriteString(c, clientPreface)
+	require.NoError(t, err)
+	fr := http2.NewFramer(c, c) // each frame is one Write: one record
+	require.NoError(t, fr.WriteSettings())
+	for i := range pings {
+		require.NoError(t, fr.WritePing(false, [8]byte{byte(i >> 8), byte(i)}))
+	}
+	close(written)
+	for acks < int64(pings) {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			break // the server ended the connection
+		}
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() {
+			acks++
+		}
+	}
+	c.Close()
+	writes = <-served
+	select {
+	case abuse = <-abused:
+	default:
+	}
+	return acks, writes, abuse
+}
+
+func TestAPingFloodOverTLSIsAnsweredInBatches(t *testing.T) {
+	// Over TLS the server reads one PING per record and never sees the
+	// next one buffered; it used to write each acknowledgement alone,
+	// one TLS record and one write each (issue 27, finding 6: the
+	// writes were what a flooder cost the victims). Once the client has
+	// pinged ackHoldAfter times without DATA to earn it, the answers
+	// wait for the next ones.
+	const pings = 200 // within the paced bucket: answered, not ended
+	acks, writes, abuse := tlsPingRun(t, pings)
+	t.Logf("%d PINGs, %d acknowledged in %d writes", pings, acks, writes)
+	assert.Equal(t, int64(pings), acks, "every PING is answered")
+	assert.Empty(t, abuse)
+	// ackHoldAfter writes of one acknowledgement each, the SETTINGS
+	// frames, then batches: one for the rest unless the server was kept
+	// off the CPU for (2*time.Millisecond) between two records it had already
+	// received. Half as many writes as PINGs leaves room for that.
+	assert.Less(t, writes, int64(pings/2), "acknowledgements written in batches")
+}
+
+func TestHeldAcksCountAgainstThePacedBucket(t *testing.T) {
+	// Held acknowledgements are the server's doing: PINGs that arrive
+	// while they wait are paced ones, so a flood still ends at the paced
+	// bucket (not at the control bucket's 1000), with its answers batched.
+	const pings = 600
+	acks, writes, abuse := tlsPingRun(t, pings)
+	t.Logf("%d PINGs, %d acknowledged in %d writes", pings, acks, writes)
+	assert.Equal(t, "http2-control-flood", abuse)
+	assert.LessOrEqual(t, acks, int64(pacedPingBucket+1), "answered no more than the paced bucket (and what it drained)")
+	assert.Less(t, writes, int64(pacedPingBucket/2))
+}
+
+func TestAClientWaitingForEachAckPastTheHoldIsAnswered(t *testing.T) {
+	// A client that pings past ackHoldAfter and waits for each answer
+	// has nothing more to send: its held acknowledgement must still go
+	// out (after (2*time.Millisecond)), and the connection stays up.
+	hs := startHostileServer(t, http.NotFoundHandler(), nil)
+	c, err := net.Dial("tcp", hs.addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second)) // hang guard only
+	_, err = io.WriteString(c, clientPreface)
+	require.NoError(t, err)
+	fr := http2.NewFramer(c, c)
+	require.NoError(t, fr.WriteSettings())
+	acks := make(chan struct{}, 1)
+	go func() {
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				close(acks)
+				return
+			}
+			if p, ok := f.(*http2.PingFrame); ok && p.IsAck() {
+				acks <- struct{}{}
+			}
+		}
+	}()
+	for i := range 3 * ackHoldAfter {
+		require.NoError(t, fr.WritePing(false, [8]byte{byte(i)}))
+		_, ok := <-acks
+		require.True(t, ok, "connection ended after %d PINGs", i)
+	}
+}

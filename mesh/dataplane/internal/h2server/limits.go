@@ -40,6 +40,15 @@ const (
 	pacedPingBucket = 256
 	pacedPingRate   = 100 // per second
 
+	// Once ackHoldAfter paced PINGs are in the bucket (the client pings
+	// faster than the DATA it receives earns), the acknowledgements that
+	// are all the server has to write wait up to ackHoldFor for the next
+	// ones, so that a flood over TLS, one PING per record, costs one
+	// write per batch instead of one per PING. A client within its
+	// allowance (keepalives, gRPC's bandwidth estimator) is never held.
+	ackHoldAfter = 32
+	ackHoldFor   = 2 * time.Millisecond
+
 	// Empty frames (DATA without END_STREAM, HEADERS and CONTINUATION
 	// without payload).
 	emptyBucket = 100
@@ -79,6 +88,7 @@ type limits struct {
 	paced    bucket
 	empty    bucket
 	pingsOut int // the client's PINGs whose acknowledgements are not yet written
+	acksHeld int // of those, queued acknowledgements the server holds back itself (holdAcksLocked)
 	// closedUsed is the send window that streams since closed had used
 	// and the client had not yet given back when they closed: a client
 	// returns a stream's window as it reads, often after the server's
@@ -150,7 +160,9 @@ func (c *conn) accountLocked(f http2.Frame) {
 		switch {
 		case f.IsAck():
 			c.takeControlLocked()
-		case c.lim.pingsOut > 0:
+		case c.lim.pingsOut > c.lim.acksHeld:
+			// An acknowledgement the server did not hold back is still
+			// unwritten: the client pings without waiting for answers.
 			c.takeControlLocked()
 			c.lim.pingsOut++
 		default:
@@ -390,4 +402,36 @@ func (c *conn) evictedLocked(id uint32) bool {
 		}
 	}
 	return false
+}
+
+// holdAcksLocked decides, in the read loop with nothing more buffered,
+// whether the queued output, PING acknowledgements only, waits for a
+// batch: when the client has been pinging faster than its DATA earns
+// (ackHoldAfter). The held acknowledgements go out with the next flush,
+// or ackHoldFor later; PINGs that arrive meanwhile are still paced ones,
+// since it is the server that has not answered yet.
+func (c *conn) holdAcksLocked() bool {
+	if c.ackQueued == 0 || c.outFrames != c.ackQueued || c.flushing || c.lim.paced.level < ackHoldAfter {
+		return false
+	}
+	c.lim.acksHeld = c.ackQueued
+	if !c.ackArmed {
+		c.ackArmed = true
+		if c.ackTimer == nil {
+			c.ackTimer = time.AfterFunc(ackHoldFor, c.flushHeldAcks)
+		} else {
+			c.ackTimer.Reset(ackHoldFor)
+		}
+	}
+	return true
+}
+
+// flushHeldAcks writes the acknowledgements holdAcksLocked held back.
+func (c *conn) flushHeldAcks() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ackArmed = false
+	if c.werr == nil {
+		_ = c.flushLocked()
+	}
 }

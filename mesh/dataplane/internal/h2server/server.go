@@ -158,12 +158,14 @@ type conn struct {
 	out        []byte    // encoded frames waiting to be written
 	spare      []byte
 	flushing   bool
-	werr       error // the connection is unusable for writes
-	outFrames  int   // frames in out
-	ctlBytes   int   // bytes of out that the server's own frames take
-	ctlFrames  int   // the server's own frames in out
-	ackQueued  int   // PING acknowledgements in out
-	peakBytes  int   // the most out ever held
+	werr       error       // the connection is unusable for writes
+	outFrames  int         // frames in out
+	ctlBytes   int         // bytes of out that the server's own frames take
+	ctlFrames  int         // the server's own frames in out
+	ackQueued  int         // PING acknowledgements in out
+	ackTimer   *time.Timer // flushes acknowledgements held back (holdAcksLocked)
+	ackArmed   bool
+	peakBytes  int // the most out ever held
 	peakFrames int
 	lim        limits // flood and reset accounting
 	abuse      string // why the connection is being ended for abuse
@@ -331,7 +333,7 @@ func (c *conn) serve(ctx context.Context) {
 		if len(c.pending) > 0 && !buffered {
 			c.dispatchLocked()
 		}
-		if len(c.out) > 0 && (len(c.out) >= controlBatch || !buffered) {
+		if len(c.out) > 0 && (len(c.out) >= controlBatch || !buffered) && (buffered || !c.holdAcksLocked()) {
 			_ = c.flushLocked()
 		}
 		c.mu.Unlock()
@@ -471,6 +473,9 @@ func (c *conn) shutdown(err error) {
 	}
 	if c.pingTimer != nil {
 		c.pingTimer.Stop()
+	}
+	if c.ackTimer != nil {
+		c.ackTimer.Stop()
 	}
 	c.flushDone.Broadcast()
 	c.mu.Unlock()

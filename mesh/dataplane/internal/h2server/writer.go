@@ -50,7 +50,7 @@ func (c *conn) flushLocked() error {
 		acks := c.ackQueued
 		c.out = c.spare[:0]
 		c.spare = nil
-		c.outFrames, c.ctlBytes, c.ctlFrames, c.ackQueued = 0, 0, 0, 0
+		c.outFrames, c.ctlBytes, c.ctlFrames, c.ackQueued, c.lim.acksHeld = 0, 0, 0, 0, 0
 		timeout := c.cfg.WriteTimeout
 		if c.closing {
 			timeout = min(timeout, closeLinger)
