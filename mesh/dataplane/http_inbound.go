@@ -87,12 +87,19 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 func (c *inboundCall) endTap() { tap.End(&c.tr, 0, -1, -1, nil) }
 
 // upgrade forwards a protocol upgrade (WebSocket) to the application on a
-// connection of its own, as the outbound side does (forwardUpgrade).
+// connection of its own, as the outbound side does
+// (httpcore.ForwardUpgrade).
 func (c *inboundCall) upgrade(hdr http.Header, up string, app netip.AddrPort) {
 	p := c.p
-	p.forwardUpgrade(c.r.Context(), c.w, c.r, hdr, up, func(ctx context.Context) (net.Conn, error) {
-		return p.dialWithin(ctx, app.String())
-	}, c.fail, &c.stats, nil, false)
+	httpcore.ForwardUpgrade(c.r.Context(), c.w, c.r, &httpcore.Upgrade{
+		Proto: up, Header: hdr,
+		Dial: func(ctx context.Context) (net.Conn, error) {
+			return p.dialWithin(ctx, app.String())
+		},
+		Fail: c.fail,
+		Head: func(status int) { c.stats.Head(status) },
+		Done: func(status int, failure bool) { c.stats.Done(status, "", failure, "") },
+	})
 }
 
 // authorize decides on the request by the port's policy (its server, the
@@ -224,7 +231,7 @@ func (c *inboundCall) cause(err error) error {
 	case c.r.Context().Err() != nil:
 		return httpcore.ErrClientGone
 	case c.cbody.Failed() != nil:
-		return &requestBodyError{c.cbody.Failed()}
+		return &httpcore.RequestBodyError{Err: c.cbody.Failed()}
 	case errors.As(err, &de), errors.As(err, &he):
 		return &appError{err: err, dial: true}
 	}
@@ -248,8 +255,8 @@ func (c *inboundCall) relay(resp *http.Response) {
 		failure = route.Failure(c.classes, resp.StatusCode, gs)
 	}
 	if err != nil {
-		c.stats.Done(resp.StatusCode, gs, true, streamErrorClass(err))
-		tap.End(&c.tr, n, -1, tapResetCode(err), nil)
+		c.stats.Done(resp.StatusCode, gs, true, httpcore.StreamErrorClass(err))
+		tap.End(&c.tr, n, -1, httpcore.StreamResetCode(err), nil)
 		if errors.Is(err, httpcore.ErrUpstreamBody) {
 			httpcore.Abort()
 		}
@@ -284,18 +291,6 @@ func (c *inboundCall) fail(err error) {
 	}
 	c.tr.ResponseInit(e.Status, c.w.Header(), c.info.h2)
 	tap.End(&c.tr, 0, tap.GRPCStatus(gs), -1, nil)
-}
-
-// streamErrorClass names why a response stream did not complete, for the
-// error label.
-func streamErrorClass(err error) string {
-	switch {
-	case errors.Is(err, httpcore.ErrClientGone):
-		return "client-gone"
-	case errors.Is(err, httpcore.ErrUpstreamBody):
-		return "upstream-reset"
-	}
-	return "error"
 }
 
 // origProto returns the HTTP/1 version an l5d-orig-proto value carries,

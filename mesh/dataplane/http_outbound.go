@@ -156,7 +156,7 @@ func (c *outboundCall) relay(a *outboundAttempt) {
 	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.info.h2)
 	meshed := a.h.Value().Identity != ""
 	trailer, n, err := httpcore.CopyResponse(c.w, resp, func(h http.Header) {
-		cleanResponseHeader(h, meshed)
+		httpcore.CleanResponseHeader(h, meshed)
 		rt.ResponseHeaders.Apply(h)
 	}, c.touch)
 	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
@@ -164,8 +164,8 @@ func (c *outboundCall) relay(a *outboundAttempt) {
 		failure = route.Failure(rt.Classes, resp.StatusCode, gs)
 	}
 	if err != nil {
-		c.stats.Done(resp.StatusCode, gs, true, streamErrorClass(err))
-		tap.End(&c.tr, n, -1, tapResetCode(err), nil)
+		c.stats.Done(resp.StatusCode, gs, true, httpcore.StreamErrorClass(err))
+		tap.End(&c.tr, n, -1, httpcore.StreamResetCode(err), nil)
 		if errors.Is(err, httpcore.ErrUpstreamBody) {
 			httpcore.Abort()
 		}
@@ -186,22 +186,6 @@ func faultErr(f *route.Fault) *httpcore.Answer {
 		code = httpcore.GRPCUnavailable
 	}
 	return &httpcore.Answer{Status: status, GRPC: code, Class: "fault-injected", Msg: f.Message}
-}
-
-// cleanResponseHeader removes mesh headers from a response; from a peer
-// proxy the two that explain its own answers are kept.
-func cleanResponseHeader(h http.Header, fromPeerProxy bool) {
-	var perr, deny []string
-	if fromPeerProxy {
-		perr, deny = h[httpcore.HeaderProxyError], h[httpcore.HeaderDenyReason]
-	}
-	httpcore.RemoveMeshHeaders(h)
-	if len(perr) > 0 {
-		h[httpcore.HeaderProxyError] = perr
-	}
-	if len(deny) > 0 {
-		h[httpcore.HeaderDenyReason] = deny
-	}
 }
 
 // retryableResponse reports whether a response matches the retry

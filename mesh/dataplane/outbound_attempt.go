@@ -336,7 +336,7 @@ func (a *outboundAttempt) cause(c *outboundCall, err error) error {
 	case c.r.Context().Err() != nil:
 		return httpcore.ErrClientGone
 	case c.cbody.Failed() != nil:
-		return &requestBodyError{c.cbody.Failed()}
+		return &httpcore.RequestBodyError{Err: c.cbody.Failed()}
 	case errors.Is(context.Cause(c.ctx), errIdleTimeout):
 		return &timeoutError{after: c.rt.Timeouts.Idle, idle: true}
 	case c.ctx.Err() != nil:

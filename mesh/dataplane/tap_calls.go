@@ -3,12 +3,9 @@ package dataplane
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"net"
 	"net/http"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	ptap "github.com/weftmesh/weft/apis/proxy/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
@@ -77,20 +74,4 @@ func routeLabel(res *authz.Result) string {
 		return m.Default
 	}
 	return m.Name
-}
-
-// tapResetCode is the HTTP/2 error code of a stream reset that ended a
-// response body, -1 when the error is not one.
-func tapResetCode(err error) int64 {
-	var se http2.StreamError
-	if errors.As(err, &se) {
-		return int64(se.Code)
-	}
-	switch {
-	case errors.Is(err, httpcore.ErrClientGone):
-		return int64(http2.ErrCodeCancel)
-	case errors.Is(err, httpcore.ErrUpstreamBody):
-		return int64(http2.ErrCodeInternal)
-	}
-	return -1
 }
