@@ -71,7 +71,7 @@ type accessFields struct {
 func (p *Proxy) serveInboundLogged(w http.ResponseWriter, r *http.Request, info *connInfo) {
 	rec := p.access.start(r, info)
 	defer rec.finish()
-	p.serveInbound(wrapAccessWriter(w, rec), r, info)
+	p.in.serveInbound(wrapAccessWriter(w, rec), r, info)
 }
 
 // upstreamTimer marks the start of waiting for the application's response

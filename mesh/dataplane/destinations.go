@@ -364,7 +364,7 @@ func (pc *policyCache) watch(ctx context.Context, port uint32, pp *portPolicy) {
 				srv, cerr := compilePolicy(s)
 				var lim *inboundLimit
 				if cerr == nil {
-					lim, cerr = pc.p.limitFor(pp.cur.Load(), srv) // ratelimit_inbound.go
+					lim, cerr = limitFor(pp.cur.Load(), srv, pc.p.now) // ratelimit_inbound.go
 				}
 				if cerr != nil {
 					pc.p.log.Warn("inbound policy refused", "port", port, "err", cerr)

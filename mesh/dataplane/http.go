@@ -228,7 +228,7 @@ func (p *Proxy) dispatch(w http.ResponseWriter, r *http.Request, info *connInfo)
 			p.serveInboundLogged(w, r, info)
 			return
 		}
-		p.serveInbound(w, r, info)
+		p.in.serveInbound(w, r, info)
 		return
 	}
 	p.serveOutbound(w, r, info)

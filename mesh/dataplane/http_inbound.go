@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -20,12 +21,45 @@ import (
 	"github.com/weftmesh/weft/mesh/policy/pathnorm"
 )
 
+// inboundHTTP is the proxy's inbound HTTP side: it serves the requests
+// for the local application. What it reads of the proxy it is given, as
+// values and functions: the policy cache and the profile routes (shared
+// with the L4 inbound path and discovery), the request metrics, the tap
+// hub, and the clients to the application (the HTTP/2 pool is shared
+// with the outbound side). Each function is called directly, once per
+// request at most, and allocates nothing.
+type inboundHTTP struct {
+	// policy returns the port's current policy, waiting for the first
+	// (the policy cache); noPolicy caches the series of requests to a
+	// port it has none for.
+	policy   func(ctx context.Context, port uint32) (*portState, error)
+	noPolicy *portState
+	// route returns the dst label, the profile route and its response
+	// classes of a request whose peer proxy named the Service name.
+	route func(ctx context.Context, name, method, path string) (dst, rt string, classes []route.ResponseClass)
+
+	metrics *reqmetrics.HTTP
+	tap     *tap.Hub
+	log     *slog.Logger
+
+	// The application: its address (the ports are the requests'), the
+	// dialer of an upgrade's own connection, the HTTP/1 client and the
+	// HTTP/2 round trip.
+	app   netip.Addr
+	dial  func(ctx context.Context, addr string) (net.Conn, error)
+	appH1 *h1.Client
+	appH2 func(req *http.Request, app netip.AddrPort) (*http.Response, error)
+	// upstreamTimer marks the wait for the application's response head
+	// (the access log's upstream time).
+	upstreamTimer func(w http.ResponseWriter) func()
+}
+
 // inboundCall is one request for the local application, with what its
 // steps share: the policy's decision, the profile route's response
 // classes, the request's metrics and its tap. It lives on the serving
 // goroutine's stack.
 type inboundCall struct {
-	p    *Proxy
+	h    *inboundHTTP
 	w    http.ResponseWriter
 	r    *http.Request
 	info *connInfo
@@ -46,8 +80,8 @@ type inboundCall struct {
 // prepare the header the application sees; then forward it (an upgrade
 // on a connection of its own) and relay the answer, or answer the cause
 // of a failure (inboundAnswer).
-func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connInfo) {
-	c := inboundCall{p: p, w: w, r: r, info: info, grpc: httpcore.IsGRPC(r), now: time.Now()}
+func (h *inboundHTTP) serveInbound(w http.ResponseWriter, r *http.Request, info *connInfo) {
+	c := inboundCall{h: h, w: w, r: r, info: info, grpc: httpcore.IsGRPC(r), now: time.Now()}
 	if r.Method == http.MethodConnect {
 		// CONNECT would turn the request into a tunnel past HTTP policy;
 		// the application is reached by plain requests only. Refused
@@ -71,7 +105,7 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 		c.fail(err)
 		return
 	}
-	app := netip.AddrPortFrom(p.forwardAddr, info.port)
+	app := netip.AddrPortFrom(h.app, info.port)
 	if upgrade {
 		c.upgrade(hdr, up, app)
 		return
@@ -90,11 +124,11 @@ func (c *inboundCall) endTap() { tap.End(&c.tr, 0, -1, -1, nil) }
 // connection of its own, as the outbound side does
 // (httpcore.ForwardUpgrade).
 func (c *inboundCall) upgrade(hdr http.Header, up string, app netip.AddrPort) {
-	p := c.p
+	h := c.h
 	httpcore.ForwardUpgrade(c.r.Context(), c.w, c.r, &httpcore.Upgrade{
 		Proto: up, Header: hdr,
 		Dial: func(ctx context.Context) (net.Conn, error) {
-			return p.dialWithin(ctx, app.String())
+			return h.dial(ctx, app.String())
 		},
 		Fail: c.fail,
 		Head: func(status int) { c.stats.Head(status) },
@@ -109,7 +143,7 @@ func (c *inboundCall) upgrade(hdr http.Header, up string, app netip.AddrPort) {
 // port's rate limit. It returns why the request is refused (*denyError,
 // *rateLimitError), or nil.
 func (c *inboundCall) authorize() error {
-	p, r, info := c.p, c.r, c.info
+	h, r, info := c.h, c.r, c.info
 	target := r.RequestURI
 	if !strings.HasPrefix(target, "/") {
 		target = httpcore.EscapedPath(r)
@@ -118,11 +152,11 @@ func (c *inboundCall) authorize() error {
 		}
 	}
 	var deny *denyError
-	st, err := p.pols.get(r.Context(), uint32(info.port))
+	st, err := h.policy(r.Context(), uint32(info.port))
 	cache := st
 	switch {
 	case err != nil:
-		cache = p.noPolicy
+		cache = h.noPolicy
 		deny = &denyError{authz.ReasonNoPolicy, err.Error()}
 	case !serverIPsAllow(st.proto, info.target):
 		deny = &denyError{authz.ReasonUnauthorized, "the server does not listen on the address the client used"}
@@ -137,25 +171,25 @@ func (c *inboundCall) authorize() error {
 	if deny != nil {
 		denyClass = deny.reason.String()
 	} else {
-		pr, c.classes = p.profileRoute(r, info, &c.res)
+		pr, c.classes = h.profileRoute(r, info, &c.res)
 	}
-	c.series = p.inboundSeries(cache, info, &c.res, denyClass, pr)
+	c.series = h.inboundSeries(cache, info, &c.res, denyClass, pr)
 	c.series.use(c.now)
 	c.series.authz.Inc()
-	if p.tap.On() {
+	if h.tap.On() {
 		// An open tap keeps the decision for the request's events: it
 		// gets a copy, so that the call stays on the stack (and nothing
 		// is allocated for it while no tap is open).
 		res := c.res
-		c.tr = p.tapInbound(r, info, st, &res)
+		c.tr = h.tapInbound(r, info, st, &res)
 	}
 	if deny != nil {
 		return deny
 	}
 	if c.res.Decision == authz.Audit {
-		p.log.Info("inbound request admitted by audit policy", "port", info.port, "route", routeName(&c.res), "peer_id", info.peer.Identity)
+		h.log.Info("inbound request admitted by audit policy", "port", info.port, "route", routeName(&c.res), "peer_id", info.peer.Identity)
 	}
-	return p.rateLimit(st, info, &c.res) // ratelimit_inbound.go
+	return h.rateLimit(st, info, &c.res) // ratelimit_inbound.go
 }
 
 // header returns the request header as the application sees it (edited
@@ -171,7 +205,7 @@ func (c *inboundCall) header() (hdr http.Header, toH2 bool, err error) {
 	if info.fromProxy && info.h2 {
 		orig = origProto(r.Header.Get(httpcore.HeaderOrigProto))
 		if orig == "" && len(r.Header[httpcore.HeaderOrigProto]) > 0 {
-			c.p.log.Debug("inbound l5d-orig-proto ignored: not a value a proxy sends", "value", r.Header.Get(httpcore.HeaderOrigProto),
+			c.h.log.Debug("inbound l5d-orig-proto ignored: not a value a proxy sends", "value", r.Header.Get(httpcore.HeaderOrigProto),
 				"peer_id", info.peer.Identity)
 		}
 	}
@@ -211,11 +245,11 @@ func (c *inboundCall) send(hdr http.Header, toH2 bool, app netip.AddrPort) (*htt
 	req := httpcore.OutgoingRequest(httpcore.Forward1xx(r.Context(), c.w), r, hdr, body, path, rawQuery)
 	var resp *http.Response
 	var err error
-	upstreamDone := upstreamTimer(c.w)
+	upstreamDone := c.h.upstreamTimer(c.w)
 	if toH2 {
-		resp, err = c.p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false }, dialLabels{inbound: true})
+		resp, err = c.h.appH2(req, app)
 	} else {
-		resp, err = c.p.http.appH1.RoundTrip(req, app.String())
+		resp, err = c.h.appH1.RoundTrip(req, app.String())
 	}
 	upstreamDone()
 	return resp, err
@@ -278,13 +312,13 @@ func (c *inboundCall) fail(err error) {
 	gs := httpcore.GRPCStatusOf(c.grpc, &e)
 	switch err.(type) {
 	case *denyError:
-		c.p.log.Info("inbound request denied", "port", c.info.port, "reason", e.Class, "peer_id", c.info.peer.Identity, "method", c.r.Method)
+		c.h.log.Info("inbound request denied", "port", c.info.port, "reason", e.Class, "peer_id", c.info.peer.Identity, "method", c.r.Method)
 		httpcore.WriteAnswer(c.w, c.grpc, &e, true)
 	case *rateLimitError:
 		writeRateLimited(c.w, c.grpc, e.Msg)
 	default:
 		// The port's label is formatted only here, not on every request.
-		c.p.m.http.Errors.WithLabelValues(Inbound, strconv.Itoa(int(c.info.port)), e.Class).Inc()
+		c.h.metrics.Errors.WithLabelValues(Inbound, strconv.Itoa(int(c.info.port)), e.Class).Inc()
 		httpcore.WriteAnswer(c.w, c.grpc, &e, false)
 		c.stats.Head(e.Status)
 		c.stats.Done(e.Status, gs, true, e.Class)
@@ -317,7 +351,7 @@ func origProto(v string) string {
 // a Service. The header is read only from a peer proxy, and only when it
 // has one value; it is removed before the request reaches the
 // application either way.
-func (p *Proxy) profileRoute(r *http.Request, info *connInfo, res *authz.Result) (profRoute, []route.ResponseClass) {
+func (h *inboundHTTP) profileRoute(r *http.Request, info *connInfo, res *authz.Result) (profRoute, []route.ResponseClass) {
 	if !info.fromProxy || !info.peer.TLS {
 		return profRoute{name: defaultRouteName}, nil
 	}
@@ -335,6 +369,6 @@ func (p *Proxy) profileRoute(r *http.Request, info *connInfo, res *authz.Result)
 			path = np
 		}
 	}
-	dst, rt, classes := p.inboundRoute(r.Context(), name, r.Method, path)
+	dst, rt, classes := h.route(r.Context(), name, r.Method, path)
 	return profRoute{dst: dst, name: rt}, classes
 }

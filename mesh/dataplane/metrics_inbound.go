@@ -62,7 +62,7 @@ func (e *inboundEntry) use(now time.Time) {
 // authorization), deny the denial class (empty when admitted), pr the
 // labels of its route series; a request no route matched is counted in
 // inbound_http_route_not_found_total.
-func (p *Proxy) inboundSeries(st *portState, info *connInfo, res *authz.Result, deny string, pr profRoute) *inboundEntry {
+func (h *inboundHTTP) inboundSeries(st *portState, info *connInfo, res *authz.Result, deny string, pr profRoute) *inboundEntry {
 	k := inboundKey{
 		target: info.targetAddr, tls: info.peer.TLS, id: info.peer.Identity, prof: pr,
 		http: res.HTTPRoute, grpc: res.GRPCRoute, authz: res.Authorization, decision: res.Decision, deny: deny,
@@ -70,13 +70,13 @@ func (p *Proxy) inboundSeries(st *portState, info *connInfo, res *authz.Result, 
 	if e, ok := st.series.Load(k); ok && e.alive() {
 		return e
 	}
-	e := p.buildInboundSeries(st, info, res, deny, pr)
+	e := h.buildInboundSeries(st, info, res, deny, pr)
 	st.series.Store(k, e, reqmetrics.MaxCacheEntries)
 	return e
 }
 
-func (p *Proxy) buildInboundSeries(st *portState, info *connInfo, res *authz.Result, deny string, pr profRoute) *inboundEntry {
-	h := p.m.http
+func (h *inboundHTTP) buildInboundSeries(st *portState, info *connInfo, res *authz.Result, deny string, pr profRoute) *inboundEntry {
+	m := h.metrics
 	routeMeta, hasRoute := res.Route()
 	var srv *authz.Server
 	if st != nil {
@@ -101,23 +101,23 @@ func (p *Proxy) buildInboundSeries(st *portState, info *connInfo, res *authz.Res
 	e := &inboundEntry{}
 	switch {
 	case deny == authz.ReasonNoRoute.String():
-		e.authzG = h.Store.Group(policy(false))
-		e.authz = e.authzG.Series(h.RouteNotFound, nil)
+		e.authzG = m.Store.Group(policy(false))
+		e.authz = e.authzG.Series(m.RouteNotFound, nil)
 	case deny != "":
-		e.authzG = h.Store.Group(policy(false))
-		e.authz = e.authzG.Series(h.AuthzDeny, (&metricstore.Labels{}).Add("reason", deny))
+		e.authzG = m.Store.Group(policy(false))
+		e.authz = e.authzG.Series(m.AuthzDeny, (&metricstore.Labels{}).Add("reason", deny))
 	default:
-		e.authzG = h.Store.Group(policy(true))
-		f := h.AuthzAllow
+		e.authzG = m.Store.Group(policy(true))
+		f := m.AuthzAllow
 		if res.Decision == authz.Audit {
-			f = h.AuthzAudit
+			f = m.AuthzAudit
 		}
 		e.authz = e.authzG.Series(f, nil)
 
 		el := (&metricstore.Labels{}).Add("direction", Inbound)
 		pl := policy(true)
 		el.Names, el.Values = append(el.Names, pl.Names...), append(el.Values, pl.Values...)
-		e.ep = h.Series(&h.EP, el)
+		e.ep = m.Series(&m.EP, el)
 		e.ep.TLS = reqmetrics.TLSValue(info.peer.TLS)
 
 		// The route level is Linkerd's: the ServiceProfile route of the
@@ -130,7 +130,7 @@ func (p *Proxy) buildInboundSeries(st *portState, info *connInfo, res *authz.Res
 			name = defaultRouteName
 		}
 		rl.Add("rt_route", metricstore.LabelValue(name))
-		e.rt = h.Series(&h.Route, rl)
+		e.rt = m.Series(&m.Route, rl)
 		e.checked = append(e.checked, e.ep.Group(), e.rt.Group())
 	}
 	e.checked = append(e.checked, e.authzG)

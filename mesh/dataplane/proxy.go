@@ -64,6 +64,7 @@ type Proxy struct {
 	dests      *destinations
 	pols       *policyCache
 	inProfiles *inboundProfiles // profiles of the Services peer proxies name (route_names.go)
+	in         *inboundHTTP     // the inbound HTTP side (http_inbound.go)
 
 	connsMu sync.Mutex
 	conns   map[net.Conn]*relay.Pipe // tracked connections; the pipe once piped
@@ -207,6 +208,15 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	p.inProfiles = newInboundProfiles(p)
 	if p.http, err = newHTTPRuntime(p); err != nil {
 		return nil, err
+	}
+	p.in = &inboundHTTP{
+		policy: p.pols.get, noPolicy: p.noPolicy, route: p.inboundRoute,
+		metrics: p.m.http, tap: p.tap, log: p.log,
+		app: p.forwardAddr, dial: p.dialWithin, appH1: p.http.appH1,
+		appH2: func(req *http.Request, app netip.AddrPort) (*http.Response, error) {
+			return p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false }, dialLabels{inbound: true})
+		},
+		upstreamTimer: upstreamTimer,
 	}
 	return p, nil
 }

@@ -73,9 +73,10 @@ type limitSeries struct {
 }
 
 // limitFor returns the rate limit of a new policy snapshot srv (nil when
-// it has none). prev is the port's current snapshot, nil before the
-// first: when its limits are the same, its buckets carry over.
-func (p *Proxy) limitFor(prev *portState, srv *authz.Server) (*inboundLimit, error) {
+// it has none), whose buckets read the clock now. prev is the port's
+// current snapshot, nil before the first: when its limits are the same,
+// its buckets carry over.
+func limitFor(prev *portState, srv *authz.Server, now func() time.Time) (*inboundLimit, error) {
 	rl := srv.RateLimit
 	if rl == nil {
 		return nil, nil
@@ -83,7 +84,7 @@ func (p *Proxy) limitFor(prev *portState, srv *authz.Server) (*inboundLimit, err
 	if prev != nil && prev.limit != nil && sameLimits(prev.limit.rl, rl) {
 		return &inboundLimit{rl: rl, l: prev.limit.l}, nil
 	}
-	l, err := ratelimit.New(rl, ratelimit.WithClock(p.now))
+	l, err := ratelimit.New(rl, ratelimit.WithClock(now))
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}
@@ -105,7 +106,7 @@ func sameLimits(a, b *authz.RateLimit) bool {
 // (*rateLimitError), which the caller answers (429, or RESOURCE_EXHAUSTED
 // for a gRPC call: inboundAnswer, writeRateLimited). Loopback clients skip
 // policy, limits included.
-func (p *Proxy) rateLimit(st *portState, info *connInfo, res *authz.Result) error {
+func (h *inboundHTTP) rateLimit(st *portState, info *connInfo, res *authz.Result) error {
 	if st == nil || st.limit == nil || res.Reason == authz.ReasonLoopback {
 		return nil
 	}
@@ -118,15 +119,15 @@ func (p *Proxy) rateLimit(st *portState, info *connInfo, res *authz.Result) erro
 		return nil
 	}
 	scope := d.MetricScope()
-	e := st.limit.series(p, st, info, scope)
+	e := st.limit.series(h, st, info, scope)
 	e.g.Touch(time.Now())
 	e.s.Inc()
-	p.log.Debug("inbound request rate-limited", "port", info.port, "scope", d.Scope.String(), "limit", d.RequestsPerSecond, "peer_id", id)
+	h.log.Debug("inbound request rate-limited", "port", info.port, "scope", d.Scope.String(), "limit", d.RequestsPerSecond, "peer_id", id)
 	return &rateLimitError{d.Reason}
 }
 
 // series returns the counter of a request refused with scope.
-func (lim *inboundLimit) series(p *Proxy, st *portState, info *connInfo, scope string) *limitSeries {
+func (lim *inboundLimit) series(h *inboundHTTP, st *portState, info *connInfo, scope string) *limitSeries {
 	k := limitKey{target: info.targetAddr, tls: info.peer.TLS, id: info.peer.Identity, scope: scope}
 	if e, ok := lim.refused.Load(k); ok && e.g.Alive() {
 		return e
@@ -143,7 +144,7 @@ func (lim *inboundLimit) series(p *Proxy, st *portState, info *connInfo, scope s
 	}
 	l.Add("ratelimit_scope", scope)
 	metricstore.TLSAccept(l, info.peer, false)
-	g := p.m.http.Store.Group(l)
+	g := h.metrics.Store.Group(l)
 	e := &limitSeries{g: g, s: g.Series(localRateLimitFamily, nil)}
 	lim.refused.Store(k, e, reqmetrics.MaxCacheEntries)
 	return e

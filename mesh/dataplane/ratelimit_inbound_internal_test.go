@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,14 +14,14 @@ import (
 )
 
 func TestRateLimitCheckDoesNotAllocateForAnAdmittedRequest(t *testing.T) {
-	p := &Proxy{now: time.Now}
+	h := &inboundHTTP{log: slog.New(slog.DiscardHandler)} // refuses nothing here: no metrics needed
 	const client = "client.shop.serviceaccount.identity.linkerd.cluster.local"
 	res := &authz.Result{Decision: authz.Allow}
 	info := &connInfo{peer: authz.Conn{TLS: true, Identity: client}}
 
 	off := &portState{srv: &authz.Server{}}
 	assert.Zero(t, testing.AllocsPerRun(1000, func() {
-		if p.rateLimit(off, info, res) != nil {
+		if h.rateLimit(off, info, res) != nil {
 			t.Fatal("refused without a limit")
 		}
 	}), "a port without a rate limit")
@@ -28,19 +29,18 @@ func TestRateLimitCheckDoesNotAllocateForAnAdmittedRequest(t *testing.T) {
 	// Limits high enough never to refuse in this loop.
 	srv := &authz.Server{RateLimit: &authz.RateLimit{Total: 1 << 31, Identity: 1 << 31,
 		Overrides: []authz.RateLimitOverride{{RequestsPerSecond: 1 << 31, Identities: []string{"other.shop.serviceaccount.identity.linkerd.cluster.local"}}}}}
-	lim, err := p.limitFor(nil, srv)
+	lim, err := limitFor(nil, srv, time.Now)
 	require.NoError(t, err)
 	on := &portState{srv: srv, limit: lim}
-	require.Nil(t, p.rateLimit(on, info, res), "the client's first request makes its bucket")
+	require.Nil(t, h.rateLimit(on, info, res), "the client's first request makes its bucket")
 	assert.Zero(t, testing.AllocsPerRun(1000, func() {
-		if p.rateLimit(on, info, res) != nil {
+		if h.rateLimit(on, info, res) != nil {
 			t.Fatal("refused")
 		}
 	}), "a port with a rate limit, a client whose bucket exists")
 }
 
 func TestRateLimitUpdateKeepsTheBucketsOfTheSameLimits(t *testing.T) {
-	p := &Proxy{now: time.Now}
 	limits := func(name string, total uint32, ids ...string) *authz.Server {
 		rl := &authz.RateLimit{Meta: authz.Meta{Kind: "HTTPLocalRateLimitPolicy", Name: name}, Total: total, Identity: 1}
 		if len(ids) > 0 {
@@ -48,7 +48,7 @@ func TestRateLimitUpdateKeepsTheBucketsOfTheSameLimits(t *testing.T) {
 		}
 		return &authz.Server{RateLimit: rl}
 	}
-	first, err := p.limitFor(nil, limits("a", 5, "x"))
+	first, err := limitFor(nil, limits("a", 5, "x"), time.Now)
 	require.NoError(t, err)
 	prev := &portState{limit: first}
 	for _, c := range []struct {
@@ -62,12 +62,12 @@ func TestRateLimitUpdateKeepsTheBucketsOfTheSameLimits(t *testing.T) {
 		{"another override", limits("a", 5, "y"), false},
 		{"no override", limits("a", 5), false},
 	} {
-		got, err := p.limitFor(prev, c.srv)
+		got, err := limitFor(prev, c.srv, time.Now)
 		require.NoError(t, err)
 		assert.Equal(t, c.same, got.l == first.l, c.name)
 		assert.Same(t, c.srv.RateLimit, got.rl, "%s: labels follow the new policy", c.name)
 	}
-	none, err := p.limitFor(prev, &authz.Server{})
+	none, err := limitFor(prev, &authz.Server{}, time.Now)
 	require.NoError(t, err)
 	assert.Nil(t, none, "no limit, no limiter")
 }
@@ -79,10 +79,10 @@ func TestRateLimitUpdateKeepsTheBucketsOfTheSameLimits(t *testing.T) {
 //
 //	go test -run XXX -bench RateLimitCheck -benchmem ./mesh/dataplane
 func BenchmarkRateLimitCheck(b *testing.B) {
-	p := &Proxy{now: time.Now}
+	h := &inboundHTTP{log: slog.New(slog.DiscardHandler)} // refuses nothing here: no metrics needed
 	res := &authz.Result{Decision: authz.Allow}
 	srv := &authz.Server{RateLimit: &authz.RateLimit{Total: 4e9, Identity: 4e9}}
-	lim, err := p.limitFor(nil, srv)
+	lim, err := limitFor(nil, srv, time.Now)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func BenchmarkRateLimitCheck(b *testing.B) {
 			b.ReportAllocs()
 			if !c.parallel {
 				for i := 0; b.Loop(); i++ {
-					if p.rateLimit(c.st, infos[i%c.clients], res) != nil {
+					if h.rateLimit(c.st, infos[i%c.clients], res) != nil {
 						b.Fatal("refused")
 					}
 				}
@@ -114,7 +114,7 @@ func BenchmarkRateLimitCheck(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				info := infos[int(next.Add(1))%c.clients]
 				for pb.Next() {
-					if p.rateLimit(c.st, info, res) != nil {
+					if h.rateLimit(c.st, info, res) != nil {
 						b.Error("refused")
 						return
 					}

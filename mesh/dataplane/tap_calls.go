@@ -52,7 +52,7 @@ func (p *Proxy) tapOutbound(r *http.Request, info *connInfo, route string, ep En
 
 // tapInbound offers an inbound request to the open taps, described with
 // the policy that decided on it.
-func (p *Proxy) tapInbound(r *http.Request, info *connInfo, st *portState, res *authz.Result) *tap.Request {
+func (h *inboundHTTP) tapInbound(r *http.Request, info *connInfo, st *portState, res *authz.Result) *tap.Request {
 	v := tap.View{
 		Direction: ptap.TapEvent_INBOUND, Src: info.remote, Dst: info.targetAddr, R: r,
 		Scheme: "http", Method: r.Method, Authority: r.Host, Path: httpcore.EscapedPath(r), Route: routeLabel(res),
@@ -61,7 +61,7 @@ func (p *Proxy) tapInbound(r *http.Request, info *connInfo, st *portState, res *
 	if st != nil {
 		v.Server = st.srv
 	}
-	return p.tap.Start(&v)
+	return h.tap.Start(&v)
 }
 
 // routeLabel names the policy route that matched, "" without one.
