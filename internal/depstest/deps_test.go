@@ -112,6 +112,16 @@ var rules = []depstest.Rule{
 		Why: "the HTTP vocabulary both directions share (mesh headers, the proxy's own answers, the forwarded request, body and response) knows nothing of policy, routing, balancing, metrics or tap",
 	},
 	{
+		Packages: []string{weft("mesh/dataplane/internal/inbound")},
+		Deny: []string{
+			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),
+			weft("mesh/dataplane/balance"), weft("mesh/dataplane/retry"), weft("mesh/dataplane/transport"),
+			weft("mesh/dataplane/internal/h2server"), weft("mesh/dataplane/internal/h2client"), weft("mesh/dataplane/internal/h2hdr"),
+			weft("mesh/discovery/..."),
+		},
+		Why: "the inbound HTTP side is given the policy cache, the profile routes and the clients to the application as seams by the dataplane package; it links neither that package nor the outbound side's balancing and retries, the HTTP/2 server and client, or discovery",
+	},
+	{
 		Packages: []string{weft("mesh/dataplane/internal/metricstore"), weft("mesh/dataplane/internal/relay"), weft("mesh/dataplane/internal/reqmetrics")},
 		Deny:     []string{weft("mesh/dataplane/internal/tap")},
 		Why:      "the metric store, the request metrics and the relay sit below tap: tap renders its labels with the store's builders, never the other way round",

@@ -71,7 +71,7 @@ func outboundAnswer(err error) httpcore.Answer {
 		noEP  *noEndpointError
 		to    *timeoutError
 		body  *httpcore.RequestBodyError
-		dial  *dialError
+		dial  *httpcore.DialError
 		pool  *poolTimeoutError
 	)
 	switch {

@@ -1,4 +1,4 @@
-package dataplane
+package inbound
 
 import (
 	"errors"
@@ -41,7 +41,7 @@ func TestInboundAnswerMapsEachCauseToOneStatusGRPCStatusClassAndMessage(t *testi
 		{"client gone", httpcore.ErrClientGone, httpcore.Answer{Status: 499, GRPC: httpcore.GRPCUnavailable, Class: "client-gone", Msg: "the client went away"}},
 		{"malformed body", &httpcore.RequestBodyError{Err: badChunk}, httpcore.Answer{Status: 400, GRPC: httpcore.GRPCInternal, Class: httpcore.ClassRequestBody, Msg: "the request body is malformed: " + badChunk.Error()}},
 		{"client gone mid-body", &httpcore.RequestBodyError{Err: reset}, httpcore.Answer{Status: 499, GRPC: httpcore.GRPCUnavailable, Class: "client-gone", Msg: "the client went away in the middle of the request body"}},
-		{"application unreachable", &appError{err: &dialError{refused}, dial: true}, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "app-unreachable", Msg: "the application is not reachable"}},
+		{"application unreachable", &appError{err: &httpcore.DialError{Err: refused}, dial: true}, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "app-unreachable", Msg: "the application is not reachable"}},
 		{"application failing", &appError{err: reset}, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "app", Msg: reset.Error()}},
 		{"application failing with an error that wraps another cause", &appError{err: fmt.Errorf("h2: %w", httpcore.ErrClientGone)},
 			httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "app", Msg: "h2: " + httpcore.ErrClientGone.Error()}},
