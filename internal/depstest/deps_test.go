@@ -115,11 +115,14 @@ var rules = []depstest.Rule{
 		Packages: []string{weft("mesh/dataplane/internal/inbound")},
 		Deny: []string{
 			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),
-			weft("mesh/dataplane/balance"), weft("mesh/dataplane/retry"), weft("mesh/dataplane/transport"),
+			weft("mesh/dataplane/transport"),
 			weft("mesh/dataplane/internal/h2server"), weft("mesh/dataplane/internal/h2client"), weft("mesh/dataplane/internal/h2hdr"),
 			weft("mesh/discovery/..."),
 		},
-		Why: "the inbound HTTP side is given the policy cache, the profile routes and the clients to the application as seams by the dataplane package; it links neither that package nor the outbound side's balancing and retries, the HTTP/2 server and client, or discovery",
+		// It links mesh/dataplane/route for the profile route's response
+		// classes, and route links balance and retry (a route's backends
+		// and retry policy): those two cannot be denied here.
+		Why: "the inbound HTTP side is given the policy cache, the profile routes and the clients to the application as seams by the dataplane package; it links neither that package, the transport header, the HTTP/2 server and client, nor discovery",
 	},
 	{
 		Packages: []string{weft("mesh/dataplane/internal/metricstore"), weft("mesh/dataplane/internal/relay"), weft("mesh/dataplane/internal/reqmetrics")},
