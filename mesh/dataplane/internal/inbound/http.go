@@ -3,7 +3,6 @@ package inbound
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -236,7 +235,7 @@ func (c *inboundCall) header() (hdr http.Header, toH2 bool, err error) {
 // headers as they arrive.
 func (c *inboundCall) send(hdr http.Header, toH2 bool, app netip.AddrPort) (*http.Response, error) {
 	r := c.r
-	var body io.ReadCloser = r.Body
+	body := r.Body
 	if body != nil && body != http.NoBody {
 		c.cbody = httpcore.NewClientBody(r, true)
 		body = c.cbody
