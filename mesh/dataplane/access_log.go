@@ -66,7 +66,7 @@ type accessFields struct {
 	traceID, requestBytes, userAgent, host                string
 }
 
-// serveInboundLogged serves an inbound request through serveInbound and
+// serveInboundLogged serves an inbound request through inbound.HTTP.Serve and
 // writes its access-log line when the exchange ends, even if the handler
 // aborts the response.
 func (p *Proxy) serveInboundLogged(w http.ResponseWriter, r *http.Request, info *connInfo) {

@@ -101,7 +101,7 @@ func outboundAnswer(err error) httpcore.Answer {
 		return httpcore.Answer{Status: http.StatusGatewayTimeout, GRPC: httpcore.GRPCDeadlineExceeded, Class: "response-timeout", Msg: "no response within " + to.after.String()}
 	}
 	if a, ok := httpcore.UpgradeAnswer(err); ok {
-		// forwardUpgrade's causes: the same answers both ways.
+		// httpcore.ForwardUpgrade's causes: the same answers both ways.
 		return a
 	}
 	switch {
