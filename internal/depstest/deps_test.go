@@ -112,6 +112,19 @@ var rules = []depstest.Rule{
 		Why: "the HTTP vocabulary both directions share (mesh headers, the proxy's own answers, the forwarded request, body and response) knows nothing of policy, routing, balancing, metrics or tap",
 	},
 	{
+		Packages: []string{weft("mesh/dataplane/internal/inbound")},
+		Deny: []string{
+			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),
+			weft("mesh/dataplane/transport"),
+			weft("mesh/dataplane/internal/h2server"), weft("mesh/dataplane/internal/h2client"), weft("mesh/dataplane/internal/h2hdr"),
+			weft("mesh/discovery/..."),
+		},
+		// It links mesh/dataplane/route for the profile route's response
+		// classes, and route links balance and retry (a route's backends
+		// and retry policy): those two cannot be denied here.
+		Why: "the inbound HTTP side is given the policy cache, the profile routes and the clients to the application as seams by the dataplane package; it links neither that package, the transport header, the HTTP/2 server and client, nor discovery",
+	},
+	{
 		Packages: []string{weft("mesh/dataplane/internal/metricstore"), weft("mesh/dataplane/internal/relay"), weft("mesh/dataplane/internal/reqmetrics")},
 		Deny:     []string{weft("mesh/dataplane/internal/tap")},
 		Why:      "the metric store, the request metrics and the relay sit below tap: tap renders its labels with the store's builders, never the other way round",

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
+	inboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/inbound"
 )
 
 // Access log formats, as Linkerd's proxy names them.
@@ -65,13 +66,13 @@ type accessFields struct {
 	traceID, requestBytes, userAgent, host                string
 }
 
-// serveInboundLogged serves an inbound request through serveInbound and
+// serveInboundLogged serves an inbound request through inbound.HTTP.Serve and
 // writes its access-log line when the exchange ends, even if the handler
 // aborts the response.
 func (p *Proxy) serveInboundLogged(w http.ResponseWriter, r *http.Request, info *connInfo) {
 	rec := p.access.start(r, info)
 	defer rec.finish()
-	p.serveInbound(wrapAccessWriter(w, rec), r, info)
+	p.in.Serve(wrapAccessWriter(w, rec), r, &info.Conn)
 }
 
 // upstreamTimer marks the start of waiting for the application's response
@@ -103,18 +104,18 @@ func upstreamTimer(w http.ResponseWriter) func() {
 
 func (l *accessLog) start(r *http.Request, info *connInfo) *accessRecord {
 	now := l.now()
-	id := info.peer.Identity
+	id := info.Peer.Identity
 	if id == "" {
 		id = "-"
 	}
 	client := r.RemoteAddr
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		client = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
-	} else if info.peer.IP.IsValid() {
-		client = info.peer.IP.String()
+	} else if info.Peer.IP.IsValid() {
+		client = info.Peer.IP.String()
 	}
 	uri, version := r.RequestURI, r.Proto
-	if orig := origProto(r.Header.Get(httpcore.HeaderOrigProto)); info.fromProxy && r.ProtoMajor == 2 && orig != "" {
+	if orig := inboundhttp.OrigProto(r.Header.Get(httpcore.HeaderOrigProto)); info.FromProxy && r.ProtoMajor == 2 && orig != "" {
 		// An HTTP/1 request the client's proxy carried over HTTP/2: log
 		// it as the client sent it.
 		version = orig

@@ -9,10 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/weftmesh/weft/apis/proxy/inbound"
+	inboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/inbound"
+
 	"github.com/weftmesh/weft/apis/proxy/outbound"
-	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
-	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
 // destinations shares one discovery watch per target among connections,
@@ -263,18 +262,9 @@ type policyCache struct {
 	m  map[uint32]*portPolicy
 }
 
-// portState is a port's current policy: as received, and as the shared
-// evaluator reads it.
-type portState struct {
-	proto *inbound.Server
-	srv   *authz.Server
-
-	// series caches the request series resolved under this policy.
-	series reqmetrics.Cache[inboundKey, *inboundEntry]
-
-	// limit is the port's HTTP rate limit; nil for none.
-	limit *inboundLimit
-}
+// portState is a port's current policy (internal/inbound reads it, and
+// the L4 inbound path).
+type portState = inboundhttp.Policy
 
 type portPolicy struct {
 	cur    atomic.Pointer[portState]
@@ -362,19 +352,19 @@ func (pc *policyCache) watch(ctx context.Context, port uint32, pp *portPolicy) {
 					continue
 				}
 				srv, cerr := compilePolicy(s)
-				var lim *inboundLimit
+				var lim *inboundhttp.Limit
 				if cerr == nil {
-					lim, cerr = pc.p.limitFor(pp.cur.Load(), srv) // ratelimit_inbound.go
+					lim, cerr = inboundhttp.LimitFor(pp.cur.Load(), srv, pc.p.now)
 				}
 				if cerr != nil {
 					pc.p.log.Warn("inbound policy refused", "port", port, "err", cerr)
 					pc.p.m.policyRefused.Inc()
 					if pp.cur.Load() == nil {
-						publish(&portState{proto: s, srv: denyAllPolicy("invalid-policy")})
+						publish(&portState{Proto: s, Srv: denyAllPolicy("invalid-policy")})
 					}
 					continue
 				}
-				publish(&portState{proto: s, srv: srv, limit: lim})
+				publish(&portState{Proto: s, Srv: srv, Limit: lim})
 				backoff = 50 * time.Millisecond
 			}
 			if ctx.Err() != nil {

@@ -129,19 +129,19 @@
 // the class; audit policies let requests through and count them. An
 // admitted request past the Server's HTTPLocalRateLimitPolicy gets 429
 // (gRPC RESOURCE_EXHAUSTED) with Linkerd's l5d-proxy-error message
-// (ratelimit_inbound.go). The
+// (internal/inbound). The
 // application receives the verified client identity in l5d-client-id;
 // every other l5d-* and weft-* header from a client is removed at each
 // hop, as are hop-by-hop headers and every header a Connection field
 // names, in requests and responses, 1xx included.
 //
-// In the code (http_inbound.go), an inbound request reads as its steps
+// In the code (internal/inbound), an inbound request reads as its steps
 // too: refuse CONNECT; authorize (the port's policy, then its rate
 // limit); prepare the header the application sees; send, or upgrade on
 // a connection of its own; relay the answer. The steps share an
-// inboundCall and return causes; one function, inboundAnswer
-// (inbound_answer.go), maps each cause (a denial, a rate limit, an
-// unreachable application, a client gone...) to the answer.
+// inboundCall and return causes; one function, inboundAnswer, maps each
+// cause (a denial, a rate limit, an unreachable application, a client
+// gone...) to the answer.
 //
 // Settings Linkerd's annotations turn on (Config.Extras): an access log of
 // inbound HTTP requests in Linkerd's apache or json format, written to the

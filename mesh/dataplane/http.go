@@ -15,30 +15,22 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2server"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
+	inboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/inbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
-	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
 // connInfo is what the proxy knows about the connection a request came
 // on; handlers find it in the request context.
 type connInfo struct {
 	direction string
-	h2        bool // the client speaks HTTP/2 on this connection
 
 	// Outbound.
 	svc *service
 
-	// Inbound.
-	port      uint16
-	peer      authz.Conn
-	target    netip.Addr // the address the client connected to, when known
-	fromProxy bool       // mesh TLS with the transport header: a peer proxy
-	dstName   string     // inbound: the authority the peer proxy resolved (transport header), checked with discovery before any use
-
-	// Both directions.
-	remote     netip.AddrPort // the client's address
-	targetAddr netip.AddrPort // inbound: the pod address and application port; outbound: the original destination, when known
+	// Inbound (internal/inbound), and in its httpcore.Conn what both
+	// directions read (H2, Remote, TargetAddr).
+	inboundhttp.Conn
 }
 
 type infoKey struct{}
@@ -189,7 +181,7 @@ func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInf
 		defer done()
 		defer stats.closed()
 		if proto == transport.HTTP2 {
-			info.h2 = true
+			info.H2 = true
 			// The connection's own copy of the settings carries the
 			// connection's direction to the abuse report.
 			h2cfg := *p.http.h2
@@ -228,7 +220,7 @@ func (p *Proxy) dispatch(w http.ResponseWriter, r *http.Request, info *connInfo)
 			p.serveInboundLogged(w, r, info)
 			return
 		}
-		p.serveInbound(w, r, info)
+		p.in.Serve(w, r, &info.Conn)
 		return
 	}
 	p.serveOutbound(w, r, info)

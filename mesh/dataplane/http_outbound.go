@@ -57,7 +57,7 @@ func (p *Proxy) serveOutbound(w http.ResponseWriter, r *http.Request, info *conn
 	}
 	c.bound()
 	defer c.release()
-	if up, ok := h1.Upgrade(r); ok && !info.h2 {
+	if up, ok := h1.Upgrade(r); ok && !info.H2 {
 		p.outboundUpgrade(&c, up)
 		return
 	}
@@ -86,7 +86,7 @@ func (c *outboundCall) selectRoute() {
 	c.router = c.svc.router.Load()
 	c.rt = c.router.Select(route.Request{
 		Method: r.Method, Path: routePath, RawQuery: r.URL.RawQuery, Host: hostOnly(r.Host),
-		Header: r.Header, HTTP2: c.info.h2, GRPC: c.grpc,
+		Header: r.Header, HTTP2: c.info.H2, GRPC: c.grpc,
 	})
 	c.stats.Begin(c.svc.routeSeries(c.rt.Name), time.Now())
 }
@@ -123,7 +123,7 @@ func (c *outboundCall) redirect() {
 	c.stats.Attempt(c.svc.localSeries())
 	c.stats.Head(rt.Redirect.Status)
 	c.stats.Done(rt.Redirect.Status, "", false, "")
-	c.tr.ResponseInit(rt.Redirect.Status, w.Header(), c.info.h2)
+	c.tr.ResponseInit(rt.Redirect.Status, w.Header(), c.info.H2)
 	tap.End(&c.tr, 0, -1, -1, nil)
 }
 
@@ -153,10 +153,10 @@ func (c *outboundCall) relay(a *outboundAttempt) {
 	gs := resp.Header.Get("Grpc-Status")
 	failure := route.Failure(rt.Classes, resp.StatusCode, gs)
 	c.stats.Head(resp.StatusCode)
-	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.info.h2)
+	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.info.H2)
 	meshed := a.h.Value().Identity != ""
 	trailer, n, err := httpcore.CopyResponse(c.w, resp, func(h http.Header) {
-		cleanResponseHeader(h, meshed)
+		httpcore.CleanResponseHeader(h, meshed)
 		rt.ResponseHeaders.Apply(h)
 	}, c.touch)
 	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
@@ -164,8 +164,8 @@ func (c *outboundCall) relay(a *outboundAttempt) {
 		failure = route.Failure(rt.Classes, resp.StatusCode, gs)
 	}
 	if err != nil {
-		c.stats.Done(resp.StatusCode, gs, true, streamErrorClass(err))
-		tap.End(&c.tr, n, -1, tapResetCode(err), nil)
+		c.stats.Done(resp.StatusCode, gs, true, httpcore.StreamErrorClass(err))
+		tap.End(&c.tr, n, -1, httpcore.StreamResetCode(err), nil)
 		if errors.Is(err, httpcore.ErrUpstreamBody) {
 			httpcore.Abort()
 		}
@@ -186,22 +186,6 @@ func faultErr(f *route.Fault) *httpcore.Answer {
 		code = httpcore.GRPCUnavailable
 	}
 	return &httpcore.Answer{Status: status, GRPC: code, Class: "fault-injected", Msg: f.Message}
-}
-
-// cleanResponseHeader removes mesh headers from a response; from a peer
-// proxy the two that explain its own answers are kept.
-func cleanResponseHeader(h http.Header, fromPeerProxy bool) {
-	var perr, deny []string
-	if fromPeerProxy {
-		perr, deny = h[httpcore.HeaderProxyError], h[httpcore.HeaderDenyReason]
-	}
-	httpcore.RemoveMeshHeaders(h)
-	if len(perr) > 0 {
-		h[httpcore.HeaderProxyError] = perr
-	}
-	if len(deny) > 0 {
-		h[httpcore.HeaderDenyReason] = deny
-	}
 }
 
 // retryableResponse reports whether a response matches the retry
@@ -249,7 +233,7 @@ func (p *Proxy) roundTrip(req *http.Request, ep Endpoint, clientH2 bool, from ne
 	resp, err := p.http.extH1.RoundTrip(req, ep.Addr.String())
 	var de *h1.DialError
 	if errors.As(err, &de) {
-		return nil, &dialError{err}
+		return nil, &httpcore.DialError{Err: err}
 	}
 	return resp, err
 }

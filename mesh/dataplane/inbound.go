@@ -16,6 +16,7 @@ import (
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/mesh/dataplane/detect"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
+	inboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/inbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
@@ -215,10 +216,10 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	}
 
 	st, err := p.pols.get(ctx, uint32(ic.port))
-	if err == nil && isHTTPProtocol(st.srv.Protocol) && !p.httpOnly(ic, log) {
+	if err == nil && isHTTPProtocol(st.Srv.Protocol) && !p.httpOnly(ic, log) {
 		return false
 	}
-	if err == nil && ic.protocol == transport.HTTP2 && !ic.fromProxy && st.srv.Protocol == authz.ProtocolHTTP1 {
+	if err == nil && ic.protocol == transport.HTTP2 && !ic.fromProxy && st.Srv.Protocol == authz.ProtocolHTTP1 {
 		// Cleartext HTTP/2 on a port declared HTTP/1 only is refused, not
 		// forwarded (the application may not expect it).
 		p.m.http.Protocol.WithLabelValues(Inbound, "h2c-on-http1-port").Inc()
@@ -226,7 +227,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 		return false
 	}
 	if err == nil && (ic.protocol == transport.HTTP1 || ic.protocol == transport.HTTP2) &&
-		(ic.fromProxy || !opaqueServer(st.proto)) {
+		(ic.fromProxy || !opaqueServer(st.Proto)) {
 		// HTTP: authorized request by request (routes may admit clients
 		// the server alone does not).
 		conn := net.Conn(ic.conn)
@@ -234,13 +235,15 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 			conn = &replayConn{Conn: ic.conn, prefix: append([]byte(nil), ic.prefix...)}
 		}
 		ic.release()
-		info := &connInfo{direction: Inbound, port: ic.port, peer: ic.peer, target: ic.target, fromProxy: ic.fromProxy,
-			remote: ic.remote, targetAddr: ic.targetAddr()}
-		// The name is a question to discovery (profileRoute), never a
-		// label by itself.
-		info.dstName = ic.dstName
+		info := &connInfo{direction: Inbound, Conn: inboundhttp.Conn{
+			Conn: httpcore.Conn{Remote: ic.remote, TargetAddr: ic.targetAddr()},
+			Port: ic.port, Peer: ic.peer, Target: ic.target, FromProxy: ic.fromProxy,
+			// The name is a question to discovery (profileRoute), never a
+			// label by itself.
+			DstName: ic.dstName,
+		}}
 		log.Debug("inbound HTTP connection", "protocol", ic.protocol.String())
-		p.serveHTTP(conn, ic.protocol, info, inboundSrcLabels(info.targetAddr, ic.peer, st.srv, ic.port), func() {
+		p.serveHTTP(conn, ic.protocol, info, inboundSrcLabels(info.TargetAddr, ic.peer, st.Srv, ic.port), func() {
 			if ic.conn != c {
 				ic.conn.Close()
 			}
@@ -264,14 +267,14 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	switch {
 	case err != nil:
 		reason = err.Error()
-	case !serverIPsAllow(st.proto, ic.target):
-		srv = st.srv
+	case !inboundhttp.ServerIPsAllow(st.Proto, ic.target):
+		srv = st.Srv
 		reason = fmt.Sprintf("target %s is not one of the server's addresses", ic.target)
 	default:
-		srv = st.srv
+		srv = st.Srv
 		// Only the server's own authorizations admit opaque bytes; a
 		// route's authorizations apply to the requests of that route.
-		res := authz.Evaluate(st.srv, ic.peer, nil)
+		res := authz.Evaluate(st.Srv, ic.peer, nil)
 		allowed = res.Decision != authz.Deny
 		if res.Authorization != nil {
 			authzMeta = &res.Authorization.Meta
@@ -287,7 +290,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	metricstore.TLSAccept(al, ic.peer, false)
 	p.m.authzTCP(al, allowed)
 	if !allowed {
-		if err == nil && hasHTTPRoutes(st.srv) {
+		if err == nil && hasHTTPRoutes(st.Srv) {
 			p.m.refuse(Inbound, refuseOpaqueRoutes)
 		}
 		log.Info("inbound connection denied", "reason", reason)
@@ -501,7 +504,7 @@ func (p *Proxy) opaquePortPolicy(ctx context.Context, port uint16) bool {
 		return false
 	}
 	st, err := p.pols.get(ctx, uint32(port))
-	return err == nil && opaqueServer(st.proto)
+	return err == nil && opaqueServer(st.Proto)
 }
 
 func opaqueServer(s *inbound.Server) bool {

@@ -201,7 +201,8 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 			conn := &replayConn{Conn: client, prefix: append([]byte(nil), prefix...)}
 			release()
 			handedOff = true
-			info := &connInfo{direction: Outbound, svc: svc, remote: remoteOf(client), targetAddr: fallback}
+			info := &connInfo{direction: Outbound, svc: svc}
+			info.Remote, info.TargetAddr = remoteOf(client), fallback
 			p.serveHTTP(conn, proto, info, outboundSrcLabels(fallback), func() {
 				dest.release()
 				p.untrack(client)

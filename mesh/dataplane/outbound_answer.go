@@ -18,9 +18,6 @@ var (
 	errNoRoute        = errors.New("dataplane: no route matches the request")
 	errNoBackends     = errors.New("dataplane: the route has no backends")
 	errRequestTimeout = errors.New("dataplane: the request timed out")
-	errUpgradeBody    = errors.New("dataplane: an upgrade request may not have a body")
-	errBadUpgrade     = errors.New("dataplane: the upstream switched to a protocol that was not asked for")
-	errNoHijack       = errors.New("dataplane: the connection cannot switch protocols")
 )
 
 // faultError is a failure a route or backend injects.
@@ -57,23 +54,6 @@ type timeoutError struct {
 
 func (e *timeoutError) Error() string { return "dataplane: timed out after " + e.after.String() }
 
-// requestBodyError is an exchange that failed because the client's body
-// did (malformed framing, or the client went away in the middle of it).
-type requestBodyError struct{ err error }
-
-func (e *requestBodyError) Error() string { return "dataplane: request body: " + e.err.Error() }
-func (e *requestBodyError) Unwrap() error { return e.err }
-
-// upgradeError is a protocol upgrade's own exchange failing: dialling its
-// connection (dial) or writing the request and reading the answer.
-type upgradeError struct {
-	err  error
-	dial bool
-}
-
-func (e *upgradeError) Error() string { return e.err.Error() }
-func (e *upgradeError) Unwrap() error { return e.err }
-
 // classPoolTimeout names a request that waited for a pooled HTTP/1.1
 // connection past Config.HTTPPoolWaitTimeout.
 const classPoolTimeout = "pool-timeout"
@@ -90,9 +70,8 @@ func outboundAnswer(err error) httpcore.Answer {
 		res   *resolveError
 		noEP  *noEndpointError
 		to    *timeoutError
-		body  *requestBodyError
-		up    *upgradeError
-		dial  *dialError
+		body  *httpcore.RequestBodyError
+		dial  *httpcore.DialError
 		pool  *poolTimeoutError
 	)
 	switch {
@@ -113,25 +92,19 @@ func outboundAnswer(err error) httpcore.Answer {
 	case errors.Is(err, httpcore.ErrClientGone):
 		return httpcore.Answer{Status: 499, GRPC: httpcore.GRPCUnavailable, Class: "client-gone", Msg: "the client went away"}
 	case errors.As(err, &body):
-		return *httpcore.BodyFailure(body.err)
+		return *httpcore.BodyFailure(body.Err)
 	case errors.As(err, &to) && to.idle:
 		return httpcore.Answer{Status: http.StatusGatewayTimeout, GRPC: httpcore.GRPCDeadlineExceeded, Class: "idle-timeout", Msg: "nothing moved within " + to.after.String()}
 	case errors.Is(err, errRequestTimeout):
 		return httpcore.Answer{Status: http.StatusGatewayTimeout, GRPC: httpcore.GRPCDeadlineExceeded, Class: "request-timeout", Msg: "the request timed out"}
 	case to != nil:
 		return httpcore.Answer{Status: http.StatusGatewayTimeout, GRPC: httpcore.GRPCDeadlineExceeded, Class: "response-timeout", Msg: "no response within " + to.after.String()}
-	case errors.Is(err, errUpgradeBody):
-		return httpcore.Answer{Status: http.StatusBadRequest, GRPC: httpcore.GRPCUnavailable, Class: "upgrade-with-body", Msg: "an upgrade request may not have a body"}
-	case errors.Is(err, errBadUpgrade):
-		return httpcore.Answer{Status: http.StatusBadGateway, GRPC: httpcore.GRPCUnavailable, Class: "bad-upgrade", Msg: "the upstream switched to a protocol that was not asked for"}
-	case errors.Is(err, errNoHijack):
-		return httpcore.Answer{Status: http.StatusInternalServerError, GRPC: httpcore.GRPCUnavailable, Class: "upgrade", Msg: "the connection cannot switch protocols"}
-	case errors.As(err, &up) && up.dial:
-		// An upgrade is not retried on another endpoint: the dial failure
-		// is the upstream's (502), as inbound.
-		return httpcore.Answer{Status: http.StatusBadGateway, GRPC: httpcore.GRPCUnavailable, Class: "connect", Msg: up.err.Error()}
-	case up != nil:
-		return httpcore.Answer{Status: http.StatusBadGateway, GRPC: httpcore.GRPCUnavailable, Class: "upstream", Msg: up.err.Error()}
+	}
+	if a, ok := httpcore.UpgradeAnswer(err); ok {
+		// httpcore.ForwardUpgrade's causes: the same answers both ways.
+		return a
+	}
+	switch {
 	case errors.As(err, &pool):
 		// Not the endpoint's fault (the pool is busy, or the client holds
 		// its share of it): not retried elsewhere, not counted against it.

@@ -77,7 +77,7 @@ func (c *outboundCall) fail(err error) {
 	gs := httpcore.GRPCStatusOf(c.grpc, &e)
 	c.stats.Head(e.Status)
 	c.stats.Done(e.Status, gs, true, e.Class)
-	c.tr.ResponseInit(e.Status, c.w.Header(), c.info.h2)
+	c.tr.ResponseInit(e.Status, c.w.Header(), c.info.H2)
 	tap.End(&c.tr, 0, tap.GRPCStatus(gs), -1, nil)
 }
 
@@ -303,7 +303,7 @@ func (a *outboundAttempt) send(c *outboundCall) error {
 	}
 	rb := c.rb
 	req := httpcore.OutgoingRequest(httpcore.Forward1xx(a.ctx, c.w), r, hdr, body, c.rawPath, r.URL.RawQuery)
-	resp, err := c.p.roundTrip(req, a.h.Value(), c.info.h2, c.info.remote.Addr(), func() bool { return rb == nil || rb.replayable() })
+	resp, err := c.p.roundTrip(req, a.h.Value(), c.info.H2, c.info.Remote.Addr(), func() bool { return rb == nil || rb.replayable() })
 	if timer != nil {
 		timer.Stop()
 	}
@@ -316,7 +316,7 @@ func (a *outboundAttempt) send(c *outboundCall) error {
 // while the body can be sent again and the request has time left. The
 // endpoint is marked failed; the try is no retry and spends no budget.
 func (a *outboundAttempt) redial(c *outboundCall, err error) bool {
-	var de *dialError
+	var de *httpcore.DialError
 	if !errors.As(err, &de) || c.dialFails >= maxDialAttempts-1 || !c.replayable() || c.ctx.Err() != nil {
 		return false
 	}
@@ -336,7 +336,7 @@ func (a *outboundAttempt) cause(c *outboundCall, err error) error {
 	case c.r.Context().Err() != nil:
 		return httpcore.ErrClientGone
 	case c.cbody.Failed() != nil:
-		return &requestBodyError{c.cbody.Failed()}
+		return &httpcore.RequestBodyError{Err: c.cbody.Failed()}
 	case errors.Is(context.Cause(c.ctx), errIdleTimeout):
 		return &timeoutError{after: c.rt.Timeouts.Idle, idle: true}
 	case c.ctx.Err() != nil:

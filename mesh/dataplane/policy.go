@@ -100,38 +100,3 @@ func compilePolicy(ps *inbound.Server) (*authz.Server, error) {
 func denyAllPolicy(reason string) *authz.Server {
 	return &authz.Server{Meta: authz.DefaultMeta(reason), Protocol: authz.ProtocolDetect, HTTPRoutes: []authz.HTTPRoute{authz.DefaultHTTPRoute()}}
 }
-
-// serverIPsAllow applies a Server's server_ips list, which the shared
-// evaluator does not read: when the list is set and the address the client
-// connected to is known, it must be one of them.
-func serverIPsAllow(ps *inbound.Server, target netip.Addr) bool {
-	ips := ps.GetServerIps()
-	if len(ips) == 0 || !target.IsValid() {
-		return true
-	}
-	for _, ip := range ips {
-		if a, err := authz.AddrFromProto(ip); err == nil && a.Unmap() == target.Unmap() {
-			return true
-		}
-	}
-	return false
-}
-
-// metaLabel renders policy metadata as a metric label: "default:NAME"
-// for a built-in policy, "kind:NAME" for a resource (values bounded by
-// the policy objects that exist).
-func metaLabel(m authz.Meta) string {
-	if m.Default != "" {
-		return "default:" + m.Default
-	}
-	return strings.ToLower(m.Kind) + ":" + m.Name
-}
-
-// routeName labels the route a request matched.
-func routeName(res *authz.Result) string {
-	m, ok := res.Route()
-	if !ok {
-		return ""
-	}
-	return metaLabel(m)
-}

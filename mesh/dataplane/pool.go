@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
@@ -52,12 +53,6 @@ const maxConnsPerKey = 8
 
 func newConnPool(p *Proxy) *connPool { return &connPool{p: p, m: map[poolKey]*poolEntry{}} }
 
-// dialError marks a failure to connect: the request was not sent.
-type dialError struct{ err error }
-
-func (e *dialError) Error() string { return e.err.Error() }
-func (e *dialError) Unwrap() error { return e.err }
-
 // dialLabels says how a pooled connection is labelled in the transport
 // metrics when it is dialled: to the local application, or to an
 // endpoint. It is passed by value so that requests that reuse a
@@ -79,7 +74,7 @@ func (cp *connPool) get(ctx context.Context, key poolKey, dl dialLabels) (*h2cli
 	cp.mu.Lock()
 	if cp.closed {
 		cp.mu.Unlock()
-		return nil, &dialError{errors.New("dataplane: proxy is stopping")}
+		return nil, &httpcore.DialError{Err: errors.New("dataplane: proxy is stopping")}
 	}
 	e := cp.m[key]
 	if e == nil {
@@ -117,7 +112,7 @@ func (cp *connPool) get(ctx context.Context, key poolKey, dl dialLabels) (*h2cli
 			select {
 			case <-d.done:
 			case <-ctx.Done():
-				return nil, &dialError{ctx.Err()}
+				return nil, &httpcore.DialError{Err: ctx.Err()}
 			}
 			if d.err != nil {
 				return nil, d.err
@@ -152,13 +147,13 @@ func (cp *connPool) dial(ctx context.Context, key poolKey, dl dialLabels) (*h2cl
 		conn, err = p.dialWithin(ctx, key.addr.String())
 	}
 	if err != nil {
-		return nil, &dialError{fmt.Errorf("dataplane: connecting to %s: %w", key.addr, err)}
+		return nil, &httpcore.DialError{Err: fmt.Errorf("dataplane: connecting to %s: %w", key.addr, err)}
 	}
 	conn = p.countedDial(conn, dl.labels())
 	cc, err := h2client.New(ctx, conn, p.http.h2opts...)
 	if err != nil {
 		conn.Close()
-		return nil, &dialError{fmt.Errorf("dataplane: HTTP/2 with %s: %w", key.addr, err)}
+		return nil, &httpcore.DialError{Err: fmt.Errorf("dataplane: HTTP/2 with %s: %w", key.addr, err)}
 	}
 	return cc, nil
 }

@@ -115,7 +115,7 @@ func (pp *peerH1Pool) entry(key poolKey, ep Endpoint) (*peerH1Entry, error) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	if pp.closed {
-		return nil, &dialError{errors.New("dataplane: proxy is stopping")}
+		return nil, &httpcore.DialError{Err: errors.New("dataplane: proxy is stopping")}
 	}
 	if e := pp.m[key]; e != nil {
 		e.inflight.Add(1)
@@ -147,7 +147,7 @@ func (pp *peerH1Pool) entry(key poolKey, ep Endpoint) (*peerH1Entry, error) {
 }
 
 // roundTrip sends req, a request of the downstream client from, to the
-// peer proxy of key. A failure to connect is a dialError (the request
+// peer proxy of key. A failure to connect is an httpcore.DialError (the request
 // was not sent); so is a wait for a connection that the request's
 // context ended. A wait past the pool's deadline is a poolTimeoutError
 // (not sent either, but not the endpoint's fault: another endpoint is
@@ -168,7 +168,7 @@ func (pp *peerH1Pool) roundTrip(key poolKey, ep Endpoint, req *http.Request, fro
 		case errors.As(err, &pe):
 			return nil, &poolTimeoutError{pe}
 		case errors.As(err, &de):
-			return nil, &dialError{err}
+			return nil, &httpcore.DialError{Err: err}
 		}
 	}
 	return resp, err

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	inboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/inbound"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
@@ -63,7 +65,8 @@ type Proxy struct {
 
 	dests      *destinations
 	pols       *policyCache
-	inProfiles *inboundProfiles // profiles of the Services peer proxies name (route_names.go)
+	inProfiles *inboundProfiles  // profiles of the Services peer proxies name (route_names.go)
+	in         *inboundhttp.HTTP // the inbound HTTP side (internal/inbound)
 
 	connsMu sync.Mutex
 	conns   map[net.Conn]*relay.Pipe // tracked connections; the pipe once piped
@@ -177,7 +180,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		log: o.log, reg: o.reg, m: m, tap: hub, now: o.now, loopback: o.loopback,
 		outPolicies:  o.outPolicies,
 		profiles:     o.profiles,
-		defaultState: &portState{proto: authz.ToProto(def), srv: def},
+		defaultState: &portState{Proto: authz.ToProto(def), Srv: def},
 		noPolicy:     &portState{},
 		forwardAddr:  netip.MustParseAddr(cfg.InboundForwardHost),
 		serverTLS:    ServerTLSConfig(id, o.now),
@@ -207,6 +210,15 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	p.inProfiles = newInboundProfiles(p)
 	if p.http, err = newHTTPRuntime(p); err != nil {
 		return nil, err
+	}
+	p.in = &inboundhttp.HTTP{
+		Policy: p.pols.get, NoPolicy: p.noPolicy, Route: p.inboundRoute,
+		Metrics: p.m.http, Tap: p.tap, Log: p.log,
+		App: p.forwardAddr, Dial: p.dialWithin, AppH1: p.http.appH1,
+		AppH2: func(req *http.Request, app netip.AddrPort) (*http.Response, error) {
+			return p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false }, dialLabels{inbound: true})
+		},
+		UpstreamTimer: upstreamTimer,
 	}
 	return p, nil
 }

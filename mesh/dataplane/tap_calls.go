@@ -3,17 +3,13 @@ package dataplane
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"net"
 	"net/http"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	ptap "github.com/weftmesh/weft/apis/proxy/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
-	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
 // The data path's calls into tap. Each is made only when p.tap.On(), so a
@@ -46,51 +42,9 @@ func tapServerTLS(id Identity, now func() time.Time) *tls.Config {
 // endpoint it is sent to (zero when the proxy answers it itself).
 func (p *Proxy) tapOutbound(r *http.Request, info *connInfo, route string, ep Endpoint) *tap.Request {
 	v := tap.View{
-		Direction: ptap.TapEvent_OUTBOUND, Src: info.remote, Dst: ep.Addr, R: r,
+		Direction: ptap.TapEvent_OUTBOUND, Src: info.Remote, Dst: ep.Addr, R: r,
 		Scheme: "http", Method: r.Method, Authority: r.Host, Path: httpcore.EscapedPath(r), Route: route,
 		DstIdentity: ep.Identity, DstLabels: ep.MetricLabels,
 	}
 	return p.tap.Start(&v)
-}
-
-// tapInbound offers an inbound request to the open taps, described with
-// the policy that decided on it.
-func (p *Proxy) tapInbound(r *http.Request, info *connInfo, st *portState, res *authz.Result) *tap.Request {
-	v := tap.View{
-		Direction: ptap.TapEvent_INBOUND, Src: info.remote, Dst: info.targetAddr, R: r,
-		Scheme: "http", Method: r.Method, Authority: r.Host, Path: httpcore.EscapedPath(r), Route: routeLabel(res),
-		Peer: info.peer, Result: res,
-	}
-	if st != nil {
-		v.Server = st.srv
-	}
-	return p.tap.Start(&v)
-}
-
-// routeLabel names the policy route that matched, "" without one.
-func routeLabel(res *authz.Result) string {
-	m, ok := res.Route()
-	if !ok {
-		return ""
-	}
-	if m.Default != "" {
-		return m.Default
-	}
-	return m.Name
-}
-
-// tapResetCode is the HTTP/2 error code of a stream reset that ended a
-// response body, -1 when the error is not one.
-func tapResetCode(err error) int64 {
-	var se http2.StreamError
-	if errors.As(err, &se) {
-		return int64(se.Code)
-	}
-	switch {
-	case errors.Is(err, httpcore.ErrClientGone):
-		return int64(http2.ErrCodeCancel)
-	case errors.Is(err, httpcore.ErrUpstreamBody):
-		return int64(http2.ErrCodeInternal)
-	}
-	return -1
 }

@@ -6,7 +6,12 @@
 // upstream ([OutgoingRequest], with informational responses relayed by
 // [Forward1xx]), the client's body as it is forwarded ([ClientBody],
 // which keeps its first error so that a failed exchange is blamed on the
-// right side) and the response copied back ([CopyResponse]).
+// right side) and the response copied back ([CopyResponse]), and a
+// protocol upgrade forwarded on a connection of its own and tunnelled
+// after a 101 ([ForwardUpgrade], whose causes [UpgradeAnswer] answers).
+// Its seams are values: the caller's dial, answer and record functions,
+// and, to find the connection whose write side a tunnel shuts, the
+// NetConn method each of the proxy's connection wrappers has.
 //
 // What it trusts: nothing it is given. Every l5d-* and weft-* header from
 // a client, an application or an upstream is dropped here

@@ -1,4 +1,4 @@
-package dataplane
+package inbound
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 // Why the inbound path answers a request itself. The steps of a request
 // for the local application (authorizing, preparing its header, sending,
 // upgrading) return these causes, or the cause of a protocol upgrade
-// (outbound_answer.go: forwardUpgrade is shared); inboundAnswer is the one
+// (httpcore.ForwardUpgrade is shared); inboundAnswer is the one
 // place that turns a cause into what the client gets.
 var errConnectToApp = errors.New("dataplane: CONNECT is not forwarded to the application")
 
@@ -68,9 +68,8 @@ func inboundAnswer(err error) httpcore.Answer {
 		deny    *denyError
 		limited *rateLimitError
 		hdr     *headerError
-		body    *requestBodyError
+		body    *httpcore.RequestBodyError
 		app     *appError
-		up      *upgradeError
 	)
 	switch {
 	case errors.Is(err, errConnectToApp):
@@ -98,11 +97,12 @@ func inboundAnswer(err error) httpcore.Answer {
 	case errors.Is(err, httpcore.ErrClientGone):
 		return httpcore.Answer{Status: 499, GRPC: httpcore.GRPCUnavailable, Class: "client-gone", Msg: "the client went away"}
 	case errors.As(err, &body):
-		return *httpcore.BodyFailure(body.err)
-	case errors.Is(err, errUpgradeBody), errors.Is(err, errBadUpgrade), errors.Is(err, errNoHijack), errors.As(err, &up):
-		// forwardUpgrade's causes: the same answers both ways (a dial
+		return *httpcore.BodyFailure(body.Err)
+	}
+	if a, ok := httpcore.UpgradeAnswer(err); ok {
+		// ForwardUpgrade's causes: the same answers both ways (a dial
 		// failure of the upgrade's own connection is "connect", 502).
-		return outboundAnswer(err)
+		return a
 	}
 	return httpcore.Answer{Status: http.StatusBadGateway, GRPC: httpcore.GRPCUnavailable, Class: "app", Msg: err.Error()}
 }

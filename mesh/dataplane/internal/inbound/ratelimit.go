@@ -1,4 +1,4 @@
-package dataplane
+package inbound
 
 import (
 	"fmt"
@@ -49,8 +49,8 @@ import (
 var localRateLimitFamily = metricstore.NewFamily("inbound_http_local_ratelimit_total",
 	"Inbound HTTP requests the server's local rate limit (HTTPLocalRateLimitPolicy) refused.", metricstore.Counter)
 
-// inboundLimit is the rate limit of one port's policy snapshot.
-type inboundLimit struct {
+// Limit is the rate limit of one port's policy snapshot.
+type Limit struct {
 	rl *authz.RateLimit   // as the policy gives it (labels)
 	l  *ratelimit.Limiter // the buckets, possibly carried over from the previous snapshot
 
@@ -72,22 +72,23 @@ type limitSeries struct {
 	s *metricstore.Series
 }
 
-// limitFor returns the rate limit of a new policy snapshot srv (nil when
-// it has none). prev is the port's current snapshot, nil before the
-// first: when its limits are the same, its buckets carry over.
-func (p *Proxy) limitFor(prev *portState, srv *authz.Server) (*inboundLimit, error) {
+// LimitFor returns the rate limit of a new policy snapshot srv (nil when
+// it has none), whose buckets read the clock now. prev is the port's
+// current snapshot, nil before the first: when its limits are the same,
+// its buckets carry over.
+func LimitFor(prev *Policy, srv *authz.Server, now func() time.Time) (*Limit, error) {
 	rl := srv.RateLimit
 	if rl == nil {
 		return nil, nil
 	}
-	if prev != nil && prev.limit != nil && sameLimits(prev.limit.rl, rl) {
-		return &inboundLimit{rl: rl, l: prev.limit.l}, nil
+	if prev != nil && prev.Limit != nil && sameLimits(prev.Limit.rl, rl) {
+		return &Limit{rl: rl, l: prev.Limit.l}, nil
 	}
-	l, err := ratelimit.New(rl, ratelimit.WithClock(p.now))
+	l, err := ratelimit.New(rl, ratelimit.WithClock(now))
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}
-	return &inboundLimit{rl: rl, l: l}, nil
+	return &Limit{rl: rl, l: l}, nil
 }
 
 // sameLimits reports whether a and b limit the same clients at the same
@@ -105,34 +106,34 @@ func sameLimits(a, b *authz.RateLimit) bool {
 // (*rateLimitError), which the caller answers (429, or RESOURCE_EXHAUSTED
 // for a gRPC call: inboundAnswer, writeRateLimited). Loopback clients skip
 // policy, limits included.
-func (p *Proxy) rateLimit(st *portState, info *connInfo, res *authz.Result) error {
-	if st == nil || st.limit == nil || res.Reason == authz.ReasonLoopback {
+func (h *HTTP) rateLimit(st *Policy, info *Conn, res *authz.Result) error {
+	if st == nil || st.Limit == nil || res.Reason == authz.ReasonLoopback {
 		return nil
 	}
 	id := ""
-	if info.peer.TLS {
-		id = info.peer.Identity
+	if info.Peer.TLS {
+		id = info.Peer.Identity
 	}
-	d := st.limit.l.Allow(id)
+	d := st.Limit.l.Allow(id)
 	if d.Allowed {
 		return nil
 	}
 	scope := d.MetricScope()
-	e := st.limit.series(p, st, info, scope)
+	e := st.Limit.series(h, st, info, scope)
 	e.g.Touch(time.Now())
 	e.s.Inc()
-	p.log.Debug("inbound request rate-limited", "port", info.port, "scope", d.Scope.String(), "limit", d.RequestsPerSecond, "peer_id", id)
+	h.Log.Debug("inbound request rate-limited", "port", info.Port, "scope", d.Scope.String(), "limit", d.RequestsPerSecond, "peer_id", id)
 	return &rateLimitError{d.Reason}
 }
 
 // series returns the counter of a request refused with scope.
-func (lim *inboundLimit) series(p *Proxy, st *portState, info *connInfo, scope string) *limitSeries {
-	k := limitKey{target: info.targetAddr, tls: info.peer.TLS, id: info.peer.Identity, scope: scope}
+func (lim *Limit) series(h *HTTP, st *Policy, info *Conn, scope string) *limitSeries {
+	k := limitKey{target: info.TargetAddr, tls: info.Peer.TLS, id: info.Peer.Identity, scope: scope}
 	if e, ok := lim.refused.Load(k); ok && e.g.Alive() {
 		return e
 	}
-	l := metricstore.Target(&metricstore.Labels{}, info.targetAddr)
-	metricstore.Server(l, st.srv, info.port)
+	l := metricstore.Target(&metricstore.Labels{}, info.TargetAddr)
+	metricstore.Server(l, st.Srv, info.Port)
 	// Linkerd's proxy writes the kind as the Inbound API sends it
 	// ("HTTPLocalRateLimitPolicy"), not lower-cased as srv_kind is.
 	if m := lim.rl.Meta; m.Default != "" {
@@ -142,8 +143,8 @@ func (lim *inboundLimit) series(p *Proxy, st *portState, info *connInfo, scope s
 			Add("ratelimit_name", metricstore.LabelValue(m.Name))
 	}
 	l.Add("ratelimit_scope", scope)
-	metricstore.TLSAccept(l, info.peer, false)
-	g := p.m.http.Store.Group(l)
+	metricstore.TLSAccept(l, info.Peer, false)
+	g := h.Metrics.Store.Group(l)
 	e := &limitSeries{g: g, s: g.Series(localRateLimitFamily, nil)}
 	lim.refused.Store(k, e, reqmetrics.MaxCacheEntries)
 	return e

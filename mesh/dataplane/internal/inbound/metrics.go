@@ -1,4 +1,4 @@
-package dataplane
+package inbound
 
 import (
 	"net/netip"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
+	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -14,8 +15,8 @@ import (
 // outcome, and cached on the port's policy snapshot: a request looks its
 // series up by a small key and adds to counters.
 
-// inboundKey identifies the series of an inbound request.
-type inboundKey struct {
+// seriesKey identifies the series of an inbound request.
+type seriesKey struct {
 	target   netip.AddrPort
 	tls      bool
 	id       string
@@ -30,20 +31,20 @@ type inboundKey struct {
 // profRoute is the route of an inbound request at the route level: the
 // Service its peer proxy named, when discovery knows it (the dst label;
 // empty otherwise), and the name of that Service's profile route the
-// request matched (defaultRouteName when none did).
+// request matched (route.DefaultName when none did).
 type profRoute struct {
 	dst, name string
 }
 
-// inboundEntry holds the resolved series of one inboundKey.
-type inboundEntry struct {
+// seriesEntry holds the resolved series of one seriesKey.
+type seriesEntry struct {
 	ep, rt  *reqmetrics.Series  // request series (admitted requests only)
 	authz   *metricstore.Series // the authorization counter the request adds to
 	authzG  *metricstore.Group
 	checked []*metricstore.Group
 }
 
-func (e *inboundEntry) alive() bool {
+func (e *seriesEntry) alive() bool {
 	for _, g := range e.checked {
 		if !g.Alive() {
 			return false
@@ -53,7 +54,7 @@ func (e *inboundEntry) alive() bool {
 }
 
 // use touches the entry's groups.
-func (e *inboundEntry) use(now time.Time) {
+func (e *seriesEntry) use(now time.Time) {
 	e.authzG.Touch(now)
 }
 
@@ -62,75 +63,76 @@ func (e *inboundEntry) use(now time.Time) {
 // authorization), deny the denial class (empty when admitted), pr the
 // labels of its route series; a request no route matched is counted in
 // inbound_http_route_not_found_total.
-func (p *Proxy) inboundSeries(st *portState, info *connInfo, res *authz.Result, deny string, pr profRoute) *inboundEntry {
-	k := inboundKey{
-		target: info.targetAddr, tls: info.peer.TLS, id: info.peer.Identity, prof: pr,
+func (h *HTTP) inboundSeries(st *Policy, info *Conn, res *authz.Result, deny string, pr profRoute) *seriesEntry {
+	k := seriesKey{
+		target: info.TargetAddr, tls: info.Peer.TLS, id: info.Peer.Identity, prof: pr,
 		http: res.HTTPRoute, grpc: res.GRPCRoute, authz: res.Authorization, decision: res.Decision, deny: deny,
 	}
 	if e, ok := st.series.Load(k); ok && e.alive() {
 		return e
 	}
-	e := p.buildInboundSeries(st, info, res, deny, pr)
+	e := h.buildInboundSeries(st, info, res, deny, pr)
 	st.series.Store(k, e, reqmetrics.MaxCacheEntries)
 	return e
 }
 
-func (p *Proxy) buildInboundSeries(st *portState, info *connInfo, res *authz.Result, deny string, pr profRoute) *inboundEntry {
-	h := p.m.http
+func (h *HTTP) buildInboundSeries(st *Policy, info *Conn, res *authz.Result, deny string, pr profRoute) *seriesEntry {
+	m := h.Metrics
 	routeMeta, hasRoute := res.Route()
 	var srv *authz.Server
 	if st != nil {
-		srv = st.srv
+		srv = st.Srv
 	}
 
 	// The policy labels shared by the authorization counters and the
 	// request series: target, server, route (when one matched),
 	// authorization (when one admitted), TLS.
 	policy := func(withAuthz bool) *metricstore.Labels {
-		l := metricstore.Target(&metricstore.Labels{}, info.targetAddr)
-		metricstore.Server(l, srv, info.port)
+		l := metricstore.Target(&metricstore.Labels{}, info.TargetAddr)
+		metricstore.Server(l, srv, info.Port)
 		if hasRoute {
 			metricstore.Meta(l, "route", routeMeta)
 		}
 		if withAuthz && res.Authorization != nil {
 			metricstore.Meta(l, "authz", res.Authorization.Meta)
 		}
-		return metricstore.TLSAccept(l, info.peer, false)
+		return metricstore.TLSAccept(l, info.Peer, false)
 	}
 
-	e := &inboundEntry{}
+	e := &seriesEntry{}
 	switch {
 	case deny == authz.ReasonNoRoute.String():
-		e.authzG = h.Store.Group(policy(false))
-		e.authz = e.authzG.Series(h.RouteNotFound, nil)
+		e.authzG = m.Store.Group(policy(false))
+		e.authz = e.authzG.Series(m.RouteNotFound, nil)
 	case deny != "":
-		e.authzG = h.Store.Group(policy(false))
-		e.authz = e.authzG.Series(h.AuthzDeny, (&metricstore.Labels{}).Add("reason", deny))
+		e.authzG = m.Store.Group(policy(false))
+		e.authz = e.authzG.Series(m.AuthzDeny, (&metricstore.Labels{}).Add("reason", deny))
 	default:
-		e.authzG = h.Store.Group(policy(true))
-		f := h.AuthzAllow
+		e.authzG = m.Store.Group(policy(true))
+		f := m.AuthzAllow
 		if res.Decision == authz.Audit {
-			f = h.AuthzAudit
+			f = m.AuthzAudit
 		}
 		e.authz = e.authzG.Series(f, nil)
 
-		el := (&metricstore.Labels{}).Add("direction", Inbound)
+		el := (&metricstore.Labels{}).Add("direction", direction)
 		pl := policy(true)
 		el.Names, el.Values = append(el.Names, pl.Names...), append(el.Values, pl.Values...)
-		e.ep = h.Series(&h.EP, el)
-		e.ep.TLS = reqmetrics.TLSValue(info.peer.TLS)
+		e.ep = m.Series(&m.EP, el)
+		e.ep.TLS = reqmetrics.TLSValue(info.Peer.TLS)
 
 		// The route level is Linkerd's: the ServiceProfile route of the
-		// Service the client called (route_names.go), not the policy
-		// route (which the series above carry as route_*).
-		rl := (&metricstore.Labels{}).Add("direction", Inbound)
+		// Service the client called (HTTP.Route: the dataplane package's
+		// route_names.go), not the policy route (which the series above
+		// carry as route_*).
+		rl := (&metricstore.Labels{}).Add("direction", direction)
 		rl.AddIf("dst", pr.dst)
 		name := pr.name
 		if name == "" {
-			name = defaultRouteName
+			name = route.DefaultName
 		}
 		rl.Add("rt_route", metricstore.LabelValue(name))
-		e.rt = h.Series(&h.Route, rl)
+		e.rt = m.Series(&m.Route, rl)
 		e.checked = append(e.checked, e.ep.Group(), e.rt.Group())
 	}
 	e.checked = append(e.checked, e.authzG)

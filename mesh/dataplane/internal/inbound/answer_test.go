@@ -1,4 +1,4 @@
-package dataplane
+package inbound
 
 import (
 	"errors"
@@ -39,17 +39,17 @@ func TestInboundAnswerMapsEachCauseToOneStatusGRPCStatusClassAndMessage(t *testi
 			httpcore.Answer{Status: 429, GRPC: httpcore.GRPCResourceExhausted, Class: "rate-limited", Msg: "total rate limit exceeded: 100rps"}},
 		{"a header HTTP/1 cannot carry", &headerError{"x-bad"}, httpcore.Answer{Status: 400, GRPC: httpcore.GRPCInvalidArgument, Class: "invalid-header", Msg: "header x-bad cannot be sent over HTTP/1"}},
 		{"client gone", httpcore.ErrClientGone, httpcore.Answer{Status: 499, GRPC: httpcore.GRPCUnavailable, Class: "client-gone", Msg: "the client went away"}},
-		{"malformed body", &requestBodyError{badChunk}, httpcore.Answer{Status: 400, GRPC: httpcore.GRPCInternal, Class: httpcore.ClassRequestBody, Msg: "the request body is malformed: " + badChunk.Error()}},
-		{"client gone mid-body", &requestBodyError{reset}, httpcore.Answer{Status: 499, GRPC: httpcore.GRPCUnavailable, Class: "client-gone", Msg: "the client went away in the middle of the request body"}},
-		{"application unreachable", &appError{err: &dialError{refused}, dial: true}, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "app-unreachable", Msg: "the application is not reachable"}},
+		{"malformed body", &httpcore.RequestBodyError{Err: badChunk}, httpcore.Answer{Status: 400, GRPC: httpcore.GRPCInternal, Class: httpcore.ClassRequestBody, Msg: "the request body is malformed: " + badChunk.Error()}},
+		{"client gone mid-body", &httpcore.RequestBodyError{Err: reset}, httpcore.Answer{Status: 499, GRPC: httpcore.GRPCUnavailable, Class: "client-gone", Msg: "the client went away in the middle of the request body"}},
+		{"application unreachable", &appError{err: &httpcore.DialError{Err: refused}, dial: true}, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "app-unreachable", Msg: "the application is not reachable"}},
 		{"application failing", &appError{err: reset}, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "app", Msg: reset.Error()}},
 		{"application failing with an error that wraps another cause", &appError{err: fmt.Errorf("h2: %w", httpcore.ErrClientGone)},
 			httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "app", Msg: "h2: " + httpcore.ErrClientGone.Error()}},
-		{"upgrade with a body", errUpgradeBody, httpcore.Answer{Status: 400, GRPC: httpcore.GRPCUnavailable, Class: "upgrade-with-body", Msg: "an upgrade request may not have a body"}},
-		{"upgrade dial failure", &upgradeError{err: refused, dial: true}, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "connect", Msg: refused.Error()}},
-		{"upgrade exchange failure", &upgradeError{err: reset}, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "upstream", Msg: reset.Error()}},
-		{"upgrade to another protocol", errBadUpgrade, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "bad-upgrade", Msg: "the upstream switched to a protocol that was not asked for"}},
-		{"connection cannot be taken over", errNoHijack, httpcore.Answer{Status: 500, GRPC: httpcore.GRPCUnavailable, Class: "upgrade", Msg: "the connection cannot switch protocols"}},
+		{"upgrade with a body", httpcore.ErrUpgradeBody, httpcore.Answer{Status: 400, GRPC: httpcore.GRPCUnavailable, Class: "upgrade-with-body", Msg: "an upgrade request may not have a body"}},
+		{"upgrade dial failure", &httpcore.UpgradeError{Err: refused, Dial: true}, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "connect", Msg: refused.Error()}},
+		{"upgrade exchange failure", &httpcore.UpgradeError{Err: reset}, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "upstream", Msg: reset.Error()}},
+		{"upgrade to another protocol", httpcore.ErrBadUpgrade, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "bad-upgrade", Msg: "the upstream switched to a protocol that was not asked for"}},
+		{"connection cannot be taken over", httpcore.ErrNoHijack, httpcore.Answer{Status: 500, GRPC: httpcore.GRPCUnavailable, Class: "upgrade", Msg: "the connection cannot switch protocols"}},
 		{"anything else", reset, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "app", Msg: reset.Error()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,9 +1,9 @@
-package dataplane
+package inbound
 
 import (
 	"context"
 	"errors"
-	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -20,20 +20,56 @@ import (
 	"github.com/weftmesh/weft/mesh/policy/pathnorm"
 )
 
+// direction is the direction label of the inbound metrics.
+const direction = "inbound"
+
+// HTTP is the proxy's inbound HTTP side: it serves the requests for the
+// local application (Serve). What it reads of the proxy it is given, as
+// values and functions: the policy cache and the profile routes (shared
+// with the L4 inbound path and discovery), the request metrics, the tap
+// hub, and the clients to the application (the HTTP/2 pool is shared
+// with the outbound side). Each function is a plain func value, called
+// at most once per request, and none allocates; none is an interface.
+type HTTP struct {
+	// Policy returns the port's current policy, waiting for the first
+	// (the policy cache); NoPolicy caches the series of requests to a
+	// port it has none for.
+	Policy   func(ctx context.Context, port uint32) (*Policy, error)
+	NoPolicy *Policy
+	// Route returns the dst label, the profile route and its response
+	// classes of a request whose peer proxy named the Service name.
+	Route func(ctx context.Context, name, method, path string) (dst, rt string, classes []route.ResponseClass)
+
+	Metrics *reqmetrics.HTTP
+	Tap     *tap.Hub
+	Log     *slog.Logger
+
+	// The application: its address (the ports are the requests'), the
+	// dialer of an upgrade's own connection, the HTTP/1 client and the
+	// HTTP/2 round trip.
+	App   netip.Addr
+	Dial  func(ctx context.Context, addr string) (net.Conn, error)
+	AppH1 *h1.Client
+	AppH2 func(req *http.Request, app netip.AddrPort) (*http.Response, error)
+	// UpstreamTimer marks the wait for the application's response head
+	// (the access log's upstream time); the function it returns ends it.
+	UpstreamTimer func(w http.ResponseWriter) func()
+}
+
 // inboundCall is one request for the local application, with what its
 // steps share: the policy's decision, the profile route's response
 // classes, the request's metrics and its tap. It lives on the serving
 // goroutine's stack.
 type inboundCall struct {
-	p    *Proxy
+	h    *HTTP
 	w    http.ResponseWriter
 	r    *http.Request
-	info *connInfo
+	info *Conn
 	grpc bool
 
 	res     authz.Result          // the policy's decision (zero without a policy)
 	classes []route.ResponseClass // the profile route's response classes
-	series  *inboundEntry
+	series  *seriesEntry
 	now     time.Time
 	cbody   *httpcore.ClientBody // keeps the body's first read error
 
@@ -41,13 +77,13 @@ type inboundCall struct {
 	tr    *tap.Request     // set when an open tap took the request
 }
 
-// serveInbound proxies one request for the local application, in steps:
+// Serve proxies one request for the local application, in steps:
 // refuse CONNECT; authorize it by the port's policy and rate limit;
 // prepare the header the application sees; then forward it (an upgrade
 // on a connection of its own) and relay the answer, or answer the cause
 // of a failure (inboundAnswer).
-func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connInfo) {
-	c := inboundCall{p: p, w: w, r: r, info: info, grpc: httpcore.IsGRPC(r), now: time.Now()}
+func (h *HTTP) Serve(w http.ResponseWriter, r *http.Request, info *Conn) {
+	c := inboundCall{h: h, w: w, r: r, info: info, grpc: httpcore.IsGRPC(r), now: time.Now()}
 	if r.Method == http.MethodConnect {
 		// CONNECT would turn the request into a tunnel past HTTP policy;
 		// the application is reached by plain requests only. Refused
@@ -65,13 +101,13 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 	c.stats.Attempt(c.series.ep)
 
 	up, upgrade := h1.Upgrade(r) // before the header loses its hop-by-hop fields
-	upgrade = upgrade && !info.h2
+	upgrade = upgrade && !info.H2
 	hdr, toH2, err := c.header()
 	if err != nil {
 		c.fail(err)
 		return
 	}
-	app := netip.AddrPortFrom(p.forwardAddr, info.port)
+	app := netip.AddrPortFrom(h.App, info.Port)
 	if upgrade {
 		c.upgrade(hdr, up, app)
 		return
@@ -87,12 +123,19 @@ func (p *Proxy) serveInbound(w http.ResponseWriter, r *http.Request, info *connI
 func (c *inboundCall) endTap() { tap.End(&c.tr, 0, -1, -1, nil) }
 
 // upgrade forwards a protocol upgrade (WebSocket) to the application on a
-// connection of its own, as the outbound side does (forwardUpgrade).
+// connection of its own, as the outbound side does
+// (httpcore.ForwardUpgrade).
 func (c *inboundCall) upgrade(hdr http.Header, up string, app netip.AddrPort) {
-	p := c.p
-	p.forwardUpgrade(c.r.Context(), c.w, c.r, hdr, up, func(ctx context.Context) (net.Conn, error) {
-		return p.dialWithin(ctx, app.String())
-	}, c.fail, &c.stats, nil, false)
+	h := c.h
+	httpcore.ForwardUpgrade(c.r.Context(), c.w, c.r, &httpcore.Upgrade{
+		Proto: up, Header: hdr,
+		Dial: func(ctx context.Context) (net.Conn, error) {
+			return h.Dial(ctx, app.String())
+		},
+		Fail: c.fail,
+		Head: func(status int) { c.stats.Head(status) },
+		Done: func(status int, failure bool) { c.stats.Done(status, "", failure, "") },
+	})
 }
 
 // authorize decides on the request by the port's policy (its server, the
@@ -102,7 +145,7 @@ func (c *inboundCall) upgrade(hdr http.Header, up string, app netip.AddrPort) {
 // port's rate limit. It returns why the request is refused (*denyError,
 // *rateLimitError), or nil.
 func (c *inboundCall) authorize() error {
-	p, r, info := c.p, c.r, c.info
+	h, r, info := c.h, c.r, c.info
 	target := r.RequestURI
 	if !strings.HasPrefix(target, "/") {
 		target = httpcore.EscapedPath(r)
@@ -111,16 +154,16 @@ func (c *inboundCall) authorize() error {
 		}
 	}
 	var deny *denyError
-	st, err := p.pols.get(r.Context(), uint32(info.port))
+	st, err := h.Policy(r.Context(), uint32(info.Port))
 	cache := st
 	switch {
 	case err != nil:
-		cache = p.noPolicy
+		cache = h.NoPolicy
 		deny = &denyError{authz.ReasonNoPolicy, err.Error()}
-	case !serverIPsAllow(st.proto, info.target):
+	case !ServerIPsAllow(st.Proto, info.Target):
 		deny = &denyError{authz.ReasonUnauthorized, "the server does not listen on the address the client used"}
 	default:
-		c.res = authz.Evaluate(st.srv, info.peer, &authz.Request{Method: r.Method, Path: target, Host: r.Host, Header: r.Header})
+		c.res = authz.Evaluate(st.Srv, info.Peer, &authz.Request{Method: r.Method, Path: target, Host: r.Host, Header: r.Header})
 		if c.res.Decision == authz.Deny {
 			deny = &denyError{reason: c.res.Reason}
 		}
@@ -130,25 +173,25 @@ func (c *inboundCall) authorize() error {
 	if deny != nil {
 		denyClass = deny.reason.String()
 	} else {
-		pr, c.classes = p.profileRoute(r, info, &c.res)
+		pr, c.classes = h.profileRoute(r, info, &c.res)
 	}
-	c.series = p.inboundSeries(cache, info, &c.res, denyClass, pr)
+	c.series = h.inboundSeries(cache, info, &c.res, denyClass, pr)
 	c.series.use(c.now)
 	c.series.authz.Inc()
-	if p.tap.On() {
+	if h.Tap.On() {
 		// An open tap keeps the decision for the request's events: it
 		// gets a copy, so that the call stays on the stack (and nothing
 		// is allocated for it while no tap is open).
 		res := c.res
-		c.tr = p.tapInbound(r, info, st, &res)
+		c.tr = h.tapInbound(r, info, st, &res)
 	}
 	if deny != nil {
 		return deny
 	}
 	if c.res.Decision == authz.Audit {
-		p.log.Info("inbound request admitted by audit policy", "port", info.port, "route", routeName(&c.res), "peer_id", info.peer.Identity)
+		h.Log.Info("inbound request admitted by audit policy", "port", info.Port, "route", routeName(&c.res), "peer_id", info.Peer.Identity)
 	}
-	return p.rateLimit(st, info, &c.res) // ratelimit_inbound.go
+	return h.rateLimit(st, info, &c.res) // ratelimit.go
 }
 
 // header returns the request header as the application sees it (edited
@@ -161,11 +204,11 @@ func (c *inboundCall) authorize() error {
 func (c *inboundCall) header() (hdr http.Header, toH2 bool, err error) {
 	r, info := c.r, c.info
 	orig := ""
-	if info.fromProxy && info.h2 {
-		orig = origProto(r.Header.Get(httpcore.HeaderOrigProto))
+	if info.FromProxy && info.H2 {
+		orig = OrigProto(r.Header.Get(httpcore.HeaderOrigProto))
 		if orig == "" && len(r.Header[httpcore.HeaderOrigProto]) > 0 {
-			c.p.log.Debug("inbound l5d-orig-proto ignored: not a value a proxy sends", "value", r.Header.Get(httpcore.HeaderOrigProto),
-				"peer_id", info.peer.Identity)
+			c.h.Log.Debug("inbound l5d-orig-proto ignored: not a value a proxy sends", "value", r.Header.Get(httpcore.HeaderOrigProto),
+				"peer_id", info.Peer.Identity)
 		}
 	}
 	hdr = r.Header
@@ -174,10 +217,10 @@ func (c *inboundCall) header() (hdr http.Header, toH2 bool, err error) {
 	}
 	h1.RemoveHopByHop(hdr)
 	httpcore.RemoveMeshHeaders(hdr)
-	if info.peer.TLS && info.peer.Identity != "" {
-		hdr[httpcore.HeaderClientID] = []string{info.peer.Identity}
+	if info.Peer.TLS && info.Peer.Identity != "" {
+		hdr[httpcore.HeaderClientID] = []string{info.Peer.Identity}
 	}
-	toH2 = info.h2 && orig == ""
+	toH2 = info.H2 && orig == ""
 	if !toH2 {
 		if name, ok := h1.CheckHeader(hdr); !ok {
 			return nil, false, &headerError{name}
@@ -192,7 +235,7 @@ func (c *inboundCall) header() (hdr http.Header, toH2 bool, err error) {
 // headers as they arrive.
 func (c *inboundCall) send(hdr http.Header, toH2 bool, app netip.AddrPort) (*http.Response, error) {
 	r := c.r
-	var body io.ReadCloser = r.Body
+	body := r.Body
 	if body != nil && body != http.NoBody {
 		c.cbody = httpcore.NewClientBody(r, true)
 		body = c.cbody
@@ -204,11 +247,11 @@ func (c *inboundCall) send(hdr http.Header, toH2 bool, app netip.AddrPort) (*htt
 	req := httpcore.OutgoingRequest(httpcore.Forward1xx(r.Context(), c.w), r, hdr, body, path, rawQuery)
 	var resp *http.Response
 	var err error
-	upstreamDone := upstreamTimer(c.w)
+	upstreamDone := c.h.UpstreamTimer(c.w)
 	if toH2 {
-		resp, err = c.p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false }, dialLabels{inbound: true})
+		resp, err = c.h.AppH2(req, app)
 	} else {
-		resp, err = c.p.http.appH1.RoundTrip(req, app.String())
+		resp, err = c.h.AppH1.RoundTrip(req, app.String())
 	}
 	upstreamDone()
 	return resp, err
@@ -218,13 +261,13 @@ func (c *inboundCall) send(hdr http.Header, toH2 bool, app netip.AddrPort) (*htt
 // went away or its body failed, the application could not be reached, or
 // the exchange with it failed.
 func (c *inboundCall) cause(err error) error {
-	var de *dialError
+	var de *httpcore.DialError
 	var he *h1.DialError
 	switch {
 	case c.r.Context().Err() != nil:
 		return httpcore.ErrClientGone
 	case c.cbody.Failed() != nil:
-		return &requestBodyError{c.cbody.Failed()}
+		return &httpcore.RequestBodyError{Err: c.cbody.Failed()}
 	case errors.As(err, &de), errors.As(err, &he):
 		return &appError{err: err, dial: true}
 	}
@@ -241,15 +284,15 @@ func (c *inboundCall) relay(resp *http.Response) {
 	gs := resp.Header.Get("Grpc-Status")
 	failure := route.Failure(c.classes, resp.StatusCode, gs)
 	c.stats.Head(resp.StatusCode)
-	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.info.h2)
+	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.info.H2)
 	trailer, n, err := httpcore.CopyResponse(c.w, resp, httpcore.RemoveMeshHeaders, nil)
 	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
 		gs = tgs
 		failure = route.Failure(c.classes, resp.StatusCode, gs)
 	}
 	if err != nil {
-		c.stats.Done(resp.StatusCode, gs, true, streamErrorClass(err))
-		tap.End(&c.tr, n, -1, tapResetCode(err), nil)
+		c.stats.Done(resp.StatusCode, gs, true, httpcore.StreamErrorClass(err))
+		tap.End(&c.tr, n, -1, httpcore.StreamResetCode(err), nil)
 		if errors.Is(err, httpcore.ErrUpstreamBody) {
 			httpcore.Abort()
 		}
@@ -271,41 +314,29 @@ func (c *inboundCall) fail(err error) {
 	gs := httpcore.GRPCStatusOf(c.grpc, &e)
 	switch err.(type) {
 	case *denyError:
-		c.p.log.Info("inbound request denied", "port", c.info.port, "reason", e.Class, "peer_id", c.info.peer.Identity, "method", c.r.Method)
+		c.h.Log.Info("inbound request denied", "port", c.info.Port, "reason", e.Class, "peer_id", c.info.Peer.Identity, "method", c.r.Method)
 		httpcore.WriteAnswer(c.w, c.grpc, &e, true)
 	case *rateLimitError:
 		writeRateLimited(c.w, c.grpc, e.Msg)
 	default:
 		// The port's label is formatted only here, not on every request.
-		c.p.m.http.Errors.WithLabelValues(Inbound, strconv.Itoa(int(c.info.port)), e.Class).Inc()
+		c.h.Metrics.Errors.WithLabelValues(direction, strconv.Itoa(int(c.info.Port)), e.Class).Inc()
 		httpcore.WriteAnswer(c.w, c.grpc, &e, false)
 		c.stats.Head(e.Status)
 		c.stats.Done(e.Status, gs, true, e.Class)
 	}
-	c.tr.ResponseInit(e.Status, c.w.Header(), c.info.h2)
+	c.tr.ResponseInit(e.Status, c.w.Header(), c.info.H2)
 	tap.End(&c.tr, 0, tap.GRPCStatus(gs), -1, nil)
 }
 
-// streamErrorClass names why a response stream did not complete, for the
-// error label.
-func streamErrorClass(err error) string {
-	switch {
-	case errors.Is(err, httpcore.ErrClientGone):
-		return "client-gone"
-	case errors.Is(err, httpcore.ErrUpstreamBody):
-		return "upstream-reset"
-	}
-	return "error"
-}
-
-// origProto returns the HTTP/1 version an l5d-orig-proto value carries,
+// OrigProto returns the HTTP/1 version an l5d-orig-proto value carries,
 // or "" for any value other than those Linkerd's proxies send (Weft's
 // send "HTTP/1.1"): "HTTP/1.1" or "HTTP/1.0", optionally followed by
 // "; absolute-form". The inbound proxy honours the header only on an
 // HTTP/2 request from a peer proxy with a verified identity; a request
 // whose value is unknown stays HTTP/2, as Linkerd's proxy leaves it, and
 // the header is dropped with the mesh's others either way.
-func origProto(v string) string {
+func OrigProto(v string) string {
 	switch v {
 	case "HTTP/1.1", "HTTP/1.1; absolute-form":
 		return "HTTP/1.1"
@@ -322,16 +353,16 @@ func origProto(v string) string {
 // a Service. The header is read only from a peer proxy, and only when it
 // has one value; it is removed before the request reaches the
 // application either way.
-func (p *Proxy) profileRoute(r *http.Request, info *connInfo, res *authz.Result) (profRoute, []route.ResponseClass) {
-	if !info.fromProxy || !info.peer.TLS {
-		return profRoute{name: defaultRouteName}, nil
+func (h *HTTP) profileRoute(r *http.Request, info *Conn, res *authz.Result) (profRoute, []route.ResponseClass) {
+	if !info.FromProxy || !info.Peer.TLS {
+		return profRoute{name: route.DefaultName}, nil
 	}
-	name := info.dstName
+	name := info.DstName
 	if v := r.Header.Values(httpcore.HeaderDstCanonical); len(v) == 1 {
 		name = v[0]
 	}
 	if name == "" {
-		return profRoute{name: defaultRouteName}, nil
+		return profRoute{name: route.DefaultName}, nil
 	}
 	path := res.Path
 	if path == "" {
@@ -340,6 +371,6 @@ func (p *Proxy) profileRoute(r *http.Request, info *connInfo, res *authz.Result)
 			path = np
 		}
 	}
-	dst, rt, classes := p.inboundRoute(r.Context(), name, r.Method, path)
+	dst, rt, classes := h.Route(r.Context(), name, r.Method, path)
 	return profRoute{dst: dst, name: rt}, classes
 }
