@@ -183,7 +183,7 @@
 // target_port, tls with client_id, server_id or no_tls_reason, the dst_*
 // labels of the endpoint's discovery metric labels, srv_*/route_*/authz_*
 // of inbound policy, parent_*/route_* of an outbound TCP or TLS route
-// (metrics_streamroute.go), ratelimit_* of a rate limit, status_code,
+// (outbound_stream.go), ratelimit_* of a rate limit, status_code,
 // classification, grpc_status, error, and peer (src or dst) on transport
 // series; the route_* series carry dst (the
 // called Service's name, which discovery confirmed), rt_route (the

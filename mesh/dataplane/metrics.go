@@ -34,7 +34,7 @@ type metrics struct {
 
 	tcpOpen, tcpClose, tcpOpenConns, tcpRead, tcpWrite, tcpDuration *metricstore.Family
 	tcpAuthzAllow, tcpAuthzDeny                                     *metricstore.Family
-	tcpRouteOpen, tcpRouteClose, tlsRouteOpen, tlsRouteClose        *metricstore.Family // metrics_streamroute.go
+	tcpRouteOpen, tcpRouteClose, tlsRouteOpen, tlsRouteClose        *metricstore.Family // outbound_stream.go
 
 	refused       *prometheus.CounterVec // tcp_refused_total
 	policyRefused prometheus.Counter

@@ -216,7 +216,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		return ok
 	}
 	// The policy's built-in opaque route, counted as Linkerd's proxy
-	// counts it (metrics_streamroute.go).
+	// counts it (outbound_stream.go).
 	rc := p.opaqueRouteOpened(ctx, dest, fallback)
 	if dest.egress && p.egressRefusesOpaque(ctx, dest, log) {
 		rc.closed(routeClosedForbidden)

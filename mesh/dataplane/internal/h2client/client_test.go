@@ -165,7 +165,6 @@ func TestResponseTrailersAppearAtEOFAndRequestTrailersAreSent(t *testing.T) {
 	noClientGoroutinesAfter(t, cc)
 }
 
-
 func TestARequestWithAReadyBodyGoesOutInOneWrite(t *testing.T) {
 	srv := startH2(t, false, nil, http.HandlerFunc(echo))
 	raw, err := net.Dial("tcp", srv.addr)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/weftmesh/weft/apis/proxy/meta"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -143,4 +144,25 @@ func Classification(failure bool) string {
 		return "failure"
 	}
 	return "success"
+}
+
+// PolicyMeta adds PREFIX_group, PREFIX_kind, PREFIX_namespace and
+// PREFIX_name of m, and with service PREFIX_port and PREFIX_section_name,
+// as Linkerd's proxy spells them: metadata of no resource is kind
+// "default" with its name and the other labels empty, a port of 0 is
+// empty (the labels of an outbound route's parent and route).
+func PolicyMeta(l *Labels, prefix string, m *meta.Metadata, service bool) *Labels {
+	group, kind, ns, name, section, port := "", "default", "", m.GetDefault(), "", ""
+	if r := m.GetResource(); r != nil {
+		group, kind, ns, name, section = r.GetGroup(), r.GetKind(), r.GetNamespace(), r.GetName(), r.GetSection()
+		if r.GetPort() != 0 {
+			port = strconv.FormatUint(uint64(r.GetPort()), 10)
+		}
+	}
+	l.Add(prefix+"_group", LabelValue(group)).Add(prefix+"_kind", LabelValue(kind)).
+		Add(prefix+"_namespace", LabelValue(ns)).Add(prefix+"_name", LabelValue(name))
+	if service {
+		l.Add(prefix+"_port", port).Add(prefix+"_section_name", LabelValue(section))
+	}
+	return l
 }

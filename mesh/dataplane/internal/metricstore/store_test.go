@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/weftmesh/weft/apis/proxy/meta"
 )
 
 func newTestStore(t *testing.T) (*Store, *prometheus.Registry) {
@@ -137,4 +139,22 @@ func TestLabelValuesFromPeersAreMadeValidAndBounded(t *testing.T) {
 	assert.Equal(t, "web-\uFFFD", got["dst_pod"])
 	assert.Len(t, got["dst_namespace"], MaxLabelValue)
 	assert.NotContains(t, got, "dst_evil", "only known discovery keys become labels")
+}
+
+func TestPolicyMetaNamesABuiltInRouteAndAResourceAsLinkerdsProxyDoes(t *testing.T) {
+	pairs := func(l *Labels) map[string]string {
+		m := map[string]string{}
+		for i, n := range l.Names {
+			m[n] = l.Values[i]
+		}
+		return m
+	}
+	builtIn := &meta.Metadata{Kind: &meta.Metadata_Default{Default: "tcp-egress-deny"}}
+	assert.Equal(t, map[string]string{"route_group": "", "route_kind": "default", "route_namespace": "", "route_name": "tcp-egress-deny"},
+		pairs(PolicyMeta(&Labels{}, "route", builtIn, false)))
+	svc := &meta.Metadata{Kind: &meta.Metadata_Resource{Resource: &meta.Resource{Group: "core", Kind: "Service", Namespace: "shop", Name: "db", Port: 7000}}}
+	assert.Equal(t, map[string]string{"parent_group": "core", "parent_kind": "Service", "parent_namespace": "shop", "parent_name": "db", "parent_port": "7000", "parent_section_name": ""},
+		pairs(PolicyMeta(&Labels{}, "parent", svc, true)))
+	noPort := &meta.Metadata{Kind: &meta.Metadata_Resource{Resource: &meta.Resource{Group: "policy.linkerd.io", Kind: "EgressNetwork", Namespace: "shop", Name: "egress"}}}
+	assert.Equal(t, "", pairs(PolicyMeta(&Labels{}, "parent", noPort, true))["parent_port"], "no port is an empty label, as in Linkerd's proxy")
 }
