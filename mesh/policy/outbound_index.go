@@ -56,6 +56,53 @@ type serviceInfo struct {
 	tcp, tls []*streamAttach
 	// egress is set when the parent is an EgressNetwork (outbound_egress.go).
 	egress *egressParent
+	// consumers are the consumer routes of the Service by the namespace
+	// they are in: only clients in that namespace get them. The routes
+	// above are its producer routes (in the Service's namespace), which
+	// every client gets.
+	consumers map[string]*consumerRoutes
+}
+
+// consumerRoutes are the routes of one namespace whose parent is a
+// Service in another namespace (Gateway API's consumer routes).
+type consumerRoutes struct {
+	http, grpc []*outboundRoute
+	tcp, tls   []*streamAttach
+}
+
+// consumer returns the consumer routes of namespace ns, adding them.
+func (si *serviceInfo) consumer(ns string) *consumerRoutes {
+	if si.consumers == nil {
+		si.consumers = map[string]*consumerRoutes{}
+	}
+	c := si.consumers[ns]
+	if c == nil {
+		c = &consumerRoutes{}
+		si.consumers[ns] = c
+	}
+	return c
+}
+
+// forClient is the Service as a client in namespace ns sees it: its
+// producer routes and, when ns has consumer routes for it, those too,
+// in one list per kind ordered as Linkerd's controller orders the routes
+// it serves (oldest first, then by name). Linkerd merges the two sets in
+// the same way: a consumer route does not hide the producer routes.
+func (si *serviceInfo) forClient(ns string) *serviceInfo {
+	c := si.consumers[ns]
+	if c == nil {
+		return si
+	}
+	view := *si
+	view.http = append(append([]*outboundRoute(nil), si.http...), c.http...)
+	view.grpc = append(append([]*outboundRoute(nil), si.grpc...), c.grpc...)
+	view.tcp = append(append([]*streamAttach(nil), si.tcp...), c.tcp...)
+	view.tls = append(append([]*streamAttach(nil), si.tls...), c.tls...)
+	sortOutbound(view.http)
+	sortOutbound(view.grpc)
+	sortStreams(view.tcp)
+	sortStreams(view.tls)
+	return &view
 }
 
 type outboundIndex struct {
@@ -250,12 +297,6 @@ func (b *builder) buildOutbound() *outboundIndex {
 			if !isServiceParent(pr) {
 				continue
 			}
-			if pr.namespace != r.meta.Namespace {
-				// Consumer routes (in the client's namespace) are not
-				// supported yet; producer routes live with the Service.
-				b.p.warnf(r.ref, "spec.parentRefs", "routes for a Service in another namespace are not supported; ignored for %s/%s", pr.namespace, pr.name)
-				continue
-			}
 			si, ok := ox.services[nsName{pr.namespace, pr.name}]
 			if !ok {
 				b.p.warnf(r.ref, "spec.parentRefs", "Service %s/%s not found", pr.namespace, pr.name)
@@ -264,6 +305,11 @@ func (b *builder) buildOutbound() *outboundIndex {
 			or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, http: r.rules}
 			or.retry = parseRetry(b.p, r.ref, r.meta.Annotations)
 			or.timeouts, or.hasTO = parseTimeouts(b.p, r.ref, r.meta.Annotations)
+			if pr.namespace != r.meta.Namespace {
+				c := si.consumer(r.meta.Namespace)
+				c.http = append(c.http, or)
+				continue
+			}
 			si.http = append(si.http, or)
 		}
 	}
@@ -272,7 +318,7 @@ func (b *builder) buildOutbound() *outboundIndex {
 			continue
 		}
 		for _, pr := range r.parents {
-			if !isServiceParent(pr) || pr.namespace != r.meta.Namespace {
+			if !isServiceParent(pr) {
 				continue
 			}
 			si, ok := ox.services[nsName{pr.namespace, pr.name}]
@@ -283,6 +329,11 @@ func (b *builder) buildOutbound() *outboundIndex {
 			or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, grpc: r.route.Rules, grpcBack: r.backends}
 			or.retry = parseRetry(b.p, r.ref, r.meta.Annotations)
 			or.timeouts, or.hasTO = parseTimeouts(b.p, r.ref, r.meta.Annotations)
+			if pr.namespace != r.meta.Namespace {
+				c := si.consumer(r.meta.Namespace)
+				c.grpc = append(c.grpc, or)
+				continue
+			}
 			si.grpc = append(si.grpc, or)
 		}
 	}
