@@ -170,6 +170,7 @@ func (b *builder) translateRoutes() {
 		spec, ok := translateHTTPRoute(p, policyGroup, &r.ObjectMeta, parents, r.Spec.Hostnames, rules,
 			func(i int) []gatewayv1.HTTPRouteMatch { return r.Spec.Rules[i].Matches })
 		if ok {
+			spec.emptyRules = r.Spec.Rules != nil && len(r.Spec.Rules) == 0
 			b.httpRoutes = append(b.httpRoutes, spec)
 		}
 	}
@@ -183,6 +184,7 @@ func (b *builder) translateRoutes() {
 		spec, ok := translateHTTPRoute(p, gatewayv1.GroupName, &r.ObjectMeta, parents, r.Spec.Hostnames, rules,
 			func(i int) []gatewayv1.HTTPRouteMatch { return r.Spec.Rules[i].Matches })
 		if ok {
+			spec.emptyRules = r.Spec.Rules != nil && len(r.Spec.Rules) == 0
 			if field, kind := unsupportedHTTPFilter(r.Spec.Rules, false); field != "" {
 				spec.unsupported = kind
 				p.warnf(spec.ref, field, "%s filters are not supported; the route is ignored, as Linkerd ignores it", kind)

@@ -1,12 +1,15 @@
 package policy
 
 import (
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/weftmesh/weft/apis/manifest"
 )
 
 func TestFanoutComputesEachKeyOncePerIndexWhateverTheSubscriberCount(t *testing.T) {
@@ -97,4 +100,133 @@ func TestFanoutDoesNotWakeSubscribersWhenTheValueIsUnchanged(t *testing.T) {
 		t.Fatal("woken for an unchanged value")
 	default:
 	}
+}
+
+func TestFanoutMovesASubscriberWhenItsKeyStopsOrStartsSharingATopic(t *testing.T) {
+	// Keys "a" and "b" share topic "shared" until split is set; then "b"
+	// is its own topic with another value.
+	split := false
+	var computed atomic.Int64
+	f := newFanout(func(ix *Index, key string) (int, error) {
+		computed.Add(1)
+		if key == "b" {
+			return 2, nil
+		}
+		return 1, nil
+	}, func(a, b int) bool { return a == b }).withCanon(func(ix *Index, key string) string {
+		if split && key == "b" {
+			return "b"
+		}
+		return "shared"
+	})
+	f.update(&Index{})
+	a, b := f.subscribe("a"), f.subscribe("b")
+	keys, subs := f.watchers()
+	assert.Equal(t, 1, keys, "one topic for both keys")
+	assert.Equal(t, 2, subs)
+	assert.Equal(t, int64(1), computed.Load(), "computed once for both")
+	for _, s := range []*subscription[int]{a, b} {
+		v, _, fresh := s.latest()
+		require.True(t, fresh)
+		assert.Equal(t, 1, v)
+	}
+
+	split = true
+	f.update(&Index{})
+	keys, _ = f.watchers()
+	assert.Equal(t, 2, keys)
+	select {
+	case <-b.wake:
+	default:
+		t.Fatal("the subscriber whose value changed was not woken")
+	}
+	v, _, fresh := b.latest()
+	assert.True(t, fresh)
+	assert.Equal(t, 2, v)
+	select {
+	case <-a.wake:
+		t.Fatal("the subscriber that stayed was woken")
+	default:
+	}
+
+	// Back to sharing: b's value changes back, a's does not.
+	split = false
+	f.update(&Index{})
+	keys, _ = f.watchers()
+	assert.Equal(t, 1, keys, "the emptied topic is gone")
+	select {
+	case <-b.wake:
+	default:
+		t.Fatal("b was not woken")
+	}
+	v, _, fresh = b.latest()
+	assert.True(t, fresh)
+	assert.Equal(t, 1, v)
+	_, _, fresh = a.latest()
+	assert.False(t, fresh)
+
+	a.close()
+	b.close()
+	keys, subs = f.watchers()
+	assert.Zero(t, keys)
+	assert.Zero(t, subs)
+}
+
+func TestFanoutDoesNotWakeAMovedSubscriberWhoseValueIsTheSame(t *testing.T) {
+	split := false
+	f := newFanout(func(ix *Index, key string) (int, error) { return 1, nil }, func(a, b int) bool { return a == b }).
+		withCanon(func(ix *Index, key string) string {
+			if split {
+				return key
+			}
+			return "shared"
+		})
+	f.update(&Index{})
+	s := f.subscribe("k")
+	s.latest()
+	split = true
+	f.update(&Index{})
+	select {
+	case <-s.wake:
+		t.Fatal("woken though the new topic holds the value it read")
+	default:
+	}
+	_, _, fresh := s.latest()
+	assert.False(t, fresh)
+}
+
+func TestOutboundTopicsAreSharedUnlessTheClientsNamespaceHasConsumerRoutes(t *testing.T) {
+	const base = `apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: my-app}
+spec: {clusterIP: 10.96.0.10, ports: [{name: http, port: 80}]}
+`
+	const consumer = `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: shop-view, namespace: shop}
+spec:
+  parentRefs: [{group: core, kind: Service, namespace: my-app, name: web, port: 80}]
+`
+	build := func(doc string) *Index {
+		ms, err := manifest.Decode("test.yaml", []byte(doc))
+		require.NoError(t, err)
+		o, err := ObjectsFromManifests(ms)
+		require.NoError(t, err)
+		return Build(o, nil)
+	}
+	target := func(ns string) string {
+		return OutboundTarget{Namespace: "my-app", Name: "web", Port: 80, SourceNamespace: ns}.key()
+	}
+	producer := build(base)
+	withConsumer := build(base + consumer)
+	for _, ns := range []string{"", "my-app", "shop", "other", "a\x00b"} {
+		assert.Equal(t, target(""), outboundTopic(producer, target(ns)), "without consumer routes, %q shares the topic", ns)
+		assert.Equal(t, OutboundTarget{Namespace: "my-app", Name: "web", Port: 80, SourceNamespace: ns}, parseOutboundKey(target(ns)), "the key reads back")
+	}
+	assert.Equal(t, target("shop"), outboundTopic(withConsumer, target("shop")), "shop's consumer route makes its own topic")
+	assert.Equal(t, target(""), outboundTopic(withConsumer, target("other")))
+	assert.Equal(t, target(""), outboundTopic(withConsumer, target("my-app")))
+	addr := OutboundTarget{Addr: netip.MustParseAddrPort("1.1.1.1:80"), SourceNamespace: "shop"}.key()
+	assert.Equal(t, addr, outboundTopic(withConsumer, addr), "address keys are left alone")
 }

@@ -35,6 +35,7 @@ type outboundRoute struct {
 	hosts    []authz.HostMatch
 	port     int32 // parentRef port, 0 for every port
 	http     []routeRule
+	noRules  bool // an HTTPRoute that lists no rules (httpRouteSpec.emptyRules)
 	grpc     []authz.GRPCRule
 	grpcBack [][]gatewayv1.BackendRef
 	retry    retrySpec
@@ -302,7 +303,7 @@ func (b *builder) buildOutbound() *outboundIndex {
 				b.p.warnf(r.ref, "spec.parentRefs", "Service %s/%s not found", pr.namespace, pr.name)
 				continue
 			}
-			or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, http: r.rules}
+			or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, http: r.rules, noRules: r.emptyRules}
 			or.retry = parseRetry(b.p, r.ref, r.meta.Annotations)
 			or.timeouts, or.hasTO = parseTimeouts(b.p, r.ref, r.meta.Annotations)
 			if pr.namespace != r.meta.Namespace {
@@ -326,7 +327,7 @@ func (b *builder) buildOutbound() *outboundIndex {
 				b.p.warnf(r.ref, "spec.parentRefs", "Service %s/%s not found", pr.namespace, pr.name)
 				continue
 			}
-			or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, grpc: r.route.Rules, grpcBack: r.backends}
+			or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, grpc: r.outboundRules(), grpcBack: r.backends}
 			or.retry = parseRetry(b.p, r.ref, r.meta.Annotations)
 			or.timeouts, or.hasTO = parseTimeouts(b.p, r.ref, r.meta.Annotations)
 			if pr.namespace != r.meta.Namespace {

@@ -341,7 +341,7 @@ func (ix *Index) outboundHTTPRoutes(si *serviceInfo, rs []*outboundRoute, backen
 			Group: r.meta.Group, Kind: r.meta.Kind, Namespace: r.meta.Namespace, Name: r.meta.Name}}},
 			Hosts: authz.HostsToProto(r.hosts)}
 		rules := r.http
-		if len(rules) == 0 {
+		if len(rules) == 0 && !r.noRules {
 			rules = []routeRule{{}}
 		}
 		for _, rule := range rules {
