@@ -97,6 +97,9 @@ func outboundTopic(ix *Index, key string) string {
 // hasConsumerRoutes says whether namespace client has routes for Service
 // ns/name of its own.
 func (ix *Index) hasConsumerRoutes(ns, name, client string) bool {
+	if ix.outbound == nil {
+		return false
+	}
 	si, ok := ix.outbound.services[nsName{ns, name}]
 	return ok && si.consumers[client] != nil
 }
