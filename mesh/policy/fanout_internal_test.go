@@ -199,7 +199,7 @@ func TestOutboundTopicsAreSharedUnlessTheClientsNamespaceHasConsumerRoutes(t *te
 	const base = `apiVersion: v1
 kind: Service
 metadata: {name: web, namespace: my-app}
-spec: {clusterIP: 10.96.0.10, ports: [{name: http, port: 80}]}
+spec: {clusterIP: 10.96.0.10, ports: [{name: http, port: 80}, {name: admin, port: 8080}]}
 `
 	const consumer = `---
 apiVersion: gateway.networking.k8s.io/v1
@@ -218,6 +218,9 @@ spec:
 	target := func(ns string) string {
 		return OutboundTarget{Namespace: "my-app", Name: "web", Port: 80, SourceNamespace: ns}.key()
 	}
+	other := func(ns string) string {
+		return OutboundTarget{Namespace: "my-app", Name: "web", Port: 8080, SourceNamespace: ns}.key()
+	}
 	producer := build(base)
 	withConsumer := build(base + consumer)
 	for _, ns := range []string{"", "my-app", "shop", "other", "a\x00b"} {
@@ -227,6 +230,7 @@ spec:
 	assert.Equal(t, target("shop"), outboundTopic(withConsumer, target("shop")), "shop's consumer route makes its own topic")
 	assert.Equal(t, target(""), outboundTopic(withConsumer, target("other")))
 	assert.Equal(t, target(""), outboundTopic(withConsumer, target("my-app")))
+	assert.Equal(t, other(""), outboundTopic(withConsumer, other("shop")), "shop's route is for port 80 only")
 	addr := OutboundTarget{Addr: netip.MustParseAddrPort("1.1.1.1:80"), SourceNamespace: "shop"}.key()
 	assert.Equal(t, addr, outboundTopic(withConsumer, addr), "address keys are left alone")
 }

@@ -71,6 +71,18 @@ type consumerRoutes struct {
 	tcp, tls   []*streamAttach
 }
 
+// appliesTo says whether any of the routes applies to port.
+func (c *consumerRoutes) appliesTo(port uint16) bool {
+	for _, rs := range [][]*outboundRoute{c.http, c.grpc} {
+		for _, r := range rs {
+			if r.port == 0 || r.port == int32(port) {
+				return true
+			}
+		}
+	}
+	return len(streamsFor(c.tcp, port)) > 0 || len(streamsFor(c.tls, port)) > 0
+}
+
 // consumer returns the consumer routes of namespace ns, adding them.
 func (si *serviceInfo) consumer(ns string) *consumerRoutes {
 	if si.consumers == nil {

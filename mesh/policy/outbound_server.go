@@ -80,28 +80,31 @@ func parseOutboundKey(key string) OutboundTarget {
 
 // outboundTopic is the fan-out topic of key in ix: a Service target's
 // key without the client's namespace unless that namespace has consumer
-// routes for the Service, so that every client without consumer routes
-// shares one computed policy per Service port.
+// routes for the Service port, so that every client without consumer
+// routes shares one computed policy per Service port.
 func outboundTopic(ix *Index, key string) string {
 	if ix == nil || !strings.HasPrefix(key, "svc\x00") {
 		return key
 	}
 	t := parseOutboundKey(key)
-	if t.SourceNamespace == "" || ix.hasConsumerRoutes(t.Namespace, t.Name, t.SourceNamespace) {
+	if t.SourceNamespace == "" || ix.hasConsumerRoutes(t.Namespace, t.Name, t.Port, t.SourceNamespace) {
 		return key
 	}
 	t.SourceNamespace = ""
 	return t.key()
 }
 
-// hasConsumerRoutes says whether namespace client has routes for Service
-// ns/name of its own.
-func (ix *Index) hasConsumerRoutes(ns, name, client string) bool {
+// hasConsumerRoutes says whether namespace client has routes of its own
+// for port of Service ns/name.
+func (ix *Index) hasConsumerRoutes(ns, name string, port uint16, client string) bool {
 	if ix.outbound == nil {
 		return false
 	}
 	si, ok := ix.outbound.services[nsName{ns, name}]
-	return ok && si.consumers[client] != nil
+	if !ok || si.consumers[client] == nil {
+		return false
+	}
+	return si.consumers[client].appliesTo(port)
 }
 
 // ResolveAuthority maps "<name>.<namespace>.svc.<cluster-domain>[:port]"
