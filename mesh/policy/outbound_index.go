@@ -83,8 +83,9 @@ func (c *consumerRoutes) appliesTo(port uint16) bool {
 	return len(streamsFor(c.tcp, port)) > 0 || len(streamsFor(c.tls, port)) > 0
 }
 
-// consumer returns the consumer routes of namespace ns, adding them.
-func (si *serviceInfo) consumer(ns string) *consumerRoutes {
+// consumer returns the consumer routes of namespace ns for si, adding
+// them.
+func (ox *outboundIndex) consumer(si *serviceInfo, ns string) *consumerRoutes {
 	if si.consumers == nil {
 		si.consumers = map[string]*consumerRoutes{}
 	}
@@ -92,6 +93,7 @@ func (si *serviceInfo) consumer(ns string) *consumerRoutes {
 	if c == nil {
 		c = &consumerRoutes{}
 		si.consumers[ns] = c
+		ox.consumers++
 	}
 	return c
 }
@@ -123,6 +125,9 @@ type outboundIndex struct {
 	services map[nsName]*serviceInfo
 	byIP     map[netip.Addr]*serviceInfo
 	egress   []*egressNet // translate_egress.go
+	// consumers counts the (Service, namespace) pairs with consumer
+	// routes; none is the common case, which needs no lookup per watch.
+	consumers int
 }
 
 // parseLinkerdDuration reads Linkerd's duration format: digits and a unit
@@ -319,7 +324,7 @@ func (b *builder) buildOutbound() *outboundIndex {
 			or.retry = parseRetry(b.p, r.ref, r.meta.Annotations)
 			or.timeouts, or.hasTO = parseTimeouts(b.p, r.ref, r.meta.Annotations)
 			if pr.namespace != r.meta.Namespace {
-				c := si.consumer(r.meta.Namespace)
+				c := ox.consumer(si, r.meta.Namespace)
 				c.http = append(c.http, or)
 				continue
 			}
@@ -343,7 +348,7 @@ func (b *builder) buildOutbound() *outboundIndex {
 			or.retry = parseRetry(b.p, r.ref, r.meta.Annotations)
 			or.timeouts, or.hasTO = parseTimeouts(b.p, r.ref, r.meta.Annotations)
 			if pr.namespace != r.meta.Namespace {
-				c := si.consumer(r.meta.Namespace)
+				c := ox.consumer(si, r.meta.Namespace)
 				c.grpc = append(c.grpc, or)
 				continue
 			}

@@ -86,12 +86,26 @@ func outboundTopic(ix *Index, key string) string {
 	if ix == nil || !strings.HasPrefix(key, "svc\x00") {
 		return key
 	}
-	t := parseOutboundKey(key)
-	if t.SourceNamespace == "" || ix.hasConsumerRoutes(t.Namespace, t.Name, t.Port, t.SourceNamespace) {
+	// The client's namespace follows the fourth NUL (the Service's
+	// namespace, name and port hold none).
+	cut := 0
+	for range 4 {
+		i := strings.IndexByte(key[cut:], 0)
+		if i < 0 {
+			return key
+		}
+		cut += i + 1
+	}
+	if cut == len(key) {
 		return key
 	}
-	t.SourceNamespace = ""
-	return t.key()
+	if ix.outbound != nil && ix.outbound.consumers > 0 {
+		t := parseOutboundKey(key)
+		if ix.hasConsumerRoutes(t.Namespace, t.Name, t.Port, t.SourceNamespace) {
+			return key
+		}
+	}
+	return key[:cut]
 }
 
 // hasConsumerRoutes says whether namespace client has routes of its own

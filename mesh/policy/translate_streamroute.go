@@ -117,7 +117,7 @@ func (b *builder) attachStreamRoutes(routes []*streamRoute, ox *outboundIndex, e
 				}
 				tcp, tlsRoutes := &si.tcp, &si.tls
 				if pr.namespace != r.ref.Namespace {
-					c := si.consumer(r.ref.Namespace)
+					c := ox.consumer(si, r.ref.Namespace)
 					tcp, tlsRoutes = &c.tcp, &c.tls
 				}
 				if tls {
