@@ -170,6 +170,7 @@ func (b *builder) translateRoutes() {
 		spec, ok := translateHTTPRoute(p, policyGroup, &r.ObjectMeta, parents, r.Spec.Hostnames, rules,
 			func(i int) []gatewayv1.HTTPRouteMatch { return r.Spec.Rules[i].Matches })
 		if ok {
+			spec.emptyRules = r.Spec.Rules != nil && len(r.Spec.Rules) == 0
 			b.httpRoutes = append(b.httpRoutes, spec)
 		}
 	}
@@ -183,6 +184,7 @@ func (b *builder) translateRoutes() {
 		spec, ok := translateHTTPRoute(p, gatewayv1.GroupName, &r.ObjectMeta, parents, r.Spec.Hostnames, rules,
 			func(i int) []gatewayv1.HTTPRouteMatch { return r.Spec.Rules[i].Matches })
 		if ok {
+			spec.emptyRules = r.Spec.Rules != nil && len(r.Spec.Rules) == 0
 			if field, kind := unsupportedHTTPFilter(r.Spec.Rules, false); field != "" {
 				spec.unsupported = kind
 				p.warnf(spec.ref, field, "%s filters are not supported; the route is ignored, as Linkerd ignores it", kind)
@@ -414,8 +416,11 @@ func sortGRPCRoutes(rs []authz.GRPCRoute) {
 	sort.SliceStable(rs, func(i, j int) bool { return routeLess(rs[i].Created, rs[j].Created, rs[i].Meta, rs[j].Meta) })
 }
 
-// routeLess orders routes as the Gateway API asks: oldest first, routes
-// with a timestamp before those without, then by name.
+// routeLess orders routes as Linkerd's controller does: oldest first,
+// routes with a timestamp before those without, then by name. Routes of
+// one parent share its namespace, except where a Service's consumer
+// routes join its producer routes; there the namespace only breaks a tie
+// of names (Linkerd compares names alone).
 func routeLess(a, b time.Time, am, bm authz.Meta) bool {
 	if !a.Equal(b) {
 		if a.IsZero() || b.IsZero() {
@@ -423,8 +428,11 @@ func routeLess(a, b time.Time, am, bm authz.Meta) bool {
 		}
 		return a.Before(b)
 	}
-	if am.Namespace+"/"+am.Name != bm.Namespace+"/"+bm.Name {
-		return am.Namespace+"/"+am.Name < bm.Namespace+"/"+bm.Name
+	if am.Name != bm.Name {
+		return am.Name < bm.Name
+	}
+	if am.Namespace != bm.Namespace {
+		return am.Namespace < bm.Namespace
 	}
 	return am.Group < bm.Group
 }

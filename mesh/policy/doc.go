@@ -69,8 +69,13 @@
 // (Allow) or refuses (Deny) the rest; without one, Linkerd's
 // egress-fallback policy, which forwards everything.
 //
-// Gateway API TCPRoutes and TLSRoutes whose parent is a Service or an
-// EgressNetwork (in the route's namespace) route whole connections: a
+// A route (of any kind) whose parent is a Service in another namespace is
+// a consumer route: it is served, merged with the Service's own routes,
+// only to clients of the route's namespace, which is what the client's
+// proxy says in its request (OutboundTarget.SourceNamespace).
+//
+// Gateway API TCPRoutes and TLSRoutes whose parent is a Service (or an
+// EgressNetwork in the route's namespace) route whole connections: a
 // port with TLSRoutes and no HTTP or gRPC route is served as
 // ProxyProtocol.Tls (routes chosen by the ClientHello's SNI), one with a
 // TCPRoute as ProxyProtocol.Opaque (Linkerd serves the oldest TCPRoute
@@ -82,7 +87,8 @@
 // NewIndexer builds the first index from a Source; its Run method
 // rebuilds after every change. NewInboundServer and NewOutboundServer
 // register with a grpc.Server the caller owns. Every watch of the same
-// workload port (or Service port) shares one computed policy; a new
+// workload port (or Service port, unless the client's namespace has
+// consumer routes for the Service) shares one computed policy; a new
 // watcher gets the current one at once; a slow watcher skips to the
 // latest. Drain ends the watch streams so GracefulStop can finish.
 //

@@ -35,6 +35,7 @@ type outboundRoute struct {
 	hosts    []authz.HostMatch
 	port     int32 // parentRef port, 0 for every port
 	http     []routeRule
+	noRules  bool // an HTTPRoute that lists no rules (httpRouteSpec.emptyRules)
 	grpc     []authz.GRPCRule
 	grpcBack [][]gatewayv1.BackendRef
 	retry    retrySpec
@@ -56,6 +57,67 @@ type serviceInfo struct {
 	tcp, tls []*streamAttach
 	// egress is set when the parent is an EgressNetwork (outbound_egress.go).
 	egress *egressParent
+	// consumers are the consumer routes of the Service by the namespace
+	// they are in: only clients in that namespace get them. The routes
+	// above are its producer routes (in the Service's namespace), which
+	// every client gets.
+	consumers map[string]*consumerRoutes
+}
+
+// consumerRoutes are the routes of one namespace whose parent is a
+// Service in another namespace (Gateway API's consumer routes).
+type consumerRoutes struct {
+	http, grpc []*outboundRoute
+	tcp, tls   []*streamAttach
+}
+
+// appliesTo says whether any of the routes applies to port.
+func (c *consumerRoutes) appliesTo(port uint16) bool {
+	for _, rs := range [][]*outboundRoute{c.http, c.grpc} {
+		for _, r := range rs {
+			if r.port == 0 || r.port == int32(port) {
+				return true
+			}
+		}
+	}
+	return len(streamsFor(c.tcp, port)) > 0 || len(streamsFor(c.tls, port)) > 0
+}
+
+// consumer returns the consumer routes of namespace ns for si, adding
+// them.
+func (ox *outboundIndex) consumer(si *serviceInfo, ns string) *consumerRoutes {
+	if si.consumers == nil {
+		si.consumers = map[string]*consumerRoutes{}
+	}
+	c := si.consumers[ns]
+	if c == nil {
+		c = &consumerRoutes{}
+		si.consumers[ns] = c
+		ox.consumers++
+	}
+	return c
+}
+
+// forClient is the Service as a client in namespace ns sees it: its
+// producer routes and, when ns has consumer routes for it, those too,
+// in one list per kind ordered as Linkerd's controller orders the routes
+// it serves (oldest first, then by name). Linkerd merges the two sets in
+// the same way: a consumer route does not hide the producer routes.
+func (si *serviceInfo) forClient(ns string) *serviceInfo {
+	c := si.consumers[ns]
+	if c == nil {
+		return si
+	}
+	view := *si
+	view.http = append(append([]*outboundRoute(nil), si.http...), c.http...)
+	view.grpc = append(append([]*outboundRoute(nil), si.grpc...), c.grpc...)
+	view.tcp = append(append([]*streamAttach(nil), si.tcp...), c.tcp...)
+	view.tls = append(append([]*streamAttach(nil), si.tls...), c.tls...)
+	sortOutbound(view.http)
+	sortOutbound(view.grpc)
+	sortStreams(view.tcp)
+	sortStreams(view.tls)
+	return &view
 }
 
 type outboundIndex struct {
@@ -63,6 +125,9 @@ type outboundIndex struct {
 	services map[nsName]*serviceInfo
 	byIP     map[netip.Addr]*serviceInfo
 	egress   []*egressNet // translate_egress.go
+	// consumers counts the (Service, namespace) pairs with consumer
+	// routes; none is the common case, which needs no lookup per watch.
+	consumers int
 }
 
 // parseLinkerdDuration reads Linkerd's duration format: digits and a unit
@@ -250,20 +315,19 @@ func (b *builder) buildOutbound() *outboundIndex {
 			if !isServiceParent(pr) {
 				continue
 			}
-			if pr.namespace != r.meta.Namespace {
-				// Consumer routes (in the client's namespace) are not
-				// supported yet; producer routes live with the Service.
-				b.p.warnf(r.ref, "spec.parentRefs", "routes for a Service in another namespace are not supported; ignored for %s/%s", pr.namespace, pr.name)
-				continue
-			}
 			si, ok := ox.services[nsName{pr.namespace, pr.name}]
 			if !ok {
 				b.p.warnf(r.ref, "spec.parentRefs", "Service %s/%s not found", pr.namespace, pr.name)
 				continue
 			}
-			or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, http: r.rules}
+			or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, http: r.rules, noRules: r.emptyRules}
 			or.retry = parseRetry(b.p, r.ref, r.meta.Annotations)
 			or.timeouts, or.hasTO = parseTimeouts(b.p, r.ref, r.meta.Annotations)
+			if pr.namespace != r.meta.Namespace {
+				c := ox.consumer(si, r.meta.Namespace)
+				c.http = append(c.http, or)
+				continue
+			}
 			si.http = append(si.http, or)
 		}
 	}
@@ -272,7 +336,7 @@ func (b *builder) buildOutbound() *outboundIndex {
 			continue
 		}
 		for _, pr := range r.parents {
-			if !isServiceParent(pr) || pr.namespace != r.meta.Namespace {
+			if !isServiceParent(pr) {
 				continue
 			}
 			si, ok := ox.services[nsName{pr.namespace, pr.name}]
@@ -280,9 +344,14 @@ func (b *builder) buildOutbound() *outboundIndex {
 				b.p.warnf(r.ref, "spec.parentRefs", "Service %s/%s not found", pr.namespace, pr.name)
 				continue
 			}
-			or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, grpc: r.route.Rules, grpcBack: r.backends}
+			or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, grpc: r.outboundRules(), grpcBack: r.backends}
 			or.retry = parseRetry(b.p, r.ref, r.meta.Annotations)
 			or.timeouts, or.hasTO = parseTimeouts(b.p, r.ref, r.meta.Annotations)
+			if pr.namespace != r.meta.Namespace {
+				c := ox.consumer(si, r.meta.Namespace)
+				c.grpc = append(c.grpc, or)
+				continue
+			}
 			si.grpc = append(si.grpc, or)
 		}
 	}

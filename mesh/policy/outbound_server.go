@@ -46,16 +46,23 @@ type OutboundTarget struct {
 	// policy is then an EgressNetwork's, or the fallback that forwards to
 	// the address as it is.
 	Addr netip.AddrPort
-	// SourceNamespace is the asking workload's namespace, where Addr
-	// lookups look for EgressNetworks first.
+	// SourceNamespace is the asking workload's namespace: Addr lookups
+	// look for EgressNetworks there first, and a Service's consumer
+	// routes in that namespace apply (only) to it. It is the proxy's
+	// claim (the context token), trusted as Linkerd trusts it: a workload
+	// that names another namespace only changes which routes it is
+	// itself given, never anyone else's policy or what a server allows.
 	SourceNamespace string
 }
 
+// key is the fan-out key of the target. A Service target's key names the
+// client's namespace last (it is the proxy's claim and may hold any
+// byte); outboundTopic folds it away where it makes no difference.
 func (t OutboundTarget) key() string {
 	if t.Addr.IsValid() {
 		return "addr\x00" + t.SourceNamespace + "\x00" + t.Addr.String()
 	}
-	return fmt.Sprintf("svc\x00%s\x00%s\x00%d", t.Namespace, t.Name, t.Port)
+	return fmt.Sprintf("svc\x00%s\x00%s\x00%d\x00%s", t.Namespace, t.Name, t.Port, t.SourceNamespace)
 }
 
 func parseOutboundKey(key string) OutboundTarget {
@@ -66,9 +73,52 @@ func parseOutboundKey(key string) OutboundTarget {
 		ap, _ := netip.ParseAddrPort(rest[i+1:])
 		return OutboundTarget{Addr: ap, SourceNamespace: rest[:i]}
 	}
-	parts := strings.Split(key, "\x00")
+	parts := strings.SplitN(key, "\x00", 5)
 	port, _ := strconv.Atoi(parts[3])
-	return OutboundTarget{Namespace: parts[1], Name: parts[2], Port: uint16(port)}
+	return OutboundTarget{Namespace: parts[1], Name: parts[2], Port: uint16(port), SourceNamespace: parts[4]}
+}
+
+// outboundTopic is the fan-out topic of key in ix: a Service target's
+// key without the client's namespace unless that namespace has consumer
+// routes for the Service port, so that every client without consumer
+// routes shares one computed policy per Service port.
+func outboundTopic(ix *Index, key string) string {
+	if ix == nil || !strings.HasPrefix(key, "svc\x00") {
+		return key
+	}
+	// The client's namespace follows the fourth NUL (the Service's
+	// namespace, name and port hold none).
+	cut := 0
+	for range 4 {
+		i := strings.IndexByte(key[cut:], 0)
+		if i < 0 {
+			return key
+		}
+		cut += i + 1
+	}
+	if cut == len(key) {
+		return key
+	}
+	if ix.outbound != nil && ix.outbound.consumers > 0 {
+		t := parseOutboundKey(key)
+		if ix.hasConsumerRoutes(t.Namespace, t.Name, t.Port, t.SourceNamespace) {
+			return key
+		}
+	}
+	return key[:cut]
+}
+
+// hasConsumerRoutes says whether namespace client has routes of its own
+// for port of Service ns/name.
+func (ix *Index) hasConsumerRoutes(ns, name string, port uint16, client string) bool {
+	if ix.outbound == nil {
+		return false
+	}
+	si, ok := ix.outbound.services[nsName{ns, name}]
+	if !ok || si.consumers[client] == nil {
+		return false
+	}
+	return si.consumers[client].appliesTo(port)
 }
 
 // ResolveAuthority maps "<name>.<namespace>.svc.<cluster-domain>[:port]"
@@ -147,6 +197,7 @@ func (ix *Index) OutboundPolicy(t OutboundTarget) (*outbound.OutboundPolicy, err
 	if !ok {
 		return nil, fmt.Errorf("%w: Service %s/%s", ErrNotFound, t.Namespace, t.Name)
 	}
+	si = si.forClient(t.SourceNamespace)
 	var sp *corev1.ServicePort
 	for i := range si.svc.Spec.Ports {
 		if si.svc.Spec.Ports[i].Port == int32(t.Port) {
@@ -310,7 +361,7 @@ func (ix *Index) outboundHTTPRoutes(si *serviceInfo, rs []*outboundRoute, backen
 			Group: r.meta.Group, Kind: r.meta.Kind, Namespace: r.meta.Namespace, Name: r.meta.Name}}},
 			Hosts: authz.HostsToProto(r.hosts)}
 		rules := r.http
-		if len(rules) == 0 {
+		if len(rules) == 0 && !r.noRules {
 			rules = []routeRule{{}}
 		}
 		for _, rule := range rules {
@@ -509,7 +560,7 @@ func NewOutboundServer(x *Indexer) (*OutboundServer, error) {
 	s := &OutboundServer{x: x, drain: newDrainer()}
 	s.hub = newFanout(func(ix *Index, key string) (*outbound.OutboundPolicy, error) {
 		return ix.OutboundPolicy(parseOutboundKey(key))
-	}, func(a, b *outbound.OutboundPolicy) bool { return proto.Equal(a, b) })
+	}, func(a, b *outbound.OutboundPolicy) bool { return proto.Equal(a, b) }).withCanon(outboundTopic)
 	x.listen(s.hub.update)
 	return s, nil
 }
@@ -533,7 +584,9 @@ func (s *OutboundServer) target(spec *outbound.TrafficSpec) (OutboundTarget, err
 	ix := s.x.Index()
 	switch t := spec.GetTarget().(type) {
 	case *outbound.TrafficSpec_Authority:
-		return ix.ResolveAuthority(t.Authority)
+		ot, err := ix.ResolveAuthority(t.Authority)
+		ot.SourceNamespace = source.Namespace
+		return ot, err
 	case *outbound.TrafficSpec_Addr:
 		a, err := authz.AddrFromProto(t.Addr.GetIp())
 		if err != nil {
@@ -544,9 +597,7 @@ func (s *OutboundServer) target(spec *outbound.TrafficSpec) (OutboundTarget, err
 			return OutboundTarget{}, fmt.Errorf("%w: port %d is out of range 1-65535", ErrInvalid, port)
 		}
 		ot := ix.ResolveAddr(netip.AddrPortFrom(a, uint16(port)))
-		if ot.Addr.IsValid() {
-			ot.SourceNamespace = source.Namespace
-		}
+		ot.SourceNamespace = source.Namespace
 		return ot, nil
 	}
 	return OutboundTarget{}, fmt.Errorf("%w: target is required", ErrInvalid)

@@ -367,7 +367,10 @@ func (b *builder) serverParentStatus(f *routeFacts, pr parentRef) gatewayv1.Rout
 }
 
 // serviceParentStatus is the Accepted and ResolvedRefs conditions of a
-// Service parent, as the outbound index uses (or ignores) the route.
+// Service parent, as the outbound index uses (or ignores) the route. A
+// route in another namespace than the Service (a consumer route) is
+// judged alike, as Linkerd judges it: the status says the parent took
+// the route, which it serves to clients of the route's namespace.
 func (b *builder) serviceParentStatus(f *routeFacts, pr parentRef, services map[nsName]*corev1.Service) gatewayv1.RouteParentStatus {
 	ps := ourParentStatus("core", "Service", pr)
 	svc := services[nsName{pr.namespace, pr.name}]
@@ -375,8 +378,6 @@ func (b *builder) serviceParentStatus(f *routeFacts, pr parentRef, services map[
 	switch {
 	case f.notUsable(true) != "":
 		c = accepted(false, gatewayv1.RouteReasonUnsupportedValue, "%s; the route is ignored", f.notUsable(true))
-	case pr.namespace != f.meta.Namespace:
-		c = accepted(false, gatewayv1.RouteReasonUnsupportedValue, "routes for a Service in another namespace are not supported")
 	case svc == nil:
 		c = accepted(false, gatewayv1.RouteReasonNoMatchingParent, "Service %s/%s not found", pr.namespace, pr.name)
 	case svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == "" || strings.EqualFold(svc.Spec.ClusterIP, corev1.ClusterIPNone):

@@ -438,3 +438,47 @@ func TestMergeKeepsOtherControllersEntriesAndWritesOnlyOnChange(t *testing.T) {
 		assert.Len(t, got, 32)
 	})
 }
+
+func TestAConsumerRouteIsAcceptedByItsServiceInAnotherNamespace(t *testing.T) {
+	// A route in shop whose parent is Service my-app/web: Linkerd's status
+	// controller judges it as any route of that Service (the Service
+	// exists and has a ClusterIP), and names the parent in its namespace.
+	// Its backends resolve in the route's namespace unless they name one.
+	route := `apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: shop}
+spec:
+  parentRefs: [{group: core, kind: Service, namespace: my-app, name: web, port: 80}]
+  rules: [{backendRefs: [{namespace: my-app, name: web-canary, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: local-backend, namespace: shop}
+spec:
+  parentRefs: [{group: core, kind: Service, namespace: my-app, name: web, port: 80}]
+  rules: [{backendRefs: [{name: web-canary, port: 80}]}]
+`
+	ix := policy.Build(objectsFrom(t, routeStatusBase+"---\n"+route), nil)
+	find := func(name string) policy.RouteStatus {
+		for _, s := range ix.RouteStatuses() {
+			if s.Kind == "HTTPRoute" && s.Namespace == "shop" && s.Name == name {
+				return s
+			}
+		}
+		t.Fatalf("no status for shop/%s", name)
+		return policy.RouteStatus{}
+	}
+	s := find("r")
+	require.Len(t, s.Parents, 1)
+	assert.Equal(t, "my-app", string(*s.Parents[0].ParentRef.Namespace), "the parent is named in its own namespace")
+	got, _ := conditionsByParent(s)
+	assert.Equal(t, parentConds{"Service/web": {"Accepted": {metav1.ConditionTrue, "Accepted"}, "ResolvedRefs": {metav1.ConditionTrue, "ResolvedRefs"}}}, got)
+
+	got, msgs := conditionsByParent(find("local-backend"))
+	assert.Equal(t, cond{metav1.ConditionFalse, "BackendNotFound"}, got["Service/web"]["ResolvedRefs"])
+	assert.Contains(t, msgs["Service/web ResolvedRefs"], "shop/web-canary", "a backend without a namespace is the route's namespace's")
+}

@@ -165,7 +165,7 @@ func (b *builder) buildEgress(ox *outboundIndex) {
 				continue
 			}
 			if e := parent(r.ref, r.meta.Namespace, pr); e != nil {
-				or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, http: r.rules}
+				or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, http: r.rules, noRules: r.emptyRules}
 				or.retry = parseRetry(b.p, r.ref, r.meta.Annotations)
 				or.timeouts, or.hasTO = parseTimeouts(b.p, r.ref, r.meta.Annotations)
 				e.http = append(e.http, or)
@@ -181,7 +181,7 @@ func (b *builder) buildEgress(ox *outboundIndex) {
 				continue
 			}
 			if e := parent(r.ref, r.meta.Namespace, pr); e != nil {
-				or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, grpc: r.route.Rules, grpcBack: r.backends}
+				or := &outboundRoute{meta: r.route.Meta, created: r.route.Created, hosts: r.route.Hosts, port: pr.port, grpc: r.outboundRules(), grpcBack: r.backends}
 				or.retry = parseRetry(b.p, r.ref, r.meta.Annotations)
 				or.timeouts, or.hasTO = parseTimeouts(b.p, r.ref, r.meta.Annotations)
 				e.grpc = append(e.grpc, or)

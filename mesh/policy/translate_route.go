@@ -37,6 +37,12 @@ type httpRouteSpec struct {
 	route                                 authz.HTTPRoute // without authorizations
 	// rules kept for outbound translation
 	rules []routeRule
+	// emptyRules says the route lists no rules explicitly ("rules: []").
+	// Without the field, the API server writes the CRD's default (one
+	// rule matching "/"), which rules stands for; an empty list stays
+	// empty, and Linkerd's outbound index serves such a route without
+	// rules (policy-test outbound_api.rs route_with_no_rules).
+	emptyRules bool
 }
 
 type routeRule struct {
@@ -346,6 +352,17 @@ type grpcRouteSpec struct {
 	unsupported, noServer string
 	route                 authz.GRPCRoute
 	backends              [][]gatewayv1.BackendRef // per rule, for outbound
+}
+
+// outboundRules are the rules the outbound side serves: the route's own,
+// none when it has none. (The inbound side reads a GRPCRoute without
+// rules as one rule matching every call; Linkerd's outbound index serves
+// it without rules, policy-test outbound_api.rs route_with_no_rules.)
+func (s *grpcRouteSpec) outboundRules() []authz.GRPCRule {
+	if len(s.backends) == 0 {
+		return nil
+	}
+	return s.route.Rules
 }
 
 func translateGRPCRoute(p *problems, r *gatewayv1.GRPCRoute) (*grpcRouteSpec, bool) {

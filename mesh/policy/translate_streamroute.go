@@ -95,18 +95,17 @@ func (b *builder) translateStreamRoutes() (tcp, tls []*streamRoute) {
 }
 
 // attachStreamRoutes attaches each route to the Services and
-// EgressNetworks its parentRefs name in its own namespace (routes for a
-// parent in another namespace are not supported, as for HTTPRoutes).
-// egress finds an EgressNetwork by name (nil when there is none).
+// EgressNetworks its parentRefs name: a Service in the route's namespace
+// takes it as a producer route, a Service in another namespace as a
+// consumer route of the route's namespace (as HTTPRoutes); an
+// EgressNetwork only in the route's own namespace (consumer routes of an
+// EgressNetwork are not supported). egress finds an EgressNetwork by name
+// (nil when there is none).
 func (b *builder) attachStreamRoutes(routes []*streamRoute, ox *outboundIndex, egress func(nsName) *egressNet, tls bool) {
 	for _, r := range routes {
 		for _, pr := range r.parents {
 			service, egressParent := isServiceParent(pr), isEgressParent(pr)
 			if !service && !egressParent {
-				continue
-			}
-			if pr.namespace != r.ref.Namespace {
-				b.p.warnf(r.ref, "spec.parentRefs", "routes for a parent in another namespace are not supported; ignored for %s %s/%s", pr.kind, pr.namespace, pr.name)
 				continue
 			}
 			a := &streamAttach{r: r, port: pr.port}
@@ -116,11 +115,20 @@ func (b *builder) attachStreamRoutes(routes []*streamRoute, ox *outboundIndex, e
 					b.p.warnf(r.ref, "spec.parentRefs", "Service %s/%s not found", pr.namespace, pr.name)
 					continue
 				}
-				if tls {
-					si.tls = append(si.tls, a)
-				} else {
-					si.tcp = append(si.tcp, a)
+				tcp, tlsRoutes := &si.tcp, &si.tls
+				if pr.namespace != r.ref.Namespace {
+					c := ox.consumer(si, r.ref.Namespace)
+					tcp, tlsRoutes = &c.tcp, &c.tls
 				}
+				if tls {
+					*tlsRoutes = append(*tlsRoutes, a)
+				} else {
+					*tcp = append(*tcp, a)
+				}
+				continue
+			}
+			if pr.namespace != r.ref.Namespace {
+				b.p.warnf(r.ref, "spec.parentRefs", "routes for an EgressNetwork in another namespace are not supported; ignored for %s/%s", pr.namespace, pr.name)
 				continue
 			}
 			e := egress(nsName{pr.namespace, pr.name})

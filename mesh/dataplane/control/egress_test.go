@@ -344,13 +344,20 @@ func metrics(t *testing.T, admin, want string) string {
 // (web.shop, under a fresh trust anchor).
 func outboundClientOf(t *testing.T, x *policy.Indexer) (*control.OutboundPolicies, *dataplane.StaticIdentity) {
 	t.Helper()
+	return outboundClientIn(t, x, "shop")
+}
+
+// outboundClientIn is outboundClientOf for the proxy of pod web-0 in
+// namespace ns (its context token names ns); the identity stays web.shop's.
+func outboundClientIn(t *testing.T, x *policy.Indexer, ns string) (*control.OutboundPolicies, *dataplane.StaticIdentity) {
+	t.Helper()
 	lis := testutil.Listen(t)
 	s := startOutbound(t, x, lis)
 	t.Cleanup(s.Stop)
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cc.Close() })
-	op, err := control.NewOutboundPolicies(cc, control.Workload("shop", "web-0"))
+	op, err := control.NewOutboundPolicies(cc, control.Workload(ns, "web-0"))
 	require.NoError(t, err)
 
 	anchor := testutil.NewAnchor(t, testutil.CertOptions{Name: "root.linkerd.cluster.local"})

@@ -111,10 +111,18 @@ type streamProxy struct {
 
 func startStreamProxy(t *testing.T, resolver *dataplane.MemoryResolver, objs []runtime.Object, authorities ...string) *streamProxy {
 	t.Helper()
-	sp := &streamProxy{resolver: resolver, listeners: map[string]string{}}
 	src, x := outboundIndexer(t, objs)
+	sp := startStreamProxyIn(t, x, "shop", resolver, authorities...)
 	sp.src = src
-	op, id := outboundClientOf(t, x)
+	return sp
+}
+
+// startStreamProxyIn starts the proxy of a pod in namespace ns asking the
+// policy controller that serves x (its src is left nil).
+func startStreamProxyIn(t *testing.T, x *policy.Indexer, ns string, resolver *dataplane.MemoryResolver, authorities ...string) *streamProxy {
+	t.Helper()
+	sp := &streamProxy{resolver: resolver, listeners: map[string]string{}}
+	op, id := outboundClientIn(t, x, ns)
 
 	cfg := dataplane.DefaultConfig()
 	cfg.DetectTimeout = 5 * time.Second

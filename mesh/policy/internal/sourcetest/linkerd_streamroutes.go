@@ -39,8 +39,9 @@ import (
 //     answers with policy.Validate, and a source ignores what it
 //     refuses).
 //
-// consumer_route is not here: Weft attaches a route to parents in its own
-// namespace only, for every route kind (docs/linkerd-policy-parity.md).
+// The HTTPRoute and GRPCRoute runs of the outbound_api cases, and
+// consumer_route for every route kind, are in linkerd_outbound_routes.go,
+// under the same case names.
 
 // The parent port and the backend port of Linkerd's cases.
 const (
@@ -391,6 +392,7 @@ func runLinkerdStreamRoutes(t *testing.T, newHarness Factory) {
 				assert.Equal(t, "backend.other-ns.svc.cluster.local:8888", b.backend.GetBalancer().GetDiscovery().GetDst().GetPath())
 				assert.Equal(t, "other-ns", b.backend.GetMetadata().GetResource().GetNamespace())
 			})
+			runLinkerdOutboundRouteCase(t, newHarness, "service_with_routes_with_cross_namespace_backend")
 		})
 		t.Run("routes_with_invalid_backend", func(t *testing.T) {
 			each(t, both, routeKinds, func(t *testing.T, sp streamParent, rk streamRouteKind) {
@@ -444,9 +446,20 @@ func runLinkerdStreamRoutes(t *testing.T, newHarness Factory) {
 		}
 		t.Run("producer_route", func(t *testing.T) {
 			each(t, []string{"Service"}, routeKinds, func(t *testing.T, sp streamParent, rk streamRouteKind) { producer(t, sp, rk, false) })
+			runLinkerdOutboundRouteCase(t, newHarness, "producer_route")
 		})
 		t.Run("pre_existing_producer_route", func(t *testing.T) {
 			each(t, []string{"Service"}, routeKinds, func(t *testing.T, sp streamParent, rk streamRouteKind) { producer(t, sp, rk, true) })
+			runLinkerdOutboundRouteCase(t, newHarness, "pre_existing_producer_route")
+		})
+		t.Run("consumer_route", func(t *testing.T) {
+			runLinkerdOutboundRouteCase(t, newHarness, "consumer_route")
+		})
+		t.Run("route_with_no_rules", func(t *testing.T) {
+			runLinkerdOutboundRouteCase(t, newHarness, "route_with_no_rules")
+		})
+		t.Run("routes_without_backends", func(t *testing.T) {
+			runLinkerdOutboundRouteCase(t, newHarness, "routes_without_backends")
 		})
 		t.Run("route_reattachment", func(t *testing.T) {
 			each(t, both, routeKinds, func(t *testing.T, sp streamParent, rk streamRouteKind) {
@@ -465,6 +478,7 @@ func runLinkerdStreamRoutes(t *testing.T, newHarness Factory) {
 				h.Set(t, append(base, attached)...)
 				recvUntil(t, stream, isAttached, "attached again")
 			})
+			runLinkerdOutboundRouteCase(t, newHarness, "route_reattachment")
 		})
 	})
 
