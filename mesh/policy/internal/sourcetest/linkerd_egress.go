@@ -212,6 +212,9 @@ func runLinkerdEgress(t *testing.T, newHarness Factory) {
 			h.Set(t, Base()...)
 			recvMeta(t, stream, fallbackMD, "the stream falls back once the network is deleted")
 		})
+		t.Run("update_backend_on_route_with_no_port", func(t *testing.T) {
+			runLinkerdOutboundRouteCase(t, newHarness, "update_backend_on_route_with_no_port")
+		})
 	})
 
 	backendOf := func(t *testing.T, parent *outbound.OutboundPolicy, grpcRoute bool) *outbound.Backend {

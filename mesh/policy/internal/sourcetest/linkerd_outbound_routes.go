@@ -342,6 +342,25 @@ func runLinkerdOutboundRouteCase(t *testing.T, newHarness Factory, name string) 
 			assert.True(t, proto.Equal(parentMD(sp, streamPort), routes[0].rules[0][0].backend.GetMetadata()),
 				"the parent's own backend: %v", routes[0].rules[0][0].backend.GetMetadata())
 		})
+	case "update_backend_on_route_with_no_port":
+		// outbound/tests.rs: a route attached to its Service without a
+		// port names a backend Service that does not exist yet; once it
+		// does, the open watch of a port of the parent carries it.
+		each(services, requestRouteKinds(), func(t *testing.T, sp streamParent, rk routeKind) {
+			route := rk.make(NS, "route", parentRefIn(sp.kind, NS, "parent", 0), []gatewayv1.BackendRef{ServiceBackend(NS, "backend-svc", streamBackendPort)})
+			h, base := start(t, sp, route)
+			x := running(t, h.Source())
+			stream := watchTarget(t, serveOutbound(t, x), NS, sp.target(streamPort))
+			oneBackend := func(valid bool) func(string, []servedRoute) bool {
+				return func(p string, rs []servedRoute) bool {
+					return firstIs(rk.proto, "route")(p, rs) && len(rs[0].rules) == 1 && len(rs[0].rules[0]) == 1 && (rs[0].rules[0][0].filters == 0) == valid
+				}
+			}
+			recvServed(t, stream, oneBackend(false), "the route, its backend Service missing: invalid")
+			h.Set(t, append(base, StreamService(NS, "backend-svc", streamBackendPort))...)
+			routes := recvServed(t, stream, oneBackend(true), "the backend Service created: the same watch carries it")
+			assert.Equal(t, "backend-svc."+NS+".svc.cluster.local:8888", routes[0].rules[0][0].backend.GetBalancer().GetDiscovery().GetDst().GetPath())
+		})
 	case "service_with_routes_with_cross_namespace_backend":
 		each(services, requestRouteKinds(), func(t *testing.T, sp streamParent, rk routeKind) {
 			h, base := start(t, sp)
