@@ -78,6 +78,12 @@ var rules = []depstest.Rule{
 		Why:      "the trace-context parser and the tracing seam import only the standard library",
 	},
 	{
+		Packages: []string{weft("mesh/dataplane/endpoint")},
+		Deny:     []string{depstest.All},
+		Allow:    []string{depstest.Std},
+		Why:      "the endpoint value discovery hands the proxy (dataplane.Endpoint is an alias of it) sits below dataplane so that the proxy's packages by concern (outbound HTTP) can name it: it imports only the standard library, nothing of dataplane's internals",
+	},
+	{
 		Packages: []string{weft("mesh/dataplane/internal/clienthello")},
 		Deny:     []string{depstest.All},
 		Allow:    []string{depstest.Std},

@@ -223,7 +223,7 @@ func (p *Proxy) dispatch(w http.ResponseWriter, r *http.Request, info *connInfo)
 		p.in.Serve(w, r, &info.Conn)
 		return
 	}
-	p.serveOutbound(w, r, info)
+	p.out.serveOutbound(w, r, info)
 }
 
 var errIdleTimeout = errors.New("dataplane: idle timeout")

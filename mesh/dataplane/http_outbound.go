@@ -3,6 +3,8 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -10,9 +12,11 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
+	"github.com/weftmesh/weft/mesh/dataplane/transport"
 	"github.com/weftmesh/weft/mesh/policy/pathnorm"
 )
 
@@ -42,14 +46,46 @@ func cleanInPlace(r *http.Request) http.Header {
 	return r.Header
 }
 
+// outboundHTTP is the outbound HTTP side: every request from the local
+// application on a connection the L4 outbound path found a service for
+// (info.svc: the destination's routes, backends and balancers, and its
+// series). It is given what it reads of the proxy as values and plain
+// funcs, filled once by New, so that it can become a package of its own
+// (issue 28 item 1); the request's own state stays on the serving
+// goroutine's stack.
+type outboundHTTP struct {
+	// The pools to endpoints: HTTP/1.1 over mesh TLS to peer proxies,
+	// the multiplexed HTTP/2 connections (to peer proxies and h2c
+	// endpoints) and HTTP/1 to unmeshed endpoints; h1OverH2 sends an
+	// HTTP/1 request to a peer proxy over HTTP/2 (Config.HTTP1OverH2).
+	// They are values, not a func, so that roundTrip stays a direct call
+	// and its replayable closure on the stack.
+	peerH1   *peerH1Pool
+	pool     *connPool
+	extH1    *h1.Client
+	h1OverH2 bool
+
+	// An upgrade's own connection: to a meshed endpoint over mesh TLS
+	// with the transport header (dialEndpoint), to an unmeshed one as a
+	// connection of the proxy's own (dial) within connectTimeout.
+	dialEndpoint   func(ctx context.Context, ep Endpoint, target string, proto transport.Protocol, prefix []byte) (net.Conn, error)
+	dial           func(ctx context.Context, addr string) (net.Conn, error)
+	connectTimeout time.Duration
+
+	metrics *reqmetrics.HTTP // Weft's retry and error counters (the series are the service's)
+	tap     *tap.Hub
+	log     *slog.Logger
+	now     func() time.Time
+}
+
 // serveOutbound proxies one request from the local application, in
 // steps: select its route; answer it here when the route says so (no
 // route, a redirect, an injected fault); bound it by the route's
 // timeouts; then send it, in attempts within the retry budget (an
 // upgrade on a connection of its own), and relay the answer or answer
 // the error (outboundAnswer).
-func (p *Proxy) serveOutbound(w http.ResponseWriter, r *http.Request, info *connInfo) {
-	c := outboundCall{p: p, w: w, r: r, info: info, svc: info.svc, grpc: httpcore.IsGRPC(r)}
+func (h *outboundHTTP) serveOutbound(w http.ResponseWriter, r *http.Request, info *connInfo) {
+	c := outboundCall{h: h, w: w, r: r, info: info, svc: info.svc, grpc: httpcore.IsGRPC(r)}
 	c.selectRoute()
 	defer c.endTap() // ends an upgraded or aborted request; no-op once ended
 	if c.answeredByRoute() {
@@ -58,7 +94,7 @@ func (p *Proxy) serveOutbound(w http.ResponseWriter, r *http.Request, info *conn
 	c.bound()
 	defer c.release()
 	if up, ok := h1.Upgrade(r); ok && !info.H2 {
-		p.outboundUpgrade(&c, up)
+		h.outboundUpgrade(&c, up)
 		return
 	}
 	c.prepareBody()
@@ -212,25 +248,25 @@ func retryableResponse(rp *route.Retry, resp *http.Response, failure bool) bool 
 //
 // from is the downstream client the request came from (its connection's
 // source address), whose share of the HTTP/1.1 pool it uses.
-func (p *Proxy) roundTrip(req *http.Request, ep Endpoint, clientH2 bool, from netip.Addr, replayable func() bool) (*http.Response, error) {
+func (h *outboundHTTP) roundTrip(req *http.Request, ep Endpoint, clientH2 bool, from netip.Addr, replayable func() bool) (*http.Response, error) {
 	if ep.Identity != "" {
 		dial := ep.Addr
 		if ep.OpaqueTransportPort != 0 {
 			dial = netip.AddrPortFrom(ep.Addr.Addr(), ep.OpaqueTransportPort)
 		}
 		key := poolKey{addr: dial, identity: ep.Identity, port: ep.Addr.Port()}
-		if !clientH2 && !p.cfg.HTTP1OverH2 {
-			return p.http.peerH1.roundTrip(key, ep, req, from)
+		if !clientH2 && !h.h1OverH2 {
+			return h.peerH1.roundTrip(key, ep, req, from)
 		}
 		if !clientH2 {
 			req.Header[httpcore.HeaderOrigProto] = []string{"HTTP/1.1"}
 		}
-		return p.http.pool.roundTrip(key, req, replayable, dialLabels{ep: ep})
+		return h.pool.roundTrip(key, req, replayable, dialLabels{ep: ep})
 	}
 	if clientH2 {
-		return p.http.pool.roundTrip(poolKey{addr: ep.Addr}, req, replayable, dialLabels{ep: ep})
+		return h.pool.roundTrip(poolKey{addr: ep.Addr}, req, replayable, dialLabels{ep: ep})
 	}
-	resp, err := p.http.extH1.RoundTrip(req, ep.Addr.String())
+	resp, err := h.extH1.RoundTrip(req, ep.Addr.String())
 	var de *h1.DialError
 	if errors.As(err, &de) {
 		return nil, &httpcore.DialError{Err: err}

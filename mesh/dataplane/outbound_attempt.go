@@ -21,7 +21,7 @@ import (
 // when it may be retried), the unreachable endpoints skipped and the
 // retries spent, its metrics and its tap.
 type outboundCall struct {
-	p       *Proxy
+	h       *outboundHTTP
 	w       http.ResponseWriter
 	r       *http.Request
 	info    *connInfo
@@ -53,7 +53,7 @@ type outboundCall struct {
 // of h it is sent to (zero without one, when the proxy answers itself).
 // Nothing is allocated unless a tap takes the request.
 func (c *outboundCall) tapStart(h *balance.Handle[Endpoint]) {
-	if c.tapped || !c.p.tap.On() {
+	if c.tapped || !c.h.tap.On() {
 		return
 	}
 	c.tapped = true
@@ -61,14 +61,14 @@ func (c *outboundCall) tapStart(h *balance.Handle[Endpoint]) {
 	if h != nil {
 		ep = h.Value()
 	}
-	c.tr = c.p.tapOutbound(c.r, c.info, c.rt.Name, ep)
+	c.tr = c.h.tapOutbound(c.r, c.info, c.rt.Name, ep)
 }
 
 // fail answers the request for the proxy, for the reason err gives
 // (outboundAnswer), and records it.
 func (c *outboundCall) fail(err error) {
 	e := outboundAnswer(err)
-	c.p.m.http.Errors.WithLabelValues(Outbound, c.svc.label, e.Class).Inc()
+	c.h.metrics.Errors.WithLabelValues(Outbound, c.svc.label, e.Class).Inc()
 	c.tapStart(nil)
 	httpcore.WriteAnswer(c.w, c.grpc, &e, false)
 	if !c.stats.Attempting() {
@@ -162,7 +162,7 @@ func (c *outboundCall) afterError(a *outboundAttempt, err error) (bool, error) {
 func (c *outboundCall) afterResponse(a *outboundAttempt) (bool, error) {
 	resp := a.resp
 	failure := route.Failure(c.rt.Classes, resp.StatusCode, resp.Header.Get("Grpc-Status"))
-	outcome := responseOutcome(resp, failure, c.p.now())
+	outcome := responseOutcome(resp, failure, c.h.now())
 	a.h.DoneWith(outcome)
 	if c.rt.Retry == nil || !retryableResponse(c.rt.Retry, resp, failure) || !c.mayRetry("status") {
 		return false, nil
@@ -191,11 +191,11 @@ func (c *outboundCall) mayRetry(reason string) bool {
 		return false
 	}
 	if !c.budget.Withdraw() {
-		c.p.m.http.Exhausted.WithLabelValues(c.svc.label, rt.Name).Inc()
+		c.h.metrics.Exhausted.WithLabelValues(c.svc.label, rt.Name).Inc()
 		c.stats.Retryable(false)
 		return false
 	}
-	c.p.m.http.Retries.WithLabelValues(c.svc.label, rt.Name, reason).Inc()
+	c.h.metrics.Retries.WithLabelValues(c.svc.label, rt.Name, reason).Inc()
 	c.stats.Retryable(true)
 	c.retries++
 	return true
@@ -303,7 +303,7 @@ func (a *outboundAttempt) send(c *outboundCall) error {
 	}
 	rb := c.rb
 	req := httpcore.OutgoingRequest(httpcore.Forward1xx(a.ctx, c.w), r, hdr, body, c.rawPath, r.URL.RawQuery)
-	resp, err := c.p.roundTrip(req, a.h.Value(), c.info.H2, c.info.Remote.Addr(), func() bool { return rb == nil || rb.replayable() })
+	resp, err := c.h.roundTrip(req, a.h.Value(), c.info.H2, c.info.Remote.Addr(), func() bool { return rb == nil || rb.replayable() })
 	if timer != nil {
 		timer.Stop()
 	}
@@ -323,7 +323,7 @@ func (a *outboundAttempt) redial(c *outboundCall, err error) bool {
 	a.h.Done(false)
 	c.stats.AttemptEnded(0, "", true, "connect")
 	c.dialFails++
-	c.p.log.Debug("endpoint unreachable, trying another", "target", c.svc.target, "endpoint", a.h.Key(), "err", err)
+	c.h.log.Debug("endpoint unreachable, trying another", "target", c.svc.target, "endpoint", a.h.Key(), "err", err)
 	return true
 }
 

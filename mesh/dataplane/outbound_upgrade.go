@@ -15,7 +15,7 @@ import (
 // if the upstream answers 101 Switching Protocols for the protocol asked
 // for. Any other answer is relayed as a normal response. Taps are not
 // offered upgrades.
-func (p *Proxy) outboundUpgrade(c *outboundCall, up string) {
+func (h *outboundHTTP) outboundUpgrade(c *outboundCall, up string) {
 	c.tapped = true
 	var a outboundAttempt
 	if err := a.pick(c, nil); err != nil {
@@ -29,11 +29,11 @@ func (p *Proxy) outboundUpgrade(c *outboundCall, up string) {
 		Proto: up, Header: hdr,
 		Dial: func(ctx context.Context) (net.Conn, error) {
 			if ep.Identity != "" {
-				return p.dialEndpoint(ctx, ep, target, transport.HTTP1, nil)
+				return h.dialEndpoint(ctx, ep, target, transport.HTTP1, nil)
 			}
-			dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
+			dctx, cancel := context.WithTimeout(ctx, h.connectTimeout)
 			defer cancel()
-			return p.dialTracked(dctx, ep.Addr.String())
+			return h.dial(dctx, ep.Addr.String())
 		},
 		Fail:          c.fail,
 		Head:          func(status int) { c.stats.Head(status) },

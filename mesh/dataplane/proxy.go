@@ -67,6 +67,7 @@ type Proxy struct {
 	pols       *policyCache
 	inProfiles *inboundProfiles  // profiles of the Services peer proxies name (route_names.go)
 	in         *inboundhttp.HTTP // the inbound HTTP side (internal/inbound)
+	out        *outboundHTTP     // the outbound HTTP side (http_outbound.go)
 
 	connsMu sync.Mutex
 	conns   map[net.Conn]*relay.Pipe // tracked connections; the pipe once piped
@@ -219,6 +220,11 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 			return p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false }, dialLabels{inbound: true})
 		},
 		UpstreamTimer: upstreamTimer,
+	}
+	p.out = &outboundHTTP{
+		peerH1: p.http.peerH1, pool: p.http.pool, extH1: p.http.extH1, h1OverH2: cfg.HTTP1OverH2,
+		dialEndpoint: p.dialEndpoint, dial: p.dialTracked, connectTimeout: cfg.ConnectTimeout,
+		metrics: p.m.http, tap: p.tap, log: p.log, now: p.now,
 	}
 	return p, nil
 }

@@ -40,11 +40,11 @@ func tapServerTLS(id Identity, now func() time.Time) *tls.Config {
 
 // tapOutbound offers an outbound request to the open taps. ep is the
 // endpoint it is sent to (zero when the proxy answers it itself).
-func (p *Proxy) tapOutbound(r *http.Request, info *connInfo, route string, ep Endpoint) *tap.Request {
+func (h *outboundHTTP) tapOutbound(r *http.Request, info *connInfo, route string, ep Endpoint) *tap.Request {
 	v := tap.View{
 		Direction: ptap.TapEvent_OUTBOUND, Src: info.Remote, Dst: ep.Addr, R: r,
 		Scheme: "http", Method: r.Method, Authority: r.Host, Path: httpcore.EscapedPath(r), Route: route,
 		DstIdentity: ep.Identity, DstLabels: ep.MetricLabels,
 	}
-	return p.tap.Start(&v)
+	return h.tap.Start(&v)
 }
