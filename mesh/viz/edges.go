@@ -191,6 +191,19 @@ func Edges(w Window) []Edge {
 		}
 		return e
 	}
+	// egress is the edge from the series' source to the EgressNetwork
+	// its route series names, or nil for any other parent (a Service's
+	// traffic is counted from its own series) or an unknown source.
+	egress := func(l map[string]string) *Edge {
+		if EgressParent(l) == "" {
+			return nil
+		}
+		src, ok := ix.Source(l)
+		if !ok {
+			return nil
+		}
+		return get(src, Workload{Namespace: l[labelParentNamespace], Kind: KindEgressNetwork, Name: l[labelParentName]})
+	}
 	for _, s := range w.Series {
 		l := s.Labels
 		switch {
@@ -218,14 +231,10 @@ func Edges(w Window) []Edge {
 		case l["direction"] == "outbound" && (s.Name == MetricRouteResp || s.Name == MetricRouteLatency+"_bucket"):
 			// Only an EgressNetwork's routes: a Service's requests are
 			// counted from their response_total series above.
-			if EgressParent(l) == "" {
+			e := egress(l)
+			if e == nil {
 				continue
 			}
-			src, ok := ix.Source(l)
-			if !ok {
-				continue
-			}
-			e := get(src, Workload{Namespace: l[labelParentNamespace], Kind: KindEgressNetwork, Name: l[labelParentName]})
 			if s.Name == MetricRouteResp {
 				e.Out.addResponse(s)
 				if egressDenyRoutes[l["rt_route"]] {
@@ -237,14 +246,10 @@ func Edges(w Window) []Edge {
 		case s.Name == MetricTCPRouteOpen || s.Name == MetricTLSRouteOpen || s.Name == MetricTCPRouteClose || s.Name == MetricTLSRouteClose:
 			// Only an EgressNetwork's routes: connections to a Service are
 			// counted from their tcp_open_total series above.
-			if EgressParent(l) == "" {
+			e := egress(l)
+			if e == nil {
 				continue
 			}
-			src, ok := ix.Source(l)
-			if !ok {
-				continue
-			}
-			e := get(src, Workload{Namespace: l[labelParentNamespace], Kind: KindEgressNetwork, Name: l[labelParentName]})
 			switch {
 			case s.Name == MetricTCPRouteOpen || s.Name == MetricTLSRouteOpen:
 				e.Connections += s.Value
