@@ -57,7 +57,7 @@ type timeoutError struct {
 func (e *timeoutError) Error() string { return "dataplane: timed out after " + e.after.String() }
 
 // classPoolTimeout names a request that waited for a pooled HTTP/1.1
-// connection past Config.HTTPPoolWaitTimeout.
+// connection past dataplane.Config.HTTPPoolWaitTimeout.
 const classPoolTimeout = "pool-timeout"
 
 // PoolTimeoutError is a request that found no pooled connection free
