@@ -15,6 +15,7 @@ import (
 	"time"
 
 	inboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/inbound"
+	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -65,9 +66,9 @@ type Proxy struct {
 
 	dests      *destinations
 	pols       *policyCache
-	inProfiles *inboundProfiles  // profiles of the Services peer proxies name (route_names.go)
-	in         *inboundhttp.HTTP // the inbound HTTP side (internal/inbound)
-	out        *outboundHTTP     // the outbound HTTP side (http_outbound.go)
+	inProfiles *inboundProfiles   // profiles of the Services peer proxies name (route_names.go)
+	in         *inboundhttp.HTTP  // the inbound HTTP side (internal/inbound)
+	out        *outboundhttp.HTTP // the outbound HTTP side (internal/outbound)
 
 	connsMu sync.Mutex
 	conns   map[net.Conn]*relay.Pipe // tracked connections; the pipe once piped
@@ -221,10 +222,10 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		},
 		UpstreamTimer: upstreamTimer,
 	}
-	p.out = &outboundHTTP{
-		peerH1: p.http.peerH1, pool: p.http.pool, extH1: p.http.extH1, h1OverH2: cfg.HTTP1OverH2,
-		dialEndpoint: p.dialEndpoint, dial: p.dialTracked, connectTimeout: cfg.ConnectTimeout,
-		metrics: p.m.http, tap: p.tap, log: p.log, now: p.now,
+	p.out = &outboundhttp.HTTP{
+		RoundTrip:    p.http.toEndpoint,
+		DialEndpoint: p.dialEndpoint, Dial: p.dialTracked, ConnectTimeout: cfg.ConnectTimeout,
+		Metrics: p.m.http, Tap: p.tap, Log: p.log, Now: p.now,
 	}
 	return p, nil
 }
