@@ -2,6 +2,7 @@ package dataplane_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -102,4 +103,38 @@ func askAndNeverRead(c net.Conn, proto string) error {
 		}
 	}
 	return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+}
+
+// BenchmarkDownloadBySendBuffer is the other side of the fixed send
+// buffer: a 64 MiB download the client reads in full, over HTTP/1.1 and
+// h2c through the pair, with the buffer left to the kernel and with the
+// default, side by side (MB/s).
+func BenchmarkDownloadBySendBuffer(b *testing.B) {
+	for _, proto := range []string{"h1", "h2c"} {
+		for _, sb := range []struct {
+			name  string
+			bytes int
+		}{{"sndbuf=kernel", 0}, {"sndbuf=default", dataplane.DefaultConfig().OutboundSendBuffer}} {
+			b.Run(proto+"/"+sb.name, func(b *testing.B) {
+				hp := startHTTPPair(b, httpPairOptions{cfgA: func(c *dataplane.Config) { c.OutboundSendBuffer = sb.bytes }})
+				c := h1Client()
+				if proto == "h2c" {
+					c = h2cClient()
+				}
+				const size = 64 << 20
+				b.SetBytes(size)
+				for i := 0; i < b.N; i++ {
+					resp, err := c.Get(hp.url(fmt.Sprintf("/big?n=%d", size)))
+					if err != nil {
+						b.Fatal(err)
+					}
+					n, err := io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err != nil || n != size {
+						b.Fatalf("read %d of %d bytes: %v", n, size, err)
+					}
+				}
+			})
+		}
+	}
 }
