@@ -16,6 +16,13 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane"
 )
 
+// sendBuffers are the two outbound send buffers the benchmarks below
+// compare: left to the kernel, and the default.
+var sendBuffers = []struct {
+	name  string
+	bytes int
+}{{"sndbuf=kernel", 0}, {"sndbuf=default", dataplane.DefaultConfig().OutboundSendBuffer}}
+
 // BenchmarkAbandonedDownload measures what one abandoned download pulls
 // through the pair: a client of the outbound listener asks for 64 MiB
 // over HTTP/1.1 and never reads, and the application counts the bytes it
@@ -27,10 +34,7 @@ import (
 // Config.OutboundSendBuffer, side by side.
 func BenchmarkAbandonedDownload(b *testing.B) {
 	for _, proto := range []string{"h1", "h2c"} {
-		for _, sb := range []struct {
-			name  string
-			bytes int
-		}{{"sndbuf=kernel", 0}, {"sndbuf=default", dataplane.DefaultConfig().OutboundSendBuffer}} {
+		for _, sb := range sendBuffers {
 			b.Run(proto+"/"+sb.name, func(b *testing.B) {
 				// Each download counts into the counter current when it
 				// started, so that bytes a closed one still writes are not
@@ -111,10 +115,7 @@ func askAndNeverRead(c net.Conn, proto string) error {
 // default, side by side (MB/s).
 func BenchmarkDownloadBySendBuffer(b *testing.B) {
 	for _, proto := range []string{"h1", "h2c"} {
-		for _, sb := range []struct {
-			name  string
-			bytes int
-		}{{"sndbuf=kernel", 0}, {"sndbuf=default", dataplane.DefaultConfig().OutboundSendBuffer}} {
+		for _, sb := range sendBuffers {
 			b.Run(proto+"/"+sb.name, func(b *testing.B) {
 				hp := startHTTPPair(b, httpPairOptions{cfgA: func(c *dataplane.Config) { c.OutboundSendBuffer = sb.bytes }})
 				c := h1Client()
