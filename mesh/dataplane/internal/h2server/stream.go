@@ -56,6 +56,7 @@ type stream struct {
 	body    body
 	w       responseWriter
 	handler http.Handler
+	frame   *Stream // set for a request served at frame level (Config.Streams)
 }
 
 // abortLocked ends the stream for both sides with err and wakes whoever
@@ -153,16 +154,22 @@ func (c *conn) processHeaders(f *h2hdr.Block) error {
 	if err != nil {
 		return err
 	}
-	req, s := c.newRequest(f, &head)
-	handler := c.handler
-	if f.Truncated {
-		c.count("header_list_too_long")
-		handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			http.Error(w, "request header fields too large", http.StatusRequestHeaderFieldsTooLarge)
-		})
+	var s *stream
+	if sh := c.cfg.Streams; sh != nil && !f.Truncated && sh.Accept(f.Fields) {
+		s = c.newFrameStream(f, &head) // streamapi.go
+	} else {
+		var req *http.Request
+		req, s = c.newRequest(f, &head)
+		handler := c.handler
+		if f.Truncated {
+			c.count("header_list_too_long")
+			handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, "request header fields too large", http.StatusRequestHeaderFieldsTooLarge)
+			})
+		}
+		s.w = responseWriter{s: s, c: c, req: req, header: make(http.Header), clen: -1}
+		s.handler = handler
 	}
-	s.w = responseWriter{s: s, c: c, req: req, header: make(http.Header), clen: -1}
-	s.handler = handler
 	c.streams[id] = s
 	c.running++
 	c.handlers.Add(1)
@@ -184,6 +191,12 @@ func (c *conn) processTrailers(s *stream, f *h2hdr.Block) error {
 		if !httpguts.ValidTrailerHeader(key) {
 			c.count("trailers_bogus")
 			return http2.StreamError{StreamID: s.id, Code: http2.ErrCodeProtocol}
+		}
+		if s.frame != nil {
+			// The block is the Reader's until its next frame: the
+			// stream keeps a copy.
+			s.frame.trailers = append(s.frame.trailers, hf)
+			continue
 		}
 		if _, declared := s.trailer[key]; declared {
 			if s.gotTrailer == nil {
@@ -457,10 +470,18 @@ func (c *conn) runHandler(s *stream) {
 			c.mu.Unlock()
 		}
 	}()
-	h.ServeHTTP(w, req)
+	if s.frame != nil {
+		c.cfg.Streams.Serve(s.frame)
+	} else {
+		h.ServeHTTP(w, req)
+	}
 	ok = true
 	c.mu.Lock()
-	w.finishLocked()
+	if s.frame != nil {
+		s.frame.finishLocked()
+	} else {
+		w.finishLocked()
+	}
 	c.handlerEndLocked(s)
 	c.mu.Unlock()
 }
