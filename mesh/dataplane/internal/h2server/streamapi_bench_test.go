@@ -50,19 +50,23 @@ func serveRelay(b *testing.B, h http.Handler, streams *StreamHandler) string {
 // upstream leg on h2client: path=http relays as the inbound proxy does
 // (http.Request, ResponseWriter, httpcore.CopyResponse), path=frames
 // through the Stream API (the test's frameRelay, which still builds an
-// http.Request for h2client). cpu-us/op is the whole process's CPU per
+// http.Request for h2client), path=fields through the Stream API and
+// h2client's RoundTripFields (fieldRelay). cpu-us/op is the whole process's CPU per
 // call, the grpc-go peers' included (the same for both paths). Run with
 // -count N to alternate the two.
 func BenchmarkRelayGRPCUnary(b *testing.B) {
 	app, _ := startRecordingGRPC(b)
-	for _, path := range []string{"http", "frames"} {
+	for _, path := range []string{"http", "frames", "fields"} {
 		b.Run("path="+path, func(b *testing.B) {
 			cc := dialApp(b, app)
 			var addr string
-			if path == "http" {
+			switch path {
+			case "http":
 				addr = serveRelay(b, httpRelay(cc, app), nil)
-			} else {
+			case "frames":
 				addr = serveRelay(b, http.NotFoundHandler(), frameRelay(cc, app))
+			default:
+				addr = serveRelay(b, http.NotFoundHandler(), fieldRelay(cc))
 			}
 			conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			require.NoError(b, err)

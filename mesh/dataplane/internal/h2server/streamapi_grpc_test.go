@@ -200,6 +200,52 @@ func frameRelay(cc *h2client.Conn, app string) *StreamHandler {
 	return &StreamHandler{Accept: acceptGRPC, Serve: serve}
 }
 
+// fieldRelay forwards a request through the Stream API on this side and
+// h2client's RoundTripFields on the application's: header fields go
+// through as they were decoded, without a header map either way.
+func fieldRelay(cc *h2client.Conn) *StreamHandler {
+	serve := func(st *Stream) {
+		resp, err := cc.RoundTripFields(st.Context(), &h2client.FieldRequest{Method: st.Method(), Scheme: "http",
+			Authority: st.Authority(), Path: st.Path(), Fields: st.Fields(), Body: st.Body()})
+		if err != nil {
+			st.Reset(http2.ErrCodeInternal)
+			return
+		}
+		defer resp.Body.Close()
+		// As CopyResponse: the header waits for the first read, so that
+		// a response ending with it is one HEADERS with END_STREAM.
+		bufp, put := httpcore.BodyBuf(-1)
+		defer put(bufp)
+		buf := *bufp
+		n, err := resp.Body.Read(buf)
+		if n == 0 && err == io.EOF && len(resp.Trailers()) == 0 {
+			_ = st.WriteHeader(resp.Status, resp.Fields, true)
+			return
+		}
+		if st.WriteHeader(resp.Status, resp.Fields, false) != nil {
+			return
+		}
+		for {
+			if n > 0 && st.Write(buf[:n]) != nil {
+				return
+			}
+			if err == io.EOF {
+				_ = st.End(resp.Trailers())
+				return
+			}
+			if err != nil {
+				st.Reset(http2.ErrCodeCancel)
+				return
+			}
+			if !isReady(resp.Body) && st.Flush() != nil { // as CopyResponse
+				return
+			}
+			n, err = resp.Body.Read(buf)
+		}
+	}
+	return &StreamHandler{Accept: acceptGRPC, Serve: serve}
+}
+
 // callResult is what a caller got from one call.
 type callResult struct {
 	Header, Trailer metadata.MD
@@ -291,11 +337,13 @@ func grpcCalls(t *testing.T, addr string) map[string]callResult {
 }
 
 // TestStreamsRelayGRPCAsTheHTTPHandlerPathDoes is the differential
-// oracle of the Stream API: the same gRPC calls, from grpc-go's client
-// to grpc-go's server, relayed by a server whose requests go through
-// http.Request and ResponseWriter and by one whose gRPC requests go
-// through the Stream API, must deliver the same metadata to the
-// application and the same header, messages, trailers and status back.
+// oracle of the frame-level APIs: the same gRPC calls, from grpc-go's
+// client to grpc-go's server, relayed by a server whose requests go
+// through http.Request and ResponseWriter (and h2client's RoundTrip), by
+// one whose gRPC requests go through the Stream API (and RoundTrip), and
+// by one with the Stream API and h2client's RoundTripFields, must
+// deliver the same metadata to the application and the same header,
+// messages, trailers and status back.
 func TestStreamsRelayGRPCAsTheHTTPHandlerPathDoes(t *testing.T) {
 	app, seen := startRecordingGRPC(t)
 	viaHTTP := startServer(t, httpRelay(dialApp(t, app), app), nil)
@@ -304,10 +352,15 @@ func TestStreamsRelayGRPCAsTheHTTPHandlerPathDoes(t *testing.T) {
 	})
 	viaFrames := startServer(t, refused, func(c *Config) { c.Streams = frameRelay(dialApp(t, app), app) })
 
+	viaFields := startServer(t, refused, func(c *Config) { c.Streams = fieldRelay(dialApp(t, app)) })
+
 	want := grpcCalls(t, viaHTTP.addr)
 	seenHTTP := seen.m
 	seen.m = map[string]metadata.MD{}
 	got := grpcCalls(t, viaFrames.addr)
+	seenFrames := seen.m
+	seen.m = map[string]metadata.MD{}
+	gotFields := grpcCalls(t, viaFields.addr)
 
 	// The calls did what they are for (the oracle is not two empty maps).
 	require.Len(t, want, 6)
@@ -331,9 +384,11 @@ func TestStreamsRelayGRPCAsTheHTTPHandlerPathDoes(t *testing.T) {
 		assert.Empty(t, got[name].Header.Get("content-length"), name)
 		assert.Empty(t, got[name].Trailer.Get("content-length"), name)
 		w.Header, w.Trailer = withoutLength(w.Header), withoutLength(w.Trailer)
-		assert.Equal(t, w, got[name], "call %s: the caller's view", name)
+		assert.Equal(t, w, got[name], "call %s: the caller's view (Stream API)", name)
+		assert.Equal(t, w, gotFields[name], "call %s: the caller's view (Stream API and RoundTripFields)", name)
 	}
-	assert.Equal(t, seenHTTP, seen.m, "the application's view")
+	assert.Equal(t, seenHTTP, seenFrames, "the application's view (Stream API)")
+	assert.Equal(t, seenHTTP, seen.m, "the application's view (Stream API and RoundTripFields)")
 }
 
 // withoutLength is md without content-length (nil when nothing is left,
