@@ -164,3 +164,38 @@ func TestStreamsGetTheRequestAsReceived(t *testing.T) {
 	assert.Equal(t, []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "x-ok", Value: "1"}}, blocks[0])
 	assert.Equal(t, []hpack.HeaderField{{Name: "grpc-status", Value: "0"}}, blocks[1])
 }
+
+// TestStreamsRefuseCallsOutOfOrder: data or an end before the header, a
+// second header, an out-of-range status and anything after the end are
+// errors, and the response that was ended stays whole.
+func TestStreamsRefuseCallsOutOfOrder(t *testing.T) {
+	errs := make(chan []error, 1)
+	ts := startServer(t, http.NotFoundHandler(), func(c *Config) {
+		c.Streams = &StreamHandler{
+			Accept: func([]hpack.HeaderField) bool { return true },
+			Serve: func(st *Stream) {
+				e := []error{st.Write([]byte("x")), st.End(nil), st.WriteHeader(99, nil, false), st.WriteHeader(1000, nil, false)}
+				e = append(e, st.WriteHeader(200, nil, false), st.WriteHeader(200, nil, false), st.Write([]byte("ok")), st.End(nil))
+				e = append(e, st.Write([]byte("late")), st.End(nil))
+				errs <- e
+			},
+		}
+	})
+	resp, err := h2cClient(t).Get("http://" + ts.addr + "/")
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, "ok", string(b))
+	e := <-errs
+	assert.ErrorIs(t, e[0], errNoHeader)
+	assert.ErrorIs(t, e[1], errNoHeader)
+	assert.ErrorIs(t, e[2], errStatus)
+	assert.ErrorIs(t, e[3], errStatus)
+	assert.NoError(t, e[4])
+	assert.ErrorIs(t, e[5], errHeaderSent)
+	assert.NoError(t, e[6])
+	assert.NoError(t, e[7])
+	assert.ErrorIs(t, e[8], errStreamEnded)
+	assert.ErrorIs(t, e[9], errStreamEnded)
+}
