@@ -121,6 +121,7 @@ var rules = []depstest.Rule{
 		Packages: []string{weft("mesh/dataplane/internal/inbound")},
 		Deny: []string{
 			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),
+			weft("mesh/dataplane/internal/outbound"),
 			weft("mesh/dataplane/transport"),
 			weft("mesh/dataplane/internal/h2server"), weft("mesh/dataplane/internal/h2client"), weft("mesh/dataplane/internal/h2hdr"),
 			weft("mesh/discovery/..."),
@@ -128,7 +129,20 @@ var rules = []depstest.Rule{
 		// It links mesh/dataplane/route for the profile route's response
 		// classes, and route links balance and retry (a route's backends
 		// and retry policy): those two cannot be denied here.
-		Why: "the inbound HTTP side is given the policy cache, the profile routes and the clients to the application as seams by the dataplane package; it links neither that package, the transport header, the HTTP/2 server and client, nor discovery",
+		Why: "the inbound HTTP side is given the policy cache, the profile routes and the clients to the application as seams by the dataplane package; it links neither that package, the outbound side, the transport header, the HTTP/2 server and client, nor discovery",
+	},
+	{
+		Packages: []string{weft("mesh/dataplane/internal/outbound")},
+		Deny: []string{
+			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),
+			weft("mesh/dataplane/internal/inbound"),
+			weft("mesh/dataplane/internal/h2server"), weft("mesh/dataplane/internal/h2client"), weft("mesh/dataplane/internal/h2hdr"),
+			weft("mesh/discovery/..."),
+		},
+		// It links mesh/dataplane/transport: an upgrade to a meshed
+		// endpoint announces HTTP/1 in the transport header its dial
+		// writes.
+		Why: "the outbound HTTP side is given the round trip over the pools, the dials and the destination's Service as seams by the dataplane package; it links neither that package, the inbound side, the HTTP/2 server and client, nor discovery",
 	},
 	{
 		Packages: []string{weft("mesh/dataplane/internal/metricstore"), weft("mesh/dataplane/internal/relay"), weft("mesh/dataplane/internal/reqmetrics")},

@@ -102,6 +102,15 @@ type Config struct {
 	TapHandshakeTimeout time.Duration // WEFT_PROXY_TAP_HANDSHAKE_TIMEOUT, 3s: a tap client's TLS handshake, before it may hold a connection slot
 	InboundPortsOnly    bool          // WEFT_PROXY_INBOUND_PORTS_ONLY, false: the inbound forwards only to InboundPorts (false: to any port but the proxy's own and the skip ports)
 
+	// OutboundSendBuffer (WEFT_PROXY_OUTBOUND_SEND_BUFFER, 262144 bytes;
+	// 0 leaves it to the kernel) is the kernel send buffer of each
+	// connection the local application opens to the outbound listeners.
+	// The kernel grows an unset buffer to 4 MiB (net.ipv4.tcp_wmem) for
+	// a client that does not read, so each abandoned download pulled
+	// that much more through both proxies; the application is on
+	// loopback, where a smaller buffer costs no throughput.
+	OutboundSendBuffer int
+
 	// Per-direction settings and Linkerd's optional proxy behaviour; see
 	// config_extra.go. Zero values fall back to the settings above.
 	Extras
@@ -144,6 +153,7 @@ func DefaultConfig() Config {
 		TapMaxTaps:             tap.DefaultMaxTaps,
 		TapMaxEventsPerSecond:  tap.DefaultEventsPerSec,
 		TapHandshakeTimeout:    tap.DefaultHandshakeTimeout,
+		OutboundSendBuffer:     256 << 10,
 	}
 }
 
@@ -194,6 +204,7 @@ func Settings() []Setting {
 		{vocab.EnvTapMaxTaps, "16", "taps open at once; more are refused with RESOURCE_EXHAUSTED"},
 		{vocab.EnvTapMaxEventsPerSecond, "1000", "events one tap receives per second; requests beyond it are not reported and are counted in tap_events_dropped_total"},
 		{"WEFT_PROXY_TAP_HANDSHAKE_TIMEOUT", "3s", "how long a tap client's TLS handshake may take; a client that is not an accepted tapper is closed right after it and never holds a connection slot"},
+		{"WEFT_PROXY_OUTBOUND_SEND_BUFFER", "262144", "kernel send buffer of each connection from the local application to the outbound listeners, bytes (0: the kernel's default, which grows to net.ipv4.tcp_wmem's maximum for a client that does not read)"},
 		{"WEFT_PROXY_INBOUND_PORTS_ONLY", "false", "true: the inbound forwards only to WEFT_PROXY_INBOUND_PORTS, whatever a peer's transport header names (the local mesh sets it, where loopback is shared); false: to any port but the proxy's own and the skip ports, as Linkerd"},
 	}, extraSettings()...)
 }
@@ -333,6 +344,13 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	integer("WEFT_PROXY_HTTP2_CONNECTION_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2ConnectionWindow = int32(n) })
 	integer("WEFT_PROXY_HTTP2_RESET_BUDGET", 1, 1<<20, func(n int64) { cfg.H2ResetBudget = int(n) })
 	integer("WEFT_PROXY_HTTP2_BUFFER_LIMIT", 0, 1<<34, func(n int64) { cfg.H2BufferLimit = n })
+	integer("WEFT_PROXY_OUTBOUND_SEND_BUFFER", 0, maxSendBuffer, func(n int64) {
+		if n != 0 && n < minSendBuffer {
+			bad("WEFT_PROXY_OUTBOUND_SEND_BUFFER", strconv.FormatInt(n, 10), fmt.Errorf("want 0 (the kernel's default) or at least %d bytes", minSendBuffer))
+			return
+		}
+		cfg.OutboundSendBuffer = int(n)
+	})
 	integer("WEFT_PROXY_ADMIN_MAX_CONNECTIONS", 1, 100000, func(n int64) { cfg.AdminMaxConnections = int(n) })
 	listen(vocab.EnvTapAddr, &cfg.TapAddr)
 	if v, ok := lookup(vocab.EnvTapIdentities); ok {
@@ -424,6 +442,9 @@ func (c Config) Validate() error {
 	}
 	if c.HTTPMaxHeaderBytes < 4096 || c.H2MaxConcurrentStreams == 0 || c.H2StreamWindow < 65535 || c.H2ConnectionWindow < 65535 || c.H2ResetBudget <= 0 {
 		errs = append(errs, errors.New("dataplane: HTTP limits must be set (header bytes at least 4096, streams at least 1, windows at least 65535, reset budget at least 1)"))
+	}
+	if b := c.OutboundSendBuffer; b != 0 && (b < minSendBuffer || b > maxSendBuffer) {
+		errs = append(errs, fmt.Errorf("dataplane: the outbound send buffer must be 0 (the kernel's default) or %d..%d bytes, got %d", minSendBuffer, maxSendBuffer, b))
 	}
 	if c.AdminMaxConnections <= 0 {
 		errs = append(errs, errors.New("dataplane: the admin connection cap must be at least 1"))

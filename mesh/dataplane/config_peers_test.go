@@ -43,3 +43,23 @@ func TestAProxyWithoutAPolicySourceRunsWithDeclaredInboundPorts(t *testing.T) {
 	r := startProxy(t, cfg, pk.identity(t, idB), nil, nil, dataplane.Listeners{Inbound: testutil.Listen(t)})
 	testutil.Eventually(t, 10*time.Second, func() bool { return r.proxy.Ready() == nil }, "the proxy is ready")
 }
+
+func TestFromEnvReadsTheOutboundSendBuffer(t *testing.T) {
+	assert.Equal(t, 256<<10, dataplane.DefaultConfig().OutboundSendBuffer)
+	for val, want := range map[string]int{"65536": 64 << 10, "0": 0} {
+		cfg, err := dataplane.FromEnv(func(k string) (string, bool) {
+			return val, k == "WEFT_PROXY_OUTBOUND_SEND_BUFFER"
+		})
+		require.NoError(t, err, val)
+		assert.Equal(t, want, cfg.OutboundSendBuffer, val)
+	}
+	for _, val := range []string{"-1", "100", "big", "1073741824"} {
+		cfg, err := dataplane.FromEnv(func(k string) (string, bool) {
+			return val, k == "WEFT_PROXY_OUTBOUND_SEND_BUFFER"
+		})
+		if err == nil {
+			err = cfg.Validate()
+		}
+		assert.ErrorContains(t, err, "WEFT_PROXY_OUTBOUND_SEND_BUFFER", val)
+	}
+}

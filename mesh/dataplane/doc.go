@@ -110,17 +110,19 @@
 // Without endpoints, or with every endpoint ejected, requests get 503 at
 // once.
 //
-// In the code (http_outbound.go), an outbound request reads as its steps:
-// select the route; answer here when the route says so (no route, a
-// redirect, an injected fault); bound the request by the route's
+// In the code (internal/outbound, HTTP.Serve), an outbound request reads
+// as its steps: select the route; answer here when the route says so (no
+// route, a redirect, an injected fault); bound the request by the route's
 // timeouts; run attempts within the retry budget; relay the answer. What
 // the attempts share is an outboundCall; one try is an outboundAttempt
-// (outbound_attempt.go) with its steps pick, send, redial and cause; and
-// one function, outboundAnswer (outbound_answer.go), maps every reason
-// the proxy answers itself (no endpoints, a dial failure, a timeout, an
-// upstream reset, an injected fault...) to the status, gRPC status and
-// l5d-proxy-error class and message. Upgrades (outbound_upgrade.go) pick
-// their endpoint with the same step and answer through the same function.
+// with its steps pick, send, redial and cause; and one function,
+// outboundAnswer, maps every reason the proxy answers itself (no
+// endpoints, a dial failure, a timeout, an upstream reset, an injected
+// fault...) to the status, gRPC status and l5d-proxy-error class and
+// message. Upgrades pick their endpoint with the same step and answer
+// through the same function. The destination's routes, budget and
+// backends it reads are this package's (outbound_services.go), and so
+// are the pools it sends on (pool.go, pool_h1.go).
 //
 // Inbound, every request is authorized with the shared evaluator
 // (mesh/policy/authz) on the normalized path it then forwards: a denied

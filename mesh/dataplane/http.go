@@ -2,13 +2,10 @@ package dataplane
 
 import (
 	"context"
-	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
@@ -25,7 +22,8 @@ import (
 type connInfo struct {
 	direction string
 
-	// Outbound.
+	// Outbound: the destination's HTTP state (outbound_services.go),
+	// which internal/outbound reads as its Service.
 	svc *service
 
 	// Inbound (internal/inbound), and in its httpcore.Conn what both
@@ -51,6 +49,8 @@ type httpRuntime struct {
 	extH1   *h1.Client        // HTTP/1 to unmeshed endpoints (outbound)
 	pool    *connPool
 	peerH1  *peerH1Pool // HTTP/1.1 over mesh TLS to peer proxies
+
+	h1OverH2 bool // Config.HTTP1OverH2 (toEndpoint)
 }
 
 func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
@@ -142,6 +142,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 	})
 	rt.pool = newConnPool(p)
 	rt.peerH1 = newPeerH1Pool(p)
+	rt.h1OverH2 = cfg.HTTP1OverH2
 	return rt, nil
 }
 
@@ -223,51 +224,7 @@ func (p *Proxy) dispatch(w http.ResponseWriter, r *http.Request, info *connInfo)
 		p.in.Serve(w, r, &info.Conn)
 		return
 	}
-	p.out.serveOutbound(w, r, info)
-}
-
-var errIdleTimeout = errors.New("dataplane: idle timeout")
-
-// idleWatch cancels ctx when no byte moves for d; touch postpones it.
-func idleWatch(ctx context.Context, d time.Duration) (context.Context, func(), func()) {
-	if d <= 0 {
-		return ctx, func() {}, func() {}
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	t := time.AfterFunc(d, func() { cancel(errIdleTimeout) })
-	return ctx, func() { t.Reset(d) }, func() { t.Stop(); cancel(nil) }
-}
-
-// touchReader calls touch on every read.
-type touchReader struct {
-	io.ReadCloser
-	touch func()
-}
-
-func (t *touchReader) Read(p []byte) (int, error) {
-	n, err := t.ReadCloser.Read(p)
-	if n > 0 {
-		t.touch()
-	}
-	return n, err
-}
-
-// hostOnly strips the port and a trailing dot from an authority.
-func hostOnly(authority string) string {
-	h := authority
-	if host, _, err := net.SplitHostPort(authority); err == nil {
-		h = host
-	}
-	return strings.TrimSuffix(strings.ToLower(h), ".")
-}
-
-// hostPort returns the port of an authority, or 0.
-func hostPort(authority string) uint32 {
-	if _, port, err := net.SplitHostPort(authority); err == nil {
-		n, _ := strconv.ParseUint(port, 10, 16)
-		return uint32(n)
-	}
-	return 0
+	p.out.Serve(w, r, &info.Conn.Conn, info.svc)
 }
 
 // countedConn counts the bytes of a connection in the transport metrics

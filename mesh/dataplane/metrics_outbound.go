@@ -11,10 +11,10 @@ import (
 // service and the backend; a request finds them by the route name and the
 // balancer key of the endpoint it was sent to.
 
-// routeSeries returns the route-level series of a route of the service:
+// RouteSeries returns the route-level series of a route of the service:
 // dst is the Service's canonical name when discovery gave one (see
 // route_names.go), else the target.
-func (s *service) routeSeries(name string) *reqmetrics.Series {
+func (s *service) RouteSeries(name string) *reqmetrics.Series {
 	n := s.names.Load()
 	if rs, ok := n.routes.Load(name); ok && rs.Alive() {
 		return rs
@@ -27,10 +27,10 @@ func (s *service) routeSeries(name string) *reqmetrics.Series {
 	return rs
 }
 
-// localSeries returns the endpoint-level series of requests the proxy
+// LocalSeries returns the endpoint-level series of requests the proxy
 // answers before reaching any endpoint (no route, no endpoints, a fault,
 // a redirect): the authority and no endpoint labels.
-func (s *service) localSeries() *reqmetrics.Series {
+func (s *service) LocalSeries() *reqmetrics.Series {
 	if rs := s.local.Load(); rs.Alive() {
 		return rs
 	}
@@ -42,10 +42,11 @@ func (s *service) localSeries() *reqmetrics.Series {
 	return rs
 }
 
-// seriesFor returns the endpoint-level series of the endpoint behind
+// Series returns the endpoint-level series of the endpoint behind
 // handle h: Linkerd's outbound endpoint labels (authority, target, TLS
 // and server identity, dst_*).
-func (b *backend) seriesFor(s *service, h *balance.Handle[Endpoint]) *reqmetrics.Series {
+func (b *backend) Series(h *balance.Handle[Endpoint]) *reqmetrics.Series {
+	s := b.svc
 	key := h.Key()
 	if rs, ok := b.series.Load(key); ok && rs.Alive() {
 		return rs

@@ -13,12 +13,14 @@ import (
 	"net/netip"
 	"time"
 
+	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
 
-// maxDialAttempts bounds how many endpoints one connection tries.
-const maxDialAttempts = 3
+// maxDialAttempts bounds how many endpoints one connection tries: as
+// many as one HTTP request does.
+const maxDialAttempts = outboundhttp.MaxDialAttempts
 
 func (p *Proxy) handleTransparent(ctx context.Context, c net.Conn) bool {
 	tcpLocal, ok := c.LocalAddr().(*net.TCPAddr)

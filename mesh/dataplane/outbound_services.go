@@ -11,6 +11,7 @@ import (
 	pdst "github.com/weftmesh/weft/apis/proxy/destination"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
+	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
@@ -18,7 +19,10 @@ import (
 
 // service is the HTTP side of an outbound destination: its router (from
 // the outbound policy and the profile), retry budget and backends, each
-// with a request balancer. It lives as long as its destination.
+// with a request balancer. It lives as long as its destination. The
+// outbound HTTP side (internal/outbound) reads it as its Service; the L4
+// outbound path reads its policy (outbound_stream.go,
+// outbound_egress.go).
 type service struct {
 	p      *Proxy
 	target string
@@ -49,8 +53,10 @@ type service struct {
 	readyOne sync.Once
 }
 
-// backend is one backend of a route with its balancer.
+// backend is one backend of a route with its balancer (an
+// outboundhttp.Backend).
 type backend struct {
+	svc     *service
 	spec    route.Backend
 	dest    *destination // nil for a forward backend
 	bal     *balance.Balancer[Endpoint]
@@ -215,9 +221,21 @@ func backendKey(b route.Backend, acc *balance.Accrual) string {
 	return k
 }
 
-// backend returns the balancer of a route backend, resolving its
+// Names are the service's target, its label and its canonical name
+// (route_names.go).
+func (s *service) Names() outboundhttp.Names {
+	return outboundhttp.Names{Target: s.target, Label: s.label, Canonical: s.names.Load().canonical}
+}
+
+// Router selects a request's route.
+func (s *service) Router() *route.Router { return s.router.Load() }
+
+// Budget is the service's retry budget.
+func (s *service) Budget() *retry.Budget { return s.budget.Load() }
+
+// Backend returns the balancer of a route backend, resolving its
 // authority the first time.
-func (s *service) backend(ctx context.Context, spec route.Backend, acc *balance.Accrual) (*backend, error) {
+func (s *service) Backend(ctx context.Context, spec route.Backend, acc *balance.Accrual) (outboundhttp.Backend, error) {
 	key := backendKey(spec, acc)
 	s.mu.Lock()
 	if b := s.backends[key]; b != nil {
@@ -230,7 +248,7 @@ func (s *service) backend(ctx context.Context, spec route.Backend, acc *balance.
 	}
 	s.mu.Unlock()
 
-	b := &backend{spec: spec, bal: balance.New[Endpoint](balance.Options{DefaultRTT: spec.DefaultRTT, Decay: spec.Decay, Accrual: acc, Penalty: spec.Penalty, Now: s.p.now})}
+	b := &backend{svc: s, spec: spec, bal: balance.New[Endpoint](balance.Options{DefaultRTT: spec.DefaultRTT, Decay: spec.Decay, Accrual: acc, Penalty: spec.Penalty, Now: s.p.now})}
 	if spec.Forward != nil {
 		b.bal.Update([]balance.Item[Endpoint]{{Key: key, Weight: 1, Value: Endpoint{
 			Addr: spec.Forward.Addr, Identity: spec.Forward.Identity, OpaqueTransportPort: spec.Forward.OpaqueTransportPort,
@@ -296,7 +314,12 @@ func (b *backend) refresh() {
 	b.lastSet.Store(set)
 }
 
-func (b *backend) usable() bool {
+// Balancer returns the backend's balancer, up to date.
+func (b *backend) Balancer() *balance.Balancer[Endpoint] {
 	b.refresh()
-	return b.bal.Available() > 0
+	return b.bal
+}
+
+func sameBudget(a, b retry.BudgetOptions) bool {
+	return a.Ratio == b.Ratio && a.MinPerSecond == b.MinPerSecond && a.TTL == b.TTL
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
+	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
@@ -147,11 +147,11 @@ func (pp *peerH1Pool) entry(key poolKey, ep Endpoint) (*peerH1Entry, error) {
 }
 
 // roundTrip sends req, a request of the downstream client from, to the
-// peer proxy of key. A failure to connect is an httpcore.DialError (the request
-// was not sent); so is a wait for a connection that the request's
-// context ended. A wait past the pool's deadline is a poolTimeoutError
-// (not sent either, but not the endpoint's fault: another endpoint is
-// not tried). The client itself sends a request once more, on a new
+// peer proxy of key. A failure to connect is an httpcore.DialError (the
+// request was not sent); so is a wait for a connection that the
+// request's context ended. A wait past the pool's deadline is an
+// outboundhttp.PoolTimeoutError (not sent either, but not the
+// endpoint's fault: another endpoint is not tried). The client itself sends a request once more, on a new
 // connection, only when a kept-alive one failed before any byte of the
 // response and the request has no body and is idempotent.
 func (pp *peerH1Pool) roundTrip(key poolKey, ep Endpoint, req *http.Request, from netip.Addr) (*http.Response, error) {
@@ -166,27 +166,12 @@ func (pp *peerH1Pool) roundTrip(key poolKey, ep Endpoint, req *http.Request, fro
 		var pe *h1.PoolTimeoutError
 		switch {
 		case errors.As(err, &pe):
-			return nil, &poolTimeoutError{pe}
+			return nil, &outboundhttp.PoolTimeoutError{Err: pe}
 		case errors.As(err, &de):
 			return nil, &httpcore.DialError{Err: err}
 		}
 	}
 	return resp, err
-}
-
-// poolTimeoutError is a request that found no pooled connection free
-// within the pool's wait deadline.
-type poolTimeoutError struct{ err *h1.PoolTimeoutError }
-
-func (e *poolTimeoutError) Error() string { return "dataplane: " + e.err.Error() }
-func (e *poolTimeoutError) Unwrap() error { return e.err }
-
-// message is the answer's text (l5d-proxy-error, the body).
-func (e *poolTimeoutError) message() string {
-	if e.err.Share {
-		return "this client holds its " + strconv.Itoa(e.err.Limit) + " connections to " + e.err.Addr + " and none came back within " + e.err.Wait.String()
-	}
-	return "all " + strconv.Itoa(e.err.Limit) + " connections to " + e.err.Addr + " are busy and none came back within " + e.err.Wait.String()
 }
 
 // sweep closes connections idle past the idle timeout and forgets

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	inboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/inbound"
+	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -65,9 +66,9 @@ type Proxy struct {
 
 	dests      *destinations
 	pols       *policyCache
-	inProfiles *inboundProfiles  // profiles of the Services peer proxies name (route_names.go)
-	in         *inboundhttp.HTTP // the inbound HTTP side (internal/inbound)
-	out        *outboundHTTP     // the outbound HTTP side (http_outbound.go)
+	inProfiles *inboundProfiles   // profiles of the Services peer proxies name (route_names.go)
+	in         *inboundhttp.HTTP  // the inbound HTTP side (internal/inbound)
+	out        *outboundhttp.HTTP // the outbound HTTP side (internal/outbound)
 
 	connsMu sync.Mutex
 	conns   map[net.Conn]*relay.Pipe // tracked connections; the pipe once piped
@@ -221,10 +222,10 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		},
 		UpstreamTimer: upstreamTimer,
 	}
-	p.out = &outboundHTTP{
-		peerH1: p.http.peerH1, pool: p.http.pool, extH1: p.http.extH1, h1OverH2: cfg.HTTP1OverH2,
-		dialEndpoint: p.dialEndpoint, dial: p.dialTracked, connectTimeout: cfg.ConnectTimeout,
-		metrics: p.m.http, tap: p.tap, log: p.log, now: p.now,
+	p.out = &outboundhttp.HTTP{
+		RoundTrip:    p.http.toEndpoint,
+		DialEndpoint: p.dialEndpoint, Dial: p.dialTracked, ConnectTimeout: cfg.ConnectTimeout,
+		Metrics: p.m.http, Tap: p.tap, Log: p.log, Now: p.now,
 	}
 	return p, nil
 }
@@ -402,11 +403,11 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 		}()
 	}
 	serve(ls.Inbound, p.handleInbound)
-	serve(ls.Outbound, p.handleTransparent)
-	serve(ls.Connect, p.handleConnect)
+	serve(ls.Outbound, p.fromApplication(p.handleTransparent))
+	serve(ls.Connect, p.fromApplication(p.handleConnect))
 	for _, m := range ls.Mapped {
 		authority := m.Authority
-		serve(m.Listener, func(ctx context.Context, c net.Conn) bool { return p.handleMapped(ctx, c, authority) })
+		serve(m.Listener, p.fromApplication(func(ctx context.Context, c net.Conn) bool { return p.handleMapped(ctx, c, authority) }))
 	}
 	p.log.Info("proxy started", "inbound", addrOf(ls.Inbound), "outbound", addrOf(ls.Outbound),
 		"connect", addrOf(ls.Connect), "admin", addrOf(ls.Admin), "mappings", len(ls.Mapped))
@@ -509,6 +510,35 @@ func (p *Proxy) acceptLoop(ctx context.Context, l net.Listener, handle func(cont
 				p.untrack(c)
 			}
 		}()
+	}
+}
+
+// The bounds of Config.OutboundSendBuffer: the kernel's own floor
+// (SOCK_MIN_SNDBUF is about 4.5 KiB) and a ceiling far above any
+// loopback need.
+const (
+	minSendBuffer = 4 << 10
+	maxSendBuffer = 64 << 20
+)
+
+// fromApplication wraps the handler of an outbound listener, whose
+// clients are the local application: each connection's kernel send
+// buffer is fixed at Config.OutboundSendBuffer before anything is
+// written to it, so that a client that stops reading holds that much of
+// a response in the kernel, not the up to 4 MiB autotuning would give it
+// (and pull through both proxies first).
+func (p *Proxy) fromApplication(handle func(context.Context, net.Conn) bool) func(context.Context, net.Conn) bool {
+	n := p.cfg.OutboundSendBuffer
+	if n == 0 {
+		return handle
+	}
+	return func(ctx context.Context, c net.Conn) bool {
+		if s, ok := c.(interface{ SetWriteBuffer(int) error }); ok {
+			if err := s.SetWriteBuffer(n); err != nil {
+				p.log.Debug("outbound send buffer not set", "client", c.RemoteAddr().String(), "err", err)
+			}
+		}
+		return handle(ctx, c)
 	}
 }
 

@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
-	"net/http"
 	"time"
 
-	ptap "github.com/weftmesh/weft/apis/proxy/tap"
-	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 )
 
@@ -36,15 +33,4 @@ func tapServerTLS(id Identity, now func() time.Time) *tls.Config {
 	c.NextProtos = []string{"h2"}
 	c.ClientAuth = tls.RequireAnyClientCert // verified in VerifyConnection, against the current roots
 	return c
-}
-
-// tapOutbound offers an outbound request to the open taps. ep is the
-// endpoint it is sent to (zero when the proxy answers it itself).
-func (h *outboundHTTP) tapOutbound(r *http.Request, info *connInfo, route string, ep Endpoint) *tap.Request {
-	v := tap.View{
-		Direction: ptap.TapEvent_OUTBOUND, Src: info.Remote, Dst: ep.Addr, R: r,
-		Scheme: "http", Method: r.Method, Authority: r.Host, Path: httpcore.EscapedPath(r), Route: route,
-		DstIdentity: ep.Identity, DstLabels: ep.MetricLabels,
-	}
-	return h.tap.Start(&v)
 }

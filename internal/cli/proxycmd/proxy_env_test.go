@@ -72,6 +72,7 @@ func TestAProxyConfiguredEntirelyFromTheEnvironmentGetsEverySetting(t *testing.T
 		"WEFT_PROXY_TAP_MAX_EVENTS_PER_SECOND":       "50",
 		"WEFT_PROXY_TAP_HANDSHAKE_TIMEOUT":           "2s",
 		"WEFT_PROXY_INBOUND_PORTS_ONLY":              "true",
+		"WEFT_PROXY_OUTBOUND_SEND_BUFFER":            "131072",
 		"WEFT_PROXY_ADMIN_SHUTDOWN":                  "true",
 		"WEFT_PROXY_ADMIN_HEADER_TIMEOUT":            "2s",
 		"WEFT_PROXY_ADMIN_IDLE_TIMEOUT":              "1m",
@@ -121,7 +122,7 @@ func TestAProxyConfiguredEntirelyFromTheEnvironmentGetsEverySetting(t *testing.T
 			HTTPPoolWaitTimeout: 1500 * time.Millisecond,
 			AdminShutdown:       true, AdminHeaderTimeout: 2 * time.Second, AdminIdleTimeout: time.Minute, AdminMaxConnections: 20,
 			TapAddr: "127.0.0.1:5190", TapIdentities: []string{tapper}, TapMaxTaps: 3, TapMaxEventsPerSecond: 50,
-			TapHandshakeTimeout: 2 * time.Second, InboundPortsOnly: true,
+			TapHandshakeTimeout: 2 * time.Second, InboundPortsOnly: true, OutboundSendBuffer: 128 << 10,
 			Extras: dataplane.Extras{
 				InboundConnectTimeout: 250 * time.Millisecond,
 				InboundDetectTimeout:  4 * time.Second, OutboundDetectTimeout: 6 * time.Second,

@@ -1,10 +1,12 @@
-package dataplane
+package outbound
 
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 )
@@ -55,8 +57,25 @@ type timeoutError struct {
 func (e *timeoutError) Error() string { return "dataplane: timed out after " + e.after.String() }
 
 // classPoolTimeout names a request that waited for a pooled HTTP/1.1
-// connection past Config.HTTPPoolWaitTimeout.
+// connection past dataplane.Config.HTTPPoolWaitTimeout.
 const classPoolTimeout = "pool-timeout"
+
+// PoolTimeoutError is a request that found no pooled connection free
+// within the pool's wait deadline: the HTTP/1.1 pool to peer proxies
+// returns it from HTTP.RoundTrip, and the request is answered 503
+// "pool-timeout" without trying another endpoint.
+type PoolTimeoutError struct{ Err *h1.PoolTimeoutError }
+
+func (e *PoolTimeoutError) Error() string { return "dataplane: " + e.Err.Error() }
+func (e *PoolTimeoutError) Unwrap() error { return e.Err }
+
+// message is the answer's text (l5d-proxy-error, the body).
+func (e *PoolTimeoutError) message() string {
+	if e.Err.Share {
+		return "this client holds its " + strconv.Itoa(e.Err.Limit) + " connections to " + e.Err.Addr + " and none came back within " + e.Err.Wait.String()
+	}
+	return "all " + strconv.Itoa(e.Err.Limit) + " connections to " + e.Err.Addr + " are busy and none came back within " + e.Err.Wait.String()
+}
 
 // outboundAnswer maps why a request got no answer from upstream to the
 // answer the proxy makes instead: the HTTP status, the gRPC status for a
@@ -72,7 +91,7 @@ func outboundAnswer(err error) httpcore.Answer {
 		to    *timeoutError
 		body  *httpcore.RequestBodyError
 		dial  *httpcore.DialError
-		pool  *poolTimeoutError
+		pool  *PoolTimeoutError
 	)
 	switch {
 	case errors.Is(err, errConnectInHTTP):

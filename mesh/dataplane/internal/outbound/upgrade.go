@@ -1,4 +1,4 @@
-package dataplane
+package outbound
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // if the upstream answers 101 Switching Protocols for the protocol asked
 // for. Any other answer is relayed as a normal response. Taps are not
 // offered upgrades.
-func (h *outboundHTTP) outboundUpgrade(c *outboundCall, up string) {
+func (h *HTTP) outboundUpgrade(c *outboundCall, up string) {
 	c.tapped = true
 	var a outboundAttempt
 	if err := a.pick(c, nil); err != nil {
@@ -24,16 +24,16 @@ func (h *outboundHTTP) outboundUpgrade(c *outboundCall, up string) {
 	}
 	ep := a.h.Value()
 	hdr := outboundHeader(c.r, c.rt.RequestHeaders, a.backend.RequestHeaders)
-	target := c.svc.target
+	target := c.svc.Names().Target
 	httpcore.ForwardUpgrade(c.ctx, c.w, c.r, &httpcore.Upgrade{
 		Proto: up, Header: hdr,
 		Dial: func(ctx context.Context) (net.Conn, error) {
 			if ep.Identity != "" {
-				return h.dialEndpoint(ctx, ep, target, transport.HTTP1, nil)
+				return h.DialEndpoint(ctx, ep, target, transport.HTTP1, nil)
 			}
-			dctx, cancel := context.WithTimeout(ctx, h.connectTimeout)
+			dctx, cancel := context.WithTimeout(ctx, h.ConnectTimeout)
 			defer cancel()
-			return h.dial(dctx, ep.Addr.String())
+			return h.Dial(dctx, ep.Addr.String())
 		},
 		Fail:          c.fail,
 		Head:          func(status int) { c.stats.Head(status) },

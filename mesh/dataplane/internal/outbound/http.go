@@ -1,20 +1,22 @@
-package dataplane
+package outbound
 
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/endpoint"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
-	"github.com/weftmesh/weft/mesh/dataplane/retry"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 	"github.com/weftmesh/weft/mesh/policy/pathnorm"
@@ -46,46 +48,43 @@ func cleanInPlace(r *http.Request) http.Header {
 	return r.Header
 }
 
-// outboundHTTP is the outbound HTTP side: every request from the local
-// application on a connection the L4 outbound path found a service for
-// (info.svc: the destination's routes, backends and balancers, and its
-// series). It is given what it reads of the proxy as values and plain
-// funcs, filled once by New, so that it can become a package of its own
-// (issue 28 item 1); the request's own state stays on the serving
-// goroutine's stack.
-type outboundHTTP struct {
-	// The pools to endpoints: HTTP/1.1 over mesh TLS to peer proxies,
-	// the multiplexed HTTP/2 connections (to peer proxies and h2c
-	// endpoints) and HTTP/1 to unmeshed endpoints; h1OverH2 sends an
-	// HTTP/1 request to a peer proxy over HTTP/2 (Config.HTTP1OverH2).
-	// They are values, not a func, so that roundTrip stays a direct call
-	// and its replayable closure on the stack.
-	peerH1   *peerH1Pool
-	pool     *connPool
-	extH1    *h1.Client
-	h1OverH2 bool
+// HTTP is the outbound HTTP side: every request from the local
+// application on a connection the dataplane package's L4 outbound path
+// found a Service for. It is given what it reads of the proxy as values
+// and plain funcs, filled once by dataplane.New; the request's own state
+// stays on the serving goroutine's stack.
+type HTTP struct {
+	// RoundTrip sends a request to one endpoint over the proxy's pools
+	// (HTTP/1.1 or HTTP/2 over mesh TLS to a peer proxy, h2c or HTTP/1
+	// to an unmeshed endpoint), as the downstream client from, whose
+	// share of the HTTP/1.1 pool it uses. body is the request's kept
+	// body (nil when none is kept): a request the upstream refused
+	// unprocessed is sent once more only while body.Replayable(). A
+	// failure to connect is an httpcore.DialError, a wait for a pooled
+	// connection past its deadline a *PoolTimeoutError.
+	RoundTrip func(req *http.Request, ep endpoint.Endpoint, clientH2 bool, from netip.Addr, body *ReplayBody) (*http.Response, error)
 
 	// An upgrade's own connection: to a meshed endpoint over mesh TLS
-	// with the transport header (dialEndpoint), to an unmeshed one as a
-	// connection of the proxy's own (dial) within connectTimeout.
-	dialEndpoint   func(ctx context.Context, ep Endpoint, target string, proto transport.Protocol, prefix []byte) (net.Conn, error)
-	dial           func(ctx context.Context, addr string) (net.Conn, error)
-	connectTimeout time.Duration
+	// with the transport header (DialEndpoint), to an unmeshed one as a
+	// connection of the proxy's own (Dial) within ConnectTimeout.
+	DialEndpoint   func(ctx context.Context, ep endpoint.Endpoint, target string, proto transport.Protocol, prefix []byte) (net.Conn, error)
+	Dial           func(ctx context.Context, addr string) (net.Conn, error)
+	ConnectTimeout time.Duration
 
-	metrics *reqmetrics.HTTP // Weft's retry and error counters (the series are the service's)
-	tap     *tap.Hub
-	log     *slog.Logger
-	now     func() time.Time
+	Metrics *reqmetrics.HTTP // Weft's retry and error counters (the series are the Service's)
+	Tap     *tap.Hub
+	Log     *slog.Logger
+	Now     func() time.Time
 }
 
-// serveOutbound proxies one request from the local application, in
-// steps: select its route; answer it here when the route says so (no
-// route, a redirect, an injected fault); bound it by the route's
-// timeouts; then send it, in attempts within the retry budget (an
-// upgrade on a connection of its own), and relay the answer or answer
-// the error (outboundAnswer).
-func (h *outboundHTTP) serveOutbound(w http.ResponseWriter, r *http.Request, info *connInfo) {
-	c := outboundCall{h: h, w: w, r: r, info: info, svc: info.svc, grpc: httpcore.IsGRPC(r)}
+// Serve proxies one request from the local application, which came on
+// conn and goes to svc, in steps: select its route; answer it here when
+// the route says so (no route, a redirect, an injected fault); bound it
+// by the route's timeouts; then send it, in attempts within the retry
+// budget (an upgrade on a connection of its own), and relay the answer
+// or answer the error (outboundAnswer).
+func (h *HTTP) Serve(w http.ResponseWriter, r *http.Request, conn *httpcore.Conn, svc Service) {
+	c := outboundCall{h: h, w: w, r: r, conn: conn, svc: svc, grpc: httpcore.IsGRPC(r)}
 	c.selectRoute()
 	defer c.endTap() // ends an upgraded or aborted request; no-op once ended
 	if c.answeredByRoute() {
@@ -93,7 +92,7 @@ func (h *outboundHTTP) serveOutbound(w http.ResponseWriter, r *http.Request, inf
 	}
 	c.bound()
 	defer c.release()
-	if up, ok := h1.Upgrade(r); ok && !info.H2 {
+	if up, ok := h1.Upgrade(r); ok && !conn.H2 {
 		h.outboundUpgrade(&c, up)
 		return
 	}
@@ -119,12 +118,12 @@ func (c *outboundCall) selectRoute() {
 	if np, err := pathnorm.Normalize(c.rawPath); err == nil {
 		routePath = np
 	}
-	c.router = c.svc.router.Load()
+	c.router = c.svc.Router()
 	c.rt = c.router.Select(route.Request{
 		Method: r.Method, Path: routePath, RawQuery: r.URL.RawQuery, Host: hostOnly(r.Host),
-		Header: r.Header, HTTP2: c.info.H2, GRPC: c.grpc,
+		Header: r.Header, HTTP2: c.conn.H2, GRPC: c.grpc,
 	})
-	c.stats.Begin(c.svc.routeSeries(c.rt.Name), time.Now())
+	c.stats.Begin(c.svc.RouteSeries(c.rt.Name), time.Now())
 }
 
 func (c *outboundCall) endTap() { tap.End(&c.tr, 0, -1, -1, nil) }
@@ -156,10 +155,10 @@ func (c *outboundCall) redirect() {
 	w.Header().Set("Content-Length", "0")
 	c.tapStart(nil)
 	w.WriteHeader(rt.Redirect.Status)
-	c.stats.Attempt(c.svc.localSeries())
+	c.stats.Attempt(c.svc.LocalSeries())
 	c.stats.Head(rt.Redirect.Status)
 	c.stats.Done(rt.Redirect.Status, "", false, "")
-	c.tr.ResponseInit(rt.Redirect.Status, w.Header(), c.info.H2)
+	c.tr.ResponseInit(rt.Redirect.Status, w.Header(), c.conn.H2)
 	tap.End(&c.tr, 0, -1, -1, nil)
 }
 
@@ -189,7 +188,7 @@ func (c *outboundCall) relay(a *outboundAttempt) {
 	gs := resp.Header.Get("Grpc-Status")
 	failure := route.Failure(rt.Classes, resp.StatusCode, gs)
 	c.stats.Head(resp.StatusCode)
-	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.info.H2)
+	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.conn.H2)
 	meshed := a.h.Value().Identity != ""
 	trailer, n, err := httpcore.CopyResponse(c.w, resp, func(h http.Header) {
 		httpcore.CleanResponseHeader(h, meshed)
@@ -239,41 +238,46 @@ func retryableResponse(rp *route.Retry, resp *http.Response, failure bool) bool 
 	return rp.OnFailureClass && failure
 }
 
-// roundTrip sends a request to one endpoint. To a meshed endpoint (its
-// proxy, over mutual TLS): an HTTP/1 request over a pooled HTTP/1.1
-// connection, or with HTTP1OverH2 over the pooled HTTP/2 connection
-// carrying its version in l5d-orig-proto; an HTTP/2 request over the
-// pooled HTTP/2 connection. To an unmeshed one: h2c when the client spoke
-// HTTP/2, HTTP/1 otherwise.
-//
-// from is the downstream client the request came from (its connection's
-// source address), whose share of the HTTP/1.1 pool it uses.
-func (h *outboundHTTP) roundTrip(req *http.Request, ep Endpoint, clientH2 bool, from netip.Addr, replayable func() bool) (*http.Response, error) {
-	if ep.Identity != "" {
-		dial := ep.Addr
-		if ep.OpaqueTransportPort != 0 {
-			dial = netip.AddrPortFrom(ep.Addr.Addr(), ep.OpaqueTransportPort)
-		}
-		key := poolKey{addr: dial, identity: ep.Identity, port: ep.Addr.Port()}
-		if !clientH2 && !h.h1OverH2 {
-			return h.peerH1.roundTrip(key, ep, req, from)
-		}
-		if !clientH2 {
-			req.Header[httpcore.HeaderOrigProto] = []string{"HTTP/1.1"}
-		}
-		return h.pool.roundTrip(key, req, replayable, dialLabels{ep: ep})
+var errIdleTimeout = errors.New("dataplane: idle timeout")
+
+// idleWatch cancels ctx when no byte moves for d; touch postpones it.
+func idleWatch(ctx context.Context, d time.Duration) (context.Context, func(), func()) {
+	if d <= 0 {
+		return ctx, func() {}, func() {}
 	}
-	if clientH2 {
-		return h.pool.roundTrip(poolKey{addr: ep.Addr}, req, replayable, dialLabels{ep: ep})
-	}
-	resp, err := h.extH1.RoundTrip(req, ep.Addr.String())
-	var de *h1.DialError
-	if errors.As(err, &de) {
-		return nil, &httpcore.DialError{Err: err}
-	}
-	return resp, err
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := time.AfterFunc(d, func() { cancel(errIdleTimeout) })
+	return ctx, func() { t.Reset(d) }, func() { t.Stop(); cancel(nil) }
 }
 
-func sameBudget(a, b retry.BudgetOptions) bool {
-	return a.Ratio == b.Ratio && a.MinPerSecond == b.MinPerSecond && a.TTL == b.TTL
+// touchReader calls touch on every read.
+type touchReader struct {
+	io.ReadCloser
+	touch func()
+}
+
+func (t *touchReader) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if n > 0 {
+		t.touch()
+	}
+	return n, err
+}
+
+// hostOnly strips the port and a trailing dot from an authority.
+func hostOnly(authority string) string {
+	h := authority
+	if host, _, err := net.SplitHostPort(authority); err == nil {
+		h = host
+	}
+	return strings.TrimSuffix(strings.ToLower(h), ".")
+}
+
+// hostPort returns the port of an authority, or 0.
+func hostPort(authority string) uint32 {
+	if _, port, err := net.SplitHostPort(authority); err == nil {
+		n, _ := strconv.ParseUint(port, 10, 16)
+		return uint32(n)
+	}
+	return 0
 }

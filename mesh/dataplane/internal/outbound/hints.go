@@ -1,4 +1,4 @@
-package dataplane
+package outbound
 
 import (
 	"net/http"

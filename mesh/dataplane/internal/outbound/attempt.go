@@ -1,4 +1,4 @@
-package dataplane
+package outbound
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
+	"github.com/weftmesh/weft/mesh/dataplane/endpoint"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
@@ -21,11 +22,11 @@ import (
 // when it may be retried), the unreachable endpoints skipped and the
 // retries spent, its metrics and its tap.
 type outboundCall struct {
-	h       *outboundHTTP
+	h       *HTTP
 	w       http.ResponseWriter
 	r       *http.Request
-	info    *connInfo
-	svc     *service
+	conn    *httpcore.Conn
+	svc     Service
 	router  *route.Router
 	rt      *route.Route
 	grpc    bool
@@ -38,7 +39,7 @@ type outboundCall struct {
 
 	body  io.ReadCloser        // the client's body as attempts read it (nil or http.NoBody without one)
 	cbody *httpcore.ClientBody // keeps the body's first read error
-	rb    *replayBody          // set when the request may be retried and has a body
+	rb    *ReplayBody          // set when the request may be retried and has a body
 
 	budget    *retry.Budget
 	dialFails int
@@ -52,32 +53,32 @@ type outboundCall struct {
 // tapStart offers the request to the open taps once, with the endpoint
 // of h it is sent to (zero without one, when the proxy answers itself).
 // Nothing is allocated unless a tap takes the request.
-func (c *outboundCall) tapStart(h *balance.Handle[Endpoint]) {
-	if c.tapped || !c.h.tap.On() {
+func (c *outboundCall) tapStart(h *balance.Handle[endpoint.Endpoint]) {
+	if c.tapped || !c.h.Tap.On() {
 		return
 	}
 	c.tapped = true
-	var ep Endpoint
+	var ep endpoint.Endpoint
 	if h != nil {
 		ep = h.Value()
 	}
-	c.tr = c.h.tapOutbound(c.r, c.info, c.rt.Name, ep)
+	c.tr = c.h.tapOutbound(c.r, c.conn, c.rt.Name, ep)
 }
 
 // fail answers the request for the proxy, for the reason err gives
 // (outboundAnswer), and records it.
 func (c *outboundCall) fail(err error) {
 	e := outboundAnswer(err)
-	c.h.metrics.Errors.WithLabelValues(Outbound, c.svc.label, e.Class).Inc()
+	c.h.Metrics.Errors.WithLabelValues(direction, c.svc.Names().Label, e.Class).Inc()
 	c.tapStart(nil)
 	httpcore.WriteAnswer(c.w, c.grpc, &e, false)
 	if !c.stats.Attempting() {
-		c.stats.Attempt(c.svc.localSeries())
+		c.stats.Attempt(c.svc.LocalSeries())
 	}
 	gs := httpcore.GRPCStatusOf(c.grpc, &e)
 	c.stats.Head(e.Status)
 	c.stats.Done(e.Status, gs, true, e.Class)
-	c.tr.ResponseInit(e.Status, c.w.Header(), c.info.H2)
+	c.tr.ResponseInit(e.Status, c.w.Header(), c.conn.H2)
 	tap.End(&c.tr, 0, tap.GRPCStatus(gs), -1, nil)
 }
 
@@ -99,19 +100,16 @@ func (c *outboundCall) prepareBody() {
 	if canRetry && c.body != nil && c.body != http.NoBody {
 		c.rb = newReplayBody(c.body, rt.Retry.MaxRequestBytes)
 	}
-	c.budget = c.svc.budget.Load()
+	c.budget = c.svc.Budget()
 	c.budget.Deposit()
 }
-
-// replayable reports whether another attempt could send the whole body.
-func (c *outboundCall) replayable() bool { return c.rb == nil || c.rb.replayable() }
 
 // run sends the request until an attempt ends in a response that is not
 // retried, which a holds when run returns nil, or in an error that is not.
 func (c *outboundCall) run(a *outboundAttempt) error {
 	// The endpoints tried so far, avoided while others are available;
 	// local, so that its few entries stay on the stack.
-	var tried []*balance.Handle[Endpoint]
+	var tried []*balance.Handle[endpoint.Endpoint]
 	for {
 		if err := a.pick(c, tried); err != nil {
 			return err
@@ -162,7 +160,7 @@ func (c *outboundCall) afterError(a *outboundAttempt, err error) (bool, error) {
 func (c *outboundCall) afterResponse(a *outboundAttempt) (bool, error) {
 	resp := a.resp
 	failure := route.Failure(c.rt.Classes, resp.StatusCode, resp.Header.Get("Grpc-Status"))
-	outcome := responseOutcome(resp, failure, c.h.now())
+	outcome := responseOutcome(resp, failure, c.h.Now())
 	a.h.DoneWith(outcome)
 	if c.rt.Retry == nil || !retryableResponse(c.rt.Retry, resp, failure) || !c.mayRetry("status") {
 		return false, nil
@@ -187,15 +185,15 @@ func (c *outboundCall) mayRetry(reason string) bool {
 		return false
 	}
 	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
-	if hasBody && (c.rb == nil || !c.rb.replayable()) {
+	if hasBody && !c.rb.Replayable() {
 		return false
 	}
 	if !c.budget.Withdraw() {
-		c.h.metrics.Exhausted.WithLabelValues(c.svc.label, rt.Name).Inc()
+		c.h.Metrics.Exhausted.WithLabelValues(c.svc.Names().Label, rt.Name).Inc()
 		c.stats.Retryable(false)
 		return false
 	}
-	c.h.metrics.Retries.WithLabelValues(c.svc.label, rt.Name, reason).Inc()
+	c.h.Metrics.Retries.WithLabelValues(c.svc.Names().Label, rt.Name, reason).Inc()
 	c.stats.Retryable(true)
 	c.retries++
 	return true
@@ -223,7 +221,7 @@ func (c *outboundCall) backoff(hint time.Duration, hasHint bool) (bool, error) {
 // (not kept in the attempt, so that the call can stay on the stack).
 type outboundAttempt struct {
 	backend  *route.Backend
-	h        *balance.Handle[Endpoint]
+	h        *balance.Handle[endpoint.Endpoint]
 	ctx      context.Context
 	cancel   context.CancelFunc // ends the attempt's exchange (a no-op when it has no context of its own)
 	timeout  time.Duration      // for the response head, 0 for none
@@ -235,12 +233,12 @@ type outboundAttempt struct {
 // one) and, by the backend's balancer, an endpoint not tried yet while
 // others are available (tried). A backend's injected fault ends the
 // request here.
-func (a *outboundAttempt) pick(c *outboundCall, tried []*balance.Handle[Endpoint]) error {
+func (a *outboundAttempt) pick(c *outboundCall, tried []*balance.Handle[endpoint.Endpoint]) error {
 	*a = outboundAttempt{}
 	rt, svc, ctx, acc := c.rt, c.svc, c.ctx, c.router.Accrual
 	bi := route.PickBackend(rt.Backends, rt.FirstAvailable, func(i int) bool {
-		b, err := svc.backend(ctx, rt.Backends[i], acc)
-		return err == nil && b.usable()
+		b, err := svc.Backend(ctx, rt.Backends[i], acc)
+		return err == nil && b.Balancer().Available() > 0
 	})
 	if bi < 0 {
 		return errNoBackends
@@ -249,17 +247,16 @@ func (a *outboundAttempt) pick(c *outboundCall, tried []*balance.Handle[Endpoint
 	if a.backend.Fail.Hit() {
 		return &faultError{a.backend.Fail}
 	}
-	be, err := svc.backend(ctx, *a.backend, acc)
+	be, err := svc.Backend(ctx, *a.backend, acc)
 	if err != nil {
 		return &resolveError{err}
 	}
-	be.refresh()
-	h, err := be.bal.PickExcept(tried)
+	h, err := be.Balancer().PickExcept(tried)
 	if err != nil {
 		return &noEndpointError{backend: a.backend.Name, failing: !errors.Is(err, balance.ErrNoEndpoints)}
 	}
 	a.h = h
-	c.stats.Attempt(be.seriesFor(svc, h))
+	c.stats.Attempt(be.Series(h))
 	c.tapStart(h)
 	return nil
 }
@@ -282,10 +279,10 @@ func (a *outboundAttempt) send(c *outboundCall) error {
 		hdr = outboundHeader(r, rt.RequestHeaders, a.backend.RequestHeaders)
 	}
 	// A peer proxy learns which Service the request is for (its route
-	// metrics; route_names.go). The client's own copy went with the
-	// other mesh headers.
-	if n := c.svc.names.Load(); n.canonical != "" && a.h.Value().Identity != "" {
-		hdr[httpcore.HeaderDstCanonical] = []string{n.canonical}
+	// metrics; the dataplane package's route_names.go). The client's own
+	// copy went with the other mesh headers.
+	if n := c.svc.Names(); n.Canonical != "" && a.h.Value().Identity != "" {
+		hdr[httpcore.HeaderDstCanonical] = []string{n.Canonical}
 	}
 	a.timeout = rt.Timeouts.Response
 	if rt.Retry != nil && rt.Retry.Timeout > 0 {
@@ -301,9 +298,8 @@ func (a *outboundAttempt) send(c *outboundCall) error {
 		a.timedOut = timedOut
 		timer = time.AfterFunc(a.timeout, func() { timedOut.Store(true); cancel() })
 	}
-	rb := c.rb
 	req := httpcore.OutgoingRequest(httpcore.Forward1xx(a.ctx, c.w), r, hdr, body, c.rawPath, r.URL.RawQuery)
-	resp, err := c.h.roundTrip(req, a.h.Value(), c.info.H2, c.info.Remote.Addr(), func() bool { return rb == nil || rb.replayable() })
+	resp, err := c.h.RoundTrip(req, a.h.Value(), c.conn.H2, c.conn.Remote.Addr(), c.rb)
 	if timer != nil {
 		timer.Stop()
 	}
@@ -312,18 +308,18 @@ func (a *outboundAttempt) send(c *outboundCall) error {
 }
 
 // redial reports whether an attempt whose endpoint could not be reached
-// is tried again on another endpoint: up to maxDialAttempts per request,
+// is tried again on another endpoint: up to MaxDialAttempts per request,
 // while the body can be sent again and the request has time left. The
 // endpoint is marked failed; the try is no retry and spends no budget.
 func (a *outboundAttempt) redial(c *outboundCall, err error) bool {
 	var de *httpcore.DialError
-	if !errors.As(err, &de) || c.dialFails >= maxDialAttempts-1 || !c.replayable() || c.ctx.Err() != nil {
+	if !errors.As(err, &de) || c.dialFails >= MaxDialAttempts-1 || !c.rb.Replayable() || c.ctx.Err() != nil {
 		return false
 	}
 	a.h.Done(false)
 	c.stats.AttemptEnded(0, "", true, "connect")
 	c.dialFails++
-	c.h.log.Debug("endpoint unreachable, trying another", "target", c.svc.target, "endpoint", a.h.Key(), "err", err)
+	c.h.Log.Debug("endpoint unreachable, trying another", "target", c.svc.Names().Target, "endpoint", a.h.Key(), "err", err)
 	return true
 }
 

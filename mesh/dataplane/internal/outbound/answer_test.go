@@ -1,4 +1,4 @@
-package dataplane
+package outbound
 
 import (
 	"errors"
@@ -40,9 +40,9 @@ func TestOutboundAnswerMapsEachCauseToOneStatusGRPCStatusClassAndMessage(t *test
 		{"response head", &timeoutError{after: 50 * time.Millisecond}, httpcore.Answer{Status: 504, GRPC: httpcore.GRPCDeadlineExceeded, Class: "response-timeout", Msg: "no response within 50ms"}},
 		{"dial failure", &httpcore.DialError{Err: refused}, httpcore.Answer{Status: 503, GRPC: httpcore.GRPCUnavailable, Class: "connect", Msg: refused.Error()}},
 		{"wrapped dial failure", fmt.Errorf("pool: %w", &httpcore.DialError{Err: refused}), httpcore.Answer{Status: 503, GRPC: httpcore.GRPCUnavailable, Class: "connect", Msg: "pool: " + refused.Error()}},
-		{"no pooled connection within the wait (the client's share)", &poolTimeoutError{&h1.PoolTimeoutError{Addr: "10.0.0.1:4143", Wait: 3 * time.Second, Limit: 64, Share: true}},
+		{"no pooled connection within the wait (the client's share)", &PoolTimeoutError{&h1.PoolTimeoutError{Addr: "10.0.0.1:4143", Wait: 3 * time.Second, Limit: 64, Share: true}},
 			httpcore.Answer{Status: 503, GRPC: httpcore.GRPCUnavailable, Class: "pool-timeout", Msg: "this client holds its 64 connections to 10.0.0.1:4143 and none came back within 3s"}},
-		{"no pooled connection within the wait (the pool)", &poolTimeoutError{&h1.PoolTimeoutError{Addr: "10.0.0.1:4143", Wait: 3 * time.Second, Limit: 128}},
+		{"no pooled connection within the wait (the pool)", &PoolTimeoutError{&h1.PoolTimeoutError{Addr: "10.0.0.1:4143", Wait: 3 * time.Second, Limit: 128}},
 			httpcore.Answer{Status: 503, GRPC: httpcore.GRPCUnavailable, Class: "pool-timeout", Msg: "all 128 connections to 10.0.0.1:4143 are busy and none came back within 3s"}},
 		{"upstream reset", reset, httpcore.Answer{Status: 502, GRPC: httpcore.GRPCUnavailable, Class: "upstream", Msg: reset.Error()}},
 		{"upgrade with a body", httpcore.ErrUpgradeBody, httpcore.Answer{Status: 400, GRPC: httpcore.GRPCUnavailable, Class: "upgrade-with-body", Msg: "an upgrade request may not have a body"}},

@@ -1,4 +1,4 @@
-package dataplane
+package outbound
 
 import (
 	"errors"
@@ -8,13 +8,13 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 )
 
-// replayBody lets a request body be sent more than once, for retries,
+// ReplayBody lets a request body be sent more than once, for retries,
 // while it streams: what the client sent is kept (up to max bytes) as the
 // first attempt reads it, and a later attempt reads the kept bytes first,
 // then the rest from the client. Once more than max bytes were read the
 // body can no longer be replayed and only the current attempt reads on.
 // An attempt that was superseded stops reading.
-type replayBody struct {
+type ReplayBody struct {
 	mu       sync.Mutex
 	readMu   sync.Mutex // one read from the client at a time
 	src      io.ReadCloser
@@ -28,12 +28,17 @@ type replayBody struct {
 
 var errStaleAttempt = errors.New("dataplane: request body taken by a later attempt")
 
-func newReplayBody(src io.ReadCloser, max int64) *replayBody {
-	return &replayBody{src: src, max: max}
+func newReplayBody(src io.ReadCloser, max int64) *ReplayBody {
+	return &ReplayBody{src: src, max: max}
 }
 
-// replayable reports whether a new attempt could send the whole body.
-func (rb *replayBody) replayable() bool {
+// Replayable reports whether a new attempt could send the whole body;
+// always true of a nil ReplayBody (a request whose body is not kept has
+// none to send again).
+func (rb *ReplayBody) Replayable() bool {
+	if rb == nil {
+		return true
+	}
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
 	return !rb.overflow && rb.srcErr == nil
@@ -41,7 +46,7 @@ func (rb *replayBody) replayable() bool {
 
 // attempt returns the body reader of a new attempt; earlier attempts'
 // readers stop.
-func (rb *replayBody) attempt() io.ReadCloser {
+func (rb *ReplayBody) attempt() io.ReadCloser {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
 	rb.gen++
@@ -49,10 +54,10 @@ func (rb *replayBody) attempt() io.ReadCloser {
 }
 
 // close closes the client's body.
-func (rb *replayBody) close() error { return rb.src.Close() }
+func (rb *ReplayBody) close() error { return rb.src.Close() }
 
 type attemptBody struct {
-	rb  *replayBody
+	rb  *ReplayBody
 	gen int
 	pos int
 }
