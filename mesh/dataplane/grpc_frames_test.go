@@ -272,3 +272,16 @@ func TestGRPCCallsGetTheSameThroughTheFramePathAsThroughTheHTTPPath(t *testing.T
 		assert.Equal(t, w, viaFrames.b.metric(t, labels[0], labels[1:]...), "%v", labels)
 	}
 }
+
+// onBothGRPCPaths runs a test of gRPC calls through a server proxy on
+// each of its paths for them, given the server proxy's options: the
+// frame path (which must serve the test's calls, frames of them) and
+// the http.Handler path.
+func onBothGRPCPaths(t *testing.T, frames int64, test func(t *testing.T, serverOpts ...dataplane.Option)) {
+	t.Run("frame path", func(t *testing.T) {
+		var n atomic.Int64
+		test(t, dataplane.WithGRPCFrameCountForTest(&n))
+		assert.Equal(t, frames, n.Load(), "the calls the frame path served")
+	})
+	t.Run("http path", func(t *testing.T) { test(t, dataplane.WithoutGRPCFramesForTest()) })
+}
