@@ -191,7 +191,7 @@ func (cp *connPool) roundTripFields(ctx context.Context, key poolKey, req *inbou
 	if err != nil {
 		return inboundhttp.FieldResponse{}, err
 	}
-	return inboundhttp.FieldResponse{Status: resp.Status, Fields: resp.Fields, Body: resp.Body, Trailers: resp.Trailers}, nil
+	return inboundhttp.FieldResponse{Status: resp.Status, Fields: resp.Fields, Body: resp.Body, Trailers: resp}, nil
 }
 
 // unprocessed reports whether an HTTP/2 error means the server never

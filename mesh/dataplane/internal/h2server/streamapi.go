@@ -69,7 +69,7 @@ func (c *conn) newFrameStream(f *h2hdr.Block, h *reqHead) *stream {
 	s, ctx := c.newStream(f.StreamID, h)
 	regular := f.RegularFields()
 	st := &Stream{s: s, ctx: ctx, method: h.method, scheme: h.scheme, authority: h.authority, path: h.path,
-		fields: make([]hpack.HeaderField, 0, len(regular))}
+		fields: make([]hpack.HeaderField, 0, len(regular)+1)} // room for a field a relay adds (l5d-client-id)
 	for _, hf := range regular {
 		switch {
 		case hf.Name == "host":

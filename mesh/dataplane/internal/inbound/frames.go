@@ -55,12 +55,19 @@ type FieldRequest struct {
 }
 
 // FieldResponse is the application's answer to a FieldRequest: its
-// status and fields, its body, and its trailers once the body ended.
+// status and fields, its body, and what has its trailers once the body
+// ended (the HTTP/2 client's response: an interface, not a method
+// value, so that nothing is allocated for it).
 type FieldResponse struct {
 	Status   int
 	Fields   []hpack.HeaderField
 	Body     io.ReadCloser
-	Trailers func() []hpack.HeaderField
+	Trailers TrailerSource
+}
+
+// TrailerSource has a response's trailer fields once its body ended.
+type TrailerSource interface {
+	Trailers() []hpack.HeaderField
 }
 
 // AcceptGRPC says whether a request, given its decoded header fields
@@ -200,7 +207,7 @@ func (c *inboundCall) relayFrames(resp *FieldResponse) {
 	only, n, err := copyFrames(st, resp, fields)
 	var trailers []hpack.HeaderField
 	if err == nil && !only {
-		trailers = relayedFields(resp.Trailers())
+		trailers = relayedFields(resp.Trailers.Trailers())
 	}
 	if tgs := fieldValue(trailers, "grpc-status"); tgs != "" {
 		gs = tgs
@@ -238,7 +245,7 @@ func copyFrames(st FrameStream, resp *FieldResponse, fields []hpack.HeaderField)
 	defer put(bufp)
 	buf := *bufp
 	n, rerr := resp.Body.Read(buf)
-	if n == 0 && rerr == io.EOF && len(resp.Trailers()) == 0 {
+	if n == 0 && rerr == io.EOF && len(resp.Trailers.Trailers()) == 0 {
 		return true, 0, nil
 	}
 	if err := st.WriteHeader(resp.Status, fields, false); err != nil {

@@ -66,9 +66,14 @@ func (a *fieldsApp) roundTrip(_ context.Context, req *FieldRequest, _ netip.Addr
 		Fields: []hpack.HeaderField{{Name: "content-type", Value: "application/grpc"}, {Name: "l5d-server-id", Value: "forged"},
 			{Name: "weft-deny-reason", Value: "forged"}, {Name: "proxy-authenticate", Value: "Basic"}, {Name: "x-h", Value: "kept"}},
 		Body:     io.NopCloser(bytes.NewReader(body)),
-		Trailers: func() []hpack.HeaderField { return trailers },
+		Trailers: fixedTrailers(trailers),
 	}, nil
 }
+
+// fixedTrailers is a TrailerSource with the same trailers every time.
+type fixedTrailers []hpack.HeaderField
+
+func (t fixedTrailers) Trailers() []hpack.HeaderField { return t }
 
 func grpcFields(extra ...hpack.HeaderField) []hpack.HeaderField {
 	return append([]hpack.HeaderField{{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}}, extra...)
