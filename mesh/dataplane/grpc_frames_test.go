@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -284,4 +285,26 @@ func onBothGRPCPaths(t *testing.T, frames int64, test func(t *testing.T, serverO
 		assert.Equal(t, frames, n.Load(), "the calls the frame path served")
 	})
 	t.Run("http path", func(t *testing.T) { test(t, dataplane.WithoutGRPCFramesForTest()) })
+}
+
+// A server proxy with an access log serves gRPC on the http.Handler path
+// (the log reads the request and the ResponseWriter): the call is
+// logged, and the frame path serves nothing.
+func TestWithAnAccessLogGRPCCallsTakeTheHTTPPathAndAreLogged(t *testing.T) {
+	app, _ := startRecordingTestService(t)
+	var log lockedBuffer
+	var frames atomic.Int64
+	hp := startHTTPPair(t, httpPairOptions{serverPolicy: allowAll(t), app: app,
+		cfgB:  func(c *dataplane.Config) { c.AccessLog = dataplane.AccessLogApache },
+		optsB: []dataplane.Option{dataplane.WithAccessLog(&log), dataplane.WithGRPCFrameCountForTest(&frames)}})
+	conn, err := grpc.NewClient("passthrough:///"+hp.clientAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = testgrpc.NewTestServiceClient(conn).EmptyCall(ctxTimeout(t, 10*time.Second), &testgrpc.Empty{})
+	require.NoError(t, err)
+	testutil.Eventually(t, 5*time.Second, func() bool { return len(log.lines()) == 1 && log.lines()[0] != "" }, "one line")
+	m := apacheLine.FindStringSubmatch(log.lines()[0])
+	require.NotNil(t, m, "line %q", log.lines()[0])
+	assert.True(t, strings.HasSuffix(m[6], "/grpc.testing.TestService/EmptyCall"), m[6])
+	assert.Zero(t, frames.Load(), "the frame path served nothing")
 }
