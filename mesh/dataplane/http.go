@@ -51,6 +51,10 @@ type httpRuntime struct {
 	peerH1  *peerH1Pool // HTTP/1.1 over mesh TLS to peer proxies
 
 	h1OverH2 bool // Config.HTTP1OverH2 (toEndpoint)
+
+	// grpcStreams serves the gRPC calls of inbound HTTP/2 connections at
+	// frame level (nil: all go to handler).
+	grpcStreams *h2server.StreamHandler
 }
 
 func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
@@ -186,6 +190,9 @@ func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInf
 			// The connection's own copy of the settings carries the
 			// connection's direction to the abuse report.
 			h2cfg := *p.http.h2
+			if info.direction == Inbound {
+				h2cfg.Streams = p.http.grpcStreams
+			}
 			h2cfg.OnAbuse = func(reason string) {
 				p.m.http.Protocol.WithLabelValues(info.direction, reason).Inc()
 				p.log.Info("HTTP/2 connection closed for abuse", "direction", info.direction, "client", conn.RemoteAddr().String(), "reason", reason)
@@ -198,6 +205,20 @@ func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInf
 		}
 		p.http.h1.ServeConn(ctx, conn)
 	}()
+}
+
+// grpcStreams is the frame path of inbound gRPC calls (ServeFrames), for
+// the requests inbound.AcceptGRPC takes; before is a test hook (nil).
+func (p *Proxy) grpcStreams(before func()) *h2server.StreamHandler {
+	return &h2server.StreamHandler{
+		Accept: inboundhttp.AcceptGRPC,
+		Serve: func(st *h2server.Stream) {
+			if before != nil {
+				before()
+			}
+			p.in.ServeFrames(st, &infoOf(st.Context()).Conn)
+		},
+	}
 }
 
 // serveRequest dispatches a request by the direction of its connection.

@@ -183,39 +183,42 @@ func startGRPCApp(t testing.TB) (*health.Server, uint16) {
 	return hs, uint16(ln.Addr().(*net.TCPAddr).Port)
 }
 
+// On both of the server proxy's paths for gRPC (onBothGRPCPaths).
 func TestDeniedGRPCGetsPermissionDeniedWithTheReason(t *testing.T) {
-	_, port := startGRPCApp(t)
-	pk := newPKI(t)
-	pols := dataplane.NewMemoryPolicies()
-	grpcServer := authz.ToProto(&authz.Server{Meta: authz.Meta{Kind: "Server", Name: "grpc"}, Protocol: authz.ProtocolGRPC,
-		GRPCRoutes: []authz.GRPCRoute{{Meta: authz.Meta{Kind: "GRPCRoute", Name: "health-check"}, Rules: []authz.GRPCRule{{Matches: []authz.GRPCMatch{{Service: "grpc.health.v1.Health", Method: "Check"}}}},
-			Authorizations: []authz.Authorization{anyone}}}})
-	pols.Set(uint32(port), grpcServer)
-	inB := testutil.Listen(t)
-	b := startProxy(t, testConfig(), pk.identity(t, idB), nil, pols, dataplane.Listeners{Inbound: inB})
-	res := dataplane.NewMemoryResolver()
-	target := "grpc.shop.svc.cluster.local:" + strings.TrimPrefix(inB.Addr().String(), "127.0.0.1:")
-	res.Set(target, dataplane.Endpoint{Addr: netipAddrPort(port), Identity: idB, OpaqueTransportPort: uint16(inB.Addr().(*net.TCPAddr).Port)})
-	mapped := testutil.Listen(t)
-	startProxy(t, testConfig(), pk.identity(t, idA), res, nil, dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: target}}})
+	onBothGRPCPaths(t, 2, func(t *testing.T, serverOpts ...dataplane.Option) {
+		_, port := startGRPCApp(t)
+		pk := newPKI(t)
+		pols := dataplane.NewMemoryPolicies()
+		grpcServer := authz.ToProto(&authz.Server{Meta: authz.Meta{Kind: "Server", Name: "grpc"}, Protocol: authz.ProtocolGRPC,
+			GRPCRoutes: []authz.GRPCRoute{{Meta: authz.Meta{Kind: "GRPCRoute", Name: "health-check"}, Rules: []authz.GRPCRule{{Matches: []authz.GRPCMatch{{Service: "grpc.health.v1.Health", Method: "Check"}}}},
+				Authorizations: []authz.Authorization{anyone}}}})
+		pols.Set(uint32(port), grpcServer)
+		inB := testutil.Listen(t)
+		b := startProxy(t, testConfig(), pk.identity(t, idB), nil, pols, dataplane.Listeners{Inbound: inB}, serverOpts...)
+		res := dataplane.NewMemoryResolver()
+		target := "grpc.shop.svc.cluster.local:" + strings.TrimPrefix(inB.Addr().String(), "127.0.0.1:")
+		res.Set(target, dataplane.Endpoint{Addr: netipAddrPort(port), Identity: idB, OpaqueTransportPort: uint16(inB.Addr().(*net.TCPAddr).Port)})
+		mapped := testutil.Listen(t)
+		startProxy(t, testConfig(), pk.identity(t, idA), res, nil, dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: target}}})
 
-	cc, err := grpc.NewClient("passthrough:///"+mapped.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer cc.Close()
-	client := healthpb.NewHealthClient(cc)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	got, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
-	require.NoError(t, err, "the route admits Check")
-	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, got.GetStatus())
+		cc, err := grpc.NewClient("passthrough:///"+mapped.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(t, err)
+		defer cc.Close()
+		client := healthpb.NewHealthClient(cc)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		got, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+		require.NoError(t, err, "the route admits Check")
+		assert.Equal(t, healthpb.HealthCheckResponse_SERVING, got.GetStatus())
 
-	stream, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
-	require.NoError(t, err)
-	_, err = stream.Recv()
-	require.Error(t, err, "no route admits Watch")
-	assert.Equal(t, codes.PermissionDenied, status.Code(err))
-	// A trailers-only response: gRPC hands its metadata over as trailers.
-	assert.Equal(t, []string{"no-route"}, stream.Trailer().Get("weft-deny-reason"))
-	assert.Equal(t, 1.0, b.metric(t, "inbound_http_route_not_found_total"))
-	assert.Equal(t, -1.0, b.metric(t, "inbound_http_authz_deny_total"), "a request no route matches is not an authorization denial")
+		stream, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
+		require.NoError(t, err)
+		_, err = stream.Recv()
+		require.Error(t, err, "no route admits Watch")
+		assert.Equal(t, codes.PermissionDenied, status.Code(err))
+		// A trailers-only response: gRPC hands its metadata over as trailers.
+		assert.Equal(t, []string{"no-route"}, stream.Trailer().Get("weft-deny-reason"))
+		assert.Equal(t, 1.0, b.metric(t, "inbound_http_route_not_found_total"))
+		assert.Equal(t, -1.0, b.metric(t, "inbound_http_authz_deny_total"), "a request no route matches is not an authorization denial")
+	})
 }

@@ -278,7 +278,9 @@ func BenchmarkHTTP2Throughput(b *testing.B) {
 }
 
 // BenchmarkHTTPGRPCUnary makes unary gRPC calls (the interop service's
-// UnaryCall with a 100-byte payload) from 8 goroutines per CPU.
+// UnaryCall with a 100-byte payload) from 8 goroutines per CPU;
+// weft-pair-http-path is weft-pair with the server proxy's gRPC on the
+// http.Handler path instead of the frame path.
 func BenchmarkHTTPGRPCUnary(b *testing.B) {
 	ln := testutil.Listen(b)
 	s := grpc.NewServer()
@@ -287,15 +289,19 @@ func BenchmarkHTTPGRPCUnary(b *testing.B) {
 	b.Cleanup(s.Stop)
 	// The pair only needs the application's listener (its port).
 	hp := startHTTPPair(b, httpPairOptions{serverPolicy: allowAll(b), app: &httpApp{ln: ln}})
+	// The same pair with the server proxy's gRPC on the http.Handler
+	// path, as before the frame path (issue 28 item 3).
+	viaHTTP := startHTTPPair(b, httpPairOptions{serverPolicy: allowAll(b), app: &httpApp{ln: ln},
+		optsB: []dataplane.Option{dataplane.WithoutGRPCFramesForTest()}})
 	targets := map[string]string{
 		"direct":               ln.Addr().String(),
 		"weft-pair":            hp.clientAddr,
+		"weft-pair-http-path":  viaHTTP.clientAddr,
 		"go-reverseproxy-pair": startReverseProxyPair(b, ln.Addr().String(), true),
 	}
-	for _, name := range httpBenchOrder {
-		if targets[name] == "" {
-			continue // gRPC takes the HTTP/2 hop whatever HTTP1OverH2 says
-		}
+	// No weft-pair-h2hop: gRPC takes the HTTP/2 hop whatever
+	// HTTP1OverH2 says.
+	for _, name := range []string{"direct", "weft-pair", "weft-pair-http-path", "go-reverseproxy-pair"} {
 		b.Run(name, func(b *testing.B) {
 			cc, err := grpc.NewClient("passthrough:///"+targets[name], grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {

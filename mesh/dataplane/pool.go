@@ -12,6 +12,7 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
+	inboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/inbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
@@ -175,6 +176,22 @@ func (cp *connPool) roundTrip(key poolKey, req *http.Request, replayable func() 
 		}
 		return resp, err
 	}
+}
+
+// roundTripFields sends a frame-path request (inbound ServeFrames) on a
+// pooled connection to key, once: as roundTrip with a body that cannot
+// be replayed.
+func (cp *connPool) roundTripFields(ctx context.Context, key poolKey, req *inboundhttp.FieldRequest, dl dialLabels) (inboundhttp.FieldResponse, error) {
+	cc, err := cp.get(ctx, key, dl)
+	if err != nil {
+		return inboundhttp.FieldResponse{}, err
+	}
+	resp, err := cc.RoundTripFields(ctx, &h2client.FieldRequest{Method: req.Method, Scheme: "http",
+		Authority: req.Authority, Path: req.Path, Fields: req.Fields, Body: req.Body})
+	if err != nil {
+		return inboundhttp.FieldResponse{}, err
+	}
+	return inboundhttp.FieldResponse{Status: resp.Status, Fields: resp.Fields, Body: resp.Body, Trailers: resp}, nil
 }
 
 // unprocessed reports whether an HTTP/2 error means the server never

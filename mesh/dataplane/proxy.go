@@ -92,6 +92,11 @@ type options struct {
 	loopback    bool // see WithLoopbackAllowed
 	accessLog   io.Writer
 	tracer      trace.Tracer
+
+	// The frame path's test hooks (export_test.go): off, and a call
+	// before each call it serves.
+	noGRPCFrames bool
+	onGRPCFrame  func()
 }
 
 // WithLogger sets the logger (default: discard).
@@ -220,7 +225,15 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		AppH2: func(req *http.Request, app netip.AddrPort) (*http.Response, error) {
 			return p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false }, dialLabels{inbound: true})
 		},
+		AppH2Fields: func(ctx context.Context, req *inboundhttp.FieldRequest, app netip.AddrPort) (inboundhttp.FieldResponse, error) {
+			return p.http.pool.roundTripFields(ctx, poolKey{addr: app}, req, dialLabels{inbound: true})
+		},
 		UpstreamTimer: upstreamTimer,
+	}
+	if !o.noGRPCFrames && p.access == nil && p.tracer == nil {
+		// gRPC calls for the application take the frame path, unless an
+		// access log or a tracer wants the http.Request (http.go).
+		p.http.grpcStreams = p.grpcStreams(o.onGRPCFrame)
 	}
 	p.out = &outboundhttp.HTTP{
 		RoundTrip:    p.http.toEndpoint,

@@ -174,40 +174,43 @@ func TestRateLimitGivesClientsWithoutIdentityOneSharedBucketWhateverHeaderTheySe
 	assert.Equal(t, 1.0, b.metric(t, "inbound_http_local_ratelimit_total", `ratelimit_scope="identity"`, `tls="no_identity"`, `no_tls_reason="no_tls_from_remote"`))
 }
 
+// On both of the server proxy's paths for gRPC (onBothGRPCPaths).
 func TestRateLimitedGRPCCallGetsResourceExhausted(t *testing.T) {
-	clock := newFakeClock()
-	_, port := startGRPCApp(t)
-	pk := newPKI(t)
-	pols := dataplane.NewMemoryPolicies()
-	pols.Set(uint32(port), limitedServer("grpc", &authz.RateLimit{Meta: rateLimitMeta("grpc-rl"), Total: 1}))
-	inB := testutil.Listen(t)
-	b := startProxy(t, testConfig(), pk.identity(t, idB), nil, pols, dataplane.Listeners{Inbound: inB}, dataplane.WithClock(clock.now))
-	res := dataplane.NewMemoryResolver()
-	target := "grpc.shop.svc.cluster.local:" + strings.TrimPrefix(inB.Addr().String(), "127.0.0.1:")
-	res.Set(target, dataplane.Endpoint{Addr: netipAddrPort(port), Identity: idB, OpaqueTransportPort: uint16(inB.Addr().(*net.TCPAddr).Port)})
-	mapped := testutil.Listen(t)
-	startProxy(t, testConfig(), pk.identity(t, idA), res, nil, dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: target}}})
+	onBothGRPCPaths(t, 3, func(t *testing.T, serverOpts ...dataplane.Option) {
+		clock := newFakeClock()
+		_, port := startGRPCApp(t)
+		pk := newPKI(t)
+		pols := dataplane.NewMemoryPolicies()
+		pols.Set(uint32(port), limitedServer("grpc", &authz.RateLimit{Meta: rateLimitMeta("grpc-rl"), Total: 1}))
+		inB := testutil.Listen(t)
+		b := startProxy(t, testConfig(), pk.identity(t, idB), nil, pols, dataplane.Listeners{Inbound: inB}, append(serverOpts, dataplane.WithClock(clock.now))...)
+		res := dataplane.NewMemoryResolver()
+		target := "grpc.shop.svc.cluster.local:" + strings.TrimPrefix(inB.Addr().String(), "127.0.0.1:")
+		res.Set(target, dataplane.Endpoint{Addr: netipAddrPort(port), Identity: idB, OpaqueTransportPort: uint16(inB.Addr().(*net.TCPAddr).Port)})
+		mapped := testutil.Listen(t)
+		startProxy(t, testConfig(), pk.identity(t, idA), res, nil, dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: target}}})
 
-	cc, err := grpc.NewClient("passthrough:///"+mapped.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer cc.Close()
-	client := healthpb.NewHealthClient(cc)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
-	require.NoError(t, err, "the first call takes the one token")
+		cc, err := grpc.NewClient("passthrough:///"+mapped.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(t, err)
+		defer cc.Close()
+		client := healthpb.NewHealthClient(cc)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
+		require.NoError(t, err, "the first call takes the one token")
 
-	var trailer metadata.MD
-	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Trailer(&trailer))
-	require.Error(t, err)
-	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
-	assert.Equal(t, "total rate limit exceeded: 1rps", status.Convert(err).Message())
-	assert.Equal(t, []string{"total rate limit exceeded: 1rps"}, trailer.Get("l5d-proxy-error"))
-	assert.Equal(t, 1.0, b.metric(t, "inbound_http_local_ratelimit_total", `srv_name="grpc"`, `ratelimit_name="grpc-rl"`, `ratelimit_scope="total"`))
+		var trailer metadata.MD
+		_, err = client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Trailer(&trailer))
+		require.Error(t, err)
+		assert.Equal(t, codes.ResourceExhausted, status.Code(err))
+		assert.Equal(t, "total rate limit exceeded: 1rps", status.Convert(err).Message())
+		assert.Equal(t, []string{"total rate limit exceeded: 1rps"}, trailer.Get("l5d-proxy-error"))
+		assert.Equal(t, 1.0, b.metric(t, "inbound_http_local_ratelimit_total", `srv_name="grpc"`, `ratelimit_name="grpc-rl"`, `ratelimit_scope="total"`))
 
-	clock.advance(time.Second)
-	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
-	assert.NoError(t, err, "a second later, a token again")
+		clock.advance(time.Second)
+		_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
+		assert.NoError(t, err, "a second later, a token again")
+	})
 }
 
 func TestRateLimitBucketsSurviveAnUpdateWithTheSameLimitsOnly(t *testing.T) {

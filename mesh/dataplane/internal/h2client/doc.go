@@ -22,6 +22,12 @@
 //     ReadReady too, and return io.EOF with the last bytes when the stream
 //     has already ended, so that a copy loop can skip a flush per chunk.
 //
+// [Conn.RoundTripFields] is RoundTrip for a relay that holds a request
+// as decoded header fields (the proxy's frame-level server side): the
+// request goes out from its fields and the response comes back as fields,
+// a body and trailer fields, with no http.Request, http.Response or
+// header map built; the checks, limits and flow control are RoundTrip's.
+//
 // Flow control is RFC 9113's both ways: request bodies wait for the
 // server's stream and connection windows. Received bytes are returned to
 // the stream window once its reader consumed half of it, and to the

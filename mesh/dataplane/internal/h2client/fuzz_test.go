@@ -43,11 +43,27 @@ func FuzzClient(f *testing.F) {
 		if len(frames) > 1<<20 {
 			return
 		}
-		runHostileServer(t, frames)
+		runHostileServer(t, frames, false)
 	})
 }
 
-func runHostileServer(t *testing.T, frames []byte) {
+// FuzzClientFields is FuzzClient with the requests sent by
+// RoundTripFields: the same hostile server frames, the same bounds.
+func FuzzClientFields(f *testing.F) {
+	for _, seed := range clientSeeds(f) {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, frames []byte) {
+		if len(frames) > 1<<20 {
+			return
+		}
+		runHostileServer(t, frames, true)
+	})
+}
+
+// runHostileServer sends a GET and a POST to a server that answers with
+// frames, by RoundTrip or, with fields set, by RoundTripFields.
+func runHostileServer(t *testing.T, frames []byte, fields bool) {
 	cconn, sconn := net.Pipe()
 	gotRequests := make(chan struct{})
 	var wg sync.WaitGroup
@@ -106,21 +122,34 @@ func runHostileServer(t *testing.T, frames []byte) {
 	for _, req := range reqs {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			resp, err := cc.RoundTrip(req)
-			if err != nil {
-				return
+			var body io.ReadCloser
+			if fields {
+				fr := &h2client.FieldRequest{Method: req.Method, Scheme: "http", Authority: "fuzz.test", Path: "/x",
+					Fields: []hpack.HeaderField{{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}}, Body: req.Body}
+				resp, err := cc.RoundTripFields(ctx, fr)
+				if err != nil {
+					return
+				}
+				defer resp.Trailers() // after the body's end, as a relay asks
+				body = resp.Body
+			} else {
+				resp, err := cc.RoundTrip(req)
+				if err != nil {
+					return
+				}
+				body = resp.Body
 			}
-			defer resp.Body.Close()
-			if resp.Body == http.NoBody {
+			defer body.Close()
+			if body == http.NoBody {
 				return
 			}
 			buf := make([]byte, 4096)
 			for {
-				unread, capacity := h2client.BodyBuffer(resp.Body)
+				unread, capacity := h2client.BodyBuffer(body)
 				if unread > fuzzWindow || capacity > 2*fuzzWindow {
 					t.Errorf("a body buffer holds %d unread bytes in %d, over the stream window of %d (or twice it)", unread, capacity, fuzzWindow)
 				}
-				if _, err := resp.Body.Read(buf); err != nil {
+				if _, err := body.Read(buf); err != nil {
 					return
 				}
 			}

@@ -29,6 +29,9 @@ var errHeaderListSize = errors.New("h2client: request headers exceed the server'
 // reqHeaders is a request checked and ready to encode.
 type reqHeaders struct {
 	req           *http.Request
+	freq          *FieldRequest // instead of req (RoundTripFields)
+	method        string
+	scheme        string
 	authority     string
 	path          string
 	contentLength string
@@ -44,40 +47,24 @@ func (cc *Conn) encodeRequest(h *reqHeaders, req *http.Request, hasBody bool) er
 	if req.URL == nil {
 		return errors.New("h2client: request without URL")
 	}
-	*h = reqHeaders{req: req}
+	*h = reqHeaders{req: req, method: req.Method, scheme: req.URL.Scheme}
 	h.authority = req.Host
 	if h.authority == "" {
 		h.authority = req.URL.Host
 	}
-	if a, err := httpguts.PunycodeHostPort(h.authority); err == nil {
-		h.authority = a
-	}
-	if !httpguts.ValidHostHeader(h.authority) {
-		return fmt.Errorf("h2client: invalid request authority %q", h.authority)
-	}
-	method := req.Method
-	if method == "" {
-		method = http.MethodGet
-	}
-	if !validToken(method) {
-		return fmt.Errorf("h2client: invalid request method %q", method)
-	}
-	if method == http.MethodConnect {
-		return errors.New("h2client: CONNECT is not supported")
-	}
 	h.path = req.URL.RequestURI()
-	if h.path == "" || h.path[0] != '/' && h.path != "*" {
-		return fmt.Errorf("h2client: invalid request path %q", h.path)
-	}
 	for _, bad := range []string{"Upgrade", "Transfer-Encoding", "Connection"} {
 		if vv := req.Header[bad]; len(vv) > 0 && !allowedConnValue(bad, vv) {
 			return fmt.Errorf("h2client: invalid %s request header %q", bad, vv)
 		}
 	}
+	if err := h.check(); err != nil {
+		return err
+	}
 	switch {
 	case hasBody && req.ContentLength > 0:
 		h.contentLength = strconv.FormatInt(req.ContentLength, 10)
-	case !hasBody && (method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch):
+	case !hasBody && (h.method == http.MethodPost || h.method == http.MethodPut || h.method == http.MethodPatch):
 		h.contentLength = "0"
 	}
 	if len(req.Trailer) > 0 {
@@ -93,8 +80,41 @@ func (cc *Conn) encodeRequest(h *reqHeaders, req *http.Request, hasBody bool) er
 		}
 		h.trailerNames = sb.String()
 	}
+	return cc.checkSize(h)
+}
+
+// check checks the pseudo-header fields of a request of either kind,
+// filling in the defaults (GET, https) and the authority's ASCII form.
+func (h *reqHeaders) check() error {
+	if a, err := httpguts.PunycodeHostPort(h.authority); err == nil {
+		h.authority = a
+	}
+	if !httpguts.ValidHostHeader(h.authority) {
+		return fmt.Errorf("h2client: invalid request authority %q", h.authority)
+	}
+	if h.method == "" {
+		h.method = http.MethodGet
+	}
+	if !validToken(h.method) {
+		return fmt.Errorf("h2client: invalid request method %q", h.method)
+	}
+	if h.method == http.MethodConnect {
+		return errors.New("h2client: CONNECT is not supported")
+	}
+	if h.path == "" || h.path[0] != '/' && h.path != "*" {
+		return fmt.Errorf("h2client: invalid request path %q", h.path)
+	}
+	if h.scheme == "" {
+		h.scheme = "https"
+	}
+	return nil
+}
+
+// checkSize checks the fields' names and values and their size against
+// the server's SETTINGS_MAX_HEADER_LIST_SIZE.
+func (cc *Conn) checkSize(h *reqHeaders) error {
 	var size uint64
-	err := h.fields(method, func(name, value string) {
+	err := h.fields(func(name, value string) {
 		size += uint64(len(name) + len(value) + 32)
 	})
 	if err != nil {
@@ -107,6 +127,20 @@ func (cc *Conn) encodeRequest(h *reqHeaders, req *http.Request, hasBody bool) er
 		return errHeaderListSize
 	}
 	return nil
+}
+
+// encodeFieldRequest checks a RoundTripFields request as encodeRequest
+// checks an http.Request: the same pseudo-header checks, and its fields
+// without those a client may not send (regularField).
+func (cc *Conn) encodeFieldRequest(h *reqHeaders, r *FieldRequest, hasBody bool) error {
+	*h = reqHeaders{freq: r, method: r.Method, scheme: r.Scheme, authority: r.Authority, path: r.Path}
+	if err := h.check(); err != nil {
+		return err
+	}
+	if !hasBody && (h.method == http.MethodPost || h.method == http.MethodPut || h.method == http.MethodPatch) {
+		h.contentLength = "0"
+	}
+	return cc.checkSize(h)
 }
 
 func allowedConnValue(name string, vv []string) bool {
@@ -123,20 +157,30 @@ func allowedConnValue(name string, vv []string) bool {
 }
 
 // fields calls f with each field to send, checking names and values.
-func (h *reqHeaders) fields(method string, f func(name, value string)) error {
-	req := h.req
+func (h *reqHeaders) fields(f func(name, value string)) error {
 	f(":authority", h.authority)
-	f(":method", method)
+	f(":method", h.method)
 	f(":path", h.path)
-	scheme := req.URL.Scheme
-	if scheme == "" {
-		scheme = "https"
-	}
-	f(":scheme", scheme)
+	f(":scheme", h.scheme)
 	if h.trailerNames != "" {
 		f("trailer", h.trailerNames)
 	}
-	for k, vv := range req.Header {
+	if h.freq != nil {
+		for _, hf := range h.freq.Fields {
+			send, err := regularField(hf.Name, hf.Value)
+			if err != nil {
+				return err
+			}
+			if send {
+				f(hf.Name, hf.Value)
+			}
+		}
+		if h.contentLength != "" {
+			f("content-length", h.contentLength)
+		}
+		return nil
+	}
+	for k, vv := range h.req.Header {
 		if !httpguts.ValidHeaderFieldName(k) {
 			return fmt.Errorf("h2client: invalid request header name %q", k)
 		}
@@ -183,14 +227,31 @@ func (h *reqHeaders) fields(method string, f func(name, value string)) error {
 	return nil
 }
 
+// regularField reports whether a RoundTripFields field is sent: its
+// name must be a lower-case token and its value valid (else an error);
+// the fields encodeRequest leaves out of an http.Request's header are
+// left out (Host, Content-Length, the connection-specific ones, Trailer,
+// a TE other than "trailers"), and pseudo-header fields are an error.
+func regularField(name, value string) (bool, error) {
+	if !httpguts.ValidHeaderFieldName(name) || lower(name) != name {
+		return false, fmt.Errorf("h2client: invalid request header name %q", name)
+	}
+	if !httpguts.ValidHeaderFieldValue(value) {
+		return false, fmt.Errorf("h2client: invalid value for request header %q", name)
+	}
+	switch name {
+	case "host", "content-length", "connection", "proxy-connection", "transfer-encoding", "upgrade", "keep-alive", "trailer":
+		return false, nil
+	case "te":
+		return strings.EqualFold(value, "trailers"), nil
+	}
+	return true, nil
+}
+
 // encodeHeaderBlock HPACK-encodes h; called with wmu held.
 func (cc *Conn) encodeHeaderBlock(h *reqHeaders) ([]byte, error) {
-	method := h.req.Method
-	if method == "" {
-		method = http.MethodGet
-	}
 	cc.hbuf.b = cc.hbuf.b[:0]
-	err := h.fields(method, func(name, value string) {
+	err := h.fields(func(name, value string) {
 		_ = cc.henc.WriteField(hpack.HeaderField{Name: name, Value: value})
 	})
 	return cc.hbuf.b, err
@@ -231,7 +292,7 @@ func (cc *Conn) writeDataLocked(cs *stream, data []byte, eof bool, maxFrame int)
 	n = max(n, 0)
 	cc.sendWin -= int64(n)
 	cs.sendWin -= int64(n)
-	trailers := eof && n == len(data) && hasTrailers(cs.req)
+	trailers := eof && n == len(data) && cs.req != nil && hasTrailers(cs.req)
 	end := eof && n == len(data) && !trailers
 	if maxFrame <= 0 || maxFrame > int(cc.peerMaxFrame) {
 		maxFrame = int(cc.peerMaxFrame)

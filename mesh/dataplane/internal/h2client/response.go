@@ -51,6 +51,10 @@ func (cc *Conn) onResponse(cs *stream, f *h2hdr.Block) {
 		cc.streamError(f.StreamID, http2.ErrCodeProtocol, "bad_status", fmt.Errorf("h2client: malformed response status %q", status))
 		return
 	}
+	if cs.freq != nil {
+		cc.onFieldResponse(cs, f, code) // fields.go
+		return
+	}
 	header := cc.toHeader(f.RegularFields())
 	if code < 200 {
 		cc.onInformational(cs, f, code, header)
@@ -86,7 +90,7 @@ func (cc *Conn) onResponse(cs *stream, f *h2hdr.Block) {
 			}
 		}
 	}
-	if f.StreamEnded() || cs.req.Method == http.MethodHead {
+	if f.StreamEnded() || cs.head {
 		resp.Body = http.NoBody
 	} else {
 		cs.respBody = body{cs: cs, trailer: &resp.Trailer}
@@ -98,7 +102,7 @@ func (cc *Conn) onResponse(cs *stream, f *h2hdr.Block) {
 		cs.recvEnded = true
 		cc.maybeRemoveLocked(cs)
 	}
-	if cs.req.Method == http.MethodHead {
+	if cs.head {
 		cs.bodyDone = true
 	}
 	cs.cond.Broadcast()
@@ -122,6 +126,9 @@ func (cc *Conn) onInformational(cs *stream, f *h2hdr.Block, code int, header htt
 	case n > max1xx:
 		cc.streamError(f.StreamID, http2.ErrCodeProtocol, "too_many_1xx", fmt.Errorf("h2client: more than %d informational responses", max1xx))
 		return
+	}
+	if cs.req == nil {
+		return // a RoundTripFields request: counted only
 	}
 	trace := httptrace.ContextClientTrace(cs.req.Context())
 	if trace == nil {
@@ -148,9 +155,16 @@ func (cc *Conn) onTrailers(cs *stream, f *h2hdr.Block) {
 		cc.streamError(f.StreamID, http2.ErrCodeProtocol, "bad_trailers", errors.New("h2client: pseudo-header field in trailers"))
 		return
 	}
-	tr := cc.toHeader(f.RegularFields())
+	var tr http.Header
+	var fields []hpack.HeaderField
+	if cs.freq != nil {
+		// The block is the Reader's until its next frame.
+		fields = append([]hpack.HeaderField(nil), f.RegularFields()...)
+	} else {
+		tr = cc.toHeader(f.RegularFields())
+	}
 	cc.mu.Lock()
-	cs.trailer = tr
+	cs.trailer, cs.trailerFields = tr, fields
 	cs.recvEnded = true
 	cc.maybeRemoveLocked(cs)
 	cs.cond.Broadcast()
@@ -254,7 +268,7 @@ func (b *body) Read(p []byte) (int, error) {
 		err = io.EOF
 		if !b.eof {
 			b.eof = true
-			if cs.trailer != nil {
+			if cs.trailer != nil && b.trailer != nil {
 				if *b.trailer == nil {
 					*b.trailer = cs.trailer
 				} else {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // readReadier is a body that tells whether a Read would return at once.
@@ -40,6 +41,13 @@ type stream struct {
 	hprev     *stream // that list
 	hnext     *stream
 
+	// A RoundTripFields response's header and trailer fields (copies).
+	fresp         FieldResponse
+	trailerFields []hpack.HeaderField
+
+	head bool          // a HEAD request: the response has no body
+	freq *FieldRequest // a RoundTripFields request, when req is nil
+
 	// Sending.
 	sendWin int64
 	sentEnd bool // END_STREAM sent
@@ -63,7 +71,16 @@ type stream struct {
 // when sent or on failure. A request whose stream was never processed by
 // the server fails with an error wrapping [ErrUnprocessed].
 func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
-	body := req.Body
+	cs := &stream{cc: cc, req: req, head: req.Method == http.MethodHead}
+	if err := cc.start(cs, req.Context(), req.Body); err != nil {
+		return nil, err
+	}
+	return cc.awaitResponse(cs)
+}
+
+// start sends a request's HEADERS, and its body when it is all there;
+// a goroutine streams the rest (sendBody).
+func (cc *Conn) start(cs *stream, ctx context.Context, body io.ReadCloser) error {
 	if body == http.NoBody {
 		body = nil
 	}
@@ -74,7 +91,7 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// A client request's ContentLength 0 with a body means unknown.
 	hasBody := body != nil
-	cs := &stream{cc: cc, req: req}
+	trailers := cs.req != nil && hasTrailers(cs.req)
 	cs.cond.L = &cc.mu
 
 	// The fast path: read what the body already has, so that headers,
@@ -86,7 +103,7 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 		if rr, ok := body.(readReadier); ok && rr.ReadReady() {
 			bufp = getBuf()
 			first, firstEOF = readReady(body, rr, (*bufp)[:0])
-			if firstEOF && len(first) == 0 && !hasTrailers(req) {
+			if firstEOF && len(first) == 0 && !trailers {
 				hasBody = false
 			}
 		}
@@ -98,21 +115,26 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 	}()
 
 	hdr := &cs.hdr
-	if err := cc.encodeRequest(hdr, req, hasBody); err != nil {
-		closeBody()
-		return nil, err
+	var err error
+	if cs.req != nil {
+		err = cc.encodeRequest(hdr, cs.req, hasBody)
+	} else {
+		err = cc.encodeFieldRequest(hdr, cs.freq, hasBody)
 	}
-	ctx := req.Context()
+	if err != nil {
+		closeBody()
+		return err
+	}
 	if err := cc.acquire(ctx); err != nil {
 		closeBody()
-		return nil, err
+		return err
 	}
 
 	// Headers, and the body when it is all there, in one flush.
 	if err := cc.lockWrite(); err != nil {
 		cc.release()
 		closeBody()
-		return nil, fmt.Errorf("h2client: connection lost: %w: %w", err, ErrUnprocessed)
+		return fmt.Errorf("h2client: connection lost: %w: %w", err, ErrUnprocessed)
 	}
 	cc.mu.Lock()
 	if cc.closing || cc.closed || cc.nextID > maxStreamID {
@@ -120,7 +142,7 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 		cc.wmu.Unlock()
 		cc.release()
 		closeBody()
-		return nil, errClosing
+		return errClosing
 	}
 	cs.id = cc.nextID
 	cc.nextID += 2
@@ -139,7 +161,8 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 	cc.mu.Unlock()
 
 	cc.hbuf.b = cc.hbuf.b[:0]
-	block, err := cc.encodeHeaderBlock(hdr)
+	var block []byte
+	block, err = cc.encodeHeaderBlock(hdr)
 	if err == nil {
 		err = cc.writeHeaderBlock(cs.id, block, !hasBody, maxFrame)
 	}
@@ -153,7 +176,7 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		cc.failStream(cs, err, http2.ErrCodeInternal)
 		closeBody()
-		return nil, err
+		return err
 	}
 	if hasBody && !done {
 		// The rest of the body is sent by a goroutine: the response
@@ -171,7 +194,7 @@ func (cc *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		cc.mu.Unlock()
 	}
-	return cc.awaitResponse(cs)
+	return nil
 }
 
 // hasTrailers reports whether req declares trailers to send.

@@ -20,6 +20,14 @@
 // would block (ReadReady) and returns io.EOF with the last data when the
 // client's END_STREAM has already arrived.
 //
+// A connection may also serve requests at frame level (Config.Streams,
+// [StreamHandler]): a request its Accept takes (say, gRPC) is handed to
+// the handler as its decoded header fields and a body, and the handler
+// writes the response's fields, DATA and trailers; no http.Request, header
+// map or ResponseWriter is built. Such a request passes the same checks
+// and limits as any other (everything below), and its body and response
+// use the same windows, buffers and output queue.
+//
 // What the server does not do: server push, the extended CONNECT
 // protocol (RFC 8441), h2c upgrade from HTTP/1.1, priorities (PRIORITY
 // frames are validated and ignored), Content-Type sniffing and a default

@@ -45,7 +45,22 @@ var fuzzGet = []string{":method", "GET", ":scheme", "http", ":authority", "x", "
 // (the stream ends, then the connection within the linger), must leave
 // no goroutine behind, and must keep its output queue within its bound.
 func FuzzServeConn(f *testing.F) {
-	seeds := [][]byte{
+	for _, s := range fuzzSeeds() {
+		f.Add(s)
+	}
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-T")
+		_, _ = io.Copy(w, r.Body)
+		w.Header().Set("X-T", "1")
+	})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		fuzzServe(t, in, &Config{IdleTimeout: time.Second, WriteTimeout: time.Second, PingInterval: -1}, echo)
+	})
+}
+
+// fuzzSeeds are client frame sequences for the seed corpora.
+func fuzzSeeds() [][]byte {
+	return [][]byte{
 		fuzzFrames(func(fr *http2.Framer, enc func(...string) []byte) {
 			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: enc(fuzzGet...), EndStream: true, EndHeaders: true})
 		}),
@@ -84,46 +99,89 @@ func FuzzServeConn(f *testing.F) {
 			_ = fr.WriteWindowUpdate(0, 1<<31-1)
 			_ = fr.WritePriority(3, http2.PriorityParam{StreamDep: 3})
 		}),
+		fuzzFrames(func(fr *http2.Framer, enc func(...string) []byte) { // gRPC calls, one with trailers
+			grpcPost := []string{":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/s/M", "content-type", "application/grpc", "te", "trailers"}
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: enc(grpcPost...), EndHeaders: true})
+			_ = fr.WriteData(1, true, []byte{0, 0, 0, 0, 2, 'h', 'i'})
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: enc(grpcPost...), EndHeaders: true})
+			_ = fr.WriteData(3, false, []byte{0, 0, 0, 0, 1, 'x'})
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: enc("x-t", "1"), EndStream: true, EndHeaders: true})
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 5, BlockFragment: enc(grpcPost...), EndHeaders: true})
+			_ = fr.WriteRSTStream(5, http2.ErrCodeCancel)
+		}),
 	}
-	for _, s := range seeds {
+}
+
+// fuzzServe feeds in, after the client preface, as the client's side of
+// a connection served with cfg and h.
+func fuzzServe(t *testing.T, in []byte, cfg *Config, h http.Handler) {
+	client, server := net.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	var st connStats
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		serveConn(ctx, server, h, cfg, func(c *conn) {
+			st.peakBytes, st.peakFrames = c.peakBytes, c.peakFrames
+		})
+	}()
+	// The client reads everything the server says, as a real one does.
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		_, _ = io.Copy(io.Discard, client)
+	}()
+	_ = client.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(client, clientPreface); err == nil {
+		_, _ = client.Write(in)
+	}
+	cancel() // the graceful shutdown: GOAWAY, streams finish
+	client.Close()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // hang guard only
+		t.Fatal("the server did not end the connection")
+	}
+	<-readDone
+	if st.peakBytes > QueueBound || st.peakFrames > QueueBoundFrames {
+		t.Fatalf("queued %d bytes, %d frames: over the bound", st.peakBytes, st.peakFrames)
+	}
+}
+
+// FuzzServeStreams is FuzzServeConn with the Stream API taking every
+// request (an echo of the body, the request's fields and trailers sent
+// back), the http.Handler none: the same bounds hold on that path.
+func FuzzServeStreams(f *testing.F) {
+	for _, s := range fuzzSeeds() {
 		f.Add(s)
 	}
-	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Trailer", "X-T")
-		_, _ = io.Copy(w, r.Body)
-		w.Header().Set("X-T", "1")
-	})
+	echo := &StreamHandler{
+		Accept: func([]hpack.HeaderField) bool { return true },
+		Serve: func(st *Stream) {
+			if st.WriteHeader(200, st.Fields(), false) != nil {
+				return
+			}
+			buf := make([]byte, 4096)
+			body := st.Body()
+			for {
+				n, err := body.Read(buf)
+				if n > 0 && st.Write(buf[:n]) != nil {
+					return
+				}
+				if err == io.EOF {
+					_ = st.End(append(st.Trailers(), hpack.HeaderField{Name: "x-t", Value: "1"}))
+					return
+				}
+				if err != nil {
+					return // the stream was reset: Serve's return resets it
+				}
+				if !isReady(body) && st.Flush() != nil {
+					return
+				}
+			}
+		},
+	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		client, server := net.Pipe()
-		ctx, cancel := context.WithCancel(context.Background())
-		var st connStats
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			serveConn(ctx, server, echo, &Config{IdleTimeout: time.Second, WriteTimeout: time.Second, PingInterval: -1}, func(c *conn) {
-				st.peakBytes, st.peakFrames = c.peakBytes, c.peakFrames
-			})
-		}()
-		// The client reads everything the server says, as a real one does.
-		readDone := make(chan struct{})
-		go func() {
-			defer close(readDone)
-			_, _ = io.Copy(io.Discard, client)
-		}()
-		_ = client.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		if _, err := io.WriteString(client, clientPreface); err == nil {
-			_, _ = client.Write(in)
-		}
-		cancel() // the graceful shutdown: GOAWAY, streams finish
-		client.Close()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second): // hang guard only
-			t.Fatal("the server did not end the connection")
-		}
-		<-readDone
-		if st.peakBytes > QueueBound || st.peakFrames > QueueBoundFrames {
-			t.Fatalf("queued %d bytes, %d frames: over the bound", st.peakBytes, st.peakFrames)
-		}
+		fuzzServe(t, in, &Config{IdleTimeout: time.Second, WriteTimeout: time.Second, PingInterval: -1, Streams: echo}, http.NotFoundHandler())
 	})
 }

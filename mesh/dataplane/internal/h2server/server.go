@@ -70,6 +70,9 @@ type Config struct {
 	OnAbuse func(reason string)
 	// Logger receives connection errors at debug level.
 	Logger *slog.Logger
+	// Streams, when set, serves the requests its Accept takes at frame
+	// level (streamapi.go); the others go to the http.Handler.
+	Streams *StreamHandler
 }
 
 // Fixed limits.

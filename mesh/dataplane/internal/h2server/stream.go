@@ -56,6 +56,7 @@ type stream struct {
 	body    body
 	w       responseWriter
 	handler http.Handler
+	frame   *Stream // set for a request served at frame level (Config.Streams)
 }
 
 // abortLocked ends the stream for both sides with err and wakes whoever
@@ -149,22 +150,29 @@ func (c *conn) processHeaders(f *h2hdr.Block) error {
 		c.count("over_max_streams")
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
-	req, s, err := c.newRequest(f)
+	head, err := c.checkRequest(f)
 	if err != nil {
 		return err
 	}
-	handler := c.handler
-	if f.Truncated {
-		c.count("header_list_too_long")
-		handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			http.Error(w, "request header fields too large", http.StatusRequestHeaderFieldsTooLarge)
-		})
+	var s *stream
+	if sh := c.cfg.Streams; sh != nil && !f.Truncated && sh.Accept(f.Fields) {
+		s = c.newFrameStream(f, &head) // streamapi.go
+	} else {
+		var req *http.Request
+		req, s = c.newRequest(f, &head)
+		handler := c.handler
+		if f.Truncated {
+			c.count("header_list_too_long")
+			handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, "request header fields too large", http.StatusRequestHeaderFieldsTooLarge)
+			})
+		}
+		s.w = responseWriter{s: s, c: c, req: req, header: make(http.Header), clen: -1}
+		s.handler = handler
 	}
 	c.streams[id] = s
 	c.running++
 	c.handlers.Add(1)
-	s.w = responseWriter{s: s, c: c, req: req, header: make(http.Header), clen: -1}
-	s.handler = handler
 	c.deferHandlerLocked(s)
 	return nil
 }
@@ -184,6 +192,12 @@ func (c *conn) processTrailers(s *stream, f *h2hdr.Block) error {
 			c.count("trailers_bogus")
 			return http2.StreamError{StreamID: s.id, Code: http2.ErrCodeProtocol}
 		}
+		if s.frame != nil {
+			// The block is the Reader's until its next frame: the
+			// stream keeps a copy.
+			s.frame.trailers = append(s.frame.trailers, hf)
+			continue
+		}
 		if _, declared := s.trailer[key]; declared {
 			if s.gotTrailer == nil {
 				s.gotTrailer = make(http.Header, len(s.trailer))
@@ -194,30 +208,158 @@ func (c *conn) processTrailers(s *stream, f *h2hdr.Block) error {
 	return s.endRemoteLocked()
 }
 
-// connection-specific fields make a request malformed (RFC 9113 section
-// 8.2.2).
-var connHeaders = [...]string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade"}
+// reqHead is what the read loop checked of a request's HEADERS block:
+// its pseudo-header fields (the authority folded from Host when it came
+// there), its declared length, and whether the client must be told to
+// continue.
+type reqHead struct {
+	method, scheme, authority, path string
+	declared                        int64 // content-length, or -1
+}
 
-// newRequest builds a handler's request from a HEADERS block, or the
-// stream error that makes it malformed.
-func (c *conn) newRequest(f *h2hdr.Block) (*http.Request, *stream, error) {
+// checkRequest checks a request's HEADERS block as RFC 9113 section 8
+// and the server's limits require, for both kinds of handler: it returns
+// the request's head, or the stream error that makes it malformed (or
+// errAbuse for a connection-specific field, which ends the connection).
+func (c *conn) checkRequest(f *h2hdr.Block) (reqHead, error) {
 	id := f.StreamID
-	bad := func(class string) (*http.Request, *stream, error) {
+	bad := func(class string) (reqHead, error) {
 		c.count(class)
-		return nil, nil, http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+		return reqHead{}, http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
-	method, scheme := f.PseudoValue("method"), f.PseudoValue("scheme")
-	authority, path := f.PseudoValue("authority"), f.PseudoValue("path")
+	h := reqHead{method: f.PseudoValue("method"), scheme: f.PseudoValue("scheme"),
+		authority: f.PseudoValue("authority"), path: f.PseudoValue("path"), declared: -1}
 	if f.PseudoValue("protocol") != "" {
 		return bad("bad_connect") // extended CONNECT is not offered
 	}
-	if method == "CONNECT" {
-		if path != "" || scheme != "" || authority == "" {
+	if h.method == "CONNECT" {
+		if h.path != "" || h.scheme != "" || h.authority == "" {
 			return bad("bad_connect")
 		}
-	} else if method == "" || path == "" || (scheme != "http" && scheme != "https") {
+	} else if h.method == "" || h.path == "" || (h.scheme != "http" && h.scheme != "https") {
 		return bad("bad_path_method")
 	}
+	// One pass over the fields; the checks then run in a fixed order.
+	var connSpecific, teBad, clDiffer bool
+	tes, hosts, host, cl := 0, 0, "", ""
+	for _, hf := range f.RegularFields() {
+		switch hf.Name {
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+			connSpecific = true
+		case "te":
+			tes++
+			teBad = teBad || hf.Value != "trailers"
+		case "host":
+			if hosts == 0 {
+				host = hf.Value
+			}
+			hosts++
+		case "content-length":
+			if cl == "" {
+				cl = hf.Value
+			} else if hf.Value != cl {
+				clDiffer = true
+			}
+		}
+	}
+	// A connection-specific field is no mistake a real client makes: it
+	// ends the connection (a stream reset costs the sender nothing).
+	if connSpecific {
+		c.count("connection_header")
+		c.abuseLocked("http2-connection-header", http2.ErrCodeProtocol)
+		return reqHead{}, errAbuse
+	}
+	if tes > 1 || teBad {
+		c.count("te_header")
+		c.abuseLocked("http2-connection-header", http2.ErrCodeProtocol)
+		return reqHead{}, errAbuse
+	}
+	if hosts == 1 {
+		if h.authority == "" {
+			h.authority = host
+		} else if host != h.authority {
+			return bad("authority_host_mismatch")
+		}
+	} else if hosts > 1 {
+		return bad("multiple_host_headers")
+	}
+	if strings.IndexByte(h.authority, '@') >= 0 || h.authority != "" && !httpguts.ValidHostHeader(h.authority) {
+		return bad("invalid_authority")
+	}
+	if h.method != "CONNECT" {
+		if h.path[0] != '/' && (h.path != "*" || h.method != "OPTIONS") {
+			return bad("bad_path")
+		}
+		if !validRequestPath(h.path) {
+			return bad("bad_path")
+		}
+	}
+	if clDiffer {
+		return bad("content_length")
+	}
+	if cl != "" {
+		n, err := strconv.ParseUint(cl, 10, 63)
+		if err != nil {
+			return bad("content_length")
+		}
+		h.declared = int64(n)
+	}
+	if f.StreamEnded() && h.declared > 0 {
+		return bad("content_length_mismatch")
+	}
+	return h, nil
+}
+
+// validRequestPath reports whether url.ParseRequestURI accepts path
+// (which starts with "/", or is "*"): no control bytes, and valid
+// percent-escapes before the query (path_test.go holds the two to the
+// same answers).
+func validRequestPath(path string) bool {
+	q := len(path)
+	for i := 0; i < len(path); i++ {
+		b := path[i]
+		if b < ' ' || b == 0x7f {
+			return false
+		}
+		if b == '?' && q == len(path) {
+			q = i
+		}
+	}
+	for i := 0; i < q; i++ {
+		if path[i] != '%' {
+			continue
+		}
+		if i+2 >= q || !isHex(path[i+1]) || !isHex(path[i+2]) {
+			return false
+		}
+		i += 2
+	}
+	return true
+}
+
+func isHex(b byte) bool {
+	return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F'
+}
+
+// newStream makes the stream of a checked request.
+func (c *conn) newStream(id uint32, h *reqHead) (*stream, context.Context) {
+	ctx, cancel := context.WithCancel(c.baseCtx)
+	s := &stream{
+		c:        c,
+		id:       id,
+		cancel:   cancel,
+		inflow:   int64(c.cfg.StreamWindow),
+		declared: h.declared,
+		sendWin:  c.initialWin,
+		sendPeak: c.initialWin,
+	}
+	s.body.s = s
+	s.cond.L = &c.mu
+	return s, ctx
+}
+
+// newRequest builds a handler's request from a checked HEADERS block.
+func (c *conn) newRequest(f *h2hdr.Block, h *reqHead) (*http.Request, *stream) {
 	fields := f.RegularFields()
 	header := make(http.Header, len(fields))
 	// The values of all keys share one backing array; a repeated key's
@@ -232,78 +374,19 @@ func (c *conn) newRequest(f *h2hdr.Block) (*http.Request, *stream, error) {
 		strs[i] = hf.Value
 		header[k] = strs[i : i+1 : i+1]
 	}
-	// A connection-specific field is no mistake a real client makes:
-	// it ends the connection (a stream reset costs the sender nothing).
-	for _, k := range connHeaders {
-		if _, ok := header[k]; ok {
-			c.count("connection_header")
-			c.abuseLocked("http2-connection-header", http2.ErrCodeProtocol)
-			return nil, nil, errAbuse
-		}
-	}
-	if te := header["Te"]; len(te) > 1 || len(te) == 1 && te[0] != "trailers" {
-		c.count("te_header")
-		c.abuseLocked("http2-connection-header", http2.ErrCodeProtocol)
-		return nil, nil, errAbuse
-	}
-	if host := header["Host"]; len(host) == 1 {
-		if authority == "" {
-			authority = host[0]
-		} else if host[0] != authority {
-			return bad("authority_host_mismatch")
-		}
-		delete(header, "Host")
-	} else if len(host) > 1 {
-		return bad("multiple_host_headers")
-	}
-	if strings.IndexByte(authority, '@') >= 0 || authority != "" && !httpguts.ValidHostHeader(authority) {
-		return bad("invalid_authority")
-	}
+	delete(header, "Host")
 	if cookies := header["Cookie"]; len(cookies) > 1 {
 		header["Cookie"] = []string{strings.Join(cookies, "; ")}
 	}
 	var u *url.URL
-	requestURI := path
-	if method == "CONNECT" {
-		u, requestURI = &url.URL{Host: authority}, authority
+	requestURI := h.path
+	if h.method == "CONNECT" {
+		u, requestURI = &url.URL{Host: h.authority}, h.authority
 	} else {
-		if path[0] != '/' && (path != "*" || method != "OPTIONS") {
-			return bad("bad_path")
-		}
-		var err error
-		if u, err = url.ParseRequestURI(path); err != nil {
-			return bad("bad_path")
-		}
+		// checkRequest accepted the path: ParseRequestURI does too.
+		u, _ = url.ParseRequestURI(h.path)
 	}
-	declared := int64(-1)
-	if cl := header["Content-Length"]; len(cl) > 0 {
-		for _, v := range cl[1:] {
-			if v != cl[0] {
-				return bad("content_length")
-			}
-		}
-		n, err := strconv.ParseUint(cl[0], 10, 63)
-		if err != nil {
-			return bad("content_length")
-		}
-		declared = int64(n)
-	}
-	if f.StreamEnded() && declared > 0 {
-		return bad("content_length_mismatch")
-	}
-
-	ctx, cancel := context.WithCancel(c.baseCtx)
-	s := &stream{
-		c:        c,
-		id:       id,
-		cancel:   cancel,
-		inflow:   int64(c.cfg.StreamWindow),
-		declared: declared,
-		sendWin:  c.initialWin,
-		sendPeak: c.initialWin,
-	}
-	s.body.s = s
-	s.cond.L = &c.mu
+	s, ctx := c.newStream(f.StreamID, h)
 	var trailer http.Header
 	for _, v := range header["Trailer"] {
 		for _, key := range strings.Split(v, ",") {
@@ -325,17 +408,17 @@ func (c *conn) newRequest(f *h2hdr.Block) (*http.Request, *stream, error) {
 		s.continueDue = !f.StreamEnded()
 	}
 	req := &http.Request{
-		Method:     method,
+		Method:     h.method,
 		URL:        u,
 		Proto:      "HTTP/2.0",
 		ProtoMajor: 2,
 		Header:     header,
-		Host:       authority,
+		Host:       h.authority,
 		RemoteAddr: c.remote,
 		RequestURI: requestURI,
 		Trailer:    trailer,
 	}
-	if scheme == "https" {
+	if h.scheme == "https" {
 		req.TLS = c.tls
 	}
 	if f.StreamEnded() {
@@ -343,10 +426,10 @@ func (c *conn) newRequest(f *h2hdr.Block) (*http.Request, *stream, error) {
 		s.bodyErr = io.EOF
 		req.Body = http.NoBody
 	} else {
-		req.ContentLength = declared
+		req.ContentLength = h.declared
 		req.Body = &s.body
 	}
-	return req.WithContext(ctx), s, nil
+	return req.WithContext(ctx), s
 }
 
 // canonical returns the canonical form of a lower-case header name.
@@ -387,10 +470,18 @@ func (c *conn) runHandler(s *stream) {
 			c.mu.Unlock()
 		}
 	}()
-	h.ServeHTTP(w, req)
+	if s.frame != nil {
+		c.cfg.Streams.Serve(s.frame)
+	} else {
+		h.ServeHTTP(w, req)
+	}
 	ok = true
 	c.mu.Lock()
-	w.finishLocked()
+	if s.frame != nil {
+		s.frame.finishLocked()
+	} else {
+		w.finishLocked()
+	}
 	c.handlerEndLocked(s)
 	c.mu.Unlock()
 }

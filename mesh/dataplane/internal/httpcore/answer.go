@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/http2/hpack"
 )
 
 // IsGRPC reports whether a request is a gRPC call.
@@ -61,6 +63,22 @@ func WriteAnswer(w http.ResponseWriter, grpc bool, e *Answer, deny bool) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(e.Status)
 	_, _ = io.WriteString(w, body)
+}
+
+// GRPCAnswerFields are the header fields of WriteAnswer's answer to a
+// gRPC call (status 200, trailers-only), for a relay that writes header
+// fields instead of an http.ResponseWriter: the same fields and values,
+// names in lower case.
+func GRPCAnswerFields(e *Answer, deny bool) []hpack.HeaderField {
+	f := make([]hpack.HeaderField, 0, 5)
+	f = append(f, hpack.HeaderField{Name: "l5d-proxy-error", Value: e.Class + ": " + sanitizeValue(e.Msg)})
+	if deny {
+		f = append(f, hpack.HeaderField{Name: "weft-deny-reason", Value: e.Class})
+	}
+	return append(f,
+		hpack.HeaderField{Name: "content-type", Value: "application/grpc"},
+		hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(e.GRPC)},
+		hpack.HeaderField{Name: "grpc-message", Value: GRPCEncode(e.Msg)})
 }
 
 func sanitizeValue(s string) string {

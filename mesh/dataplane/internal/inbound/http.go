@@ -51,6 +51,9 @@ type HTTP struct {
 	Dial  func(ctx context.Context, addr string) (net.Conn, error)
 	AppH1 *h1.Client
 	AppH2 func(req *http.Request, app netip.AddrPort) (*http.Response, error)
+	// AppH2Fields is the HTTP/2 round trip of the frame path
+	// (ServeFrames), in header fields.
+	AppH2Fields func(ctx context.Context, req *FieldRequest, app netip.AddrPort) (FieldResponse, error)
 	// UpstreamTimer marks the wait for the application's response head
 	// (the access log's upstream time); the function it returns ends it.
 	UpstreamTimer func(w http.ResponseWriter) func()
@@ -64,6 +67,7 @@ type inboundCall struct {
 	h    *HTTP
 	w    http.ResponseWriter
 	r    *http.Request
+	st   FrameStream // instead of w and r on the frame path (ServeFrames)
 	info *Conn
 	grpc bool
 
@@ -145,7 +149,7 @@ func (c *inboundCall) upgrade(hdr http.Header, up string, app netip.AddrPort) {
 // port's rate limit. It returns why the request is refused (*denyError,
 // *rateLimitError), or nil.
 func (c *inboundCall) authorize() error {
-	h, r, info := c.h, c.r, c.info
+	r := c.r
 	target := r.RequestURI
 	if !strings.HasPrefix(target, "/") {
 		target = httpcore.EscapedPath(r)
@@ -153,8 +157,23 @@ func (c *inboundCall) authorize() error {
 			target += "?" + r.URL.RawQuery
 		}
 	}
+	v := r.Header.Values(httpcore.HeaderDstCanonical)
+	canonical := ""
+	if len(v) == 1 {
+		canonical = v[0]
+	}
+	return c.decide(r.Context(), &authz.Request{Method: r.Method, Path: target, Host: r.Host, Header: r.Header}, canonical, len(v) == 1)
+}
+
+// decide is authorize's part that both paths share (Serve's and
+// ServeFrames'), given the request as the evaluator reads it and the
+// l5d-dst-canonical value (named says the request has exactly one). On the
+// frame path areq has no header: it is built from the fields only when
+// the port's policy matches on headers.
+func (c *inboundCall) decide(ctx context.Context, areq *authz.Request, canonical string, named bool) error {
+	h, info := c.h, c.info
 	var deny *denyError
-	st, err := h.Policy(r.Context(), uint32(info.Port))
+	st, err := h.Policy(ctx, uint32(info.Port))
 	cache := st
 	switch {
 	case err != nil:
@@ -163,7 +182,10 @@ func (c *inboundCall) authorize() error {
 	case !ServerIPsAllow(st.Proto, info.Target):
 		deny = &denyError{authz.ReasonUnauthorized, "the server does not listen on the address the client used"}
 	default:
-		c.res = authz.Evaluate(st.Srv, info.Peer, &authz.Request{Method: r.Method, Path: target, Host: r.Host, Header: r.Header})
+		if c.st != nil && matchesHeaders(st.Srv) {
+			areq.Header = fieldHeader(c.st.Fields())
+		}
+		c.res = authz.Evaluate(st.Srv, info.Peer, areq)
 		if c.res.Decision == authz.Deny {
 			deny = &denyError{reason: c.res.Reason}
 		}
@@ -173,7 +195,7 @@ func (c *inboundCall) authorize() error {
 	if deny != nil {
 		denyClass = deny.reason.String()
 	} else {
-		pr, c.classes = h.profileRoute(r, info, &c.res)
+		pr, c.classes = h.profileRoute(ctx, areq.Method, c.escapedPath(), canonical, named, info, &c.res)
 	}
 	c.series = h.inboundSeries(cache, info, &c.res, denyClass, pr)
 	c.series.use(c.now)
@@ -183,6 +205,10 @@ func (c *inboundCall) authorize() error {
 		// gets a copy, so that the call stays on the stack (and nothing
 		// is allocated for it while no tap is open).
 		res := c.res
+		r := c.r
+		if r == nil {
+			r = c.frameRequest()
+		}
 		c.tr = h.tapInbound(r, info, st, &res)
 	}
 	if deny != nil {
@@ -192,6 +218,14 @@ func (c *inboundCall) authorize() error {
 		h.Log.Info("inbound request admitted by audit policy", "port", info.Port, "route", routeName(&c.res), "peer_id", info.Peer.Identity)
 	}
 	return h.rateLimit(st, info, &c.res) // ratelimit.go
+}
+
+// escapedPath is the request's path as sent, without its query.
+func (c *inboundCall) escapedPath() string {
+	if c.r == nil {
+		return c.st.Path() // AcceptGRPC took only plain paths, without a query
+	}
+	return httpcore.EscapedPath(c.r)
 }
 
 // header returns the request header as the application sees it (edited
@@ -264,7 +298,7 @@ func (c *inboundCall) cause(err error) error {
 	var de *httpcore.DialError
 	var he *h1.DialError
 	switch {
-	case c.r.Context().Err() != nil:
+	case c.context().Err() != nil:
 		return httpcore.ErrClientGone
 	case c.cbody.Failed() != nil:
 		return &httpcore.RequestBodyError{Err: c.cbody.Failed()}
@@ -309,24 +343,57 @@ func (c *inboundCall) relay(resp *http.Response) {
 // decided (the authorization and rate-limit counters). Any other answer
 // counts in http_errors_total and, once the request is an inbound request
 // (request_total; CONNECT is not), in its metrics.
+//
+// On the frame path the answer is the same header fields, written as a
+// trailers-only response (answerFrames).
 func (c *inboundCall) fail(err error) {
 	e := inboundAnswer(err)
 	gs := httpcore.GRPCStatusOf(c.grpc, &e)
 	switch err.(type) {
 	case *denyError:
-		c.h.Log.Info("inbound request denied", "port", c.info.Port, "reason", e.Class, "peer_id", c.info.Peer.Identity, "method", c.r.Method)
-		httpcore.WriteAnswer(c.w, c.grpc, &e, true)
+		c.h.Log.Info("inbound request denied", "port", c.info.Port, "reason", e.Class, "peer_id", c.info.Peer.Identity, "method", c.method())
+		if c.st != nil {
+			c.answerFrames(e.Status, httpcore.GRPCAnswerFields(&e, true))
+		} else {
+			httpcore.WriteAnswer(c.w, c.grpc, &e, true)
+		}
 	case *rateLimitError:
-		writeRateLimited(c.w, c.grpc, e.Msg)
+		if c.st != nil {
+			c.answerFrames(e.Status, rateLimitedFields(e.Msg))
+		} else {
+			writeRateLimited(c.w, c.grpc, e.Msg)
+		}
 	default:
 		// The port's label is formatted only here, not on every request.
 		c.h.Metrics.Errors.WithLabelValues(direction, strconv.Itoa(int(c.info.Port)), e.Class).Inc()
-		httpcore.WriteAnswer(c.w, c.grpc, &e, false)
+		if c.st != nil {
+			c.answerFrames(e.Status, httpcore.GRPCAnswerFields(&e, false))
+		} else {
+			httpcore.WriteAnswer(c.w, c.grpc, &e, false)
+		}
 		c.stats.Head(e.Status)
 		c.stats.Done(e.Status, gs, true, e.Class)
 	}
-	c.tr.ResponseInit(e.Status, c.w.Header(), c.info.H2)
+	if c.st == nil {
+		c.tr.ResponseInit(e.Status, c.w.Header(), c.info.H2)
+	}
 	tap.End(&c.tr, 0, tap.GRPCStatus(gs), -1, nil)
+}
+
+// context is the request's context.
+func (c *inboundCall) context() context.Context {
+	if c.st != nil {
+		return c.st.Context()
+	}
+	return c.r.Context()
+}
+
+// method is the request's method.
+func (c *inboundCall) method() string {
+	if c.st != nil {
+		return c.st.Method()
+	}
+	return c.r.Method
 }
 
 // OrigProto returns the HTTP/1 version an l5d-orig-proto value carries,
@@ -353,24 +420,24 @@ func OrigProto(v string) string {
 // a Service. The header is read only from a peer proxy, and only when it
 // has one value; it is removed before the request reaches the
 // application either way.
-func (h *HTTP) profileRoute(r *http.Request, info *Conn, res *authz.Result) (profRoute, []route.ResponseClass) {
+func (h *HTTP) profileRoute(ctx context.Context, method, escPath, canonical string, named bool, info *Conn, res *authz.Result) (profRoute, []route.ResponseClass) {
 	if !info.FromProxy || !info.Peer.TLS {
 		return profRoute{name: route.DefaultName}, nil
 	}
 	name := info.DstName
-	if v := r.Header.Values(httpcore.HeaderDstCanonical); len(v) == 1 {
-		name = v[0]
+	if named {
+		name = canonical
 	}
 	if name == "" {
 		return profRoute{name: route.DefaultName}, nil
 	}
 	path := res.Path
 	if path == "" {
-		path = httpcore.EscapedPath(r)
+		path = escPath
 		if np, err := pathnorm.Normalize(path); err == nil {
 			path = np
 		}
 	}
-	dst, rt, classes := h.Route(r.Context(), name, r.Method, path)
+	dst, rt, classes := h.Route(ctx, name, method, path)
 	return profRoute{dst: dst, name: rt}, classes
 }

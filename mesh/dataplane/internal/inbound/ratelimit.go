@@ -13,6 +13,7 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/internal/ratelimit"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/policy/authz"
+	"golang.org/x/net/http2/hpack"
 )
 
 // Enforcement of a Server's local HTTP rate limit (Linkerd's
@@ -170,4 +171,15 @@ func writeRateLimited(w http.ResponseWriter, grpc bool, reason string) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusTooManyRequests)
 	_, _ = w.Write([]byte(body))
+}
+
+// rateLimitedFields are writeRateLimited's answer to a gRPC call as
+// header fields, for the frame path.
+func rateLimitedFields(reason string) []hpack.HeaderField {
+	return []hpack.HeaderField{
+		{Name: "l5d-proxy-error", Value: reason},
+		{Name: "content-type", Value: "application/grpc"},
+		{Name: "grpc-status", Value: strconv.Itoa(httpcore.GRPCResourceExhausted)},
+		{Name: "grpc-message", Value: httpcore.GRPCEncode(reason)},
+	}
 }
