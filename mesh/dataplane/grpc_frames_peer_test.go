@@ -58,7 +58,7 @@ func TestAPeersMeshFieldsNeverReachTheApplicationOverGRPC(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Equal(t, "0", resp.Trailer.Get("Grpc-Status"), "the call succeeded: %v %v", resp.Header, resp.Trailer)
 
-		md := seen.take()["peer"]
+		md := seen.Take()["peer"]
 		require.NotNil(t, md, "the application got the call")
 		assert.Equal(t, []string{idA}, md.Get("l5d-client-id"), "the identity mesh TLS verified, once")
 		for k := range md {

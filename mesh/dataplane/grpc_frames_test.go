@@ -1,11 +1,9 @@
 package dataplane_test
 
 import (
-	"context"
 	"errors"
 	"io"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,151 +13,28 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/interop"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
-	"google.golang.org/protobuf/proto"
 
 	ptap "github.com/weftmesh/weft/apis/proxy/tap"
 	"github.com/weftmesh/weft/internal/testutil"
+	"github.com/weftmesh/weft/internal/testutil/grpcoracle"
 	"github.com/weftmesh/weft/mesh/dataplane"
 )
 
-// appMetadata records the metadata grpc-go's server saw, per call (named
-// by the x-call field the test sends).
-type appMetadata struct {
-	mu sync.Mutex
-	m  map[string]metadata.MD
-}
-
-func (s *appMetadata) record(ctx context.Context) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v := md.Get("x-call"); len(v) == 1 {
-		s.m[v[0]] = md.Copy()
-	}
-}
-
-func (s *appMetadata) take() map[string]metadata.MD {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := s.m
-	s.m = map[string]metadata.MD{}
-	return m
-}
-
 // startRecordingTestService serves grpc-go's interop test service over
 // h2c, recording the metadata of every call.
-func startRecordingTestService(t *testing.T) (*httpApp, *appMetadata) {
+func startRecordingTestService(t *testing.T) (*httpApp, *grpcoracle.Seen) {
 	ln := testutil.Listen(t)
-	seen := &appMetadata{m: map[string]metadata.MD{}}
-	s := grpc.NewServer(
-		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			seen.record(ctx)
-			return h(ctx, req)
-		}),
-		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			seen.record(ss.Context())
-			return h(srv, ss)
-		}),
-	)
-	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
-	go func() { _ = s.Serve(ln) }()
-	t.Cleanup(s.Stop)
-	return &httpApp{ln: ln}, seen
+	return &httpApp{ln: ln}, grpcoracle.Serve(t, ln)
 }
 
-// grpcResult is what a caller got from one call.
-type grpcResult struct {
-	Header, Trailer metadata.MD
-	Responses       [][]byte
-	Code            codes.Code
-	Message         string
-}
-
-// testServiceCalls makes the same calls through the proxy pair at addr:
-// unary with metadata echoed in the header and trailers (and mesh
-// metadata of the caller's own), an error status (trailers-only), an
-// unknown method, large messages both ways, a server stream and a
-// bidirectional ping-pong.
-func testServiceCalls(t *testing.T, addr string) map[string]grpcResult {
-	t.Helper()
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUserAgent("oracle"), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20), grpc.MaxCallSendMsgSize(8<<20)))
-	require.NoError(t, err)
-	defer conn.Close()
-	client := testgrpc.NewTestServiceClient(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	marshal := func(m proto.Message) []byte {
-		b, err := proto.Marshal(m)
-		require.NoError(t, err)
-		return b
-	}
-	out := map[string]grpcResult{}
-	unary := func(name string, req *testgrpc.SimpleRequest, md ...string) {
-		var res grpcResult
-		c := metadata.AppendToOutgoingContext(ctx, append([]string{"x-call", name}, md...)...)
-		resp, err := client.UnaryCall(c, req, grpc.Header(&res.Header), grpc.Trailer(&res.Trailer))
-		if err == nil {
-			res.Responses = [][]byte{marshal(resp)}
-		}
-		st := status.Convert(err)
-		res.Code, res.Message = st.Code(), st.Message()
-		out[name] = res
-	}
-	unary("unary", &testgrpc.SimpleRequest{ResponseSize: 100, Payload: &testgrpc.Payload{Body: make([]byte, 100)}},
-		"x-grpc-test-echo-initial", "first", "x-grpc-test-echo-trailing-bin", "\x00\x01\xff", "x-extra", "a", "x-extra", "b",
-		"l5d-client-id", "admin.forged", "weft-anything", "forged")
-	unary("error", &testgrpc.SimpleRequest{ResponseStatus: &testgrpc.EchoStatus{Code: 9, Message: "nope"}})
-	unary("large", &testgrpc.SimpleRequest{ResponseSize: 3 << 19, Payload: &testgrpc.Payload{Body: make([]byte, 3<<19)}})
-
-	var res grpcResult
-	err = conn.Invoke(metadata.AppendToOutgoingContext(ctx, "x-call", "unknown"), "/grpc.testing.TestService/NoSuchMethod",
-		&testgrpc.SimpleRequest{}, &testgrpc.SimpleResponse{}, grpc.Header(&res.Header), grpc.Trailer(&res.Trailer))
-	st := status.Convert(err)
-	res.Code, res.Message = st.Code(), st.Message()
-	out["unknown"] = res
-
-	res = grpcResult{}
-	ss, err := client.StreamingOutputCall(metadata.AppendToOutgoingContext(ctx, "x-call", "server-stream"), &testgrpc.StreamingOutputCallRequest{
-		ResponseParameters: []*testgrpc.ResponseParameters{{Size: 10}, {Size: 200000}, {Size: 1}}})
-	require.NoError(t, err)
-	for {
-		m, err := ss.Recv()
-		if err != nil {
-			st := status.New(codes.OK, "")
-			if !errors.Is(err, io.EOF) {
-				st = status.Convert(err)
-			}
-			res.Code, res.Message = st.Code(), st.Message()
-			break
-		}
-		res.Responses = append(res.Responses, marshal(m))
-	}
-	res.Header, _ = ss.Header()
-	res.Trailer = ss.Trailer()
-	out["server-stream"] = res
-
-	res = grpcResult{}
-	bidi, err := client.FullDuplexCall(metadata.AppendToOutgoingContext(ctx, "x-call", "bidi"))
-	require.NoError(t, err)
-	for _, size := range []int32{5, 70000, 3} {
-		require.NoError(t, bidi.Send(&testgrpc.StreamingOutputCallRequest{ResponseParameters: []*testgrpc.ResponseParameters{{Size: size}}}))
-		m, err := bidi.Recv()
-		require.NoError(t, err)
-		res.Responses = append(res.Responses, marshal(m))
-	}
-	require.NoError(t, bidi.CloseSend())
-	_, err = bidi.Recv()
-	require.ErrorIs(t, err, io.EOF)
-	res.Header, _ = bidi.Header()
-	res.Trailer = bidi.Trailer()
-	out["bidi"] = res
-	return out
+// testServiceCalls makes grpcoracle's calls through the proxy pair at
+// addr, the unary one with mesh metadata of the caller's own (which
+// must not reach the application).
+func testServiceCalls(t *testing.T, addr string) map[string]grpcoracle.Result {
+	return grpcoracle.Calls(t, addr, []string{"l5d-client-id", "admin.forged", "weft-anything", "forged"})
 }
 
 // tapEvents reads n calls' events from an inbound tap, without what
@@ -219,10 +94,10 @@ func TestGRPCCallsGetTheSameThroughTheFramePathAsThroughTheHTTPPath(t *testing.T
 	tapHTTP, tapFrames := observe(viaHTTP), observe(viaFrames)
 
 	want := testServiceCalls(t, viaHTTP.clientAddr)
-	seenHTTP := seen.take()
+	seenHTTP := seen.Take()
 	require.Zero(t, frames.Load())
 	got := testServiceCalls(t, viaFrames.clientAddr)
-	seenFrames := seen.take()
+	seenFrames := seen.Take()
 	assert.Equal(t, int64(calls), frames.Load(), "every call took the frame path")
 
 	// The calls did what they are for (the oracle is not two empty maps).

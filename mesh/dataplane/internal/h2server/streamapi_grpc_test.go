@@ -18,54 +18,20 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/interop"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/weftmesh/weft/internal/testutil/grpcoracle"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 )
 
-// seenMD records the metadata grpc-go's server saw, per call (named by
-// the x-call field the test sends).
-type seenMD struct {
-	mu sync.Mutex
-	m  map[string]metadata.MD
-}
-
-func (s *seenMD) record(ctx context.Context) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v := md.Get("x-call"); len(v) == 1 {
-		s.m[v[0]] = md.Copy()
-	}
-}
-
-// startRecordingGRPC serves grpc-go's interop test service over h2c,
-// recording the metadata of every call.
-func startRecordingGRPC(t testing.TB) (string, *seenMD) {
+// startRecordingGRPC serves grpcoracle's recording test service over
+// h2c.
+func startRecordingGRPC(t testing.TB) (string, *grpcoracle.Seen) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	seen := &seenMD{m: map[string]metadata.MD{}}
-	s := grpc.NewServer(
-		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			seen.record(ctx)
-			return h(ctx, req)
-		}),
-		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			seen.record(ss.Context())
-			return h(srv, ss)
-		}),
-	)
-	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
-	go func() { _ = s.Serve(ln) }()
-	t.Cleanup(s.Stop)
-	return ln.Addr().String(), seen
+	return ln.Addr().String(), grpcoracle.Serve(t, ln)
 }
 
 // dialApp opens the relay's h2c connection to the application.
@@ -246,94 +212,9 @@ func fieldRelay(cc *h2client.Conn) *StreamHandler {
 	return &StreamHandler{Accept: acceptGRPC, Serve: serve}
 }
 
-// callResult is what a caller got from one call.
-type callResult struct {
-	Header, Trailer metadata.MD
-	Responses       [][]byte
-	Code            codes.Code
-	Message         string
-}
-
-func marshal(t *testing.T, m proto.Message) []byte {
-	b, err := proto.Marshal(m)
-	require.NoError(t, err)
-	return b
-}
-
-// grpcCalls makes the same calls through the proxy at addr: unary with
-// metadata echoed in the header and trailers, an error status
-// (trailers-only), an unknown method, large messages both ways (over
-// the stream window), a server stream, and a bidirectional ping-pong.
-func grpcCalls(t *testing.T, addr string) map[string]callResult {
-	t.Helper()
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithAuthority("app.test:8080"), grpc.WithUserAgent("oracle"),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20), grpc.MaxCallSendMsgSize(8<<20)))
-	require.NoError(t, err)
-	defer conn.Close()
-	client := testgrpc.NewTestServiceClient(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	out := map[string]callResult{}
-	unary := func(name string, req *testgrpc.SimpleRequest, md ...string) {
-		var res callResult
-		c := metadata.AppendToOutgoingContext(ctx, append([]string{"x-call", name}, md...)...)
-		resp, err := client.UnaryCall(c, req, grpc.Header(&res.Header), grpc.Trailer(&res.Trailer))
-		if err == nil {
-			res.Responses = [][]byte{marshal(t, resp)}
-		}
-		st := status.Convert(err)
-		res.Code, res.Message = st.Code(), st.Message()
-		out[name] = res
-	}
-	unary("unary", &testgrpc.SimpleRequest{ResponseSize: 100, Payload: &testgrpc.Payload{Body: make([]byte, 100)}},
-		"x-grpc-test-echo-initial", "first", "x-grpc-test-echo-trailing-bin", "\x00\x01\xff", "x-extra", "a", "x-extra", "b")
-	unary("error", &testgrpc.SimpleRequest{ResponseStatus: &testgrpc.EchoStatus{Code: 9, Message: "nope"}})
-	unary("large", &testgrpc.SimpleRequest{ResponseSize: 3 << 19, Payload: &testgrpc.Payload{Body: make([]byte, 3<<19)}})
-
-	var res callResult
-	err = conn.Invoke(metadata.AppendToOutgoingContext(ctx, "x-call", "unknown"), "/grpc.testing.TestService/NoSuchMethod",
-		&testgrpc.SimpleRequest{}, &testgrpc.SimpleResponse{}, grpc.Header(&res.Header), grpc.Trailer(&res.Trailer))
-	st := status.Convert(err)
-	res.Code, res.Message = st.Code(), st.Message()
-	out["unknown"] = res
-
-	res = callResult{}
-	ss, err := client.StreamingOutputCall(metadata.AppendToOutgoingContext(ctx, "x-call", "server-stream"), &testgrpc.StreamingOutputCallRequest{
-		ResponseParameters: []*testgrpc.ResponseParameters{{Size: 10}, {Size: 200000}, {Size: 1}}})
-	require.NoError(t, err)
-	for {
-		m, err := ss.Recv()
-		if err != nil {
-			st := status.Convert(err)
-			if err == io.EOF {
-				st = status.New(codes.OK, "")
-			}
-			res.Code, res.Message = st.Code(), st.Message()
-			break
-		}
-		res.Responses = append(res.Responses, marshal(t, m))
-	}
-	res.Header, _ = ss.Header()
-	res.Trailer = ss.Trailer()
-	out["server-stream"] = res
-
-	res = callResult{}
-	bidi, err := client.FullDuplexCall(metadata.AppendToOutgoingContext(ctx, "x-call", "bidi"))
-	require.NoError(t, err)
-	for _, size := range []int32{5, 70000, 3} {
-		require.NoError(t, bidi.Send(&testgrpc.StreamingOutputCallRequest{ResponseParameters: []*testgrpc.ResponseParameters{{Size: size}}}))
-		m, err := bidi.Recv()
-		require.NoError(t, err)
-		res.Responses = append(res.Responses, marshal(t, m))
-	}
-	require.NoError(t, bidi.CloseSend())
-	_, err = bidi.Recv()
-	require.ErrorIs(t, err, io.EOF)
-	res.Header, _ = bidi.Header()
-	res.Trailer = bidi.Trailer()
-	out["bidi"] = res
-	return out
+// grpcCalls makes grpcoracle's calls through the relay at addr.
+func grpcCalls(t *testing.T, addr string) map[string]grpcoracle.Result {
+	return grpcoracle.Calls(t, addr, nil, grpc.WithAuthority("app.test:8080"))
 }
 
 // TestStreamsRelayGRPCAsTheHTTPHandlerPathDoes is the differential
@@ -355,11 +236,9 @@ func TestStreamsRelayGRPCAsTheHTTPHandlerPathDoes(t *testing.T) {
 	viaFields := startServer(t, refused, func(c *Config) { c.Streams = fieldRelay(dialApp(t, app)) })
 
 	want := grpcCalls(t, viaHTTP.addr)
-	seenHTTP := seen.m
-	seen.m = map[string]metadata.MD{}
+	seenHTTP := seen.Take()
 	got := grpcCalls(t, viaFrames.addr)
-	seenFrames := seen.m
-	seen.m = map[string]metadata.MD{}
+	seenFrames := seen.Take()
 	gotFields := grpcCalls(t, viaFields.addr)
 
 	// The calls did what they are for (the oracle is not two empty maps).
@@ -388,7 +267,7 @@ func TestStreamsRelayGRPCAsTheHTTPHandlerPathDoes(t *testing.T) {
 		assert.Equal(t, w, gotFields[name], "call %s: the caller's view (Stream API and RoundTripFields)", name)
 	}
 	assert.Equal(t, seenHTTP, seenFrames, "the application's view (Stream API)")
-	assert.Equal(t, seenHTTP, seen.m, "the application's view (Stream API and RoundTripFields)")
+	assert.Equal(t, seenHTTP, seen.Take(), "the application's view (Stream API and RoundTripFields)")
 }
 
 // withoutLength is md without content-length (nil when nothing is left,
