@@ -21,6 +21,8 @@ import (
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/internal/testutil/grpcoracle"
 	"github.com/weftmesh/weft/mesh/dataplane"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"net"
 )
 
 // startRecordingTestService serves grpc-go's interop test service over
@@ -182,4 +184,23 @@ func TestWithAnAccessLogGRPCCallsTakeTheHTTPPathAndAreLogged(t *testing.T) {
 	require.NotNil(t, m, "line %q", log.lines()[0])
 	assert.True(t, strings.HasSuffix(m[6], "/grpc.testing.TestService/EmptyCall"), m[6])
 	assert.Zero(t, frames.Load(), "the frame path served nothing")
+}
+
+// healthThroughPair starts a server proxy (with serverOpts) in front of
+// the gRPC application on port, whose policy pols holds, and a client
+// proxy mapping to it, and returns the server proxy and a health client
+// whose calls cross both.
+func healthThroughPair(t *testing.T, pk *pki, pols *dataplane.MemoryPolicies, port uint16, serverOpts ...dataplane.Option) (*running, healthpb.HealthClient) {
+	t.Helper()
+	inB := testutil.Listen(t)
+	b := startProxy(t, testConfig(), pk.identity(t, idB), nil, pols, dataplane.Listeners{Inbound: inB}, serverOpts...)
+	res := dataplane.NewMemoryResolver()
+	target := "grpc.shop.svc.cluster.local:" + strings.TrimPrefix(inB.Addr().String(), "127.0.0.1:")
+	res.Set(target, dataplane.Endpoint{Addr: netipAddrPort(port), Identity: idB, OpaqueTransportPort: uint16(inB.Addr().(*net.TCPAddr).Port)})
+	mapped := testutil.Listen(t)
+	startProxy(t, testConfig(), pk.identity(t, idA), res, nil, dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: target}}})
+	cc, err := grpc.NewClient("passthrough:///"+mapped.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { cc.Close() })
+	return b, healthpb.NewHealthClient(cc)
 }

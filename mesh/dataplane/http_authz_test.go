@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -193,18 +191,7 @@ func TestDeniedGRPCGetsPermissionDeniedWithTheReason(t *testing.T) {
 			GRPCRoutes: []authz.GRPCRoute{{Meta: authz.Meta{Kind: "GRPCRoute", Name: "health-check"}, Rules: []authz.GRPCRule{{Matches: []authz.GRPCMatch{{Service: "grpc.health.v1.Health", Method: "Check"}}}},
 				Authorizations: []authz.Authorization{anyone}}}})
 		pols.Set(uint32(port), grpcServer)
-		inB := testutil.Listen(t)
-		b := startProxy(t, testConfig(), pk.identity(t, idB), nil, pols, dataplane.Listeners{Inbound: inB}, serverOpts...)
-		res := dataplane.NewMemoryResolver()
-		target := "grpc.shop.svc.cluster.local:" + strings.TrimPrefix(inB.Addr().String(), "127.0.0.1:")
-		res.Set(target, dataplane.Endpoint{Addr: netipAddrPort(port), Identity: idB, OpaqueTransportPort: uint16(inB.Addr().(*net.TCPAddr).Port)})
-		mapped := testutil.Listen(t)
-		startProxy(t, testConfig(), pk.identity(t, idA), res, nil, dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: target}}})
-
-		cc, err := grpc.NewClient("passthrough:///"+mapped.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(t, err)
-		defer cc.Close()
-		client := healthpb.NewHealthClient(cc)
+		b, client := healthThroughPair(t, pk, pols, port, serverOpts...)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		got, err := client.Check(ctx, &healthpb.HealthCheckRequest{})

@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -182,21 +180,10 @@ func TestRateLimitedGRPCCallGetsResourceExhausted(t *testing.T) {
 		pk := newPKI(t)
 		pols := dataplane.NewMemoryPolicies()
 		pols.Set(uint32(port), limitedServer("grpc", &authz.RateLimit{Meta: rateLimitMeta("grpc-rl"), Total: 1}))
-		inB := testutil.Listen(t)
-		b := startProxy(t, testConfig(), pk.identity(t, idB), nil, pols, dataplane.Listeners{Inbound: inB}, append(serverOpts, dataplane.WithClock(clock.now))...)
-		res := dataplane.NewMemoryResolver()
-		target := "grpc.shop.svc.cluster.local:" + strings.TrimPrefix(inB.Addr().String(), "127.0.0.1:")
-		res.Set(target, dataplane.Endpoint{Addr: netipAddrPort(port), Identity: idB, OpaqueTransportPort: uint16(inB.Addr().(*net.TCPAddr).Port)})
-		mapped := testutil.Listen(t)
-		startProxy(t, testConfig(), pk.identity(t, idA), res, nil, dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: target}}})
-
-		cc, err := grpc.NewClient("passthrough:///"+mapped.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(t, err)
-		defer cc.Close()
-		client := healthpb.NewHealthClient(cc)
+		b, client := healthThroughPair(t, pk, pols, port, append(serverOpts, dataplane.WithClock(clock.now))...)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
 		require.NoError(t, err, "the first call takes the one token")
 
 		var trailer metadata.MD
