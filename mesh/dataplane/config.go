@@ -73,6 +73,7 @@ type Config struct {
 	HTTPMaxHeaderBytes     int           // WEFT_PROXY_HTTP_MAX_HEADER_BYTES, 65536: request head / HTTP/2 header list
 	H2MaxConcurrentStreams uint32        // WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS, 100 per connection
 	H2StreamWindow         int32         // WEFT_PROXY_HTTP2_STREAM_WINDOW, 1 MiB receive window per stream
+	H2InitialStreamWindow  int32         // WEFT_PROXY_HTTP2_INITIAL_STREAM_WINDOW, 256 KiB (0: that, or H2StreamWindow if smaller): where a response stream's window starts on the proxy's HTTP/2 client connections; it grows to H2StreamWindow as the response is read
 	H2ConnectionWindow     int32         // WEFT_PROXY_HTTP2_CONNECTION_WINDOW, 4 MiB receive window per connection
 	H2ResetBudget          int           // WEFT_PROXY_HTTP2_RESET_BUDGET, 100: premature stream resets a connection may cause before the ratio check closes it
 	H2BufferLimit          int64         // WEFT_PROXY_HTTP2_BUFFER_LIMIT, 0: 2 x H2ConnectionWindow (8 MiB): unread body bytes one HTTP/2 connection holds, past which the body waiting longest is dropped
@@ -142,6 +143,7 @@ func DefaultConfig() Config {
 		HTTPMaxHeaderBytes:     64 << 10,
 		H2MaxConcurrentStreams: 100,
 		H2StreamWindow:         1 << 20,
+		H2InitialStreamWindow:  256 << 10,
 		H2ConnectionWindow:     4 << 20,
 		H2ResetBudget:          100,
 		HTTPPoolWaitTimeout:    defaultPoolWaitTimeout,
@@ -190,6 +192,7 @@ func Settings() []Setting {
 		{"WEFT_PROXY_HTTP_MAX_HEADER_BYTES", "65536", "largest HTTP/1 request head and HTTP/2 header list accepted (431 beyond)"},
 		{"WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS", "100", "concurrent HTTP/2 streams a client connection may open"},
 		{"WEFT_PROXY_HTTP2_STREAM_WINDOW", "1048576", "HTTP/2 receive window per stream, bytes"},
+		{"WEFT_PROXY_HTTP2_INITIAL_STREAM_WINDOW", "262144", "where the window of a response stream the proxy receives starts, bytes; it grows to WEFT_PROXY_HTTP2_STREAM_WINDOW as the response is read"},
 		{"WEFT_PROXY_HTTP2_CONNECTION_WINDOW", "4194304", "HTTP/2 receive window per connection, bytes"},
 		{"WEFT_PROXY_HTTP_POOL_WAIT_TIMEOUT", "3s", "how long an HTTP/1 request waits for a pooled connection to a peer proxy (all busy, or its client's share of them) before it is answered 503"},
 		{"WEFT_PROXY_HTTP2_RESET_BUDGET", "100", "premature stream resets (sent or received, of streams under a second old) an HTTP/2 connection may see before it is closed when at least half its streams were reset so"},
@@ -341,6 +344,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	integer("WEFT_PROXY_HTTP_MAX_HEADER_BYTES", 4096, 1<<20, func(n int64) { cfg.HTTPMaxHeaderBytes = int(n) })
 	integer("WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS", 1, 10000, func(n int64) { cfg.H2MaxConcurrentStreams = uint32(n) })
 	integer("WEFT_PROXY_HTTP2_STREAM_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2StreamWindow = int32(n) })
+	integer("WEFT_PROXY_HTTP2_INITIAL_STREAM_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2InitialStreamWindow = int32(n) })
 	integer("WEFT_PROXY_HTTP2_CONNECTION_WINDOW", 65535, 1<<30, func(n int64) { cfg.H2ConnectionWindow = int32(n) })
 	integer("WEFT_PROXY_HTTP2_RESET_BUDGET", 1, 1<<20, func(n int64) { cfg.H2ResetBudget = int(n) })
 	integer("WEFT_PROXY_HTTP2_BUFFER_LIMIT", 0, 1<<34, func(n int64) { cfg.H2BufferLimit = n })
@@ -436,6 +440,9 @@ func (c Config) Validate() error {
 	if c.DetectTimeout <= 0 || c.ConnectTimeout <= 0 || c.ResolveTimeout <= 0 || c.PolicyTimeout <= 0 || c.ShutdownGracePeriod < 0 ||
 		c.HTTPIdleTimeout <= 0 || c.HTTPHeaderTimeout <= 0 || c.AdminHeaderTimeout <= 0 || c.AdminIdleTimeout <= 0 || c.H2WriteTimeout < 0 {
 		errs = append(errs, errors.New("dataplane: timeouts must be positive"))
+	}
+	if w := c.H2InitialStreamWindow; w != 0 && (w < 65535 || w > 1<<30) {
+		errs = append(errs, fmt.Errorf("dataplane: the initial HTTP/2 stream window must be 0 (256 KiB) or 65535..%d bytes, got %d", 1<<30, w))
 	}
 	if c.H2BufferLimit < 0 {
 		errs = append(errs, fmt.Errorf("dataplane: the HTTP/2 buffer limit must be 0 (twice the connection window) or positive, got %d", c.H2BufferLimit))

@@ -54,6 +54,7 @@ func TestFromEnvReadsEverySetting(t *testing.T) {
 		"WEFT_PROXY_HTTP_MAX_HEADER_BYTES":        "32768",
 		"WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS": "250",
 		"WEFT_PROXY_HTTP2_STREAM_WINDOW":          "262144",
+		"WEFT_PROXY_HTTP2_INITIAL_STREAM_WINDOW":  "131072",
 		"WEFT_PROXY_HTTP2_CONNECTION_WINDOW":      "1048576",
 		"WEFT_PROXY_HTTP2_RESET_BUDGET":           "50",
 		"WEFT_PROXY_HTTP_POOL_WAIT_TIMEOUT":       "1500ms",
@@ -84,6 +85,7 @@ func TestFromEnvReadsEverySetting(t *testing.T) {
 	assert.Equal(t, 32768, cfg.HTTPMaxHeaderBytes)
 	assert.Equal(t, uint32(250), cfg.H2MaxConcurrentStreams)
 	assert.Equal(t, int32(262144), cfg.H2StreamWindow)
+	assert.Equal(t, int32(131072), cfg.H2InitialStreamWindow)
 	assert.Equal(t, int32(1048576), cfg.H2ConnectionWindow)
 	assert.Equal(t, 50, cfg.H2ResetBudget)
 	assert.Equal(t, 1500*time.Millisecond, cfg.HTTPPoolWaitTimeout)
@@ -112,6 +114,7 @@ func TestFromEnvNamesEachBadVariableAndValue(t *testing.T) {
 		"WEFT_PROXY_HTTP_MAX_HEADER_BYTES":        "100",
 		"WEFT_PROXY_HTTP2_MAX_CONCURRENT_STREAMS": "many",
 		"WEFT_PROXY_HTTP2_STREAM_WINDOW":          "1024",
+		"WEFT_PROXY_HTTP2_INITIAL_STREAM_WINDOW":  "65534",
 		"WEFT_PROXY_HTTP2_RESET_BUDGET":           "-1",
 		"WEFT_PROXY_HTTP2_BUFFER_LIMIT":           "-5",
 		"WEFT_PROXY_ADMIN_HEADER_TIMEOUT":         "0s",

@@ -127,13 +127,14 @@ func victimGet(t *testing.T, addr string) (int, error) {
 // application through the client proxy, whose pooled connection to the
 // peer proxy is shared too.
 func TestAStalledClientDoesNotStarveOthersOnASharedUpstreamConnection(t *testing.T) {
-	window := int64(testConfig().H2StreamWindow)
-	connWindow := int64(testConfig().H2ConnectionWindow)
+	cfg := fullWindowConfig()
+	window := int64(cfg.H2StreamWindow)
+	connWindow := int64(cfg.H2ConnectionWindow)
 	require.Greater(t, fairAttackStreams*window, connWindow, "the stalled streams could hold the whole connection window")
 
 	t.Run("inbound", func(t *testing.T) {
 		app := startHoldApp(t, fairAttackStreams, 2<<20)
-		_, addr := plainInbound(t, allowAll(t), app.httpApp)
+		_, addr := plainInboundWith(t, cfg, allowAll(t), app.httpApp)
 		stallStreams(t, addr, fairAttackStreams)
 		// Their bodies have taken the connection window (but for a
 		// chunk per stream in flight), or, with the fix, more.
@@ -155,7 +156,8 @@ func TestAStalledClientDoesNotStarveOthersOnASharedUpstreamConnection(t *testing
 
 	t.Run("outbound", func(t *testing.T) {
 		app := startHoldApp(t, fairAttackStreams, 3<<20)
-		hp := startHTTPPair(t, httpPairOptions{app: app.httpApp})
+		full := func(c *dataplane.Config) { *c = fullWindowConfig() }
+		hp := startHTTPPair(t, httpPairOptions{app: app.httpApp, cfgA: full, cfgB: full})
 		stallStreams(t, hp.clientAddr, fairAttackStreams)
 		testutil.Eventually(t, 10*time.Second, func() bool {
 			return app.totalSent() >= connWindow-fairAttackStreams*holdChunk
@@ -185,12 +187,12 @@ func TestAStalledClientDoesNotStarveOthersOnASharedUpstreamConnection(t *testing
 // write to a stream with no window: it learns of the drop when it reads
 // the upstream body next, so that stream ends when its client goes.)
 func TestUnreadResponsesPastTheUpstreamBufferLimitAreReset(t *testing.T) {
-	configured := testConfig()
+	configured := fullWindowConfig()
 	// WEFT_PROXY_HTTP2_BUFFER_LIMIT: with 3 windows, 7 stalled responses
 	// (under the default's 8 MiB) are past the limit, so drops show the
 	// setting is what counts.
 	configured.H2BufferLimit = 3 * int64(configured.H2StreamWindow)
-	for name, cfg := range map[string]dataplane.Config{"default": testConfig(), "configured": configured} {
+	for name, cfg := range map[string]dataplane.Config{"default": fullWindowConfig(), "configured": configured} {
 		t.Run(name, func(t *testing.T) {
 			limit := 2 * int64(cfg.H2ConnectionWindow)
 			if cfg.H2BufferLimit > 0 {
@@ -219,4 +221,14 @@ func TestUnreadResponsesPastTheUpstreamBufferLimitAreReset(t *testing.T) {
 			t.Logf("the application sent %d bytes of stalled responses; %v dropped", held, dropped())
 		})
 	}
+}
+
+// fullWindowConfig is testConfig with response streams that start at
+// the whole stream window: an unread response then holds all of it at
+// once, the most it can hold (by default it holds the initial window,
+// less), which is what the attacks on a shared connection need.
+func fullWindowConfig() dataplane.Config {
+	cfg := testConfig()
+	cfg.H2InitialStreamWindow = cfg.H2StreamWindow
+	return cfg
 }

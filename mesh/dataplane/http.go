@@ -105,12 +105,16 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 	// h2client.Conn with these settings.
 	// The connection window is given back as response bytes arrive, so
 	// a response nobody reads holds only its stream window and never
-	// starves the others on a shared connection; what one connection
+	// starves the others on a shared connection. That window starts at
+	// the initial stream window and grows only as the response is read,
+	// so a download abandoned by its client pulls little through each
+	// proxy it crosses (issue 27). What one connection
 	// holds unread is bounded by twice its window (8 MiB by default),
 	// past which the response read least recently loses its bytes (see
 	// h2client's package doc).
 	rt.h2opts = []h2client.Option{
 		h2client.WithWindows(cfg.H2StreamWindow, cfg.H2ConnectionWindow),
+		h2client.WithInitialStreamWindow(h2InitialStreamWindow(cfg)),
 		h2client.WithBufferLimit(h2BufferLimit(cfg)),
 		h2client.WithMaxHeaderBytes(cfg.HTTPMaxHeaderBytes),
 		h2client.WithKeepalive(30*time.Second, 15*time.Second),
@@ -158,6 +162,18 @@ func h2BufferLimit(cfg Config) int64 {
 		return cfg.H2BufferLimit
 	}
 	return 2 * int64(cfg.H2ConnectionWindow)
+}
+
+// h2InitialStreamWindow is where the window of a response stream on the
+// proxy's HTTP/2 client connections starts (h2client grows it to the
+// stream window as the response is read): WEFT_PROXY_HTTP2_INITIAL_STREAM_WINDOW,
+// 256 KiB by default, never more than the stream window.
+func h2InitialStreamWindow(cfg Config) int32 {
+	w := cfg.H2InitialStreamWindow
+	if w == 0 {
+		w = 256 << 10
+	}
+	return min(w, cfg.H2StreamWindow)
 }
 
 // h2ErrorClass folds Go's HTTP/2 error names into a bounded label value.

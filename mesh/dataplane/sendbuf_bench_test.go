@@ -36,49 +36,56 @@ func BenchmarkAbandonedDownload(b *testing.B) {
 	for _, proto := range []string{"h1", "h2c"} {
 		for _, sb := range sendBuffers {
 			b.Run(proto+"/"+sb.name, func(b *testing.B) {
-				// Each download counts into the counter current when it
-				// started, so that bytes a closed one still writes are not
-				// the next one's.
-				var current atomic.Pointer[atomic.Int64]
-				app := startHTTPApp(b)
-				app.handler = func(w http.ResponseWriter, r *http.Request) {
-					written := current.Load()
-					chunk := make([]byte, 32<<10)
-					for i := 0; i < 2048; i++ { // 64 MiB at most
-						if _, err := w.Write(chunk); err != nil {
-							return
-						}
-						written.Add(int64(len(chunk)))
-					}
-				}
-				hp := startHTTPPair(b, httpPairOptions{app: app, cfgA: func(c *dataplane.Config) { c.OutboundSendBuffer = sb.bytes }})
-				var moved int64
-				for i := 0; i < b.N; i++ {
-					written := new(atomic.Int64)
-					current.Store(written)
-					c, err := net.Dial("tcp", hp.clientAddr)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if err := askAndNeverRead(c, proto); err != nil {
-						b.Fatal(err)
-					}
-					// Moved is what the application wrote once it stopped
-					// making progress for 300 ms.
-					last, still := int64(-1), time.Now()
-					for time.Since(still) < 300*time.Millisecond {
-						if n := written.Load(); n != last {
-							last, still = n, time.Now()
-						}
-						time.Sleep(10 * time.Millisecond)
-					}
-					moved += last
-					c.Close()
-				}
-				b.ReportMetric(float64(moved)/float64(b.N)/(1<<20), "MiB-moved/op")
+				abandonDownloads(b, proto, httpPairOptions{cfgA: func(c *dataplane.Config) { c.OutboundSendBuffer = sb.bytes }})
 			})
 		}
 	}
+}
+
+// abandonDownloads runs b.N abandoned downloads of /big (askAndNeverRead)
+// through a pair started with o and its own application, and reports
+// what the application could write for each (MiB-moved/op).
+func abandonDownloads(b *testing.B, proto string, o httpPairOptions) {
+	// Each download counts into the counter current when it started, so
+	// that bytes a closed one still writes are not the next one's.
+	var current atomic.Pointer[atomic.Int64]
+	app := startHTTPApp(b)
+	app.handler = func(w http.ResponseWriter, r *http.Request) {
+		written := current.Load()
+		chunk := make([]byte, 32<<10)
+		for i := 0; i < 2048; i++ { // 64 MiB at most
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+			written.Add(int64(len(chunk)))
+		}
+	}
+	o.app = app
+	hp := startHTTPPair(b, o)
+	var moved int64
+	for i := 0; i < b.N; i++ {
+		written := new(atomic.Int64)
+		current.Store(written)
+		c, err := net.Dial("tcp", hp.clientAddr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := askAndNeverRead(c, proto); err != nil {
+			b.Fatal(err)
+		}
+		// Moved is what the application wrote once it stopped making
+		// progress for 300 ms.
+		last, still := int64(-1), time.Now()
+		for time.Since(still) < 300*time.Millisecond {
+			if n := written.Load(); n != last {
+				last, still = n, time.Now()
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		moved += last
+		c.Close()
+	}
+	b.ReportMetric(float64(moved)/float64(b.N)/(1<<20), "MiB-moved/op")
 }
 
 // askAndNeverRead sends a GET for /big on c: over HTTP/1.1, or over h2c

@@ -30,6 +30,7 @@ var errClosing = fmt.Errorf("h2client: connection is closing: %w", ErrUnprocesse
 // Defaults for the options.
 const (
 	defaultStreamWindow   = 1 << 20
+	defaultInitialWindow  = 256 << 10
 	defaultConnWindow     = 4 << 20
 	defaultMaxHeaderBytes = 64 << 10
 	defaultReadFrameSize  = 1 << 16
@@ -59,7 +60,8 @@ const (
 type Option func(*config)
 
 type config struct {
-	streamWindow   int32
+	streamWindow   int32 // the most a stream's window grows to
+	initialWindow  int32 // SETTINGS_INITIAL_WINDOW_SIZE, where it starts
 	connWindow     int32
 	maxHeaderBytes uint32
 	readFrameSize  uint32
@@ -70,14 +72,24 @@ type config struct {
 	countError     func(class string)
 }
 
-// WithWindows sets the receive windows announced to the server: per stream
-// (SETTINGS_INITIAL_WINDOW_SIZE) and for the connection. Both are at least
+// WithWindows sets the receive windows granted to the server: the most
+// a stream's window grows to, and the connection's. Both are at least
 // 65535; defaults 1 MiB and 4 MiB.
 func WithWindows(stream, conn int32) Option {
 	return func(c *config) {
 		c.streamWindow = max(stream, 65535)
 		c.connWindow = max(conn, 65535)
 	}
+}
+
+// WithInitialStreamWindow sets the window a stream starts with
+// (SETTINGS_INITIAL_WINDOW_SIZE), at least 65535 and at most the stream
+// window of [WithWindows]; default 256 KiB. A stream's window grows from
+// it, doubling up to the stream window, as its reader consumes the body
+// (see the package doc): a response nobody reads holds this much, no
+// more.
+func WithInitialStreamWindow(n int32) Option {
+	return func(c *config) { c.initialWindow = max(n, 65535) }
 }
 
 // WithBufferLimit bounds the response body bytes the connection holds
@@ -202,6 +214,7 @@ type Conn struct {
 func New(ctx context.Context, conn net.Conn, opts ...Option) (*Conn, error) {
 	cfg := config{
 		streamWindow:   defaultStreamWindow,
+		initialWindow:  defaultInitialWindow,
 		connWindow:     defaultConnWindow,
 		maxHeaderBytes: defaultMaxHeaderBytes,
 		readFrameSize:  defaultReadFrameSize,
@@ -214,6 +227,7 @@ func New(ctx context.Context, conn net.Conn, opts ...Option) (*Conn, error) {
 		o(&cfg)
 	}
 	cfg.bufferLimit = max(cfg.bufferLimit, int64(cfg.streamWindow))
+	cfg.initialWindow = min(cfg.initialWindow, cfg.streamWindow)
 	cc := &Conn{
 		conn:         conn,
 		cfg:          cfg,
@@ -248,7 +262,7 @@ func New(ctx context.Context, conn net.Conn, opts ...Option) (*Conn, error) {
 	cc.wb.b = append(cc.wb.b, http2.ClientPreface...)
 	err := cc.fr.WriteSettings(
 		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(cfg.streamWindow)},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(cfg.initialWindow)},
 		http2.Setting{ID: http2.SettingMaxFrameSize, Val: cfg.readFrameSize},
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: cfg.maxHeaderBytes},
 	)

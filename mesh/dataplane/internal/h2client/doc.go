@@ -38,6 +38,15 @@
 // most one stream window of unread body (in a buffer of at most twice
 // that). The connection window only bounds the bytes in flight.
 //
+// A stream's window starts small ([WithInitialStreamWindow], 256 KiB)
+// and doubles, up to the stream window of [WithWindows] (1 MiB), each
+// time its reader has consumed four windows' worth since the last
+// growth. A proxy relays a response to a client that may stop reading:
+// until then the relay consumes what the sockets and buffers downstream
+// take, which is less than that, so an abandoned response pulls only the
+// initial window through each proxy it crosses, while a download that is
+// read reaches the full window within its first few MiB.
+//
 // What a connection holds unread, all its responses together (a
 // response that has ended but is not read yet holds no stream slot, so
 // the stream limit does not bound them), is bounded by [WithBufferLimit]:

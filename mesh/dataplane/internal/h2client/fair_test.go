@@ -53,7 +53,10 @@ func TestAResponseNobodyReadsDoesNotStallTheOthers(t *testing.T) {
 			}
 		}
 	}))
-	cc := srv.dial(t) // the default windows
+	// Streams start at the whole stream window here, as an unread
+	// response's window never grows: what is tested is the connection
+	// window.
+	cc := srv.dial(t, h2client.WithInitialStreamWindow(streamWindow))
 	for i := range stalled {
 		resp, err := cc.RoundTrip(request(t, "GET", srv.addr, "/?i="+strconv.Itoa(i), nil))
 		require.NoError(t, err)

@@ -283,12 +283,7 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	var winc uint32
 	if n > 0 {
-		cs.unacked += int64(n)
-		if !cs.recvEnded && !cs.reset && cs.unacked >= int64(cc.cfg.streamWindow)/2 {
-			winc = uint32(cs.unacked)
-			cs.inflow += cs.unacked
-			cs.unacked = 0
-		}
+		winc = cs.consumedLocked(int64(n))
 	}
 	cc.mu.Unlock()
 	if winc > 0 {
@@ -317,4 +312,36 @@ func (b *body) Close() error {
 		cc.failStream(cs, errors.New("h2client: response body closed"), http2.ErrCodeCancel)
 	}
 	return nil
+}
+
+// growAfter is how many windows' worth of body a stream's reader consumes
+// before its window doubles. A relay whose client stopped reading still
+// consumes what the sockets and buffers downstream of it take (a few
+// hundred KiB); only a reader that keeps reading gets past this, so a
+// response nobody reads holds the initial window at each proxy it
+// crosses, and a download that is read grows to the full window within
+// its first few MiB.
+const growAfter = 4
+
+// consumedLocked accounts n bytes read from the stream's body and returns
+// the WINDOW_UPDATE increment to send (0: none yet). Read bytes go back
+// to the server once half the window is owed; the window grows, doubling
+// up to the stream window, after its reader consumed growAfter windows
+// since it last grew.
+func (cs *stream) consumedLocked(n int64) uint32 {
+	cs.unacked += n
+	cs.sinceGrow += n
+	if cs.recvEnded || cs.reset || cs.unacked < cs.window/2 {
+		return 0
+	}
+	inc := cs.unacked
+	if limit := int64(cs.cc.cfg.streamWindow); cs.window < limit && cs.sinceGrow >= growAfter*cs.window {
+		grow := min(cs.window, limit-cs.window)
+		cs.window += grow
+		inc += grow
+		cs.sinceGrow = 0
+	}
+	cs.inflow += inc
+	cs.unacked = 0
+	return uint32(inc)
 }

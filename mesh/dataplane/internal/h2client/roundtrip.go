@@ -34,6 +34,8 @@ type stream struct {
 	trailer   http.Header
 	inflow    int64   // bytes the server may still send on the stream
 	unacked   int64   // read, not yet returned with WINDOW_UPDATE
+	window    int64   // the stream's window: inflow, unread and unacked bytes together
+	sinceGrow int64   // read since the window last grew
 	bodyDone  bool    // the response body was closed by the caller
 	lastRead  uint64  // the connection's readClock when last read, or when bytes came to an empty buffer
 	dropped   bool    // its unread bytes were dropped for the buffer limit
@@ -150,7 +152,8 @@ func (cc *Conn) start(cs *stream, ctx context.Context, body io.ReadCloser) error
 		cc.closing = true
 	}
 	cs.sendWin = int64(cc.peerInitWin)
-	cs.inflow = int64(cc.cfg.streamWindow)
+	cs.inflow = int64(cc.cfg.initialWindow)
+	cs.window = cs.inflow
 	// A new stream counts as just read: of the streams never read, the
 	// oldest goes first.
 	cc.readClock++
