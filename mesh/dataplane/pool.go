@@ -9,12 +9,10 @@ import (
 	"net/netip"
 	"sync"
 
-	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	inboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/inbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
-	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
 
@@ -234,41 +232,4 @@ func (cp *connPool) closeAll() {
 		}
 		e.mu.Unlock()
 	}
-}
-
-// toEndpoint sends a request of the outbound HTTP side to one endpoint
-// (its HTTP.RoundTrip). To a meshed endpoint (its proxy, over mutual
-// TLS): an HTTP/1 request over a pooled HTTP/1.1 connection, or with
-// HTTP1OverH2 over the pooled HTTP/2 connection carrying its version in
-// l5d-orig-proto; an HTTP/2 request over the pooled HTTP/2 connection. To
-// an unmeshed one: h2c when the client spoke HTTP/2, HTTP/1 otherwise.
-//
-// from is the downstream client the request came from (its connection's
-// source address), whose share of the HTTP/1.1 pool it uses; body is the
-// request's kept body, which says whether the HTTP/2 pool may send it
-// again.
-func (rt *httpRuntime) toEndpoint(req *http.Request, ep Endpoint, clientH2 bool, from netip.Addr, body *outboundhttp.ReplayBody) (*http.Response, error) {
-	if ep.Identity != "" {
-		dial := ep.Addr
-		if ep.OpaqueTransportPort != 0 {
-			dial = netip.AddrPortFrom(ep.Addr.Addr(), ep.OpaqueTransportPort)
-		}
-		key := poolKey{addr: dial, identity: ep.Identity, port: ep.Addr.Port()}
-		if !clientH2 && !rt.h1OverH2 {
-			return rt.peerH1.roundTrip(key, ep, req, from)
-		}
-		if !clientH2 {
-			req.Header[httpcore.HeaderOrigProto] = []string{"HTTP/1.1"}
-		}
-		return rt.pool.roundTrip(key, req, body.Replayable, dialLabels{ep: ep})
-	}
-	if clientH2 {
-		return rt.pool.roundTrip(poolKey{addr: ep.Addr}, req, body.Replayable, dialLabels{ep: ep})
-	}
-	resp, err := rt.extH1.RoundTrip(req, ep.Addr.String())
-	var de *h1.DialError
-	if errors.As(err, &de) {
-		return nil, &httpcore.DialError{Err: err}
-	}
-	return resp, err
 }
