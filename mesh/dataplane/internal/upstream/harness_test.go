@@ -186,7 +186,7 @@ func readOK(resp *http.Response, err error) error {
 	return nil
 }
 
-// h2cPeer is a real HTTP/2 server (x/net's) over plaintext, standing for
+// h2cPeer is a real HTTP/2 server (net/http's) over plaintext, standing for
 // an application that speaks h2c. It answers "ok". closeConns closes
 // every connection it accepted, as a server restarting would.
 type h2cPeer struct {
@@ -199,31 +199,27 @@ func startH2CPeer(t *testing.T) *h2cPeer {
 	t.Helper()
 	l := testutil.Listen(t)
 	p := &h2cPeer{addr: l.Addr().(*net.TCPAddr).AddrPort()}
-	srv := &http2.Server{}
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:   http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
+		Protocols: &protos,
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				p.mu.Lock()
+				p.conns = append(p.conns, c)
+				p.mu.Unlock()
 			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c)
-			p.mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				srv.ServeConn(c, &http2.ServeConnOpts{Handler: h})
-			}()
-		}
+		},
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(l)
 	}()
 	t.Cleanup(func() {
-		l.Close()
-		p.closeConns()
-		wg.Wait()
+		srv.Close()
+		<-served
 	})
 	return p
 }
