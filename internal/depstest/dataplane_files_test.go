@@ -55,11 +55,12 @@ var dataplaneFiles = map[string]string{
 	// connection metrics and tracking, the HTTP servers and the dispatch
 	// by direction, the discovery and policy caches, the access log and
 	// the tap server. They read the Proxy's listeners, TLS and connection
-	// tracking. The pools to endpoints stay with them: the HTTP/2 pool
-	// carries h2c to the application too, and every pooled connection is
-	// dialled with the Proxy's mesh TLS and counted in its transport
-	// metrics; internal/outbound reaches them through HTTP.RoundTrip
-	// (pool.go).
+	// tracking. The pools to upstreams are internal/upstream's: http.go
+	// gives them the Proxy's mesh TLS dial, plain dial and transport
+	// metrics as their Dialer, and holds toEndpoint, the HTTP.RoundTrip
+	// internal/outbound sends on: it maps an endpoint to a pool and its
+	// key, and the HTTP/1.1 pool's wait deadline to the outbound side's
+	// pool-timeout error, which the pools do not link.
 	"inbound.go":       "l4",
 	"outbound.go":      "l4",
 	"relay.go":         "l4",
@@ -69,8 +70,6 @@ var dataplaneFiles = map[string]string{
 	"metrics.go":       "l4",
 	"metrics_conn.go":  "l4",
 	"http.go":          "l4",
-	"pool.go":          "l4",
-	"pool_h1.go":       "l4",
 	"destinations.go":  "l4",
 	"access_log.go":    "l4",
 	"tap_calls.go":     "l4",

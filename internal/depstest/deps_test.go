@@ -145,6 +145,21 @@ var rules = []depstest.Rule{
 		Why: "the outbound HTTP side is given the round trip over the pools, the dials and the destination's Service as seams by the dataplane package; it links neither that package, the inbound side, the HTTP/2 server and client, nor discovery",
 	},
 	{
+		Packages: []string{weft("mesh/dataplane/internal/upstream")},
+		Deny: []string{
+			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),
+			weft("mesh/dataplane/internal/inbound"), weft("mesh/dataplane/internal/outbound"),
+			weft("mesh/dataplane/internal/h2server"), weft("mesh/dataplane/internal/tap"), weft("mesh/dataplane/internal/reqmetrics"),
+			weft("mesh/dataplane/route"), weft("mesh/dataplane/balance"), weft("mesh/dataplane/retry"),
+			weft("mesh/discovery/..."), weft("mesh/policy/..."),
+		},
+		// It links the HTTP codecs (h1, h2client), httpcore's errors,
+		// relay's socket peek, the endpoint value and the transport
+		// header's protocols; metricstore is allowed (the transport labels
+		// are built by the Dialer's Count today, in dataplane).
+		Why: "the pools to upstreams are given the proxy's dials, transport metrics and limits as a Dialer and Settings by the dataplane package; they link neither that package, either direction's HTTP side, the HTTP/2 server, routing, request metrics, tap, policy nor discovery",
+	},
+	{
 		Packages: []string{weft("mesh/dataplane/internal/metricstore"), weft("mesh/dataplane/internal/relay"), weft("mesh/dataplane/internal/reqmetrics")},
 		Deny:     []string{weft("mesh/dataplane/internal/tap")},
 		Why:      "the metric store, the request metrics and the relay sit below tap: tap renders its labels with the store's builders, never the other way round",

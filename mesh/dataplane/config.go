@@ -14,6 +14,7 @@ import (
 	"github.com/weftmesh/weft/apis/vocab"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/envcheck"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/upstream"
 	"github.com/weftmesh/weft/mesh/dataplane/iptables"
 )
 
@@ -82,7 +83,7 @@ type Config struct {
 	// HTTPPoolWaitTimeout (WEFT_PROXY_HTTP_POOL_WAIT_TIMEOUT, 3s; zero
 	// means the default) bounds how long a request waits for a pooled
 	// HTTP/1.1 connection to a peer proxy; past it the proxy answers 503
-	// with l5d-proxy-error "pool-timeout" (pool_h1.go).
+	// with l5d-proxy-error "pool-timeout" (internal/upstream).
 	HTTPPoolWaitTimeout time.Duration
 
 	// Admin.
@@ -146,7 +147,7 @@ func DefaultConfig() Config {
 		H2InitialStreamWindow:  256 << 10,
 		H2ConnectionWindow:     4 << 20,
 		H2ResetBudget:          100,
-		HTTPPoolWaitTimeout:    defaultPoolWaitTimeout,
+		HTTPPoolWaitTimeout:    upstream.DefaultWaitTimeout,
 		H2WriteTimeout:         10 * time.Second,
 		AdminHeaderTimeout:     5 * time.Second,
 		AdminIdleTimeout:       30 * time.Second,

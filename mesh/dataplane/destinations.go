@@ -167,8 +167,8 @@ func (ds *destinations) janitor(ctx context.Context) {
 		}
 		ds.mu.Unlock()
 		if ds.p.http != nil {
-			ds.p.http.pool.sweep()
-			ds.p.http.peerH1.sweep()
+			ds.p.http.pool.Sweep()
+			ds.p.http.peerH1.Sweep()
 			ds.p.http.appH1.Sweep()
 			ds.p.http.extH1.Sweep()
 		}

@@ -99,11 +99,11 @@
 // budget (package retry) when its route allows it, its method is
 // idempotent (or the route names it) and its body fits in 64 KiB. A
 // meshed endpoint is reached over mutual TLS: an HTTP/1 request as
-// HTTP/1.1 on a bounded keep-alive pool (pool_h1.go: 128 connections
+// HTTP/1.1 on a bounded keep-alive pool (internal/upstream: 128 connections
 // per endpoint, at most 64 held by one downstream client, a wait for one
 // bounded by HTTPPoolWaitTimeout and then answered 503 pool-timeout), an
 // HTTP/2 or gRPC
-// request on a pooled HTTP/2 connection (pool.go; HTTP/1 too with
+// request on a pooled HTTP/2 connection (internal/upstream; HTTP/1 too with
 // Extras.HTTP1OverH2, its version carried in l5d-orig-proto and restored
 // inbound); WebSocket and other upgrades get a connection of their own
 // and become a tunnel only after 101 Switching Protocols.
@@ -121,8 +121,9 @@
 // fault...) to the status, gRPC status and l5d-proxy-error class and
 // message. Upgrades pick their endpoint with the same step and answer
 // through the same function. The destination's routes, budget and
-// backends it reads are this package's (outbound_services.go), and so
-// are the pools it sends on (pool.go, pool_h1.go).
+// backends it reads are this package's (outbound_services.go); the pools
+// it sends on are internal/upstream's, wired with the proxy's dials by
+// httpRuntime.toEndpoint (http.go).
 //
 // Inbound, every request is authorized with the shared evaluator
 // (mesh/policy/authz) on the normalized path it then forwards: a denied

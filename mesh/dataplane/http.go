@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,6 +15,8 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	inboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/inbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
+	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/upstream"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
 
@@ -44,11 +47,11 @@ type httpRuntime struct {
 	h1      *h1.Server
 	h2      *h2server.Config
 	handler http.Handler
-	h2opts  []h2client.Option // for the pool's HTTP/2 client connections
-	appH1   *h1.Client        // HTTP/1 to the local application (inbound)
-	extH1   *h1.Client        // HTTP/1 to unmeshed endpoints (outbound)
-	pool    *connPool
-	peerH1  *peerH1Pool // HTTP/1.1 over mesh TLS to peer proxies
+	h2opts  []h2client.Option    // for the pool's HTTP/2 client connections
+	appH1   *h1.Client           // HTTP/1 to the local application (inbound)
+	extH1   *h1.Client           // HTTP/1 to unmeshed endpoints (outbound)
+	pool    *upstream.H2Pool     // HTTP/2: peer proxies, h2c applications and endpoints
+	peerH1  *upstream.PeerH1Pool // HTTP/1.1 over mesh TLS to peer proxies
 
 	h1OverH2 bool // Config.HTTP1OverH2 (toEndpoint)
 
@@ -136,7 +139,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 				}
 				return p.countedDial(c, l(addr)), nil
 			},
-			Reusable:       plainConnReusable,
+			Reusable:       upstream.PlainConnReusable,
 			MaxIdlePerAddr: 256,
 			IdleTimeout:    90 * time.Second,
 			Limits:         h1.Limits{MaxHeaderBytes: cfg.HTTPMaxHeaderBytes},
@@ -148,10 +151,77 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 		ap, _ := netip.ParseAddrPort(addr)
 		return outboundDstLabels("", Endpoint{Addr: ap})
 	})
-	rt.pool = newConnPool(p)
-	rt.peerH1 = newPeerH1Pool(p)
+	// The pools to upstreams (internal/upstream) dial with the proxy's
+	// mesh TLS and connect timeout, and count their connections in its
+	// transport metrics.
+	dialer := upstream.Dialer{
+		Peer: func(ctx context.Context, ep Endpoint, proto transport.Protocol) (net.Conn, error) {
+			return p.dialEndpoint(ctx, ep, "", proto, nil)
+		},
+		Plain: p.dialWithin,
+		Count: func(c net.Conn, l upstream.Labels) net.Conn { return p.countedDial(c, dialLabels(l)) },
+	}
+	settings := upstream.Settings{
+		H2:             rt.h2opts,
+		IdleTimeout:    cfg.HTTPIdleTimeout,
+		WaitTimeout:    cfg.HTTPPoolWaitTimeout,
+		MaxHeaderBytes: cfg.HTTPMaxHeaderBytes,
+	}
+	rt.pool = upstream.NewH2(dialer, settings)
+	rt.peerH1 = upstream.NewPeerH1(dialer, settings)
 	rt.h1OverH2 = cfg.HTTP1OverH2
 	return rt, nil
+}
+
+// dialLabels are the transport labels of a pooled connection: to the
+// local application, or to an endpoint.
+func dialLabels(l upstream.Labels) *metricstore.Labels {
+	if l.Inbound {
+		return appLabels()
+	}
+	return outboundDstLabels("", l.Endpoint)
+}
+
+// toEndpoint sends a request of the outbound HTTP side to one endpoint
+// (its HTTP.RoundTrip). To a meshed endpoint (its proxy, over mutual
+// TLS): an HTTP/1 request over a pooled HTTP/1.1 connection, or with
+// HTTP1OverH2 over the pooled HTTP/2 connection carrying its version in
+// l5d-orig-proto; an HTTP/2 request over the pooled HTTP/2 connection. To
+// an unmeshed one: h2c when the client spoke HTTP/2, HTTP/1 otherwise.
+//
+// from is the downstream client the request came from (its connection's
+// source address), whose share of the HTTP/1.1 pool it uses; body is the
+// request's kept body, which says whether the HTTP/2 pool may send it
+// again. A wait past the HTTP/1.1 pool's deadline becomes the outbound
+// side's PoolTimeoutError (503 "pool-timeout", no other endpoint tried).
+func (rt *httpRuntime) toEndpoint(req *http.Request, ep Endpoint, clientH2 bool, from netip.Addr, body *outboundhttp.ReplayBody) (*http.Response, error) {
+	if ep.Identity != "" {
+		dial := ep.Addr
+		if ep.OpaqueTransportPort != 0 {
+			dial = netip.AddrPortFrom(ep.Addr.Addr(), ep.OpaqueTransportPort)
+		}
+		key := upstream.Key{Addr: dial, Identity: ep.Identity, Port: ep.Addr.Port()}
+		if !clientH2 && !rt.h1OverH2 {
+			resp, err := rt.peerH1.RoundTrip(key, req, from, upstream.Labels{Endpoint: ep})
+			if pe, ok := err.(*h1.PoolTimeoutError); ok {
+				return nil, &outboundhttp.PoolTimeoutError{Err: pe}
+			}
+			return resp, err
+		}
+		if !clientH2 {
+			req.Header[httpcore.HeaderOrigProto] = []string{"HTTP/1.1"}
+		}
+		return rt.pool.RoundTrip(key, req, body.Replayable, upstream.Labels{Endpoint: ep})
+	}
+	if clientH2 {
+		return rt.pool.RoundTrip(upstream.Key{Addr: ep.Addr}, req, body.Replayable, upstream.Labels{Endpoint: ep})
+	}
+	resp, err := rt.extH1.RoundTrip(req, ep.Addr.String())
+	var de *h1.DialError
+	if errors.As(err, &de) {
+		return nil, &httpcore.DialError{Err: err}
+	}
+	return resp, err
 }
 
 // h2BufferLimit is what one HTTP/2 connection, served or pooled, may

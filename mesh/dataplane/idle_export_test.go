@@ -6,4 +6,4 @@ func IdleParkedForTest(p *Proxy) int { return p.idle.Load().Parked() }
 
 // PeerH1WaitingForTest is the number of requests waiting for a pooled
 // HTTP/1.1 connection to a peer proxy now.
-func PeerH1WaitingForTest(p *Proxy) int { return p.http.peerH1.waiting() }
+func PeerH1WaitingForTest(p *Proxy) int { return p.http.peerH1.Waiting() }

@@ -19,9 +19,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/trace"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/upstream"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
@@ -223,10 +225,15 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		Metrics: p.m.http, Tap: p.tap, Log: p.log,
 		App: p.forwardAddr, Dial: p.dialWithin, AppH1: p.http.appH1,
 		AppH2: func(req *http.Request, app netip.AddrPort) (*http.Response, error) {
-			return p.http.pool.roundTrip(poolKey{addr: app}, req, func() bool { return false }, dialLabels{inbound: true})
+			return p.http.pool.RoundTrip(upstream.Key{Addr: app}, req, func() bool { return false }, upstream.Labels{Inbound: true})
 		},
 		AppH2Fields: func(ctx context.Context, req *inboundhttp.FieldRequest, app netip.AddrPort) (inboundhttp.FieldResponse, error) {
-			return p.http.pool.roundTripFields(ctx, poolKey{addr: app}, req, dialLabels{inbound: true})
+			resp, err := p.http.pool.RoundTripFields(ctx, upstream.Key{Addr: app}, &h2client.FieldRequest{Method: req.Method, Scheme: "http",
+				Authority: req.Authority, Path: req.Path, Fields: req.Fields, Body: req.Body}, upstream.Labels{Inbound: true})
+			if err != nil {
+				return inboundhttp.FieldResponse{}, err
+			}
+			return inboundhttp.FieldResponse{Status: resp.Status, Fields: resp.Fields, Body: resp.Body, Trailers: resp}, nil
 		},
 		UpstreamTimer: upstreamTimer,
 	}
@@ -459,8 +466,8 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 		<-drained
 	}
 	p.idle.Load().Stop() // nothing is parked once every tracked connection ended
-	p.http.pool.closeAll()
-	p.http.peerH1.closeAll()
+	p.http.pool.CloseAll()
+	p.http.peerH1.CloseAll()
 	p.http.appH1.CloseIdle(true)
 	p.http.extH1.CloseIdle(true)
 	p.dests.closeAll()

@@ -1,4 +1,4 @@
-package dataplane
+package upstream
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
-	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
 )
@@ -56,25 +55,26 @@ const (
 	maxPeerH1ConnsPerEndpoint = 2 * peerH1ConnsPerClient
 )
 
-// defaultPoolWaitTimeout is Config.HTTPPoolWaitTimeout's default: how
-// long a request waits for a pooled connection. Linkerd's proxy answers
+// DefaultWaitTimeout is dataplane.Config.HTTPPoolWaitTimeout's default:
+// how long a request waits for a pooled connection. Linkerd's proxy answers
 // an outbound request its queue could not serve after 3 s (its
 // failfast timeout); a pooled connection of a healthy peer comes back
 // within milliseconds, so a wait that long means the peer, or one
 // client's use of it, is stuck.
-const defaultPoolWaitTimeout = 3 * time.Second
+const DefaultWaitTimeout = 3 * time.Second
 
-// peerH1Pool keeps HTTP/1.1 connections over mesh TLS to peer proxies:
+// PeerH1Pool keeps HTTP/1.1 connections over mesh TLS to peer proxies:
 // the hop an HTTP/1.1 request takes to a meshed endpoint unless the
-// proxy is configured to carry it over HTTP/2 (Extras.HTTP1OverH2). Each
+// proxy is configured to carry it over HTTP/2 (Config.HTTP1OverH2). Each
 // connection is dialled as the HTTP/2 hop's are (mutual TLS, the peer's
 // identity verified, the transport header naming the application port),
 // with the transport header announcing HTTP/1. One request at a time per
 // connection; up to maxPeerH1ConnsPerEndpoint per endpoint.
-type peerH1Pool struct {
-	p      *Proxy
+type PeerH1Pool struct {
+	d      Dialer
+	s      Settings
 	mu     sync.Mutex
-	m      map[poolKey]*peerH1Entry
+	m      map[Key]*peerH1Entry
 	closed bool
 }
 
@@ -86,15 +86,20 @@ type peerH1Entry struct {
 	inflight atomic.Int32 // requests between entry and the end of RoundTrip
 }
 
-func newPeerH1Pool(p *Proxy) *peerH1Pool { return &peerH1Pool{p: p, m: map[poolKey]*peerH1Entry{}} }
+// NewPeerH1 returns an empty HTTP/1.1 pool to peer proxies that dials
+// through d (Peer, then Count) and takes its idle timeout, wait deadline
+// and header limit from s.
+func NewPeerH1(d Dialer, s Settings) *PeerH1Pool {
+	return &PeerH1Pool{d: d, s: s, m: map[Key]*peerH1Entry{}}
+}
 
 // peerH1IdleTimeout is how long a connection to a peer proxy stays idle
 // in the pool: half the proxy's own HTTP idle timeout, so that with equal
 // settings this side closes an idle connection well before the peer's
 // inbound server does and a request rarely meets a connection the peer
 // is closing.
-func (pp *peerH1Pool) idleTimeout() time.Duration {
-	d := pp.p.cfg.HTTPIdleTimeout / 2
+func (pp *PeerH1Pool) idleTimeout() time.Duration {
+	d := pp.s.IdleTimeout / 2
 	if d <= 0 || d > 90*time.Second {
 		d = 90 * time.Second
 	}
@@ -102,16 +107,16 @@ func (pp *peerH1Pool) idleTimeout() time.Duration {
 }
 
 // waitTimeout is how long a request waits for a pooled connection.
-func (pp *peerH1Pool) waitTimeout() time.Duration {
-	if d := pp.p.cfg.HTTPPoolWaitTimeout; d > 0 {
+func (pp *PeerH1Pool) waitTimeout() time.Duration {
+	if d := pp.s.WaitTimeout; d > 0 {
 		return d
 	}
-	return defaultPoolWaitTimeout
+	return DefaultWaitTimeout
 }
 
-// entry returns the client for key, made on first use with ep's labels
-// for the connections it dials.
-func (pp *peerH1Pool) entry(key poolKey, ep Endpoint) (*peerH1Entry, error) {
+// entry returns the client for key, made on first use with dl for the
+// connections it dials.
+func (pp *PeerH1Pool) entry(key Key, dl Labels) (*peerH1Entry, error) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	if pp.closed {
@@ -121,16 +126,15 @@ func (pp *peerH1Pool) entry(key poolKey, ep Endpoint) (*peerH1Entry, error) {
 		e.inflight.Add(1)
 		return e, nil
 	}
-	p := pp.p
-	lbl := dialLabels{ep: ep}
-	e := &peerH1Entry{addr: key.addr.String()}
+	d := pp.d
+	e := &peerH1Entry{addr: key.Addr.String()}
 	e.cl = &h1.Client{
 		Dial: func(ctx context.Context, _ string) (net.Conn, error) {
-			conn, err := p.dialEndpoint(ctx, Endpoint{Addr: netip.AddrPortFrom(key.addr.Addr(), key.port), Identity: key.identity, OpaqueTransportPort: key.addr.Port()}, "", transport.HTTP1, nil)
+			conn, err := d.Peer(ctx, key.peer(), transport.HTTP1)
 			if err != nil {
-				return nil, fmt.Errorf("dataplane: connecting to %s: %w", key.addr, err)
+				return nil, fmt.Errorf("dataplane: connecting to %s: %w", key.Addr, err)
 			}
-			return p.countedDial(conn, lbl.labels()), nil
+			return d.Count(conn, dl), nil
 		},
 		Reusable:          peerConnReusable,
 		MaxIdlePerAddr:    maxPeerH1ConnsPerEndpoint,
@@ -138,7 +142,7 @@ func (pp *peerH1Pool) entry(key poolKey, ep Endpoint) (*peerH1Entry, error) {
 		MaxConnsPerClient: peerH1ConnsPerClient,
 		WaitTimeout:       pp.waitTimeout(),
 		IdleTimeout:       pp.idleTimeout(),
-		Limits:            h1.Limits{MaxHeaderBytes: p.cfg.HTTPMaxHeaderBytes},
+		Limits:            h1.Limits{MaxHeaderBytes: pp.s.MaxHeaderBytes},
 		OmitTrailer:       httpcore.IsMeshHeader,
 	}
 	pp.m[key] = e
@@ -146,16 +150,18 @@ func (pp *peerH1Pool) entry(key poolKey, ep Endpoint) (*peerH1Entry, error) {
 	return e, nil
 }
 
-// roundTrip sends req, a request of the downstream client from, to the
-// peer proxy of key. A failure to connect is an httpcore.DialError (the
-// request was not sent); so is a wait for a connection that the
-// request's context ended. A wait past the pool's deadline is an
-// outboundhttp.PoolTimeoutError (not sent either, but not the
-// endpoint's fault: another endpoint is not tried). The client itself sends a request once more, on a new
-// connection, only when a kept-alive one failed before any byte of the
-// response and the request has no body and is idempotent.
-func (pp *peerH1Pool) roundTrip(key poolKey, ep Endpoint, req *http.Request, from netip.Addr) (*http.Response, error) {
-	e, err := pp.entry(key, ep)
+// RoundTrip sends req, a request of the downstream client from, to the
+// peer proxy of key; a connection it dials is counted with dl. A failure
+// to connect is an *httpcore.DialError (the request was not sent); so is
+// a wait for a connection that the request's context ended. A wait past
+// the pool's deadline is returned as the client's *h1.PoolTimeoutError
+// (not sent either, but not the endpoint's fault: the caller answers it
+// without trying another endpoint). The client itself sends a request
+// once more, on a new connection, only when a kept-alive one failed
+// before any byte of the response and the request has no body and is
+// idempotent.
+func (pp *PeerH1Pool) RoundTrip(key Key, req *http.Request, from netip.Addr, dl Labels) (*http.Response, error) {
+	e, err := pp.entry(key, dl)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +172,7 @@ func (pp *peerH1Pool) roundTrip(key poolKey, ep Endpoint, req *http.Request, fro
 		var pe *h1.PoolTimeoutError
 		switch {
 		case errors.As(err, &pe):
-			return nil, &outboundhttp.PoolTimeoutError{Err: pe}
+			return nil, pe
 		case errors.As(err, &de):
 			return nil, &httpcore.DialError{Err: err}
 		}
@@ -174,11 +180,11 @@ func (pp *peerH1Pool) roundTrip(key poolKey, ep Endpoint, req *http.Request, fro
 	return resp, err
 }
 
-// sweep closes connections idle past the idle timeout and forgets
+// Sweep closes connections idle past the idle timeout and forgets
 // endpoints without open connections or requests on their way (a request
 // counts from entry on, under pp.mu, so that none dials in a forgotten
 // client).
-func (pp *peerH1Pool) sweep() {
+func (pp *PeerH1Pool) Sweep() {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	for k, e := range pp.m {
@@ -189,22 +195,22 @@ func (pp *peerH1Pool) sweep() {
 	}
 }
 
-// closeAll closes every idle connection and refuses new requests; busy
-// connections close when their exchange ends.
-func (pp *peerH1Pool) closeAll() {
+// CloseAll closes every idle connection and refuses new requests (an
+// *httpcore.DialError); busy connections close when their exchange ends.
+func (pp *PeerH1Pool) CloseAll() {
 	pp.mu.Lock()
 	pp.closed = true
 	m := pp.m
-	pp.m = map[poolKey]*peerH1Entry{}
+	pp.m = map[Key]*peerH1Entry{}
 	pp.mu.Unlock()
 	for _, e := range m {
 		e.cl.CloseIdle(true)
 	}
 }
 
-// waiting reports the requests waiting for a pooled connection, for
+// Waiting reports the requests waiting for a pooled connection, for
 // tests and diagnostics.
-func (pp *peerH1Pool) waiting() int {
+func (pp *PeerH1Pool) Waiting() int {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	n := 0
@@ -232,12 +238,12 @@ const (
 // be retried unless idempotent and without body.
 const peerCheckAfter = 5 * time.Millisecond
 
-// plainConnReusable reports whether an idle plaintext connection (to the
+// PlainConnReusable reports whether an idle plaintext connection (to the
 // application, or to an endpoint outside the mesh) may carry another
 // request: not when the server closed it or sent bytes nobody asked for.
 // As for peers, only a connection idle for longer than peerCheckAfter is
 // checked, with one peek at its socket.
-func plainConnReusable(c net.Conn, idle time.Duration) bool {
+func PlainConnReusable(c net.Conn, idle time.Duration) bool {
 	if idle < peerCheckAfter {
 		return true
 	}
@@ -270,12 +276,8 @@ func peerConnReusable(c net.Conn, idle time.Duration) bool {
 	if idle < peerCheckAfter {
 		return true
 	}
-	sc, ok := c.(*statsConn)
-	if !ok {
-		return true
-	}
-	tc, ok := sc.Conn.(*tls.Conn)
-	if !ok {
+	tc := tlsUnder(c)
+	if tc == nil {
 		return true
 	}
 	raw, ok := tc.NetConn().(syscall.Conn)
@@ -304,4 +306,17 @@ func peerConnReusable(c net.Conn, idle time.Duration) bool {
 		return false
 	}
 	return tc.SetReadDeadline(time.Time{}) == nil
+}
+
+// tlsUnder returns the mesh TLS connection a pooled peer connection
+// wraps: Dialer.Count's wrapper, whose NetConn method returns the
+// *tls.Conn Dialer.Peer dialled. Nil for any other shape, whose check
+// is skipped (the connection is taken as reusable).
+func tlsUnder(c net.Conn) *tls.Conn {
+	w, ok := c.(interface{ NetConn() net.Conn })
+	if !ok {
+		return nil
+	}
+	tc, _ := w.NetConn().(*tls.Conn)
+	return tc
 }
