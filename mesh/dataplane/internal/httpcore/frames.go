@@ -232,9 +232,11 @@ func HeaderFields(fields []hpack.HeaderField, h http.Header) []hpack.HeaderField
 	return fields
 }
 
-// FrameRequest is the http.Request view of a frame-path request that an
-// open tap reads (method, authority, path, header, HTTP/2).
-func FrameRequest(st FrameStream) *http.Request {
+// FrameRequest is the http.Request view of a frame-path request with
+// the given fields (the stream's, or what the proxy made of them in
+// place) that an open tap reads (method, authority, path, header,
+// HTTP/2).
+func FrameRequest(st FrameStream, fields []hpack.HeaderField) *http.Request {
 	return &http.Request{Method: st.Method(), Host: st.Authority(), URL: &url.URL{Path: st.Path()},
-		Header: FieldHeader(st.Fields()), Proto: "HTTP/2.0", ProtoMajor: 2, RequestURI: st.Path()}
+		Header: FieldHeader(fields), Proto: "HTTP/2.0", ProtoMajor: 2, RequestURI: st.Path()}
 }

@@ -207,7 +207,7 @@ func (c *inboundCall) decide(ctx context.Context, areq *authz.Request, canonical
 		res := c.res
 		r := c.r
 		if r == nil {
-			r = httpcore.FrameRequest(c.st)
+			r = httpcore.FrameRequest(c.st, c.st.Fields())
 		}
 		c.tr = h.tapInbound(r, info, st, &res)
 	}
