@@ -60,7 +60,11 @@ var dataplaneFiles = map[string]string{
 	// dialled with the Proxy's mesh TLS and counted in its transport
 	// metrics; internal/outbound reaches them through HTTP.RoundTrip
 	// (pool.go).
-	"inbound.go":       "l4",
+	"inbound.go": "l4",
+	// The outbound frame path's wiring: its StreamHandler and the round
+	// trip of its calls over the HTTP/2 pool (pool.go's, which is
+	// moving to a package of its own; this joins it there).
+	"grpc_out.go":      "l4",
 	"outbound.go":      "l4",
 	"relay.go":         "l4",
 	"direction.go":     "l4",
