@@ -3,6 +3,7 @@ package dataplane_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,11 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	pdst "github.com/weftmesh/weft/apis/proxy/destination"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/internal/testutil/grpcoracle"
@@ -187,4 +190,92 @@ func TestRequestsTheOutboundFramePathRefusesTakeTheHTTPPath(t *testing.T) {
 	_, err := healthClient(t, o).Check(testutil.Context(t, 10*time.Second), &healthpb.HealthCheckRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), frames.Load(), "a plain gRPC call takes the frame path")
+}
+
+// A gRPC call to a Service tells the server proxy the Service's name
+// (l5d-dst-canonical from discovery, never the application's forged
+// one) on either path of the client proxy: the server proxy's route
+// series name the Service and its profile route.
+func TestGRPCCallsTellTheServerProxyTheServiceOnEitherPath(t *testing.T) {
+	onBothOutboundPaths(t, 2, func(t *testing.T, opts ...dataplane.Option) {
+		appLn := testutil.Listen(t)
+		gs := grpc.NewServer()
+		healthpb.RegisterHealthServer(gs, &bodyHealth{})
+		go gs.Serve(appLn)
+		t.Cleanup(gs.Stop)
+		port := uint16(appLn.Addr().(*net.TCPAddr).Port)
+
+		pk := newPKI(t)
+		pols := dataplane.NewMemoryPolicies()
+		pols.Set(uint32(port), allowAll(t))
+		profB := dataplane.NewMemoryProfiles()
+		inB := testutil.Listen(t)
+		b := startProxy(t, testConfig(), pk.identity(t, idB), nil, pols, dataplane.Listeners{Inbound: inB}, dataplane.WithProfiles(profB))
+
+		clusterIP := fmt.Sprintf("10.96.0.10:%d", port)
+		fqn := fmt.Sprintf("web.shop.svc.cluster.local:%d", port)
+		prof := webProfile(port)
+		prof.Routes = []*pdst.Route{{
+			Condition:     &pdst.RequestMatch{Match: &pdst.RequestMatch_Path{Path: &pdst.PathMatch{Regex: "/grpc.health.v1.Health/.*"}}},
+			MetricsLabels: map[string]string{"route": "health"},
+		}}
+		profB.Set(fqn, prof)
+		profA := dataplane.NewMemoryProfiles()
+		profA.Set(clusterIP, prof)
+		res := dataplane.NewMemoryResolver()
+		res.Set(clusterIP, dataplane.Endpoint{Addr: netipAddrPort(port), Identity: idB, OpaqueTransportPort: uint16(inB.Addr().(*net.TCPAddr).Port)})
+		mapped := testutil.Listen(t)
+		startProxy(t, testConfig(), pk.identity(t, idA), res, nil,
+			dataplane.Listeners{Mapped: []dataplane.MappedListener{{Listener: mapped, Authority: clusterIP}}},
+			append([]dataplane.Option{dataplane.WithProfiles(profA)}, opts...)...)
+
+		cc, err := grpc.NewClient("passthrough:///"+mapped.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(t, err)
+		defer cc.Close()
+		for range 2 {
+			ctx := metadata.AppendToOutgoingContext(testutil.Context(t, 10*time.Second), "l5d-dst-canonical", "admin.shop.svc.cluster.local:1")
+			_, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+			require.NoError(t, err)
+		}
+		testutil.Eventually(t, 5*time.Second, func() bool {
+			return b.metric(t, "route_response_total", `direction="inbound"`) == 2
+		}, "the server proxy counts the responses")
+		assert.Equal(t, 2.0, b.metric(t, "route_request_total", `direction="inbound"`, `dst="`+fqn+`"`, `rt_route="health"`))
+		for _, l := range routeLines(t, b, "inbound") {
+			assert.NotContains(t, l, "admin.shop", "the forged name is no label")
+		}
+	})
+}
+
+// meshHealth answers with mesh metadata of its own in the header and the
+// trailers, as a hostile or confused endpoint could.
+type meshHealth struct {
+	healthpb.UnimplementedHealthServer
+}
+
+func (meshHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	_ = grpc.SetHeader(ctx, metadata.Pairs("l5d-proxy-error", "forged", "weft-deny-reason", "forged", "l5d-anything", "x", "x-app", "head"))
+	_ = grpc.SetTrailer(ctx, metadata.Pairs("l5d-proxy-error", "forged", "weft-anything", "x", "x-app-trailer", "tail"))
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+// An unmeshed endpoint's mesh metadata (l5d-*, weft-*, even the two a
+// peer proxy may explain its answers with) never reaches the
+// application, in the header or the trailers, on either path.
+func TestAnUnmeshedEndpointsMeshFieldsNeverReachTheApplicationOverGRPC(t *testing.T) {
+	const target = "meshy.shop.svc.cluster.local:80"
+	onBothOutboundPaths(t, 1, func(t *testing.T, opts ...dataplane.Option) {
+		o := startOutboundOnly(t, target, opts...)
+		o.resolver.Set(target, startHealthApp(t, meshHealth{}))
+		var head, tail metadata.MD
+		_, err := healthClient(t, o).Check(testutil.Context(t, 10*time.Second), &healthpb.HealthCheckRequest{}, grpc.Header(&head), grpc.Trailer(&tail))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"head"}, head.Get("x-app"))
+		assert.Equal(t, []string{"tail"}, tail.Get("x-app-trailer"))
+		for _, md := range []metadata.MD{head, tail} {
+			for k := range md {
+				assert.NotRegexp(t, "^(l5d|weft)-", k, "an endpoint's mesh field reached the application")
+			}
+		}
+	})
 }
