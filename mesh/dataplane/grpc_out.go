@@ -36,7 +36,7 @@ func (p *Proxy) grpcOutStreams(before func()) *h2server.StreamHandler {
 // endpoint. As there, a call the upstream refused unprocessed is sent
 // once more on another connection while body (the kept body, nil when
 // none is kept) can be replayed.
-func (rt *httpRuntime) toEndpointFields(ctx context.Context, req *httpcore.FieldRequest, ep Endpoint, body *outboundhttp.ReplayBody) (httpcore.FieldResponse, error) {
+func (rt *httpRuntime) toEndpointFields(ctx context.Context, req httpcore.FieldRequest, ep Endpoint, body *outboundhttp.ReplayBody) (httpcore.FieldResponse, error) {
 	key := poolKey{addr: ep.Addr}
 	if ep.Identity != "" {
 		dial := ep.Addr

@@ -64,7 +64,7 @@ func (a *outboundAttempt) sendFields(c *outboundCall, body io.ReadCloser) error 
 		// attempt writes the same value there.
 		fields = append(fields, hpack.HeaderField{Name: "l5d-dst-canonical", Value: n.Canonical})
 	}
-	resp, err := c.h.RoundTripFields(a.ctx, &httpcore.FieldRequest{Method: c.method, Authority: c.st.Authority(),
+	resp, err := c.h.RoundTripFields(a.ctx, httpcore.FieldRequest{Method: c.method, Authority: c.st.Authority(),
 		Path: c.rawPath, Fields: fields, Body: body}, a.h.Value(), c.rb)
 	if err != nil {
 		return err

@@ -67,8 +67,9 @@ type HTTP struct {
 	// RoundTripFields is RoundTrip for the frame path (ServeFrames): a
 	// gRPC call from an HTTP/2 client, sent in header fields over the
 	// HTTP/2 pools (to a peer proxy over mesh TLS, h2c to an unmeshed
-	// endpoint), with the same errors.
-	RoundTripFields func(ctx context.Context, req *httpcore.FieldRequest, ep endpoint.Endpoint, body *ReplayBody) (httpcore.FieldResponse, error)
+	// endpoint), with the same errors. The request is passed by value:
+	// it does not escape to the heap on the way.
+	RoundTripFields func(ctx context.Context, req httpcore.FieldRequest, ep endpoint.Endpoint, body *ReplayBody) (httpcore.FieldResponse, error)
 
 	// An upgrade's own connection: to a meshed endpoint over mesh TLS
 	// with the transport header (DialEndpoint), to an unmeshed one as a
