@@ -135,16 +135,20 @@ func (c *outboundCall) responseFields(fields []hpack.HeaderField, meshed bool) [
 	return out
 }
 
-// answerFrames writes the proxy's own answer to the call (as
-// WriteAnswer does for gRPC: a trailers-only response) and returns its
-// header view for the tap (nil when no tap took the call).
+// answerFrames writes the proxy's own answer to the call as the http
+// path's WriteAnswer and ResponseWriter do for gRPC: a trailers-only
+// response, with the content-length: 0 the ResponseWriter declares for
+// it. It returns the answer's header view for the tap (nil when no tap
+// took the call).
 func (c *outboundCall) answerFrames(e *httpcore.Answer) http.Header {
-	fields := httpcore.GRPCAnswerFields(e, false)
+	fields := append(httpcore.GRPCAnswerFields(e, false), hpack.HeaderField{Name: "content-length", Value: "0"})
 	_ = c.st.WriteHeader(http.StatusOK, fields, true)
 	if c.tr == nil {
 		return nil
 	}
-	return httpcore.FieldHeader(fields)
+	// The http path's tap reads the header before the ResponseWriter
+	// adds the content-length.
+	return httpcore.FieldHeader(fields[:len(fields)-1])
 }
 
 // redirectFrames answers with the route's redirect, as redirect does.
