@@ -46,6 +46,13 @@ func testServiceCalls(t *testing.T, addr string) map[string]grpcoracle.Result {
 // withoutContentLength).
 func tapEvents(t *testing.T, tap ptap.Tap_ObserveClient) []string {
 	t.Helper()
+	return tapEventsOf(t, tap, true)
+}
+
+// tapEventsOf is tapEvents, keeping the content-length of response heads
+// unless dropLength.
+func tapEventsOf(t *testing.T, tap ptap.Tap_ObserveClient, dropLength bool) []string {
+	t.Helper()
 	var out []string
 	for {
 		ev, err := tap.Recv()
@@ -68,7 +75,7 @@ func tapEvents(t *testing.T, tap ptap.Tap_ObserveClient) []string {
 			e.ResponseInit.Id, e.ResponseInit.SinceRequestInit = nil, nil
 			hs := e.ResponseInit.GetHeaders().GetHeaders()[:0]
 			for _, h := range e.ResponseInit.GetHeaders().GetHeaders() {
-				if h.GetName() != "content-length" {
+				if !dropLength || h.GetName() != "content-length" {
 					hs = append(hs, h)
 				}
 			}

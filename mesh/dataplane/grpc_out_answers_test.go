@@ -14,6 +14,7 @@ import (
 	"github.com/weftmesh/weft/apis/proxy/httproute"
 	"github.com/weftmesh/weft/apis/proxy/httptypes"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
+	ptap "github.com/weftmesh/weft/apis/proxy/tap"
 	"github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/dataplane"
 )
@@ -134,4 +135,31 @@ func TestTheOutboundFramePathAnswersGRPCCallsAsTheHTTPPath(t *testing.T) {
 			assert.Equal(t, "0", resp.Trailer.Get("Grpc-Status"))
 		})
 	})
+}
+
+// A tap on the client proxy sees the proxy's own answer to a gRPC call
+// (here a fault the route injects) the same on both paths: request,
+// response head (content-length included) and end.
+func TestTheOutboundTapSeesTheProxysGRPCAnswersTheSameOnBothPaths(t *testing.T) {
+	var events [][]string
+	onBothOutboundPaths(t, 1, func(t *testing.T, opts ...dataplane.Option) {
+		hp := startHTTPPair(t, httpPairOptions{serverPolicy: allowAll(t), cfgA: tapConfig, optsA: opts})
+		hp.outbound.Set(hp.target, policyWith(nil, &outbound.HttpRoute_Rule{Filters: []*outbound.HttpRoute_Filter{{
+			Kind: &outbound.HttpRoute_Filter_FailureInjector{FailureInjector: &httproute.HttpFailureInjector{
+				Status: 503, Message: "chaos monkey", Ratio: &httproute.Ratio{Numerator: 1, Denominator: 1}}}}}}))
+		testutil.Eventually(t, 5*time.Second, func() bool {
+			resp, _ := get(t, h1Client(), hp.url("/"))
+			return resp.StatusCode == 503
+		}, "the policy reaches the proxy")
+		tap := openTap(t, tapConn(t, hp.pki, idTapper, hp.tapA, idA), hp.a,
+			&ptap.ObserveRequest{Limit: 1, Match: pathPrefix("/pkg.Svc/"), Extract: withHeaders()}, 1)
+		got, _ := plainGRPCCall(t, hp.url("/pkg.Svc/Call"))
+		assert.Equal(t, grpcAnswer(14, "fault-injected", "chaos monkey"), got)
+		ev := tapEventsOf(t, tap, false)
+		require.Len(t, ev, 3, "request, response head and end")
+		assert.Contains(t, ev[1], "fault-injected: chaos monkey")
+		events = append(events, ev)
+	})
+	require.Len(t, events, 2)
+	assert.Equal(t, events[1], events[0], "the tap's events on both paths")
 }
