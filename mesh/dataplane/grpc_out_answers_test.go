@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +31,9 @@ func plainGRPCCall(t testing.TB, url string) (answer, *http.Response) {
 	req.ContentLength = -1
 	req.Header.Set("Content-Type", "application/grpc")
 	req.Header.Set("Te", "trailers")
-	resp, err := h2cClient().Do(req)
+	c := h2cClient()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -102,6 +105,30 @@ func TestTheOutboundFramePathAnswersGRPCCallsAsTheHTTPPath(t *testing.T) {
 			})
 		})
 	}
+
+	t.Run("redirect", func(t *testing.T) {
+		var locations []string
+		onBothOutboundPaths(t, 1, func(t *testing.T, opts ...dataplane.Option) {
+			o := startOutboundOnly(t, target, opts...)
+			o.resolver.Set(target, endpointOf(startHTTPApp(t)))
+			o.outbound.Set(target, rule(&outbound.HttpRoute_Rule{Filters: []*outbound.HttpRoute_Filter{{
+				Kind: &outbound.HttpRoute_Filter_Redirect{Redirect: &httproute.RequestRedirect{
+					Path: &httproute.PathModifier{Replace: &httproute.PathModifier_Prefix{Prefix: "/moved"}}, Status: 308}}}}}))
+			c := h1Client()
+			c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+			testutil.Eventually(t, 5*time.Second, func() bool {
+				resp, _ := get(t, c, o.url("/"))
+				return resp.StatusCode == http.StatusPermanentRedirect
+			}, "the policy reaches the proxy")
+			got, resp := plainGRPCCall(t, o.url("/pkg.Svc/Call"))
+			assert.Equal(t, answer{Status: http.StatusPermanentRedirect, Header: map[string]string{"Content-Length": "0"}}, got)
+			loc := resp.Header.Get("Location")
+			assert.True(t, strings.HasPrefix(loc, "http://"+o.addr+"/"), loc)
+			locations = append(locations, strings.TrimPrefix(loc, "http://"+o.addr))
+		})
+		require.Len(t, locations, 2)
+		assert.Equal(t, locations[0], locations[1], "the same location on both paths")
+	})
 
 	t.Run("route filters", func(t *testing.T) {
 		onBothOutboundPaths(t, 1, func(t *testing.T, opts ...dataplane.Option) {
