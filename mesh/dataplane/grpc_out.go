@@ -35,7 +35,9 @@ func (p *Proxy) grpcOutStreams(before func()) *h2server.StreamHandler {
 // connection to the endpoint's proxy (mesh TLS) or h2c to an unmeshed
 // endpoint. As there, a call the upstream refused unprocessed is sent
 // once more on another connection while body (the kept body, nil when
-// none is kept) can be replayed.
+// none is kept) can be replayed; unlike there, only with a kept body,
+// read again from its start (h2client may have read from the first
+// reader, and closes it on failure).
 func (rt *httpRuntime) toEndpointFields(ctx context.Context, req httpcore.FieldRequest, ep Endpoint, body *outboundhttp.ReplayBody) (httpcore.FieldResponse, error) {
 	key := poolKey{addr: ep.Addr}
 	if ep.Identity != "" {
@@ -53,7 +55,8 @@ func (rt *httpRuntime) toEndpointFields(ctx context.Context, req httpcore.FieldR
 		resp, err := cc.RoundTripFields(ctx, &h2client.FieldRequest{Method: req.Method, Scheme: "http",
 			Authority: req.Authority, Path: req.Path, Fields: req.Fields, Body: req.Body})
 		if err != nil {
-			if try == 0 && unprocessed(err) && body.Replayable() {
+			if try == 0 && unprocessed(err) && body != nil && body.Replayable() {
+				req.Body = body.Again()
 				continue
 			}
 			return httpcore.FieldResponse{}, err
