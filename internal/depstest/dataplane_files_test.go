@@ -61,7 +61,12 @@ var dataplaneFiles = map[string]string{
 	// internal/outbound sends on: it maps an endpoint to a pool and its
 	// key, and the HTTP/1.1 pool's wait deadline to the outbound side's
 	// pool-timeout error, which the pools do not link.
-	"inbound.go":       "l4",
+	"inbound.go": "l4",
+	// The outbound frame path's wiring: its StreamHandler, and the round
+	// trip of its calls over internal/upstream's HTTP/2 pool (toEndpoint's
+	// field version, beside it in the dataplane package for the same
+	// reason).
+	"grpc_out.go":      "l4",
 	"outbound.go":      "l4",
 	"relay.go":         "l4",
 	"direction.go":     "l4",

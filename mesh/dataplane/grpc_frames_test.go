@@ -39,11 +39,19 @@ func testServiceCalls(t *testing.T, addr string) map[string]grpcoracle.Result {
 	return grpcoracle.Calls(t, addr, []string{"l5d-client-id", "admin.forged", "weft-anything", "forged"})
 }
 
-// tapEvents reads n calls' events from an inbound tap, without what
-// differs from one pair to the other or from run to run (stream ids, the
-// source's address, the authority the caller dialled, durations and the
-// deadline left).
+// tapEvents reads n calls' events from a tap, without what differs from
+// one pair to the other or from run to run (stream ids, the source's
+// address, the authority the caller dialled, durations and the deadline
+// left) and without the content-length of a response head (see
+// withoutContentLength).
 func tapEvents(t *testing.T, tap ptap.Tap_ObserveClient) []string {
+	t.Helper()
+	return tapEventsOf(t, tap, true)
+}
+
+// tapEventsOf is tapEvents, keeping the content-length of response heads
+// unless dropLength.
+func tapEventsOf(t *testing.T, tap ptap.Tap_ObserveClient, dropLength bool) []string {
 	t.Helper()
 	var out []string
 	for {
@@ -65,6 +73,15 @@ func tapEvents(t *testing.T, tap ptap.Tap_ObserveClient) []string {
 			e.RequestInit.GetHeaders().Headers = hs
 		case *ptap.TapEvent_Http_ResponseInit_:
 			e.ResponseInit.Id, e.ResponseInit.SinceRequestInit = nil, nil
+			hs := e.ResponseInit.GetHeaders().GetHeaders()[:0]
+			for _, h := range e.ResponseInit.GetHeaders().GetHeaders() {
+				if !dropLength || h.GetName() != "content-length" {
+					hs = append(hs, h)
+				}
+			}
+			if e.ResponseInit.GetHeaders() != nil {
+				e.ResponseInit.GetHeaders().Headers = hs
+			}
 		case *ptap.TapEvent_Http_ResponseEnd_:
 			e.ResponseEnd.Id, e.ResponseEnd.SinceRequestInit, e.ResponseEnd.SinceResponseInit = nil, nil, nil
 		}
@@ -73,34 +90,40 @@ func tapEvents(t *testing.T, tap ptap.Tap_ObserveClient) []string {
 }
 
 // TestGRPCCallsGetTheSameThroughTheFramePathAsThroughTheHTTPPath is the
-// differential oracle of the server proxy's frame path: the same gRPC
-// calls through two proxy pairs, the server proxy of one with the frame
-// path (counted: every call takes it) and of the other without, must
-// give the caller the same header, messages, trailers and status, the
-// application the same metadata (l5d-client-id the client proxy's
-// verified identity, no mesh metadata of the caller's), an inbound tap
-// the same events, and the server proxy's inbound series the same counts.
+// differential oracle of the frame path: the same gRPC calls through two
+// proxy pairs, both proxies of one on the frame path (counted: every
+// call takes it, outbound on the client proxy and inbound on the server
+// proxy) and of the other on the http path, must give the caller the
+// same header, messages, trailers and status, the application the same
+// metadata (l5d-client-id the client proxy's verified identity, no mesh
+// metadata of the caller's), the taps of both proxies the same events,
+// and both proxies' series the same counts.
 func TestGRPCCallsGetTheSameThroughTheFramePathAsThroughTheHTTPPath(t *testing.T) {
 	app, seen := startRecordingTestService(t)
-	var frames atomic.Int64
-	viaHTTP := startHTTPPair(t, httpPairOptions{serverPolicy: allowAll(t), app: app, cfgB: tapConfig,
+	var frames, outFrames atomic.Int64
+	viaHTTP := startHTTPPair(t, httpPairOptions{serverPolicy: allowAll(t), app: app, cfgA: tapConfig, cfgB: tapConfig,
+		optsA: []dataplane.Option{dataplane.WithoutGRPCFramesForTest()},
 		optsB: []dataplane.Option{dataplane.WithoutGRPCFramesForTest()}})
-	viaFrames := startHTTPPair(t, httpPairOptions{serverPolicy: allowAll(t), app: app, cfgB: tapConfig,
+	viaFrames := startHTTPPair(t, httpPairOptions{serverPolicy: allowAll(t), app: app, cfgA: tapConfig, cfgB: tapConfig,
+		optsA: []dataplane.Option{dataplane.WithGRPCOutFrameCountForTest(&outFrames)},
 		optsB: []dataplane.Option{dataplane.WithGRPCFrameCountForTest(&frames)}})
 
 	const calls = 6
-	observe := func(hp *httpPair) ptap.Tap_ObserveClient {
-		return openTap(t, tapConn(t, hp.pki, idTapper, hp.tapB, idB), hp.b,
+	observe := func(hp *httpPair, l net.Listener, id string, r *running) ptap.Tap_ObserveClient {
+		return openTap(t, tapConn(t, hp.pki, idTapper, l, id), r,
 			&ptap.ObserveRequest{Limit: calls, Match: pathPrefix("/grpc.testing.TestService/"), Extract: withHeaders()}, 1)
 	}
-	tapHTTP, tapFrames := observe(viaHTTP), observe(viaFrames)
+	tapHTTP, tapFrames := observe(viaHTTP, viaHTTP.tapB, idB, viaHTTP.b), observe(viaFrames, viaFrames.tapB, idB, viaFrames.b)
+	tapOutHTTP, tapOutFrames := observe(viaHTTP, viaHTTP.tapA, idA, viaHTTP.a), observe(viaFrames, viaFrames.tapA, idA, viaFrames.a)
 
 	want := testServiceCalls(t, viaHTTP.clientAddr)
 	seenHTTP := seen.Take()
 	require.Zero(t, frames.Load())
+	require.Zero(t, outFrames.Load())
 	got := testServiceCalls(t, viaFrames.clientAddr)
 	seenFrames := seen.Take()
-	assert.Equal(t, int64(calls), frames.Load(), "every call took the frame path")
+	assert.Equal(t, int64(calls), frames.Load(), "every call took the server proxy's frame path")
+	assert.Equal(t, int64(calls), outFrames.Load(), "every call took the client proxy's frame path")
 
 	// The calls did what they are for (the oracle is not two empty maps).
 	require.Len(t, want, calls)
@@ -114,9 +137,14 @@ func TestGRPCCallsGetTheSameThroughTheFramePathAsThroughTheHTTPPath(t *testing.T
 	assert.Equal(t, []string{"a", "b"}, seenHTTP["unary"].Get("x-extra"))
 	assert.Equal(t, []string{idA}, seenHTTP["unary"].Get("l5d-client-id"))
 
-	// At h2server's layer the two differ in the content-length a
-	// ResponseWriter adds when it holds a whole body; through the pair
-	// the client proxy's ResponseWriter adds it on both.
+	// The one difference: the http path's ResponseWriter adds a
+	// content-length when it holds the whole body as the handler returns
+	// (a unary response, a trailers-only answer); the frame path sends
+	// the fields as they are.
+	assert.Equal(t, []string{"0"}, want["error"].Trailer.Get("content-length"))
+	assert.Empty(t, got["error"].Trailer.Get("content-length"))
+	withoutContentLength(want)
+	withoutContentLength(got)
 	for name, w := range want {
 		assert.Equal(t, w, got[name], "call %s: the caller's view", name)
 	}
@@ -139,6 +167,9 @@ func TestGRPCCallsGetTheSameThroughTheFramePathAsThroughTheHTTPPath(t *testing.T
 	}
 
 	assert.Equal(t, tapEvents(t, tapHTTP), tapEvents(t, tapFrames), "the inbound tap's events")
+	outHTTP := tapEvents(t, tapOutHTTP)
+	require.Len(t, outHTTP, 3*calls, "request, response head and end of each call")
+	assert.Equal(t, outHTTP, tapEvents(t, tapOutFrames), "the outbound tap's events")
 	for _, labels := range [][]string{
 		{"request_total", `direction="inbound"`},
 		{"response_total", `direction="inbound"`, `classification="success"`, `grpc_status="0"`},
@@ -148,6 +179,21 @@ func TestGRPCCallsGetTheSameThroughTheFramePathAsThroughTheHTTPPath(t *testing.T
 		w := viaHTTP.b.metric(t, labels[0], labels[1:]...)
 		assert.Positive(t, w, "%v", labels)
 		assert.Equal(t, w, viaFrames.b.metric(t, labels[0], labels[1:]...), "%v", labels)
+	}
+	// The client proxy's series: by route and by backend endpoint.
+	for _, labels := range [][]string{
+		{"route_request_total", `direction="outbound"`},
+		{"route_response_total", `direction="outbound"`, `classification="success"`, `grpc_status="0"`},
+		{"route_response_total", `direction="outbound"`, `classification="failure"`, `grpc_status="9"`},
+		{"route_response_total", `direction="outbound"`, `classification="failure"`, `grpc_status="12"`},
+		{"request_total", `direction="outbound"`},
+		{"response_total", `direction="outbound"`, `classification="success"`, `grpc_status="0"`},
+		{"response_total", `direction="outbound"`, `classification="failure"`, `grpc_status="9"`},
+		{"response_total", `direction="outbound"`, `classification="failure"`, `grpc_status="12"`},
+	} {
+		w := viaHTTP.a.metric(t, labels[0], labels[1:]...)
+		assert.Positive(t, w, "%v", labels)
+		assert.Equal(t, w, viaFrames.a.metric(t, labels[0], labels[1:]...), "%v", labels)
 	}
 }
 
@@ -203,4 +249,13 @@ func healthThroughPair(t *testing.T, pk *pki, pols *dataplane.MemoryPolicies, po
 	require.NoError(t, err)
 	t.Cleanup(func() { cc.Close() })
 	return b, healthpb.NewHealthClient(cc)
+}
+
+// withoutContentLength removes content-length from the caller's view of
+// calls.
+func withoutContentLength(calls map[string]grpcoracle.Result) {
+	for _, r := range calls {
+		delete(r.Header, "content-length")
+		delete(r.Trailer, "content-length")
+	}
 }

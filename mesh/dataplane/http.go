@@ -58,6 +58,9 @@ type httpRuntime struct {
 	// grpcStreams serves the gRPC calls of inbound HTTP/2 connections at
 	// frame level (nil: all go to handler).
 	grpcStreams *h2server.StreamHandler
+	// grpcOutStreams serves the gRPC calls of the application's HTTP/2
+	// connections (outbound) at frame level (nil: all go to handler).
+	grpcOutStreams *h2server.StreamHandler
 }
 
 func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
@@ -278,6 +281,8 @@ func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInf
 			h2cfg := *p.http.h2
 			if info.direction == Inbound {
 				h2cfg.Streams = p.http.grpcStreams
+			} else {
+				h2cfg.Streams = p.http.grpcOutStreams
 			}
 			h2cfg.OnAbuse = func(reason string) {
 				p.m.http.Protocol.WithLabelValues(info.direction, reason).Inc()

@@ -279,8 +279,9 @@ func BenchmarkHTTP2Throughput(b *testing.B) {
 
 // BenchmarkHTTPGRPCUnary makes unary gRPC calls (the interop service's
 // UnaryCall with a 100-byte payload) from 8 goroutines per CPU;
-// weft-pair-http-path is weft-pair with the server proxy's gRPC on the
-// http.Handler path instead of the frame path.
+// weft-pair-http-path is weft-pair with both proxies' gRPC on the
+// http.Handler path instead of the frame path, weft-pair-inbound-frames
+// with only the server proxy's on the frame path.
 func BenchmarkHTTPGRPCUnary(b *testing.B) {
 	ln := testutil.Listen(b)
 	s := grpc.NewServer()
@@ -289,19 +290,24 @@ func BenchmarkHTTPGRPCUnary(b *testing.B) {
 	b.Cleanup(s.Stop)
 	// The pair only needs the application's listener (its port).
 	hp := startHTTPPair(b, httpPairOptions{serverPolicy: allowAll(b), app: &httpApp{ln: ln}})
-	// The same pair with the server proxy's gRPC on the http.Handler
-	// path, as before the frame path (issue 28 item 3).
+	// The same pair with both proxies' gRPC on the http.Handler path, as
+	// before the frame path (issue 28 item 3), and with only the server
+	// proxy's on the frame path.
 	viaHTTP := startHTTPPair(b, httpPairOptions{serverPolicy: allowAll(b), app: &httpApp{ln: ln},
+		optsA: []dataplane.Option{dataplane.WithoutGRPCFramesForTest()},
 		optsB: []dataplane.Option{dataplane.WithoutGRPCFramesForTest()}})
+	inboundOnly := startHTTPPair(b, httpPairOptions{serverPolicy: allowAll(b), app: &httpApp{ln: ln},
+		optsA: []dataplane.Option{dataplane.WithoutGRPCFramesForTest()}})
 	targets := map[string]string{
-		"direct":               ln.Addr().String(),
-		"weft-pair":            hp.clientAddr,
-		"weft-pair-http-path":  viaHTTP.clientAddr,
-		"go-reverseproxy-pair": startReverseProxyPair(b, ln.Addr().String(), true),
+		"direct":                   ln.Addr().String(),
+		"weft-pair":                hp.clientAddr,
+		"weft-pair-http-path":      viaHTTP.clientAddr,
+		"weft-pair-inbound-frames": inboundOnly.clientAddr,
+		"go-reverseproxy-pair":     startReverseProxyPair(b, ln.Addr().String(), true),
 	}
 	// No weft-pair-h2hop: gRPC takes the HTTP/2 hop whatever
 	// HTTP1OverH2 says.
-	for _, name := range []string{"direct", "weft-pair", "weft-pair-http-path", "go-reverseproxy-pair"} {
+	for _, name := range []string{"direct", "weft-pair", "weft-pair-http-path", "weft-pair-inbound-frames", "go-reverseproxy-pair"} {
 		b.Run(name, func(b *testing.B) {
 			cc, err := grpc.NewClient("passthrough:///"+targets[name], grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {

@@ -99,6 +99,9 @@ type options struct {
 	// before each call it serves.
 	noGRPCFrames bool
 	onGRPCFrame  func()
+	// onGRPCOutFrame is called for each outbound call the frame path
+	// serves (a test hook).
+	onGRPCOutFrame func()
 }
 
 // WithLogger sets the logger (default: discard).
@@ -242,9 +245,15 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		// access log or a tracer wants the http.Request (http.go).
 		p.http.grpcStreams = p.grpcStreams(o.onGRPCFrame)
 	}
+	if !o.noGRPCFrames && p.tracer == nil {
+		// And the application's gRPC calls, unless a tracer wants the
+		// http.Request (grpc_out.go).
+		p.http.grpcOutStreams = p.grpcOutStreams(o.onGRPCOutFrame)
+	}
 	p.out = &outboundhttp.HTTP{
-		RoundTrip:    p.http.toEndpoint,
-		DialEndpoint: p.dialEndpoint, Dial: p.dialTracked, ConnectTimeout: cfg.ConnectTimeout,
+		RoundTrip:       p.http.toEndpoint,
+		RoundTripFields: p.http.toEndpointFields,
+		DialEndpoint:    p.dialEndpoint, Dial: p.dialTracked, ConnectTimeout: cfg.ConnectTimeout,
 		Metrics: p.m.http, Tap: p.tap, Log: p.log, Now: p.now,
 	}
 	return p, nil

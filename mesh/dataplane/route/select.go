@@ -166,3 +166,33 @@ func PickBackend(bs []Backend, firstAvailable bool, usable func(i int) bool) int
 	}
 	return len(bs) - 1
 }
+
+// ReadsHeaders reports whether any route of r matches on request
+// headers: only then must a caller that holds the request in another
+// form (the proxy's frame path) build Request.Header.
+func (r *Router) ReadsHeaders() bool {
+	if r.prof {
+		return false // profile routes match method and path only
+	}
+	for _, routes := range [][]httpRoute{r.h1, r.h2} {
+		for ri := range routes {
+			for _, rule := range routes[ri].rules {
+				for mi := range rule.matches {
+					if len(rule.matches[mi].Headers) > 0 {
+						return true
+					}
+				}
+			}
+		}
+	}
+	for ri := range r.grpc {
+		for _, rule := range r.grpc[ri].rules {
+			for mi := range rule.matches {
+				if len(rule.matches[mi].Headers) > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

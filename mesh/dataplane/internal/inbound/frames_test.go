@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/policy/authz"
 )
@@ -125,7 +126,7 @@ func TestTheFramePathKeepsMeshFieldsFromTheApplicationAndTheClient(t *testing.T)
 			want := []string{"content-type", "te", "x-kept"}
 			if c.wantID != "" {
 				want = append(want, "l5d-client-id")
-				assert.Equal(t, c.wantID, fieldValue(app.got.Fields, "l5d-client-id"), "l5d-client-id is the verified identity")
+				assert.Equal(t, c.wantID, httpcore.FieldValue(app.got.Fields, "l5d-client-id"), "l5d-client-id is the verified identity")
 			}
 			assert.Equal(t, want, names(app.got.Fields), "what the application sees")
 			assert.Equal(t, "/pkg.Svc/Call", app.got.Path)
@@ -174,9 +175,9 @@ func TestTheFramePathEvaluatesHeaderMatches(t *testing.T) {
 	assert.Nil(t, app.got, "denied before the application")
 	assert.Equal(t, http.StatusOK, st.status)
 	assert.True(t, st.headEnded, "trailers-only")
-	assert.Equal(t, "7", fieldValue(st.head, "grpc-status"))
-	assert.Equal(t, authz.ReasonNoRoute.String(), fieldValue(st.head, "weft-deny-reason"))
-	assert.Equal(t, "no-route: no route of the server matches the request", fieldValue(st.head, "l5d-proxy-error"))
+	assert.Equal(t, "7", httpcore.FieldValue(st.head, "grpc-status"))
+	assert.Equal(t, authz.ReasonNoRoute.String(), httpcore.FieldValue(st.head, "weft-deny-reason"))
+	assert.Equal(t, "no-route: no route of the server matches the request", httpcore.FieldValue(st.head, "l5d-proxy-error"))
 }
 
 // AcceptGRPC takes plain gRPC calls only; whatever the http path treats

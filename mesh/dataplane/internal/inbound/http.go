@@ -183,7 +183,7 @@ func (c *inboundCall) decide(ctx context.Context, areq *authz.Request, canonical
 		deny = &denyError{authz.ReasonUnauthorized, "the server does not listen on the address the client used"}
 	default:
 		if c.st != nil && matchesHeaders(st.Srv) {
-			areq.Header = fieldHeader(c.st.Fields())
+			areq.Header = httpcore.FieldHeader(c.st.Fields())
 		}
 		c.res = authz.Evaluate(st.Srv, info.Peer, areq)
 		if c.res.Decision == authz.Deny {
@@ -207,7 +207,7 @@ func (c *inboundCall) decide(ctx context.Context, areq *authz.Request, canonical
 		res := c.res
 		r := c.r
 		if r == nil {
-			r = c.frameRequest()
+			r = httpcore.FrameRequest(c.st, c.st.Fields())
 		}
 		c.tr = h.tapInbound(r, info, st, &res)
 	}

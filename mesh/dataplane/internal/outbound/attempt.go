@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http2/hpack"
+
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
 	"github.com/weftmesh/weft/mesh/dataplane/endpoint"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
@@ -27,10 +29,18 @@ type outboundCall struct {
 	r       *http.Request
 	conn    *httpcore.Conn
 	svc     Service
+	st      httpcore.FrameStream // instead of w and r on the frame path (ServeFrames)
 	router  *route.Router
 	rt      *route.Route
 	grpc    bool
 	rawPath string
+
+	// The request as both paths read it.
+	method        string
+	reqCtx        context.Context // the client's
+	contentLength int64           // -1 when unknown
+	hasBody       bool
+	fields        []hpack.HeaderField // frame path: the client's fields without mesh fields, once the first attempt cleaned them
 
 	ctx           context.Context // the request's, bounded by the route's request and idle timeouts
 	touch         func()          // postpones the idle timeout
@@ -62,7 +72,17 @@ func (c *outboundCall) tapStart(h *balance.Handle[endpoint.Endpoint]) {
 	if h != nil {
 		ep = h.Value()
 	}
-	c.tr = c.h.tapOutbound(c.r, c.conn, c.rt.Name, ep)
+	r := c.r
+	if c.st != nil {
+		// The client's fields, or once an attempt cleaned them in place
+		// what is left of them (as the http path's header is then).
+		fields := c.fields
+		if fields == nil {
+			fields = c.st.Fields()
+		}
+		r = httpcore.FrameRequest(c.st, fields)
+	}
+	c.tr = c.h.tapOutbound(r, c.conn, c.rt.Name, ep)
 }
 
 // fail answers the request for the proxy, for the reason err gives
@@ -71,14 +91,20 @@ func (c *outboundCall) fail(err error) {
 	e := outboundAnswer(err)
 	c.h.Metrics.Errors.WithLabelValues(direction, c.svc.Names().Label, e.Class).Inc()
 	c.tapStart(nil)
-	httpcore.WriteAnswer(c.w, c.grpc, &e, false)
+	var answer http.Header
+	if c.st != nil {
+		answer = c.answerFrames(&e)
+	} else {
+		httpcore.WriteAnswer(c.w, c.grpc, &e, false)
+		answer = c.w.Header()
+	}
 	if !c.stats.Attempting() {
 		c.stats.Attempt(c.svc.LocalSeries())
 	}
 	gs := httpcore.GRPCStatusOf(c.grpc, &e)
 	c.stats.Head(e.Status)
 	c.stats.Done(e.Status, gs, true, e.Class)
-	c.tr.ResponseInit(e.Status, c.w.Header(), c.conn.H2)
+	c.tr.ResponseInit(e.Status, answer, c.conn.H2)
 	tap.End(&c.tr, 0, tap.GRPCStatus(gs), -1, nil)
 }
 
@@ -86,18 +112,23 @@ func (c *outboundCall) fail(err error) {
 // postpones the idle timeout as it moves, and is kept for replay when
 // the route may retry the request.
 func (c *outboundCall) prepareBody() {
-	r, rt := c.r, c.rt
-	c.body = r.Body
-	if c.body != nil && c.body != http.NoBody {
-		c.cbody = httpcore.NewClientBody(r, false)
+	rt := c.rt
+	switch {
+	case c.st != nil:
+		c.cbody = &httpcore.ClientBody{ReadCloser: c.st.Body()}
 		c.body = c.cbody
-		if rt.Timeouts.Idle > 0 {
-			c.body = &touchReader{ReadCloser: c.body, touch: c.touch}
-		}
+	case c.r.Body != nil && c.r.Body != http.NoBody:
+		c.cbody = httpcore.NewClientBody(c.r, false)
+		c.body = c.cbody
+	default:
+		c.body = c.r.Body
 	}
-	canRetry := rt.Retry != nil && (retry.Idempotent(r.Method) || rt.Retry.NonIdempotent) &&
-		r.ContentLength <= rt.Retry.MaxRequestBytes
-	if canRetry && c.body != nil && c.body != http.NoBody {
+	if c.cbody != nil && rt.Timeouts.Idle > 0 {
+		c.body = &touchReader{ReadCloser: c.body, touch: c.touch}
+	}
+	canRetry := rt.Retry != nil && (retry.Idempotent(c.method) || rt.Retry.NonIdempotent) &&
+		c.contentLength <= rt.Retry.MaxRequestBytes
+	if canRetry && c.cbody != nil {
 		c.rb = newReplayBody(c.body, rt.Retry.MaxRequestBytes)
 	}
 	c.budget = c.svc.Budget()
@@ -158,15 +189,21 @@ func (c *outboundCall) afterError(a *outboundAttempt, err error) (bool, error) {
 // afterResponse classifies an attempt's response for failure accrual and
 // decides whether it is the answer or is retried.
 func (c *outboundCall) afterResponse(a *outboundAttempt) (bool, error) {
-	resp := a.resp
-	failure := route.Failure(c.rt.Classes, resp.StatusCode, resp.Header.Get("Grpc-Status"))
-	outcome := responseOutcome(resp, failure, c.h.Now())
+	status, gs := a.status, a.gs
+	failure := route.Failure(c.rt.Classes, status, gs)
+	var hints http.Header
+	if a.resp != nil {
+		hints = a.resp.Header
+	} else {
+		hints = hintFields(a.fresp.Fields)
+	}
+	outcome := responseOutcome(status, gs, hints, failure, c.h.Now())
 	a.h.DoneWith(outcome)
-	if c.rt.Retry == nil || !retryableResponse(c.rt.Retry, resp, failure) || !c.mayRetry("status") {
+	if c.rt.Retry == nil || !retryableResponse(c.rt.Retry, status, gs, failure) || !c.mayRetry("status") {
 		return false, nil
 	}
-	c.stats.AttemptEnded(resp.StatusCode, resp.Header.Get("Grpc-Status"), failure, "")
-	resp.Body.Close()
+	c.stats.AttemptEnded(status, gs, failure, "")
+	a.closeResponse()
 	a.cancel()
 	return c.backoff(outcome.RetryAfter, outcome.HasRetryAfter)
 }
@@ -176,16 +213,15 @@ func (c *outboundCall) afterResponse(a *outboundAttempt) (bool, error) {
 // replay, retries left, and the destination's budget. It counts the retry
 // it allows.
 func (c *outboundCall) mayRetry(reason string) bool {
-	rt, r := c.rt, c.r
+	rt := c.rt
 	rp := rt.Retry
 	if rp == nil || c.retries >= rp.MaxRetries {
 		return false
 	}
-	if !retry.Idempotent(r.Method) && !rp.NonIdempotent {
+	if !retry.Idempotent(c.method) && !rp.NonIdempotent {
 		return false
 	}
-	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
-	if hasBody && !c.rb.Replayable() {
+	if c.hasBody && !c.rb.Replayable() {
 		return false
 	}
 	if !c.budget.Withdraw() {
@@ -223,10 +259,22 @@ type outboundAttempt struct {
 	backend  *route.Backend
 	h        *balance.Handle[endpoint.Endpoint]
 	ctx      context.Context
-	cancel   context.CancelFunc // ends the attempt's exchange (a no-op when it has no context of its own)
-	timeout  time.Duration      // for the response head, 0 for none
-	timedOut *atomic.Bool       // set when timeout ran out
-	resp     *http.Response
+	cancel   context.CancelFunc     // ends the attempt's exchange (a no-op when it has no context of its own)
+	timeout  time.Duration          // for the response head, 0 for none
+	timedOut *atomic.Bool           // set when timeout ran out
+	resp     *http.Response         // the http path's response
+	fresp    httpcore.FieldResponse // the frame path's
+	status   int                    // the response's status
+	gs       string                 // and its grpc-status, "" without one
+}
+
+// closeResponse closes the body of a response that is not relayed.
+func (a *outboundAttempt) closeResponse() {
+	if a.resp != nil {
+		a.resp.Body.Close()
+		return
+	}
+	a.fresp.Body.Close()
 }
 
 // pick chooses the attempt's backend (by weight, or the first usable
@@ -264,25 +312,10 @@ func (a *outboundAttempt) pick(c *outboundCall, tried []*balance.Handle[endpoint
 // send sends the request to the picked endpoint and waits for the
 // response head, within the route's response (or per-try) timeout.
 func (a *outboundAttempt) send(c *outboundCall) error {
-	r, rt := c.r, c.rt
+	rt := c.rt
 	body := c.body
 	if c.rb != nil {
 		body = c.rb.attempt()
-	}
-	// Without header filters or retries the client's header is cleaned
-	// in place (which repeating for another endpoint leaves unchanged);
-	// otherwise each attempt starts from a copy.
-	var hdr http.Header
-	if rt.Retry == nil && rt.RequestHeaders == nil && a.backend.RequestHeaders == nil {
-		hdr = cleanInPlace(r)
-	} else {
-		hdr = outboundHeader(r, rt.RequestHeaders, a.backend.RequestHeaders)
-	}
-	// A peer proxy learns which Service the request is for (its route
-	// metrics; the dataplane package's route_names.go). The client's own
-	// copy went with the other mesh headers.
-	if n := c.svc.Names(); n.Canonical != "" && a.h.Value().Identity != "" {
-		hdr[httpcore.HeaderDstCanonical] = []string{n.Canonical}
 	}
 	a.timeout = rt.Timeouts.Response
 	if rt.Retry != nil && rt.Retry.Timeout > 0 {
@@ -298,12 +331,41 @@ func (a *outboundAttempt) send(c *outboundCall) error {
 		a.timedOut = timedOut
 		timer = time.AfterFunc(a.timeout, func() { timedOut.Store(true); cancel() })
 	}
-	req := httpcore.OutgoingRequest(httpcore.Forward1xx(a.ctx, c.w), r, hdr, body, c.rawPath, r.URL.RawQuery)
-	resp, err := c.h.RoundTrip(req, a.h.Value(), c.conn.H2, c.conn.Remote.Addr(), c.rb)
+	var err error
+	if c.st != nil {
+		err = a.sendFields(c, body)
+	} else {
+		err = a.sendHTTP(c, body)
+	}
 	if timer != nil {
 		timer.Stop()
 	}
-	a.resp = resp
+	return err
+}
+
+// sendHTTP is send's exchange on the http path.
+func (a *outboundAttempt) sendHTTP(c *outboundCall, body io.ReadCloser) error {
+	r, rt := c.r, c.rt
+	// Without header filters or retries the client's header is cleaned
+	// in place (which repeating for another endpoint leaves unchanged);
+	// otherwise each attempt starts from a copy.
+	var hdr http.Header
+	if rt.Retry == nil && rt.RequestHeaders == nil && a.backend.RequestHeaders == nil {
+		hdr = cleanInPlace(r)
+	} else {
+		hdr = outboundHeader(r, rt.RequestHeaders, a.backend.RequestHeaders)
+	}
+	// A peer proxy learns which Service the request is for (its route
+	// metrics; the dataplane package's route_names.go). The client's own
+	// copy went with the other mesh headers.
+	if n := c.svc.Names(); n.Canonical != "" && a.h.Value().Identity != "" {
+		hdr[httpcore.HeaderDstCanonical] = []string{n.Canonical}
+	}
+	req := httpcore.OutgoingRequest(httpcore.Forward1xx(a.ctx, c.w), r, hdr, body, c.rawPath, r.URL.RawQuery)
+	resp, err := c.h.RoundTrip(req, a.h.Value(), c.conn.H2, c.conn.Remote.Addr(), c.rb)
+	if resp != nil {
+		a.resp, a.status, a.gs = resp, resp.StatusCode, resp.Header.Get("Grpc-Status")
+	}
 	return err
 }
 
@@ -329,7 +391,7 @@ func (a *outboundAttempt) redial(c *outboundCall, err error) bool {
 // own error (a dial error or anything else from upstream).
 func (a *outboundAttempt) cause(c *outboundCall, err error) error {
 	switch {
-	case c.r.Context().Err() != nil:
+	case c.reqCtx.Err() != nil:
 		return httpcore.ErrClientGone
 	case c.cbody.Failed() != nil:
 		return &httpcore.RequestBodyError{Err: c.cbody.Failed()}

@@ -14,7 +14,11 @@
 // l5d-proxy-error class. The package also owns the request body kept for
 // retries ([ReplayBody]), what a response tells the balancer (its
 // failure, its overload hint, its Retry-After or gRPC pushback), and the
-// tap view of an outbound request.
+// tap view of an outbound request. [HTTP.ServeFrames] runs the same
+// steps for a plain gRPC call from an HTTP/2 client given as header
+// fields and a body (httpcore.FrameStream, what [AcceptGRPC] takes),
+// sent with [HTTP].RoundTripFields, without http.Request or
+// ResponseWriter (frames.go).
 //
 // What it trusts, and from whom:
 //

@@ -13,12 +13,11 @@ import (
 // forms) and the server's Retry-After or gRPC pushback, which the
 // penalised estimator, a breaker respecting Retry-After and retries
 // respecting it read.
-func responseOutcome(resp *http.Response, failure bool, now time.Time) balance.Outcome {
-	gs := resp.Header.Get("Grpc-Status")
-	o := balance.Outcome{Failure: failure, Hint: balance.Classify(resp.StatusCode, gs)}
-	o.RetryAfter, o.HasRetryAfter = retry.RetryAfter(resp.StatusCode, resp.Header, now)
+func responseOutcome(status int, gs string, h http.Header, failure bool, now time.Time) balance.Outcome {
+	o := balance.Outcome{Failure: failure, Hint: balance.Classify(status, gs)}
+	o.RetryAfter, o.HasRetryAfter = retry.RetryAfter(status, h, now)
 	if !o.HasRetryAfter && gs != "" {
-		o.RetryAfter, o.HasRetryAfter = retry.GRPCPushback(resp.Header)
+		o.RetryAfter, o.HasRetryAfter = retry.GRPCPushback(h)
 	}
 	return o
 }

@@ -64,6 +64,13 @@ type HTTP struct {
 	// connection past its deadline a *PoolTimeoutError.
 	RoundTrip func(req *http.Request, ep endpoint.Endpoint, clientH2 bool, from netip.Addr, body *ReplayBody) (*http.Response, error)
 
+	// RoundTripFields is RoundTrip for the frame path (ServeFrames): a
+	// gRPC call from an HTTP/2 client, sent in header fields over the
+	// HTTP/2 pools (to a peer proxy over mesh TLS, h2c to an unmeshed
+	// endpoint), with the same errors. The request is passed by value:
+	// it does not escape to the heap on the way.
+	RoundTripFields func(ctx context.Context, req httpcore.FieldRequest, ep endpoint.Endpoint, body *ReplayBody) (httpcore.FieldResponse, error)
+
 	// An upgrade's own connection: to a meshed endpoint over mesh TLS
 	// with the transport header (DialEndpoint), to an unmeshed one as a
 	// connection of the proxy's own (Dial) within ConnectTimeout.
@@ -84,7 +91,14 @@ type HTTP struct {
 // budget (an upgrade on a connection of its own), and relay the answer
 // or answer the error (outboundAnswer).
 func (h *HTTP) Serve(w http.ResponseWriter, r *http.Request, conn *httpcore.Conn, svc Service) {
-	c := outboundCall{h: h, w: w, r: r, conn: conn, svc: svc, grpc: httpcore.IsGRPC(r)}
+	c := outboundCall{h: h, w: w, r: r, conn: conn, svc: svc, grpc: httpcore.IsGRPC(r),
+		method: r.Method, reqCtx: r.Context(), contentLength: r.ContentLength,
+		hasBody: r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0}
+	c.serve()
+}
+
+// serve is Serve's steps, on either path (ServeFrames).
+func (c *outboundCall) serve() {
 	c.selectRoute()
 	defer c.endTap() // ends an upgraded or aborted request; no-op once ended
 	if c.answeredByRoute() {
@@ -92,9 +106,11 @@ func (h *HTTP) Serve(w http.ResponseWriter, r *http.Request, conn *httpcore.Conn
 	}
 	c.bound()
 	defer c.release()
-	if up, ok := h1.Upgrade(r); ok && !conn.H2 {
-		h.outboundUpgrade(&c, up)
-		return
+	if c.r != nil {
+		if up, ok := h1.Upgrade(c.r); ok && !c.conn.H2 {
+			c.h.outboundUpgrade(c, up)
+			return
+		}
 	}
 	c.prepareBody()
 	if c.rb != nil {
@@ -106,22 +122,35 @@ func (h *HTTP) Serve(w http.ResponseWriter, r *http.Request, conn *httpcore.Conn
 		return
 	}
 	defer a.cancel()
+	if c.st != nil {
+		c.relayFrames(&a)
+		return
+	}
 	c.relay(&a)
 }
 
 // selectRoute picks the request's route by its normalized path, and
 // starts its metrics.
 func (c *outboundCall) selectRoute() {
-	r := c.r
-	c.rawPath = httpcore.EscapedPath(r)
+	var host, rawQuery string
+	var hdr http.Header
+	c.router = c.svc.Router()
+	if st := c.st; st != nil {
+		// A plain path (AcceptGRPC): its own escaped form, no query.
+		c.rawPath, host = st.Path(), st.Authority()
+		if c.router.ReadsHeaders() {
+			hdr = httpcore.FieldHeader(st.Fields())
+		}
+	} else {
+		c.rawPath, host, rawQuery, hdr = httpcore.EscapedPath(c.r), c.r.Host, c.r.URL.RawQuery, c.r.Header
+	}
 	routePath := c.rawPath
 	if np, err := pathnorm.Normalize(c.rawPath); err == nil {
 		routePath = np
 	}
-	c.router = c.svc.Router()
 	c.rt = c.router.Select(route.Request{
-		Method: r.Method, Path: routePath, RawQuery: r.URL.RawQuery, Host: hostOnly(r.Host),
-		Header: r.Header, HTTP2: c.conn.H2, GRPC: c.grpc,
+		Method: c.method, Path: routePath, RawQuery: rawQuery, Host: hostOnly(host),
+		Header: hdr, HTTP2: c.conn.H2, GRPC: c.grpc,
 	})
 	c.stats.Begin(c.svc.RouteSeries(c.rt.Name), time.Now())
 }
@@ -133,7 +162,7 @@ func (c *outboundCall) endTap() { tap.End(&c.tr, 0, -1, -1, nil) }
 // the route injects.
 func (c *outboundCall) answeredByRoute() bool {
 	switch rt := c.rt; {
-	case c.r.Method == http.MethodConnect:
+	case c.method == http.MethodConnect:
 		c.fail(errConnectInHTTP)
 	case route.NotFound(rt):
 		c.fail(errNoRoute)
@@ -149,6 +178,10 @@ func (c *outboundCall) answeredByRoute() bool {
 
 // redirect answers with the route's redirect.
 func (c *outboundCall) redirect() {
+	if c.st != nil {
+		c.redirectFrames()
+		return
+	}
 	r, rt, w := c.r, c.rt, c.w
 	loc := rt.Redirect.Location("http", hostOnly(r.Host), hostPort(r.Host), r.URL.Path, r.URL.RawQuery, rt.MatchedPrefix())
 	w.Header().Set("Location", loc)
@@ -165,7 +198,7 @@ func (c *outboundCall) redirect() {
 // bound puts the route's request and idle timeouts on the request's
 // context; release ends them.
 func (c *outboundCall) bound() {
-	ctx := c.r.Context()
+	ctx := c.reqCtx
 	if d := c.rt.Timeouts.Request; d > 0 {
 		ctx, c.cancelRequest = context.WithTimeout(ctx, d)
 	}
@@ -226,11 +259,11 @@ func faultErr(f *route.Fault) *httpcore.Answer {
 // retryableResponse reports whether a response matches the retry
 // conditions (status ranges, gRPC codes in a trailers-only response, or
 // the profile's failure class).
-func retryableResponse(rp *route.Retry, resp *http.Response, failure bool) bool {
-	if rp.RetryableStatus(resp.StatusCode) {
+func retryableResponse(rp *route.Retry, status int, gs string, failure bool) bool {
+	if rp.RetryableStatus(status) {
 		return true
 	}
-	if gs := resp.Header.Get("Grpc-Status"); gs != "" && len(rp.GRPCCodes) > 0 {
+	if gs != "" && len(rp.GRPCCodes) > 0 {
 		if n, err := strconv.ParseUint(gs, 10, 32); err == nil && rp.GRPCCodes[uint32(n)] {
 			return true
 		}

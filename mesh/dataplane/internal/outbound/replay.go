@@ -53,6 +53,12 @@ func (rb *ReplayBody) attempt() io.ReadCloser {
 	return &attemptBody{rb: rb, gen: rb.gen}
 }
 
+// Again returns the reader of the same attempt sent once more (the
+// HTTP/2 pool's second try of a request the upstream refused
+// unprocessed): the kept bytes first, then the rest from the client;
+// the reader it replaces stops. Only while Replayable.
+func (rb *ReplayBody) Again() io.ReadCloser { return rb.attempt() }
+
 // close closes the client's body.
 func (rb *ReplayBody) close() error { return rb.src.Close() }
 

@@ -53,3 +53,22 @@ func TestABodyTheClientBrokeIsNoLongerReplayable(t *testing.T) {
 type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// Again (the HTTP/2 pool's second try of a request the upstream never
+// processed) reads from the start even though the first reader was
+// partly read and closed, and the first reader stops.
+func TestAgainReadsTheKeptBodyFromItsStart(t *testing.T) {
+	rb := newReplayBody(io.NopCloser(strings.NewReader("hello world")), 64)
+	first := rb.attempt()
+	buf := make([]byte, 5)
+	_, err := io.ReadFull(first, buf)
+	require.NoError(t, err)
+	require.NoError(t, first.Close())
+
+	again := rb.Again()
+	_, err = first.Read(buf)
+	assert.ErrorIs(t, err, errStaleAttempt)
+	all, err := io.ReadAll(again)
+	require.NoError(t, err)
+	assert.Equal(t, "hello world", string(all))
+}
