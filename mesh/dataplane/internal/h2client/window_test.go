@@ -118,9 +118,8 @@ func TestAResponseThatIsReadGrowsItsWindowToTheStreamWindow(t *testing.T) {
 	)
 	read := make(chan struct{})
 	type outcome struct {
-		avail     int64 // stream window the server may still use at the end
-		maxAvail  int64
-		overdrawn bool
+		avail    int64 // stream window the server may still use at the end
+		maxAvail int64
 	}
 	done := make(chan outcome, 1)
 	srv := startRaw(t, nil, func(rc *rawConn) {
