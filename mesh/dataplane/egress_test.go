@@ -72,6 +72,14 @@ func TestAnEgressNetworkPolicyTheProxyCannotReadRefusesNewConnections(t *testing
 		_, err := fresh()
 		return err != nil
 	}, "a connection under the unreadable policy is closed")
+	// The update reaches the proxy in its own time: connections made
+	// before it took effect may have been forwarded. From the first one
+	// refused on, none is.
+	served = app.requests.Load()
+	for range 3 {
+		_, err := fresh()
+		require.Error(t, err, "a connection under the unreadable policy")
+	}
 	assert.Equal(t, served, app.requests.Load(), "nothing reached the destination after the policy became unreadable")
 
 	o.outbound.Set(target, egressPolicy(app.port(), 403))
