@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -214,10 +215,10 @@ func (rt *httpRuntime) toEndpoint(req *http.Request, ep Endpoint, clientH2 bool,
 		if !clientH2 {
 			req.Header[httpcore.HeaderOrigProto] = []string{"HTTP/1.1"}
 		}
-		return rt.pool.RoundTrip(key, req, body.Replayable, upstream.Labels{Endpoint: ep})
+		return rt.pool.RoundTrip(key, req, sendAgain(req, body), upstream.Labels{Endpoint: ep})
 	}
 	if clientH2 {
-		return rt.pool.RoundTrip(upstream.Key{Addr: ep.Addr}, req, body.Replayable, upstream.Labels{Endpoint: ep})
+		return rt.pool.RoundTrip(upstream.Key{Addr: ep.Addr}, req, sendAgain(req, body), upstream.Labels{Endpoint: ep})
 	}
 	resp, err := rt.extH1.RoundTrip(req, ep.Addr.String())
 	var de *h1.DialError
@@ -225,6 +226,26 @@ func (rt *httpRuntime) toEndpoint(req *http.Request, ep Endpoint, clientH2 bool,
 		return nil, &httpcore.DialError{Err: err}
 	}
 	return resp, err
+}
+
+// sendAgain is what the HTTP/2 pool sends when an upstream refused req
+// unprocessed and it tries once more: the kept body read from its start
+// while it can be (body.Again), nothing for a request without a body,
+// and no second try for a body that was not kept.
+func sendAgain(req *http.Request, body *outboundhttp.ReplayBody) func() (io.ReadCloser, bool) {
+	return func() (io.ReadCloser, bool) {
+		switch {
+		case body != nil:
+			if !body.Replayable() {
+				return nil, false
+			}
+			return body.Again(), true
+		case req.Body == nil || req.Body == http.NoBody:
+			return req.Body, true
+		default:
+			return nil, false
+		}
+	}
 }
 
 // h2BufferLimit is what one HTTP/2 connection, served or pooled, may

@@ -228,7 +228,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		Metrics: p.m.http, Tap: p.tap, Log: p.log,
 		App: p.forwardAddr, Dial: p.dialWithin, AppH1: p.http.appH1,
 		AppH2: func(req *http.Request, app netip.AddrPort) (*http.Response, error) {
-			return p.http.pool.RoundTrip(upstream.Key{Addr: app}, req, func() bool { return false }, upstream.Labels{Inbound: true})
+			return p.http.pool.RoundTrip(upstream.Key{Addr: app}, req, nil, upstream.Labels{Inbound: true})
 		},
 		AppH2Fields: func(ctx context.Context, req *inboundhttp.FieldRequest, app netip.AddrPort) (inboundhttp.FieldResponse, error) {
 			resp, err := p.http.pool.RoundTripFields(ctx, upstream.Key{Addr: app}, &h2client.FieldRequest{Method: req.Method, Scheme: "http",

@@ -10,7 +10,9 @@
 //     every open one is at its stream limit, one dial at a time per
 //     upstream, up to 8 per upstream. A request the upstream did not
 //     process (refused stream, GOAWAY race) is sent once more when its
-//     body can be replayed.
+//     caller gives it the body again from its start (the kept body of a
+//     retry), or it has none; never with the first try's reader, which
+//     the HTTP/2 client may have read from and has closed.
 //   - [PeerH1Pool]: HTTP/1.1 over mesh TLS to peer proxies, one request
 //     at a time per connection, with a wait deadline and a share per
 //     downstream client (issue 27).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -160,17 +161,24 @@ func (cp *H2Pool) dial(ctx context.Context, key Key, dl Labels) (*h2client.Conn,
 
 // RoundTrip sends req on a pooled connection to key. A request the
 // upstream refused without processing (GOAWAY race, refused stream) is
-// sent once more, on whichever connection Get gives then, when
-// replayable says its body can be sent again; never a third time.
-func (cp *H2Pool) RoundTrip(key Key, req *http.Request, replayable func() bool, dl Labels) (*http.Response, error) {
+// sent once more, on whichever connection Get gives then, when again
+// gives it a body to send (ok; nil for a request without one); never a
+// third time, and never when again is nil or says no. The body sent
+// first is never sent again: the HTTP/2 client may have read part of it
+// before the refusal, and closes it on failure, so a second try needs a
+// reader of the whole body from its start.
+func (cp *H2Pool) RoundTrip(key Key, req *http.Request, again func() (body io.ReadCloser, ok bool), dl Labels) (*http.Response, error) {
 	for try := 0; ; try++ {
 		cc, err := cp.Get(req.Context(), key, dl)
 		if err != nil {
 			return nil, err
 		}
 		resp, err := cc.RoundTrip(req)
-		if err != nil && try == 0 && unprocessed(err) && replayable() {
-			continue
+		if err != nil && try == 0 && unprocessed(err) && again != nil {
+			if body, ok := again(); ok {
+				req.Body = body
+				continue
+			}
 		}
 		return resp, err
 	}

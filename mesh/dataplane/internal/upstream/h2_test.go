@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,8 +16,11 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/internal/upstream"
 )
 
-func replayable() bool    { return true }
-func notReplayable() bool { return false }
+// replayable sends a request without a body once more; notReplayable
+// never sends one again.
+func replayable() (io.ReadCloser, bool) { return nil, true }
+
+var notReplayable func() (io.ReadCloser, bool)
 
 // Requests to one h2c upstream share one connection, counted once with
 // the labels of the request that dialled it; Sweep keeps the upstream
@@ -82,6 +86,40 @@ func TestARefusedRequestIsSentOnceMoreWhenItsBodyCanBeReplayed(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, []string{"/x", "/x"}, drain(peer.paths))
+}
+
+// The second try of a refused request with a body sends the body again
+// from its start, as again gives it: never the first try's reader,
+// which the HTTP/2 client has read from and closed. And a body again
+// will not give is not sent a second time.
+func TestARefusedRequestsSecondTrySendsTheWholeBodyAgain(t *testing.T) {
+	peer := startRefusingPeer(t, func(n int, _ string) bool { return n == 1 })
+	pool := upstream.NewH2((&dials{}).dialer(), upstream.Settings{})
+	t.Cleanup(pool.CloseAll)
+	const body = "the whole request body"
+	post := func(path string) *http.Request {
+		req, err := http.NewRequestWithContext(testutil.Context(t, 0), http.MethodPost, "http://web.default:8080"+path, strings.NewReader(body))
+		require.NoError(t, err)
+		return req
+	}
+	var agains int
+	again := func() (io.ReadCloser, bool) {
+		agains++
+		return io.NopCloser(strings.NewReader(body)), true
+	}
+	resp, err := pool.RoundTrip(upstream.Key{Addr: peer.addr}, post("/post"), again, upstream.Labels{})
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, 1, agains)
+	assert.Equal(t, []string{"/post", "/post"}, drain(peer.paths))
+	assert.Equal(t, []string{body}, drain(peer.bodies), "the second try carried the whole body")
+
+	refusedOnce := startRefusingPeer(t, func(n int, _ string) bool { return n == 1 })
+	never := func() (io.ReadCloser, bool) { return nil, false }
+	_, err = pool.RoundTrip(upstream.Key{Addr: refusedOnce.addr}, post("/kept-nowhere"), never, upstream.Labels{})
+	require.ErrorIs(t, err, h2client.ErrUnprocessed)
+	assert.Equal(t, []string{"/kept-nowhere"}, drain(refusedOnce.paths))
 }
 
 // Never a third time: a request refused twice fails with the HTTP/2

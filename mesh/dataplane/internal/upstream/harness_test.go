@@ -239,14 +239,15 @@ func (p *h2cPeer) closeConns() {
 // 200 with no body. It records each request's path on paths, in the
 // order the streams arrived.
 type refusingPeer struct {
-	addr  netip.AddrPort
-	paths chan string
+	addr   netip.AddrPort
+	paths  chan string
+	bodies chan string // the body of each request it answered, once whole
 }
 
 func startRefusingPeer(t *testing.T, refuse func(n int, path string) bool) *refusingPeer {
 	t.Helper()
 	l := testutil.Listen(t)
-	p := &refusingPeer{addr: l.Addr().(*net.TCPAddr).AddrPort(), paths: make(chan string, 64)}
+	p := &refusingPeer{addr: l.Addr().(*net.TCPAddr).AddrPort(), paths: make(chan string, 64), bodies: make(chan string, 64)}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var conns []net.Conn
@@ -294,12 +295,33 @@ func (p *refusingPeer) serve(c net.Conn, refuse func(n int, path string) bool) {
 	var hbuf bytes.Buffer
 	enc := hpack.NewEncoder(&hbuf)
 	n := 0
+	answer := func(id uint32) error {
+		hbuf.Reset()
+		enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+		return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndHeaders: true, EndStream: true})
+	}
+	// Requests with a body are answered once it ended; refused streams'
+	// DATA is dropped.
+	bodies := map[uint32]*bytes.Buffer{}
 	for {
 		f, err := fr.ReadFrame()
 		if err != nil {
 			return
 		}
 		switch f := f.(type) {
+		case *http2.DataFrame:
+			b := bodies[f.StreamID]
+			if b == nil {
+				continue
+			}
+			b.Write(f.Data())
+			if f.StreamEnded() {
+				delete(bodies, f.StreamID)
+				p.bodies <- b.String()
+				if answer(f.StreamID) != nil {
+					return
+				}
+			}
 		case *http2.SettingsFrame:
 			if !f.IsAck() && fr.WriteSettingsAck() != nil {
 				return
@@ -313,12 +335,13 @@ func (p *refusingPeer) serve(c net.Conn, refuse func(n int, path string) bool) {
 			path := f.PseudoValue("path")
 			p.paths <- path
 			id := f.Header().StreamID
-			if refuse(n, path) {
+			switch {
+			case refuse(n, path):
 				err = fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
-			} else {
-				hbuf.Reset()
-				enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-				err = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndHeaders: true, EndStream: true})
+			case !f.StreamEnded():
+				bodies[id] = &bytes.Buffer{}
+			default:
+				err = answer(id)
 			}
 			if err != nil {
 				return
