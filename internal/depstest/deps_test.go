@@ -145,6 +145,19 @@ var rules = []depstest.Rule{
 		Why: "the outbound HTTP side is given the round trip over the pools, the dials and the destination's Service as seams by the dataplane package; it links neither that package, the inbound side, the HTTP/2 server and client, nor discovery",
 	},
 	{
+		Packages: []string{weft("mesh/dataplane/internal/framerelay")},
+		Deny: []string{
+			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),
+			weft("mesh/dataplane/internal/inbound"), weft("mesh/dataplane/internal/outbound"),
+			weft("mesh/dataplane/internal/h2server"), weft("mesh/dataplane/internal/h2client"), weft("mesh/dataplane/internal/h2hdr"),
+			weft("mesh/dataplane/internal/upstream"),
+			weft("mesh/discovery/..."),
+		},
+		// Request metrics and tap label a request with its authorization
+		// (mesh/policy's types), so policy cannot be denied here.
+		Why: "the end of a frame-path call, shared by both directions, links the HTTP vocabulary, the route's response classes, the request metrics and tap; neither direction's HTTP side, the HTTP/2 server or client, the pools nor discovery",
+	},
+	{
 		Packages: []string{weft("mesh/dataplane/internal/upstream")},
 		Deny: []string{
 			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),

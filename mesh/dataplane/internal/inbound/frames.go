@@ -1,17 +1,15 @@
 package inbound
 
 import (
-	"errors"
 	"net/http"
 	"net/netip"
 	"time"
 
-	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
-	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
-	"github.com/weftmesh/weft/mesh/dataplane/route"
-	"github.com/weftmesh/weft/mesh/policy/authz"
-	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/weftmesh/weft/mesh/dataplane/internal/framerelay"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
+	"github.com/weftmesh/weft/mesh/policy/authz"
 )
 
 // The frame path: a gRPC call for the local application relayed from
@@ -110,43 +108,10 @@ func (c *inboundCall) appFields() []hpack.HeaderField {
 // where the ResponseWriter ends the stream after the handler returns,
 // the exchange is recorded before the response's last block is written.
 func (c *inboundCall) relayFrames(resp *FieldResponse) {
-	st := c.st
-	defer resp.Body.Close()
-	gs := httpcore.FieldValue(resp.Fields, "grpc-status")
-	failure := route.Failure(c.classes, resp.Status, gs)
-	c.stats.Head(resp.Status)
-	if c.tr != nil {
-		c.tr.ResponseInit(resp.Status, httpcore.FieldHeader(resp.Fields), true)
-	}
-	fields := httpcore.RelayedFields(resp.Fields, false)
-	only, n, err := httpcore.CopyFrames(st, resp, fields, nil)
-	var trailers []hpack.HeaderField
-	if err == nil && !only {
-		trailers = httpcore.RelayedFields(resp.Trailers.Trailers(), false)
-	}
-	if tgs := httpcore.FieldValue(trailers, "grpc-status"); tgs != "" {
-		gs = tgs
-		failure = route.Failure(c.classes, resp.Status, gs)
-	}
-	if err != nil {
-		c.stats.Done(resp.Status, gs, true, httpcore.StreamErrorClass(err))
-		tap.End(&c.tr, n, -1, httpcore.StreamResetCode(err), nil)
-		if errors.Is(err, httpcore.ErrUpstreamBody) {
-			st.Reset(http2.ErrCodeInternal) // as httpcore.Abort on the http path
-		}
-		return
-	}
-	c.stats.Done(resp.Status, gs, failure, "")
-	var th http.Header
-	if c.tr != nil && len(trailers) > 0 {
-		th = httpcore.FieldHeader(trailers)
-	}
-	tap.End(&c.tr, n, tap.GRPCStatus(gs), -1, th)
-	if only {
-		_ = st.WriteHeader(resp.Status, fields, true)
-	} else {
-		_ = st.End(trailers)
-	}
+	framerelay.Relay(c.st, resp, framerelay.Exchange{
+		Classes: c.classes, Stats: &c.stats, Tap: &c.tr,
+		Clean: func(f []hpack.HeaderField) []hpack.HeaderField { return httpcore.RelayedFields(f, false) },
+	})
 }
 
 // answerFrames writes the proxy's own answer: a trailers-only response.

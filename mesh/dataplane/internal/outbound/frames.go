@@ -1,16 +1,14 @@
 package outbound
 
 import (
-	"errors"
 	"io"
 	"net/http"
 
-	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/framerelay"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
-	"github.com/weftmesh/weft/mesh/dataplane/route"
 )
 
 // The frame path of the outbound side: a gRPC call from the local
@@ -81,44 +79,11 @@ func (a *outboundAttempt) sendFields(c *outboundCall, body io.ReadCloser) error 
 // the response's last block is written (the http path's ResponseWriter
 // ends the stream after the handler returns).
 func (c *outboundCall) relayFrames(a *outboundAttempt) {
-	st, rt, resp := c.st, c.rt, &a.fresp
-	defer resp.Body.Close()
-	gs := a.gs
-	failure := route.Failure(rt.Classes, resp.Status, gs)
-	c.stats.Head(resp.Status)
-	if c.tr != nil {
-		c.tr.ResponseInit(resp.Status, httpcore.FieldHeader(resp.Fields), true)
-	}
 	meshed := a.h.Value().Identity != ""
-	fields := c.responseFields(resp.Fields, meshed)
-	only, n, err := httpcore.CopyFrames(st, resp, fields, c.touch)
-	var trailers []hpack.HeaderField
-	if err == nil && !only {
-		trailers = c.responseFields(resp.Trailers.Trailers(), meshed)
-	}
-	if tgs := httpcore.FieldValue(trailers, "grpc-status"); tgs != "" {
-		gs = tgs
-		failure = route.Failure(rt.Classes, resp.Status, gs)
-	}
-	if err != nil {
-		c.stats.Done(resp.Status, gs, true, httpcore.StreamErrorClass(err))
-		tap.End(&c.tr, n, -1, httpcore.StreamResetCode(err), nil)
-		if errors.Is(err, httpcore.ErrUpstreamBody) {
-			st.Reset(http2.ErrCodeInternal) // as httpcore.Abort on the http path
-		}
-		return
-	}
-	c.stats.Done(resp.Status, gs, failure, "")
-	var th http.Header
-	if c.tr != nil && len(trailers) > 0 {
-		th = httpcore.FieldHeader(trailers)
-	}
-	tap.End(&c.tr, n, tap.GRPCStatus(gs), -1, th)
-	if only {
-		_ = st.WriteHeader(resp.Status, fields, true)
-	} else {
-		_ = st.End(trailers)
-	}
+	framerelay.Relay(c.st, &a.fresp, framerelay.Exchange{
+		Classes: c.rt.Classes, Stats: &c.stats, Tap: &c.tr, Touch: c.touch,
+		Clean: func(f []hpack.HeaderField) []hpack.HeaderField { return c.responseFields(f, meshed) },
+	})
 }
 
 // responseFields edits response fields or trailers in place into what
