@@ -635,30 +635,6 @@ func (p *Proxy) closeAll() int {
 	return len(conns)
 }
 
-// clientConfig returns the shared client TLS config for a server identity.
-func (p *Proxy) clientConfig(serverID string) *tls.Config {
-	if c, ok := p.clientTLS.Load(serverID); ok {
-		return c.(*tls.Config)
-	}
-	c, _ := p.clientTLS.LoadOrStore(serverID, ClientTLSConfig(p.id, serverID, p.now))
-	return c.(*tls.Config)
-}
-
-// certificateOK reports whether the proxy holds an unexpired certificate.
-func (p *Proxy) certificateOK() error {
-	c, err := p.id.Certificate()
-	if err != nil {
-		return err
-	}
-	if c == nil || c.Leaf == nil {
-		return errors.New("dataplane: certificate without leaf")
-	}
-	if now := p.now(); now.After(c.Leaf.NotAfter) {
-		return fmt.Errorf("dataplane: certificate expired at %s", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
-	}
-	return nil
-}
-
 // Ready reports nil when the proxy is ready for traffic: not draining, a
 // valid certificate, and the first policy of every declared inbound port.
 func (p *Proxy) Ready() error {
