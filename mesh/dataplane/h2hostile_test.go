@@ -193,9 +193,14 @@ func TestAPingFloodOverMeshTLSOneFramePerRecordEndsTheConnection(t *testing.T) {
 	elapsed := time.Since(start)
 	t.Logf("%d PINGs sent, %d answered in %s", sent, acks.Load(), elapsed)
 	assert.Less(t, sent, attempts, "the flood ended the connection")
-	// The paced-PING bucket (256) and its drain (100 a second) while the
-	// flood lasted: a connection's PINGs answered, whatever its length.
-	assert.LessOrEqual(t, acks.Load(), int64(256+100*elapsed.Seconds()+1), "the flood was cut after the paced-PING bucket")
+	// A PING is answered when the paced-PING bucket (256, drained 100 a
+	// second) takes it, or, when it arrives while an earlier answer is
+	// still unwritten (a busy writer), when the control-frame bucket
+	// (1,000, drained 1,000 a second) does: what both buckets hold and
+	// drain while the flood lasted, whatever the flood's length. On an
+	// idle machine nearly every PING is a paced one.
+	bound := 256 + 1000 + (100+1000)*elapsed.Seconds() + 1
+	assert.LessOrEqual(t, acks.Load(), int64(bound), "the flood was cut once the PING buckets were spent")
 	testutil.Eventually(t, 20*time.Second, func() bool {
 		return hp.b.metric(t, "http_protocol_errors_total", `reason="http2-control-flood"`) > 0
 	}, "the flood is counted as one")
