@@ -1,7 +1,9 @@
-// Package framerelay ends a gRPC call the proxy relays at frame level
-// (the frame path of internal/inbound and internal/outbound): it sends
-// the upstream's response to the client's stream and records how the
-// exchange ended, the same way for both directions.
+// Package framerelay ends a call the proxy relays: it sends the
+// upstream's response to the client and records how the exchange ended,
+// the same way for both directions. Relay ends a gRPC call relayed at
+// frame level (the frame path of internal/inbound and
+// internal/outbound); RelayResponse ends a request on the http.Handler
+// path, with the same classification, series and tap events.
 //
 // It trusts neither end: the response's fields are cleaned by the
 // direction's own rule before they are sent (mesh and hop-by-hop

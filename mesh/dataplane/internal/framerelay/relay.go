@@ -20,8 +20,11 @@ type Exchange struct {
 	Stats   *reqmetrics.Stats
 	Tap     **tap.Request // *Tap is nil unless an open tap took the call
 	// Clean returns the fields to send of the response's header or
-	// trailer fields.
+	// trailer fields (Relay, the frame path).
 	Clean func([]hpack.HeaderField) []hpack.HeaderField
+	// Fix edits the response's header and trailer in place into what the
+	// client gets (RelayResponse, the http.Handler path).
+	Fix func(http.Header)
 	// Touch is called as body bytes move (an idle timeout); nil for none.
 	Touch func()
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/framerelay"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
@@ -314,26 +315,9 @@ func (c *inboundCall) cause(err error) error {
 // has them, else 5xx or a non-zero grpc-status); a stream the application
 // broke is broken to the client too.
 func (c *inboundCall) relay(resp *http.Response) {
-	defer resp.Body.Close()
-	gs := resp.Header.Get("Grpc-Status")
-	failure := route.Failure(c.classes, resp.StatusCode, gs)
-	c.stats.Head(resp.StatusCode)
-	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.info.H2)
-	trailer, n, err := httpcore.CopyResponse(c.w, resp, httpcore.RemoveMeshHeaders, nil)
-	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
-		gs = tgs
-		failure = route.Failure(c.classes, resp.StatusCode, gs)
-	}
-	if err != nil {
-		c.stats.Done(resp.StatusCode, gs, true, httpcore.StreamErrorClass(err))
-		tap.End(&c.tr, n, -1, httpcore.StreamResetCode(err), nil)
-		if errors.Is(err, httpcore.ErrUpstreamBody) {
-			httpcore.Abort()
-		}
-		return
-	}
-	c.stats.Done(resp.StatusCode, gs, failure, "")
-	tap.End(&c.tr, n, tap.GRPCStatus(gs), -1, trailer)
+	framerelay.RelayResponse(c.w, resp, c.info.H2, framerelay.Exchange{
+		Classes: c.classes, Stats: &c.stats, Tap: &c.tr, Fix: httpcore.RemoveMeshHeaders,
+	})
 }
 
 // fail answers the request for the proxy, for the reason err gives

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/mesh/dataplane/endpoint"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/framerelay"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
@@ -216,31 +217,15 @@ func (c *outboundCall) release() {
 // route's response filters, and records how the exchange ended: a stream
 // the upstream broke is broken to the client too.
 func (c *outboundCall) relay(a *outboundAttempt) {
-	resp, rt := a.resp, c.rt
-	defer resp.Body.Close()
-	gs := resp.Header.Get("Grpc-Status")
-	failure := route.Failure(rt.Classes, resp.StatusCode, gs)
-	c.stats.Head(resp.StatusCode)
-	c.tr.ResponseInit(resp.StatusCode, resp.Header, c.conn.H2)
+	rt := c.rt
 	meshed := a.h.Value().Identity != ""
-	trailer, n, err := httpcore.CopyResponse(c.w, resp, func(h http.Header) {
-		httpcore.CleanResponseHeader(h, meshed)
-		rt.ResponseHeaders.Apply(h)
-	}, c.touch)
-	if tgs := trailer.Get("Grpc-Status"); tgs != "" {
-		gs = tgs
-		failure = route.Failure(rt.Classes, resp.StatusCode, gs)
-	}
-	if err != nil {
-		c.stats.Done(resp.StatusCode, gs, true, httpcore.StreamErrorClass(err))
-		tap.End(&c.tr, n, -1, httpcore.StreamResetCode(err), nil)
-		if errors.Is(err, httpcore.ErrUpstreamBody) {
-			httpcore.Abort()
-		}
-		return
-	}
-	c.stats.Done(resp.StatusCode, gs, failure, "")
-	tap.End(&c.tr, n, tap.GRPCStatus(gs), -1, trailer)
+	framerelay.RelayResponse(c.w, a.resp, c.conn.H2, framerelay.Exchange{
+		Classes: rt.Classes, Stats: &c.stats, Tap: &c.tr, Touch: c.touch,
+		Fix: func(h http.Header) {
+			httpcore.CleanResponseHeader(h, meshed)
+			rt.ResponseHeaders.Apply(h)
+		},
+	})
 }
 
 // faultErr is the answer of a failure injector: its HTTP status, or its
