@@ -40,7 +40,7 @@ func (b *brokenBody) Close() error { return nil }
 // real HTTP/1.1 server, and returns what the client read, its read
 // error (of the request or of the body), and the response_total series
 // the exchange recorded.
-func relayThroughServer(t *testing.T, resp *http.Response, fix func(http.Header)) (http.Header, string, error, string) {
+func relayThroughServer(t *testing.T, resp *http.Response, fix func(http.Header)) (http.Header, string, string, error) {
 	t.Helper()
 	st := metricstore.NewStore(prometheus.NewCounter(prometheus.CounterOpts{Name: "overflow_total", Help: "x"}))
 	h := reqmetrics.New(st)
@@ -78,7 +78,7 @@ func relayThroughServer(t *testing.T, resp *http.Response, fix func(http.Header)
 			out.WriteString("\n")
 		}
 	}
-	return header, string(body), rerr, out.String()
+	return header, string(body), out.String(), rerr
 }
 
 func TestARelayedResponseIsFixedAndRecordedByItsTrailersGRPCStatus(t *testing.T) {
@@ -88,7 +88,7 @@ func TestARelayedResponseIsFixedAndRecordedByItsTrailersGRPCStatus(t *testing.T)
 		Body:       io.NopCloser(strings.NewReader("payload")),
 		Trailer:    http.Header{"Grpc-Status": {"14"}},
 	}
-	header, body, err, series := relayThroughServer(t, resp, httpcore.RemoveMeshHeaders)
+	header, body, series, err := relayThroughServer(t, resp, httpcore.RemoveMeshHeaders)
 	require.NoError(t, err)
 	assert.Equal(t, "payload", body)
 	assert.Empty(t, header.Get("L5d-Dst-Canonical"), "the fix ran on the head")
@@ -104,7 +104,7 @@ func TestAnUpstreamBodyThatBreaksBreaksTheClientsResponseAndIsRecorded(t *testin
 		ContentLength: -1,
 		Body:          &brokenBody{left: "first"},
 	}
-	_, body, err, series := relayThroughServer(t, resp, httpcore.RemoveMeshHeaders)
+	_, body, series, err := relayThroughServer(t, resp, httpcore.RemoveMeshHeaders)
 	// The handler aborts: the connection closes with the response cut
 	// short (before or after its head reached the client).
 	require.Error(t, err, "the client does not see a whole response")
