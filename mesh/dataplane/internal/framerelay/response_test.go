@@ -37,9 +37,9 @@ func (b *brokenBody) Read(p []byte) (int, error) {
 func (b *brokenBody) Close() error { return nil }
 
 // relayThroughServer serves one request with RelayResponse of resp on a
-// real HTTP/1.1 server, and returns what the client read, its read
-// error (of the request or of the body), and the response_total series
-// the exchange recorded.
+// real HTTP/1.1 server, and returns what the client read, the
+// response_total series the exchange recorded, and the client's error
+// (of the request or of the body).
 func relayThroughServer(t *testing.T, resp *http.Response, fix func(http.Header)) (http.Header, string, string, error) {
 	t.Helper()
 	st := metricstore.NewStore(prometheus.NewCounter(prometheus.CounterOpts{Name: "overflow_total", Help: "x"}))
