@@ -70,8 +70,6 @@ var dataplaneFiles = map[string]string{
 	"outbound.go":      "l4",
 	"relay.go":         "l4",
 	"direction.go":     "l4",
-	"origdst_linux.go": "l4",
-	"origdst_other.go": "l4",
 	"metrics.go":       "l4",
 	"metrics_conn.go":  "l4",
 	"http.go":          "l4",

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/origdst"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/trace"
@@ -655,13 +656,21 @@ func (p *Proxy) Ready() error {
 	return nil
 }
 
-// originalDstOf reads SO_ORIGINAL_DST from a TCP connection.
+// errNoOriginalDst means the connection was not redirected by netfilter.
+var errNoOriginalDst = errors.New("dataplane: connection has no original destination")
+
+// originalDstOf reads SO_ORIGINAL_DST from a TCP connection
+// (internal/origdst).
 func originalDstOf(c net.Conn) (netip.AddrPort, error) {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return netip.AddrPort{}, errNoOriginalDst
 	}
-	return originalDst(tc)
+	ap, err := origdst.Get(tc)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("dataplane: %w", err)
+	}
+	return ap, nil
 }
 
 // writeAll writes the pieces as one write (one TLS record where possible).

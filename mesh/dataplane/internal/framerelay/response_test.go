@@ -112,4 +112,3 @@ func TestAnUpstreamBodyThatBreaksBreaksTheClientsResponseAndIsRecorded(t *testin
 	assert.Contains(t, series, "error=upstream-reset")
 	assert.Contains(t, series, "classification=failure")
 }
-
