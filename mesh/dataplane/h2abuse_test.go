@@ -362,7 +362,7 @@ func TestDrainSendsGoAwayToHTTP2Clients(t *testing.T) {
 	require.True(t, h.write(func(fr *http2.Framer) error {
 		return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.block("/sleep?d=300ms"), EndStream: true, EndHeaders: true})
 	}))
-	time.Sleep(50 * time.Millisecond)
+	testutil.Eventually(t, 10*time.Second, func() bool { return hp.app.requests.Load() == 1 }, "stream 1 reached the application")
 	hp.a.cancel() // SIGTERM to the client proxy
 	require.True(t, h.waitClosed(5*time.Second), "the connection ends once its stream is done")
 	g := h.goAway()

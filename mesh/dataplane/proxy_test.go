@@ -171,8 +171,9 @@ func TestOpaqueDestinationsSkipDetection(t *testing.T) {
 		Addr: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), pr.app.port()), Identity: idB,
 		OpaqueTransportPort: pr.tap.port(), Protocol: dataplane.HintOpaque,
 	}}
+	// Set before the first connection, which starts the proxy's watch:
+	// the watch's first set is this one.
 	pr.resolver.Set(pr.target, eps...)
-	time.Sleep(50 * time.Millisecond)
 	c, err := net.DialTimeout("tcp", pr.clientAddr, 2*time.Second)
 	require.NoError(t, err)
 	defer c.Close()
