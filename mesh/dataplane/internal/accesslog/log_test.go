@@ -136,6 +136,27 @@ func TestApacheFieldsWithControlCharactersStayOnOneLine(t *testing.T) {
 	assert.Empty(t, out, "a second Finish writes nothing")
 }
 
+func TestAJSONLineWithControlCharactersInEveryFieldIsOneValidObject(t *testing.T) {
+	out := make(lines, 4)
+	lg, err := accesslog.New(accesslog.JSON, out, func() time.Time { return t0 })
+	require.NoError(t, err)
+	hostile := "a\r\n{\"forged\":1}\x00\x1b\x7f\\\xff"
+	r := &http.Request{
+		Method: hostile, RequestURI: "/" + hostile, Host: hostile, Proto: "HTTP/2.0", ProtoMajor: 2,
+		RemoteAddr: hostile, Header: http.Header{"User-Agent": {hostile}, "X-B3-Traceid": {hostile}, "Content-Length": {hostile}},
+	}
+	lg.Start(r, accesslog.Client{Identity: hostile}).Finish()
+	line := out.next(t)
+	assert.Equal(t, 1, strings.Count(line, "\n"))
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(line), &got), line)
+	want := string([]rune(hostile))
+	for _, k := range []string{"client.addr", "client.id", "host", "method", "request_bytes", "trace_id", "user_agent"} {
+		assert.Equal(t, want, got[k], k)
+	}
+	assert.Equal(t, "http://"+want+"/"+want, got["uri"])
+}
+
 func TestAJSONLineIsOneObjectWithSortedKeysWhateverTheHeadersHold(t *testing.T) {
 	out := make(lines, 4)
 	clk := &clock{t: t0}
