@@ -52,10 +52,12 @@ var dataplaneFiles = map[string]string{
 
 	// The L4 paths and what both directions share: accepting, detecting,
 	// peer identity, the original destination, the relay's wiring, the
-	// connection metrics and tracking, the HTTP servers and the dispatch
-	// by direction, the discovery and policy caches, the access log and
-	// the tap server. They read the Proxy's listeners, TLS and connection
-	// tracking. The pools to upstreams are internal/upstream's: http.go
+	// connection tracking, the HTTP servers and the dispatch by
+	// direction, and the discovery and policy caches. They read the
+	// Proxy's listeners, TLS and connection tracking. The connection
+	// metrics are internal/connmetrics' and the access log
+	// internal/accesslog's: these files choose the labels and wrap the
+	// requests. The pools to upstreams are internal/upstream's: http.go
 	// gives them the Proxy's mesh TLS dial, plain dial and transport
 	// metrics as their Dialer, and holds toEndpoint, the HTTP.RoundTrip
 	// internal/outbound sends on: it maps an endpoint to a pool and its
@@ -66,16 +68,12 @@ var dataplaneFiles = map[string]string{
 	// trip of its calls over internal/upstream's HTTP/2 pool (toEndpoint's
 	// field version, beside it in the dataplane package for the same
 	// reason).
-	"grpc_out.go":      "l4",
-	"outbound.go":      "l4",
-	"relay.go":         "l4",
-	"direction.go":     "l4",
-	"metrics.go":       "l4",
-	"metrics_conn.go":  "l4",
-	"http.go":          "l4",
-	"destinations.go":  "l4",
-	"access_log.go":    "l4",
-	"tap_calls.go":     "l4",
+	"grpc_out.go":     "l4",
+	"outbound.go":     "l4",
+	"relay.go":        "l4",
+	"direction.go":    "l4",
+	"http.go":         "l4",
+	"destinations.go": "l4",
 }
 
 // TestTheDataplanePackageHoldsOnlyTheFilesItsRuleLists keeps the list

@@ -173,6 +173,30 @@ var rules = []depstest.Rule{
 		Why: "the pools to upstreams are given the proxy's dials, transport metrics and limits as a Dialer and Settings by the dataplane package; they link neither that package, either direction's HTTP side, the HTTP/2 server, routing, request metrics, tap, policy nor discovery",
 	},
 	{
+		Packages: []string{weft("mesh/dataplane/internal/connmetrics")},
+		Deny: []string{
+			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),
+			weft("mesh/dataplane/internal/inbound"), weft("mesh/dataplane/internal/outbound"),
+			weft("mesh/dataplane/internal/h1"), weft("mesh/dataplane/internal/h2server"), weft("mesh/dataplane/internal/h2client"),
+			weft("mesh/dataplane/internal/upstream"), weft("mesh/dataplane/internal/framerelay"),
+			weft("mesh/dataplane/internal/tap"), weft("mesh/dataplane/internal/accesslog"),
+			weft("mesh/dataplane/route"), weft("mesh/dataplane/balance"), weft("mesh/dataplane/retry"),
+			weft("mesh/discovery/..."),
+		},
+		// It links the store and the request series it registers
+		// (metricstore, reqmetrics), relay's test for a use of a closed
+		// connection, the endpoint value and mesh/policy/authz (the peer
+		// and Server the inbound labels are built from).
+		Why: "the connection metrics are given their labels' values and the proxy's certificate by the dataplane package; they link neither that package, either direction's HTTP side, the HTTP servers and clients, the pools, tap, the access log, routing nor discovery",
+	},
+	{
+		Packages: []string{weft("mesh/dataplane/internal/accesslog")},
+		Deny:     []string{weft("...")},
+		// httpcore (the l5d-orig-proto rule) links h1 and relay itself.
+		Allow: []string{weft("mesh/dataplane/internal/httpcore"), weft("mesh/dataplane/internal/h1"), weft("mesh/dataplane/internal/relay")},
+		Why:   "the access log, which writes peer-controlled strings, reads a request and writes a line: of Weft it links httpcore's vocabulary alone, nothing that serves, routes, authorizes or counts requests",
+	},
+	{
 		Packages: []string{weft("mesh/dataplane/internal/metricstore"), weft("mesh/dataplane/internal/relay"), weft("mesh/dataplane/internal/reqmetrics")},
 		Deny:     []string{weft("mesh/dataplane/internal/tap")},
 		Why:      "the metric store, the request metrics and the relay sit below tap: tap renders its labels with the store's builders, never the other way round",

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 )
 
 // Fixed limits of the admin server (the timeouts and the connection cap
@@ -163,4 +166,20 @@ func fromLoopback(r *http.Request) bool {
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.Unmap().IsLoopback()
+}
+
+// serveTap serves the tap API on l until ctx ends (internal/tap). The
+// data path calls tap only when p.tap.On(), so a proxy without open taps
+// pays one atomic load per request; with taps open and none taking the
+// request, building and matching the view allocates nothing
+// (BenchmarkTapDataPath shows it).
+func (p *Proxy) serveTap(ctx context.Context, l net.Listener) {
+	p.tap.Serve(ctx, l, tap.ServerConfig{
+		TLS:              tapServerTLS(p.id, p.now),
+		Identities:       p.cfg.TapIdentities,
+		Identity:         PeerIdentity,
+		HandshakeTimeout: p.cfg.TapHandshakeTimeout,
+		Refused:          func(reason string) { p.m.refuse("tap", reason) },
+		Log:              p.log,
+	})
 }

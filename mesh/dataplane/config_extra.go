@@ -8,6 +8,13 @@ import (
 	"time"
 )
 
+// Access log formats (Config.AccessLog), as Linkerd's proxy names them;
+// internal/accesslog writes them.
+const (
+	AccessLogApache = "apache"
+	AccessLogJSON   = "json"
+)
+
 // Extras are per-direction settings and optional behaviour that Linkerd's
 // config.linkerd.io annotations turn on; the injector renders them only
 // when an annotation or Values set them.

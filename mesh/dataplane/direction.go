@@ -8,6 +8,12 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 )
 
+// Label values of the direction label.
+const (
+	Inbound  = "inbound"
+	Outbound = "outbound"
+)
+
 // connectTimeout is the dial timeout for the direction of the request or
 // connection ctx belongs to: the application (inbound) or remote
 // endpoints (outbound).
@@ -46,6 +52,6 @@ func (p *Proxy) lacksRequiredIdentity(ic *inboundConn) bool {
 	}
 	l := metricstore.Target(&metricstore.Labels{}, ic.targetAddr())
 	metricstore.TLSAccept(l, ic.peer, false)
-	p.m.authzTCP(l, false)
+	p.m.AuthzTCP(l, false)
 	return true
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/accesslog"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2server"
@@ -141,7 +143,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 				if err != nil {
 					return nil, err
 				}
-				return p.countedDial(c, l(addr)), nil
+				return p.m.Dial(c, l(addr)), nil
 			},
 			Reusable:       upstream.PlainConnReusable,
 			MaxIdlePerAddr: 256,
@@ -150,10 +152,10 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 			OmitTrailer:    httpcore.IsMeshHeader, // never forwarded as trailers
 		}
 	}
-	rt.appH1 = newH1(func(string) *metricstore.Labels { return appLabels() })
+	rt.appH1 = newH1(func(string) *metricstore.Labels { return connmetrics.App() })
 	rt.extH1 = newH1(func(addr string) *metricstore.Labels {
 		ap, _ := netip.ParseAddrPort(addr)
-		return outboundDstLabels("", Endpoint{Addr: ap})
+		return connmetrics.OutboundDst("", Endpoint{Addr: ap})
 	})
 	// The pools to upstreams (internal/upstream) dial with the proxy's
 	// mesh TLS and connect timeout, and count their connections in its
@@ -163,7 +165,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 			return p.dialEndpoint(ctx, ep, "", proto, nil)
 		},
 		Plain: p.dialWithin,
-		Count: func(c net.Conn, l upstream.Labels) net.Conn { return p.countedDial(c, dialLabels(l)) },
+		Count: func(c net.Conn, l upstream.Labels) net.Conn { return p.m.Dial(c, dialLabels(l)) },
 	}
 	settings := upstream.Settings{
 		H2:             rt.h2opts,
@@ -181,9 +183,9 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 // local application, or to an endpoint.
 func dialLabels(l upstream.Labels) *metricstore.Labels {
 	if l.Inbound {
-		return appLabels()
+		return connmetrics.App()
 	}
-	return outboundDstLabels("", l.Endpoint)
+	return connmetrics.OutboundDst("", l.Endpoint)
 }
 
 // toEndpoint sends a request of the outbound HTTP side to one endpoint
@@ -290,11 +292,11 @@ func h2ErrorClass(errType string) string {
 // transport labels (peer="src"). done runs when it ends.
 func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInfo, l *metricstore.Labels, done func()) {
 	ctx := context.WithValue(p.runCtx, infoKey{}, info)
-	stats := p.m.opened(l)
-	conn = &countedConn{Conn: conn, read: stats.read, wrt: stats.wrt}
+	stats := p.m.Opened(l)
+	conn = &connmetrics.Counted{Conn: conn, ReadBytes: stats.ReadBytes, WrittenBytes: stats.WrittenBytes}
 	go func() {
 		defer done()
-		defer stats.closed()
+		defer stats.Closed()
 		if proto == transport.HTTP2 {
 			info.H2 = true
 			// The connection's own copy of the settings carries the
@@ -360,28 +362,11 @@ func (p *Proxy) dispatch(w http.ResponseWriter, r *http.Request, info *connInfo)
 	p.out.Serve(w, r, &info.Conn.Conn, info.svc)
 }
 
-// countedConn counts the bytes of a connection in the transport metrics
-// (tcp_read_bytes_total, tcp_write_bytes_total).
-type countedConn struct {
-	net.Conn
-	read, wrt *metricstore.Series
-}
-
-func (c *countedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.read.AddN(uint64(n))
-	}
-	return n, err
-}
-
-// NetConn returns the connection countedConn wraps.
-func (c *countedConn) NetConn() net.Conn { return c.Conn }
-
-func (c *countedConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	if n > 0 {
-		c.wrt.AddN(uint64(n))
-	}
-	return n, err
+// serveInboundLogged serves an inbound request through inbound.HTTP.Serve
+// and writes its access-log line (internal/accesslog) when the exchange
+// ends, even if the handler aborts the response.
+func (p *Proxy) serveInboundLogged(w http.ResponseWriter, r *http.Request, info *connInfo) {
+	rec := p.access.Start(r, accesslog.Client{Identity: info.Peer.Identity, IP: info.Peer.IP, FromProxy: info.FromProxy})
+	defer rec.Finish()
+	p.in.Serve(rec.Writer(w), r, &info.Conn)
 }

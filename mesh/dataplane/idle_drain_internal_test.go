@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftmesh/weft/internal/testutil"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 )
@@ -61,8 +62,8 @@ func newTrackedPipe(t *testing.T, p *Proxy) *trackedPipe {
 	server, srv := loopbackPair(t)
 	tp := &trackedPipe{app: app, srv: srv}
 	require.True(t, p.track(client))
-	stats := func() *connStats {
-		return &connStats{read: &metricstore.Series{}, wrt: &metricstore.Series{}}
+	stats := func() *connmetrics.Conn {
+		return &connmetrics.Conn{ReadBytes: &metricstore.Series{}, WrittenBytes: &metricstore.Series{}}
 	}
 	p.pipe(client, client, server, stats(), stats(), func() {
 		tp.done.Add(1)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/weftmesh/weft/apis/proxy/inbound"
 	"github.com/weftmesh/weft/mesh/dataplane/detect"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	inboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/inbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
@@ -243,7 +244,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 			DstName: ic.dstName,
 		}}
 		log.Debug("inbound HTTP connection", "protocol", ic.protocol.String())
-		p.serveHTTP(conn, ic.protocol, info, inboundSrcLabels(info.TargetAddr, ic.peer, st.Srv, ic.port), func() {
+		p.serveHTTP(conn, ic.protocol, info, connmetrics.InboundSrc(info.TargetAddr, ic.peer, st.Srv, ic.port), func() {
 			if ic.conn != c {
 				ic.conn.Close()
 			}
@@ -288,7 +289,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 		metricstore.Meta(al, "authz", *authzMeta)
 	}
 	metricstore.TLSAccept(al, ic.peer, false)
-	p.m.authzTCP(al, allowed)
+	p.m.AuthzTCP(al, allowed)
 	if !allowed {
 		if err == nil && hasHTTPRoutes(st.Srv) {
 			p.m.refuse(Inbound, refuseOpaqueRoutes)
@@ -310,13 +311,13 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 		return false
 	}
 	ic.release()
-	src := p.m.opened(inboundSrcLabels(target, ic.peer, srv, ic.port))
-	dst := p.m.opened(appLabels())
+	src := p.m.Opened(connmetrics.InboundSrc(target, ic.peer, srv, ic.port))
+	dst := p.m.Opened(connmetrics.App())
 	log.Debug("inbound connection open", "protocol", ic.protocol.String())
 	p.pipe(c, ic.conn, app, src, dst, func() {
 		forget()
-		src.closed()
-		dst.closed()
+		src.Closed()
+		dst.Closed()
 		p.untrack(c)
 	})
 	return true

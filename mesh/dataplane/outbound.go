@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
 	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
@@ -205,7 +206,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 			handedOff = true
 			info := &connInfo{direction: Outbound, svc: svc}
 			info.Remote, info.TargetAddr = remoteOf(client), fallback
-			p.serveHTTP(conn, proto, info, outboundSrcLabels(fallback), func() {
+			p.serveHTTP(conn, proto, info, connmetrics.OutboundSrc(fallback), func() {
 				dest.release()
 				p.untrack(client)
 			})
@@ -245,13 +246,13 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		}
 		release() // the detected bytes went out with the dial
 		ep.active.Add(1)
-		src := p.m.opened(outboundSrcLabels(fallback))
-		dst := p.m.opened(outboundDstLabels(p.m.http.AuthorityLabel(target), ep.Endpoint))
+		src := p.m.Opened(connmetrics.OutboundSrc(fallback))
+		dst := p.m.Opened(connmetrics.OutboundDst(p.m.http.AuthorityLabel(target), ep.Endpoint))
 		log.Debug("outbound connection open", "endpoint", ep.Addr.String(), "identity", ep.Identity, "protocol", proto.String())
 		handedOff = true
 		p.pipe(client, client, server, src, dst, func() {
-			src.closed()
-			dst.closed()
+			src.Closed()
+			dst.Closed()
 			rc.closed(routeClosedOK)
 			ep.active.Add(-1)
 			dest.release()
@@ -335,11 +336,11 @@ func (p *Proxy) passthrough(ctx context.Context, client net.Conn, to netip.AddrP
 		server.Close()
 		return false
 	}
-	src := p.m.opened(outboundSrcLabels(to))
-	dst := p.m.opened(outboundDstLabels("", Endpoint{Addr: to}))
+	src := p.m.Opened(connmetrics.OutboundSrc(to))
+	dst := p.m.Opened(connmetrics.OutboundDst("", Endpoint{Addr: to}))
 	p.pipe(client, client, server, src, dst, func() {
-		src.closed()
-		dst.closed()
+		src.Closed()
+		dst.Closed()
 		p.untrack(client)
 	})
 	return true

@@ -15,6 +15,7 @@ import (
 	"github.com/weftmesh/weft/apis/proxy/meta"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/clienthello"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
@@ -111,16 +112,16 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 		log.Info("outbound connection failed", "route", r.Name, "backend", b.Name, "err", err)
 		return true, false
 	}
-	src := p.m.opened(outboundSrcLabels(from))
+	src := p.m.Opened(connmetrics.OutboundSrc(from))
 	authority := b.Authority
 	if authority == "" {
 		authority = target
 	}
-	dst := p.m.opened(outboundDstLabels(p.m.http.AuthorityLabel(authority), ep))
+	dst := p.m.Opened(connmetrics.OutboundDst(p.m.http.AuthorityLabel(authority), ep))
 	log.Debug("outbound connection routed", "route", r.Name, "backend", b.Name, "endpoint", ep.Addr.String(), "sni", sni)
 	p.pipe(client, client, server, src, dst, func() {
-		src.closed()
-		dst.closed()
+		src.Closed()
+		dst.Closed()
 		rc.closed(routeClosedOK)
 		if counted != nil {
 			counted.active.Add(-1)
@@ -253,9 +254,9 @@ func (m *metrics) routeOpened(tls bool, pol *outbound.OutboundPolicy, rt *meta.M
 	l := &metricstore.Labels{}
 	metricstore.PolicyMeta(l, "parent", pol.GetMetadata(), true)
 	metricstore.PolicyMeta(l, "route", rt, false)
-	open, closeF := m.tcpRouteOpen, m.tcpRouteClose
+	open, closeF := m.TCPRouteOpen, m.TCPRouteClose
 	if tls {
-		open, closeF = m.tlsRouteOpen, m.tlsRouteClose
+		open, closeF = m.TLSRouteOpen, m.TLSRouteClose
 		l.Add("hostname", "")
 	} else {
 		ip, port := "", ""
@@ -264,7 +265,7 @@ func (m *metrics) routeOpened(tls bool, pol *outbound.OutboundPolicy, rt *meta.M
 		}
 		l.Add("target_ip", ip).Add("target_port", port)
 	}
-	g := m.st.Group(l)
+	g := m.Store.Group(l)
 	g.Pin()
 	g.Series(open, nil).Inc()
 	return &routeConn{g: g, close: closeF}

@@ -19,9 +19,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/accesslog"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/origdst"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/trace"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/upstream"
@@ -53,8 +56,8 @@ type Proxy struct {
 	dialer       net.Dialer
 	destIdle     time.Duration
 	origDst      func(net.Conn) (netip.AddrPort, error)
-	loopback     bool       // see WithLoopbackAllowed
-	access       *accessLog // nil unless cfg.AccessLog is set
+	loopback     bool           // see WithLoopbackAllowed
+	access       *accesslog.Log // nil unless cfg.AccessLog is set
 
 	tracer trace.Tracer // nil unless WithTracer: tracing off (trace_hook.go)
 
@@ -80,6 +83,18 @@ type Proxy struct {
 	idle       atomic.Pointer[relay.Poller] // set by Run before it accepts; nil: idle copies keep their goroutines
 	idleLinger time.Duration                // quiet time before a copy direction parks; 0: the relay's default (tests shorten it)
 }
+
+// metrics are the proxy's series (internal/connmetrics), with the names
+// the outbound files read them by.
+type metrics struct {
+	*connmetrics.Set
+	http          *reqmetrics.HTTP   // Set.HTTP
+	policyRefused prometheus.Counter // Set.PolicyRefused
+}
+
+// refuse counts a connection refused for reason (one of the refuse*
+// constants, so the label stays bounded).
+func (m *metrics) refuse(direction, reason string) { m.Refuse(direction, reason) }
 
 // Option tunes a Proxy.
 type Option func(*options)
@@ -172,12 +187,13 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	}
 	if o.reg == nil {
 		o.reg = prometheus.NewRegistry()
-		registerRuntime(o.reg)
+		connmetrics.RegisterRuntime(o.reg)
 	}
-	m, err := newMetrics(o.reg, id, o.now)
+	set, err := connmetrics.New(o.reg, id.Certificate)
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: registering metrics: %w", err)
 	}
+	m := &metrics{Set: set, http: set.HTTP, policyRefused: set.PolicyRefused}
 	hub := tap.NewHub(cfg.TapMaxTaps, cfg.TapMaxEventsPerSecond)
 	for _, c := range hub.Collectors() {
 		if err := o.reg.Register(c); err != nil {
@@ -216,7 +232,9 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		if o.accessLog == nil {
 			return nil, errors.New("dataplane: an access log format is set but no writer (WithAccessLog)")
 		}
-		p.access = &accessLog{format: cfg.AccessLog, w: o.accessLog, now: o.now}
+		if p.access, err = accesslog.New(cfg.AccessLog, o.accessLog, o.now); err != nil {
+			return nil, err
+		}
 	}
 	p.dests = newDestinations(p)
 	p.pols = newPolicyCache(p)
@@ -239,7 +257,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 			}
 			return inboundhttp.FieldResponse{Status: resp.Status, Fields: resp.Fields, Body: resp.Body, Trailers: resp}, nil
 		},
-		UpstreamTimer: upstreamTimer,
+		UpstreamTimer: accesslog.UpstreamTimer,
 	}
 	if !o.noGRPCFrames && p.access == nil && p.tracer == nil {
 		// gRPC calls for the application take the frame path, unless an

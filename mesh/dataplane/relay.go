@@ -3,6 +3,7 @@ package dataplane
 import (
 	"net"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 )
 
@@ -15,10 +16,10 @@ import (
 // are the series of the client connection (bytes from client count as
 // read, bytes to it as written), dst those of the server connection (nil
 // when it is not counted); errors are recorded on the side they came from.
-func (p *Proxy) pipe(tracked, client, server net.Conn, src, dst *connStats, done func()) {
-	e := relay.Ends{Client: client, Server: server, ToClient: src.wrt, ToServer: src.read, ClientStats: src}
+func (p *Proxy) pipe(tracked, client, server net.Conn, src, dst *connmetrics.Conn, done func()) {
+	e := relay.Ends{Client: client, Server: server, ToClient: src.WrittenBytes, ToServer: src.ReadBytes, ClientStats: src}
 	if dst != nil {
-		e.ToClient, e.ToServer = both{src.wrt, dst.read}, both{src.read, dst.wrt}
+		e.ToClient, e.ToServer = connmetrics.Both{A: src.WrittenBytes, B: dst.ReadBytes}, connmetrics.Both{A: src.ReadBytes, B: dst.WrittenBytes}
 		e.ServerStats = dst
 	}
 	ps := relay.NewPipe(p.idle.Load(), p.idleLinger, e, done)

@@ -120,3 +120,12 @@ func (p *Proxy) certificateOK() error {
 	}
 	return nil
 }
+
+// tapServerTLS is the tap listener's TLS: the proxy's certificate, a
+// client certificate required and verified against the mesh roots.
+func tapServerTLS(id Identity, now func() time.Time) *tls.Config {
+	c := ServerTLSConfig(id, now)
+	c.NextProtos = []string{"h2"}
+	c.ClientAuth = tls.RequireAnyClientCert // verified in VerifyConnection, against the current roots
+	return c
+}

@@ -22,3 +22,20 @@ const (
 // HeaderDstCanonical carries the Service's canonical name from the
 // client proxy to the server proxy (the server side's route metrics).
 const HeaderDstCanonical = "L5d-Dst-Canonical"
+
+// OrigProto returns the HTTP/1 version an l5d-orig-proto value carries,
+// or "" for any value other than those Linkerd's proxies send (Weft's
+// send "HTTP/1.1"): "HTTP/1.1" or "HTTP/1.0", optionally followed by
+// "; absolute-form". The inbound proxy honours the header only on an
+// HTTP/2 request from a peer proxy with a verified identity; a request
+// whose value is unknown stays HTTP/2, as Linkerd's proxy leaves it, and
+// the header is dropped with the mesh's others either way.
+func OrigProto(v string) string {
+	switch v {
+	case "HTTP/1.1", "HTTP/1.1; absolute-form":
+		return "HTTP/1.1"
+	case "HTTP/1.0", "HTTP/1.0; absolute-form":
+		return "HTTP/1.0"
+	}
+	return ""
+}

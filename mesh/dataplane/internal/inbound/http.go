@@ -240,7 +240,7 @@ func (c *inboundCall) header() (hdr http.Header, toH2 bool, err error) {
 	r, info := c.r, c.info
 	orig := ""
 	if info.FromProxy && info.H2 {
-		orig = OrigProto(r.Header.Get(httpcore.HeaderOrigProto))
+		orig = httpcore.OrigProto(r.Header.Get(httpcore.HeaderOrigProto))
 		if orig == "" && len(r.Header[httpcore.HeaderOrigProto]) > 0 {
 			c.h.Log.Debug("inbound l5d-orig-proto ignored: not a value a proxy sends", "value", r.Header.Get(httpcore.HeaderOrigProto),
 				"peer_id", info.Peer.Identity)
@@ -378,23 +378,6 @@ func (c *inboundCall) method() string {
 		return c.st.Method()
 	}
 	return c.r.Method
-}
-
-// OrigProto returns the HTTP/1 version an l5d-orig-proto value carries,
-// or "" for any value other than those Linkerd's proxies send (Weft's
-// send "HTTP/1.1"): "HTTP/1.1" or "HTTP/1.0", optionally followed by
-// "; absolute-form". The inbound proxy honours the header only on an
-// HTTP/2 request from a peer proxy with a verified identity; a request
-// whose value is unknown stays HTTP/2, as Linkerd's proxy leaves it, and
-// the header is dropped with the mesh's others either way.
-func OrigProto(v string) string {
-	switch v {
-	case "HTTP/1.1", "HTTP/1.1; absolute-form":
-		return "HTTP/1.1"
-	case "HTTP/1.0", "HTTP/1.0; absolute-form":
-		return "HTTP/1.0"
-	}
-	return ""
 }
 
 // profileRoute returns the route-level labels of an admitted inbound

@@ -1,6 +1,7 @@
-package dataplane
+package connmetrics
 
 import (
+	"crypto/tls"
 	"errors"
 	"sync/atomic"
 	"syscall"
@@ -13,41 +14,48 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 )
 
-// Label values of the direction label.
+// Values of the direction label (the dataplane package's Inbound and
+// Outbound) and of the peer label of transport metrics: the connection
+// the proxy accepted (src) or the one it opened (dst).
 const (
-	Inbound  = "inbound"
-	Outbound = "outbound"
+	inbound  = "inbound"
+	outbound = "outbound"
+	peerSrc  = "src"
+	peerDst  = "dst"
 )
 
-// Values of the peer label of transport metrics: the connection the proxy
-// accepted (src) or the one it opened (dst).
-const (
-	peerSrc = "src"
-	peerDst = "dst"
-)
+// Set is the proxy's Prometheus series: the Linkerd-named families in a
+// store (internal/metricstore) and Weft's extras as client_golang
+// vectors. The families of the outbound TCP and TLS routes are read by
+// the dataplane package, which counts route connections itself.
+type Set struct {
+	Store *metricstore.Store
+	// HTTP are the request series (internal/reqmetrics), in Store.
+	HTTP *reqmetrics.HTTP
+	// PolicyRefused counts inbound policy updates refused because the
+	// evaluator could not fully read them.
+	PolicyRefused prometheus.Counter
 
-// metrics are the proxy's Prometheus series: the Linkerd-named families
-// in a store (internal/metricstore) and Weft's extras as client_golang
-// vectors.
-type metrics struct {
-	st *metricstore.Store
+	TCPRouteOpen, TCPRouteClose, TLSRouteOpen, TLSRouteClose *metricstore.Family
 
 	tcpOpen, tcpClose, tcpOpenConns, tcpRead, tcpWrite, tcpDuration *metricstore.Family
 	tcpAuthzAllow, tcpAuthzDeny                                     *metricstore.Family
-	tcpRouteOpen, tcpRouteClose, tlsRouteOpen, tlsRouteClose        *metricstore.Family // outbound_stream.go
 
-	refused       *prometheus.CounterVec // tcp_refused_total
-	policyRefused prometheus.Counter
-	http          *reqmetrics.HTTP
+	refused *prometheus.CounterVec // tcp_refused_total
 }
 
-func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*metrics, error) {
+// New builds the proxy's series and registers them with reg. certificate
+// is the proxy's current certificate, read at each scrape for
+// identity_cert_expiration_timestamp_seconds (0 while it errors or has
+// no leaf). It fails when reg refuses a collector (a name registered
+// twice).
+func New(reg prometheus.Registerer, certificate func() (*tls.Certificate, error)) (*Set, error) {
 	overflow := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "metrics_label_sets_overflow_total",
 		Help: "Label sets folded into the overflow series because the proxy holds the most it keeps.",
 	})
-	m := &metrics{
-		st:           metricstore.NewStore(overflow),
+	m := &Set{
+		Store:        metricstore.NewStore(overflow),
 		tcpOpen:      metricstore.NewFamily("tcp_open_total", "Total count of opened connections.", metricstore.Counter),
 		tcpClose:     metricstore.NewFamily("tcp_close_total", "Total count of closed connections.", metricstore.Counter),
 		tcpOpenConns: metricstore.NewFamily("tcp_open_connections", "Number of currently open connections.", metricstore.Gauge),
@@ -58,10 +66,10 @@ func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*
 			"The total number of inbound TCP connections that were authorized.", metricstore.Counter),
 		tcpAuthzDeny: metricstore.NewFamily("inbound_tcp_authz_deny_total",
 			"The total number of inbound TCP connections that were denied.", metricstore.Counter),
-		tcpRouteOpen:  metricstore.NewFamily("outbound_tcp_route_open_total", "Outbound connections a TCP or built-in opaque route took.", metricstore.Counter),
-		tcpRouteClose: metricstore.NewFamily("outbound_tcp_route_close_total", "Outbound connections on a TCP or built-in opaque route that ended, by error (empty when relayed).", metricstore.Counter),
-		tlsRouteOpen:  metricstore.NewFamily("outbound_tls_route_open_total", "Outbound connections a TLS route took.", metricstore.Counter),
-		tlsRouteClose: metricstore.NewFamily("outbound_tls_route_close_total", "Outbound connections on a TLS route that ended, by error (empty when relayed).", metricstore.Counter),
+		TCPRouteOpen:  metricstore.NewFamily("outbound_tcp_route_open_total", "Outbound connections a TCP or built-in opaque route took.", metricstore.Counter),
+		TCPRouteClose: metricstore.NewFamily("outbound_tcp_route_close_total", "Outbound connections on a TCP or built-in opaque route that ended, by error (empty when relayed).", metricstore.Counter),
+		TLSRouteOpen:  metricstore.NewFamily("outbound_tls_route_open_total", "Outbound connections a TLS route took.", metricstore.Counter),
+		TLSRouteClose: metricstore.NewFamily("outbound_tls_route_close_total", "Outbound connections on a TLS route that ended, by error (empty when relayed).", metricstore.Counter),
 	}
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tcp_refused_total",
@@ -71,18 +79,18 @@ func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*
 		Name: "identity_cert_expiration_timestamp_seconds",
 		Help: "Unix time at which the proxy's current certificate expires (0 without one).",
 	}, func() float64 {
-		c, err := id.Certificate()
+		c, err := certificate()
 		if err != nil || c == nil || c.Leaf == nil {
 			return 0
 		}
 		return float64(c.Leaf.NotAfter.Unix())
 	})
-	m.policyRefused = prometheus.NewCounter(prometheus.CounterOpts{
+	m.PolicyRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "inbound_policy_refused_total", Help: "Inbound policy updates refused because the evaluator could not fully read them.",
 	})
-	m.http = reqmetrics.New(m.st)
-	cs := []prometheus.Collector{m.st, overflow, m.refused, expiry, m.policyRefused}
-	for _, c := range append(cs, m.http.Collectors()...) {
+	m.HTTP = reqmetrics.New(m.Store)
+	cs := []prometheus.Collector{m.Store, overflow, m.refused, expiry, m.PolicyRefused}
+	for _, c := range append(cs, m.HTTP.Collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -90,49 +98,54 @@ func newMetrics(reg prometheus.Registerer, id Identity, now func() time.Time) (*
 	return m, nil
 }
 
-// registerRuntime adds the Go and process collectors (memory, CPU, file
+// RegisterRuntime adds the Go and process collectors (memory, CPU, file
 // descriptors) to a registry the proxy created itself.
-func registerRuntime(reg prometheus.Registerer) {
+func RegisterRuntime(reg prometheus.Registerer) {
 	_ = reg.Register(collectors.NewGoCollector())
 	_ = reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 
-// connStats are the series of one connection, resolved when it opens.
-type connStats struct {
-	m          *metrics
+// Conn is the series of one connection, resolved when it opens (Opened).
+// ReadBytes and WrittenBytes count its bytes; a relay.Pipe records its error with
+// Fail. The zero Conn with both series set counts bytes into series no
+// store holds (tests of the relay's wiring).
+type Conn struct {
+	ReadBytes, WrittenBytes *metricstore.Series
+
+	m          *Set
 	g          *metricstore.Group
-	read, wrt  *metricstore.Series
 	openConns  *metricstore.Series
 	start      time.Time
 	failure    atomic.Pointer[error]
 	closedOnce atomic.Bool
 }
 
-// opened counts a connection with the transport labels l (see
-// metrics_conn.go and internal/metricstore for how they are built) and returns its series. The
-// caller must call closed exactly once.
-func (m *metrics) opened(l *metricstore.Labels) *connStats {
-	g := m.st.Group(l)
+// Opened counts a connection with the transport labels l (InboundSrc,
+// App, OutboundSrc, OutboundDst) and returns its series. The caller must
+// call Closed exactly once.
+func (m *Set) Opened(l *metricstore.Labels) *Conn {
+	g := m.Store.Group(l)
 	g.Pin()
-	s := &connStats{m: m, g: g, start: time.Now()}
+	s := &Conn{m: m, g: g, start: time.Now()}
 	g.Series(m.tcpOpen, nil).Inc()
 	s.openConns = g.Series(m.tcpOpenConns, nil)
 	s.openConns.GaugeAdd(1)
-	s.read = g.Series(m.tcpRead, nil)
-	s.wrt = g.Series(m.tcpWrite, nil)
+	s.ReadBytes = g.Series(m.tcpRead, nil)
+	s.WrittenBytes = g.Series(m.tcpWrite, nil)
 	return s
 }
 
-// fail records why the connection ended badly (the first error wins).
-func (s *connStats) Fail(err error) {
+// Fail records why the connection ended badly (the first error wins).
+func (s *Conn) Fail(err error) {
 	if err != nil {
 		s.failure.CompareAndSwap(nil, &err)
 	}
 }
 
-// closed records the end of the connection: tcp_close_total and
-// tcp_connection_duration_ms with errno and classification.
-func (s *connStats) closed() {
+// Closed records the end of the connection: tcp_close_total and
+// tcp_connection_duration_ms with errno and classification. Calls after
+// the first count nothing.
+func (s *Conn) Closed() {
 	if s.closedOnce.Swap(true) {
 		return
 	}
@@ -174,31 +187,33 @@ var errnoNames = map[syscall.Errno]string{
 	syscall.EADDRNOTAVAIL: "EADDRNOTAVAIL",
 }
 
-// both counts bytes on two series at once (a relay.Counter): the bytes
-// one connection reads are the bytes the other writes.
-type both struct{ a, b *metricstore.Series }
+// Both counts bytes on two series at once (a relay.Counter): the bytes
+// one connection reads are the bytes the other writes. B may be nil.
+type Both struct{ A, B *metricstore.Series }
 
-func (c both) Add(v float64) {
+// Add counts v bytes on A and, when set, B.
+func (c Both) Add(v float64) {
 	n := uint64(v)
-	c.a.AddN(n)
-	if c.b != nil {
-		c.b.AddN(n)
+	c.A.AddN(n)
+	if c.B != nil {
+		c.B.AddN(n)
 	}
 }
 
-// authzTCP counts an inbound connection's authorization:
+// AuthzTCP counts an inbound connection's authorization:
 // inbound_tcp_authz_allow_total or inbound_tcp_authz_deny_total, with the
 // labels l (target, server, authorization and TLS labels).
-func (m *metrics) authzTCP(l *metricstore.Labels, allowed bool) {
+func (m *Set) AuthzTCP(l *metricstore.Labels, allowed bool) {
 	f := m.tcpAuthzDeny
 	if allowed {
 		f = m.tcpAuthzAllow
 	}
-	m.st.Group(l).Series(f, nil).Inc()
+	m.Store.Group(l).Series(f, nil).Inc()
 }
 
-// refuse counts a connection refused for reason (one of the refuse*
-// constants, so the label stays bounded).
-func (m *metrics) refuse(direction, reason string) {
+// Refuse counts a connection refused for reason in tcp_refused_total.
+// The caller passes one of a fixed set of reasons and directions, so the
+// labels stay bounded.
+func (m *Set) Refuse(direction, reason string) {
 	m.refused.WithLabelValues(direction, reason).Inc()
 }

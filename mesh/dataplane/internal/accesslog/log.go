@@ -1,7 +1,8 @@
-package dataplane
+package accesslog
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,16 +14,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
-	inboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/inbound"
 )
 
-// Access log formats, as Linkerd's proxy names them.
+// The formats, as Linkerd's proxy names them (the dataplane package's
+// AccessLogApache and AccessLogJSON).
 const (
-	AccessLogApache = "apache"
-	AccessLogJSON   = "json"
+	Apache = "apache"
+	JSON   = "json"
 )
 
-// accessLog writes one line per inbound HTTP request, in the formats of
+// Log writes one line per inbound HTTP request, in the formats of
 // Linkerd's proxy (LINKERD2_PROXY_ACCESS_LOG), so tools that parse those
 // logs keep working:
 //
@@ -40,18 +41,40 @@ const (
 // application's response head. request_bytes and response_bytes are the
 // Content-Length headers, as in Linkerd (empty when absent); trace_id is
 // the first of x-b3-traceid, x-request-id and x-amzn-trace-id.
-type accessLog struct {
+type Log struct {
 	format string
 	mu     sync.Mutex
 	w      io.Writer
 	now    func() time.Time
 }
 
-// accessRecord is one request's entry, filled as the exchange proceeds.
-type accessRecord struct {
-	log      *accessLog
+// New returns a log in format (Apache or JSON) that writes each line
+// with one Write to w, one line at a time; now is the clock of its
+// timestamps and durations.
+func New(format string, w io.Writer, now func() time.Time) (*Log, error) {
+	if format != Apache && format != JSON {
+		return nil, fmt.Errorf("accesslog: format %q is not apache or json", format)
+	}
+	return &Log{format: format, w: w, now: now}, nil
+}
+
+// Client is what the proxy knows of the connection a request came on.
+type Client struct {
+	// Identity is the client's verified mesh identity ("" for none).
+	Identity string
+	// IP is the client's address, logged when the request's RemoteAddr
+	// is not an address and port.
+	IP netip.Addr
+	// FromProxy is set for mesh TLS with the transport header (a peer
+	// proxy): only then is l5d-orig-proto believed.
+	FromProxy bool
+}
+
+// Record is one request's entry, filled as the exchange proceeds.
+type Record struct {
+	log      *Log
 	start    time.Time
-	fields   accessFields
+	fields   fields
 	status   int
 	respLen  string
 	headAt   time.Time
@@ -61,29 +84,20 @@ type accessRecord struct {
 	finished bool
 }
 
-type accessFields struct {
+type fields struct {
 	clientAddr, clientID, timestamp, method, uri, version string
 	traceID, requestBytes, userAgent, host                string
 }
 
-// serveInboundLogged serves an inbound request through inbound.HTTP.Serve and
-// writes its access-log line when the exchange ends, even if the handler
-// aborts the response.
-func (p *Proxy) serveInboundLogged(w http.ResponseWriter, r *http.Request, info *connInfo) {
-	rec := p.access.start(r, info)
-	defer rec.finish()
-	p.in.Serve(wrapAccessWriter(w, rec), r, &info.Conn)
-}
-
-// upstreamTimer marks the start of waiting for the application's response
+// UpstreamTimer marks the start of waiting for the application's response
 // head; the returned function marks its end. w is the writer the handler
 // got: without an access log it is not ours, and the timer does nothing.
-func upstreamTimer(w http.ResponseWriter) func() {
-	var rec *accessRecord
+func UpstreamTimer(w http.ResponseWriter) func() {
+	var rec *Record
 	switch aw := w.(type) {
-	case *accessWriter:
+	case *recWriter:
 		rec = aw.rec
-	case accessHijacker:
+	case hijackWriter:
 		rec = aw.rec
 	}
 	if rec == nil {
@@ -102,20 +116,22 @@ func upstreamTimer(w http.ResponseWriter) func() {
 	}
 }
 
-func (l *accessLog) start(r *http.Request, info *connInfo) *accessRecord {
+// Start begins the entry of request r from client c; the caller serves
+// the request through Writer and then calls Finish.
+func (l *Log) Start(r *http.Request, c Client) *Record {
 	now := l.now()
-	id := info.Peer.Identity
+	id := c.Identity
 	if id == "" {
 		id = "-"
 	}
 	client := r.RemoteAddr
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		client = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
-	} else if info.Peer.IP.IsValid() {
-		client = info.Peer.IP.String()
+	} else if c.IP.IsValid() {
+		client = c.IP.String()
 	}
 	uri, version := r.RequestURI, r.Proto
-	if orig := inboundhttp.OrigProto(r.Header.Get(httpcore.HeaderOrigProto)); info.FromProxy && r.ProtoMajor == 2 && orig != "" {
+	if orig := httpcore.OrigProto(r.Header.Get(httpcore.HeaderOrigProto)); c.FromProxy && r.ProtoMajor == 2 && orig != "" {
 		// An HTTP/1 request the client's proxy carried over HTTP/2: log
 		// it as the client sent it.
 		version = orig
@@ -135,7 +151,7 @@ func (l *accessLog) start(r *http.Request, info *connInfo) *accessRecord {
 	if trace == "" {
 		trace = r.Header.Get("X-Amzn-Trace-Id")
 	}
-	return &accessRecord{log: l, start: now, fields: accessFields{
+	return &Record{log: l, start: now, fields: fields{
 		clientAddr:   client,
 		clientID:     id,
 		timestamp:    now.UTC().Format(time.RFC3339Nano),
@@ -150,7 +166,7 @@ func (l *accessLog) start(r *http.Request, info *connInfo) *accessRecord {
 }
 
 // head records the response head the first time it is written.
-func (rec *accessRecord) head(code int, h http.Header) {
+func (rec *Record) head(code int, h http.Header) {
 	if rec.status != 0 || code < 200 && code != http.StatusSwitchingProtocols {
 		return
 	}
@@ -159,8 +175,9 @@ func (rec *accessRecord) head(code int, h http.Header) {
 	rec.headAt = rec.log.now()
 }
 
-// finish writes the line once.
-func (rec *accessRecord) finish() {
+// Finish writes the line, once: with the status of the response head,
+// or without one when the handler ended before writing any.
+func (rec *Record) Finish() {
 	if rec.finished {
 		return
 	}
@@ -175,7 +192,7 @@ func (rec *accessRecord) finish() {
 	rec.upMu.Unlock()
 	processing = max(processing, 0)
 	var line []byte
-	if rec.log.format == AccessLogJSON {
+	if rec.log.format == JSON {
 		line = rec.json(total, processing)
 	} else {
 		line = rec.apache()
@@ -185,7 +202,7 @@ func (rec *accessRecord) finish() {
 	rec.log.mu.Unlock()
 }
 
-func (rec *accessRecord) apache() []byte {
+func (rec *Record) apache() []byte {
 	f := rec.fields
 	var b strings.Builder
 	b.Grow(96 + len(f.uri))
@@ -210,7 +227,7 @@ func (rec *accessRecord) apache() []byte {
 }
 
 // json writes the object with its keys sorted, as Linkerd's proxy does.
-func (rec *accessRecord) json(total, processing time.Duration) []byte {
+func (rec *Record) json(total, processing time.Duration) []byte {
 	f := rec.fields
 	b := make([]byte, 0, 320+len(f.uri)+len(f.userAgent))
 	field := func(key, val string) {
@@ -303,45 +320,48 @@ func clean(s string) string {
 	return b.String()
 }
 
-// accessWriter records the response head for the access log.
-type accessWriter struct {
+// recWriter records the response head for the access log.
+type recWriter struct {
 	http.ResponseWriter
-	rec *accessRecord
+	rec *Record
 }
 
-func (w *accessWriter) WriteHeader(code int) {
+func (w *recWriter) WriteHeader(code int) {
 	w.rec.head(code, w.ResponseWriter.Header())
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *accessWriter) Write(b []byte) (int, error) {
+func (w *recWriter) Write(b []byte) (int, error) {
 	w.rec.head(http.StatusOK, w.ResponseWriter.Header())
 	return w.ResponseWriter.Write(b)
 }
 
 // Flush passes through when the underlying writer can flush.
-func (w *accessWriter) Flush() {
+func (w *recWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
-func (w *accessWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *recWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// accessHijacker is an accessWriter over a writer that can be hijacked
+// hijackWriter is an recWriter over a writer that can be hijacked
 // (HTTP/1 upgrades); the switch is logged as 101.
-type accessHijacker struct{ *accessWriter }
+type hijackWriter struct{ *recWriter }
 
-func (w accessHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (w hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	w.rec.head(http.StatusSwitchingProtocols, http.Header{})
 	return w.ResponseWriter.(http.Hijacker).Hijack()
 }
 
-func wrapAccessWriter(w http.ResponseWriter, rec *accessRecord) http.ResponseWriter {
-	aw := &accessWriter{ResponseWriter: w, rec: rec}
+// Writer wraps w so that the response head is recorded: the handler
+// writes through it. It keeps w's http.Hijacker (an HTTP/1 upgrade is
+// logged as 101) and http.Flusher.
+func (rec *Record) Writer(w http.ResponseWriter) http.ResponseWriter {
+	aw := &recWriter{ResponseWriter: w, rec: rec}
 	if _, ok := w.(http.Hijacker); ok {
-		return accessHijacker{aw}
+		return hijackWriter{aw}
 	}
 	return aw
 }
