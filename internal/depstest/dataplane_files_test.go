@@ -76,6 +76,7 @@ var dataplaneFiles = map[string]string{
 	"metrics_conn.go":  "l4",
 	"http.go":          "l4",
 	"destinations.go":  "l4",
+	"policy_cache.go":  "l4",
 	"access_log.go":    "l4",
 	"tap_calls.go":     "l4",
 }
