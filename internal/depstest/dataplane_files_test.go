@@ -39,7 +39,8 @@ var dataplaneFiles = map[string]string{
 	// The outbound destination's HTTP state, which internal/outbound
 	// reads as its Service: the router, retry budget, backends and series
 	// are built from the Proxy's outbound policy and profile sources and
-	// from discovery's destinations (destinations.go), and the L4
+	// from discovery's destinations (internal/watch, hung on each
+	// destination as its Ext: caches.go), and the L4
 	// outbound path reads the same state for its stream routes
 	// (outbound_stream.go) and for egress (outbound_egress.go). They can
 	// move once the discovery cache and the sources are seams of their
@@ -49,13 +50,17 @@ var dataplaneFiles = map[string]string{
 	"outbound_stream.go":   "outbound",
 	"metrics_outbound.go":  "outbound",
 	"route_names.go":       "outbound", // and the inbound profile routes behind inbound.HTTP.Route
+	// The caches of the control-plane watches are internal/watch's: this
+	// file gives them the Proxy's sources, run context, timeouts, logger,
+	// pool sweep and policy compilation, and names the outbound state a
+	// destination carries (its Ext). It moves with the outbound files.
+	"caches.go": "outbound",
 
 	// The L4 paths and what both directions share: accepting, detecting,
 	// peer identity, the original destination, the relay's wiring, the
 	// connection metrics and tracking, the HTTP servers and the dispatch
-	// by direction, the discovery and policy caches, the access log and
-	// the tap server. They read the Proxy's listeners, TLS and connection
-	// tracking. The pools to upstreams are internal/upstream's: http.go
+	// by direction, the access log and the tap server. They read the
+	// Proxy's listeners, TLS and connection tracking. The pools to upstreams are internal/upstream's: http.go
 	// gives them the Proxy's mesh TLS dial, plain dial and transport
 	// metrics as their Dialer, and holds toEndpoint, the HTTP.RoundTrip
 	// internal/outbound sends on: it maps an endpoint to a pool and its
@@ -75,8 +80,6 @@ var dataplaneFiles = map[string]string{
 	"metrics.go":       "l4",
 	"metrics_conn.go":  "l4",
 	"http.go":          "l4",
-	"destinations.go":  "l4",
-	"policy_cache.go":  "l4",
 	"access_log.go":    "l4",
 	"tap_calls.go":     "l4",
 }
