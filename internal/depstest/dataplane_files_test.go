@@ -39,24 +39,31 @@ var dataplaneFiles = map[string]string{
 	// The outbound destination's HTTP state, which internal/outbound
 	// reads as its Service: the router, retry budget, backends and series
 	// are built from the Proxy's outbound policy and profile sources and
-	// from discovery's destinations (destinations.go), and the L4
+	// from discovery's destinations (internal/watch, hung on each
+	// destination as its Ext: caches.go), and the L4
 	// outbound path reads the same state for its stream routes
 	// (outbound_stream.go) and for egress (outbound_egress.go). They can
-	// move once the discovery cache and the sources are seams of their
-	// own.
+	// move once the outbound policy and profile sources are seams of
+	// their own.
 	"outbound_egress.go":   "outbound",
 	"outbound_services.go": "outbound",
 	"outbound_stream.go":   "outbound",
 	"metrics_outbound.go":  "outbound",
 	"route_names.go":       "outbound", // and the inbound profile routes behind inbound.HTTP.Route
+	// The caches of the control-plane watches are internal/watch's: this
+	// file gives them the Proxy's sources, run context, timeouts, logger,
+	// pool sweep and policy compilation, and names the outbound state a
+	// destination carries (its Ext). It moves with the outbound files.
+	"caches.go": "outbound",
 
 	// The L4 paths and what both directions share: accepting, detecting,
 	// peer identity, the original destination, the relay's wiring, the
 	// connection tracking, the HTTP servers and the dispatch by
-	// direction, and the discovery and policy caches. They read the
-	// Proxy's listeners, TLS and connection tracking. The connection
-	// metrics are internal/connmetrics' and the access log
-	// internal/accesslog's: these files choose the labels and wrap the
+	// direction. They read the Proxy's listeners, TLS and connection
+	// tracking. The connection metrics are internal/connmetrics', the
+	// access log internal/accesslog's, the original destination
+	// internal/origdst's and the discovery and policy caches
+	// internal/watch's: these files choose the labels and wrap the
 	// requests. The pools to upstreams are internal/upstream's: http.go
 	// gives them the Proxy's mesh TLS dial, plain dial and transport
 	// metrics as their Dialer, and holds toEndpoint, the HTTP.RoundTrip
@@ -68,12 +75,11 @@ var dataplaneFiles = map[string]string{
 	// trip of its calls over internal/upstream's HTTP/2 pool (toEndpoint's
 	// field version, beside it in the dataplane package for the same
 	// reason).
-	"grpc_out.go":     "l4",
-	"outbound.go":     "l4",
-	"relay.go":        "l4",
-	"direction.go":    "l4",
-	"http.go":         "l4",
-	"destinations.go": "l4",
+	"grpc_out.go":  "l4",
+	"outbound.go":  "l4",
+	"relay.go":     "l4",
+	"direction.go": "l4",
+	"http.go":      "l4",
 }
 
 // TestTheDataplanePackageHoldsOnlyTheFilesItsRuleLists keeps the list

@@ -197,6 +197,24 @@ var rules = []depstest.Rule{
 		Why:   "the access log, which writes peer-controlled strings, reads a request and writes a line: of Weft it links httpcore's vocabulary alone, nothing that serves, routes, authorizes or counts requests",
 	},
 	{
+		Packages: []string{weft("mesh/dataplane/internal/watch")},
+		Deny: []string{
+			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),
+			weft("mesh/dataplane/internal/inbound"), weft("mesh/dataplane/internal/outbound"),
+			weft("mesh/dataplane/internal/h2server"), weft("mesh/dataplane/internal/h2client"), weft("mesh/dataplane/internal/h1"),
+			weft("mesh/dataplane/internal/httpcore"), weft("mesh/dataplane/internal/upstream"), weft("mesh/dataplane/internal/framerelay"),
+			weft("mesh/dataplane/internal/relay"), weft("mesh/dataplane/internal/tap"), weft("mesh/dataplane/internal/reqmetrics"),
+			weft("mesh/dataplane/internal/metricstore"),
+			weft("mesh/dataplane/route"), weft("mesh/dataplane/balance"), weft("mesh/dataplane/retry"), weft("mesh/dataplane/transport"),
+			weft("mesh/discovery/..."), weft("mesh/policy/..."),
+			"github.com/prometheus/...",
+		},
+		// It links the endpoint value and the inbound policy message
+		// (apis/proxy/inbound, whose gRPC service file links grpc-go):
+		// the values its sources send.
+		Why: "the discovery and policy caches are given their sources, the run context, timeouts, a logger and the policy's compile step by the dataplane package; they link neither that package, either direction's HTTP side, the HTTP codecs, the pools, the relay, routing, balancing, metrics, tap, policy nor the discovery clients",
+	},
+	{
 		Packages: []string{weft("mesh/dataplane/internal/metricstore"), weft("mesh/dataplane/internal/relay"), weft("mesh/dataplane/internal/reqmetrics")},
 		Deny:     []string{weft("mesh/dataplane/internal/tap")},
 		Why:      "the metric store, the request metrics and the relay sit below tap: tap renders its labels with the store's builders, never the other way round",

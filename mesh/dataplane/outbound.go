@@ -137,7 +137,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		}
 		return notify(nil) && p.passthrough(ctx, client, fallback, nil, log)
 	}
-	dest, err := p.dests.get(ctx, target)
+	dest, err := p.dests.Get(ctx, target)
 	if errors.Is(err, ErrNotFound) && fallback.IsValid() && p.outPolicies != nil {
 		// Its EgressNetwork, if any, decides (outbound_egress.go).
 		if d, eerr := p.egressDest(ctx, target, fallback); d != nil || eerr != nil {
@@ -155,11 +155,11 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 	handedOff := false
 	defer func() {
 		if !handedOff {
-			dest.release()
+			dest.Release()
 		}
 	}()
-	set := dest.set.Load()
-	if len(set.eps) == 0 && (set.opaque || resolved != nil) {
+	set := dest.Set()
+	if len(set.Endpoints()) == 0 && (set.Opaque() || resolved != nil) {
 		log.Info("outbound connection failed: no endpoints")
 		notify(fmt.Errorf("dataplane: %s has no endpoints", target))
 		return false
@@ -179,7 +179,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		}
 	}
 	defer release()
-	if !set.opaque && !(dest.egress && p.egressOpaque(ctx, dest)) {
+	if !set.Opaque() && !(dest.Ext.egress && p.egressOpaque(ctx, dest)) {
 		sniffBuf = relay.GetBuf()
 		n, dp, _, err := sniff(client, *sniffBuf, time.Now().Add(p.detectTimeout(Outbound)), false)
 		if err != nil {
@@ -207,7 +207,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 			info := &connInfo{direction: Outbound, svc: svc}
 			info.Remote, info.TargetAddr = remoteOf(client), fallback
 			p.serveHTTP(conn, proto, info, connmetrics.OutboundSrc(fallback), func() {
-				dest.release()
+				dest.Release()
 				p.untrack(client)
 			})
 			return true
@@ -221,12 +221,12 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 	// The policy's built-in opaque route, counted as Linkerd's proxy
 	// counts it (outbound_stream.go).
 	rc := p.opaqueRouteOpened(ctx, dest, fallback)
-	if dest.egress && p.egressRefusesOpaque(ctx, dest, log) {
+	if dest.Ext.egress && p.egressRefusesOpaque(ctx, dest, log) {
 		rc.closed(routeClosedForbidden)
 		return false
 	}
-	set = dest.set.Load()
-	if len(set.eps) == 0 {
+	set = dest.Set()
+	if len(set.Endpoints()) == 0 {
 		rc.closed(routeClosedUnexpected)
 		log.Info("outbound connection failed: no endpoints")
 		return false
@@ -234,7 +234,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 
 	var tried []*balanced
 	for attempt := 0; attempt < maxDialAttempts; attempt++ {
-		ep := set.pick(tried)
+		ep := set.Pick(tried)
 		if ep == nil {
 			break
 		}
@@ -245,7 +245,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 			continue
 		}
 		release() // the detected bytes went out with the dial
-		ep.active.Add(1)
+		ep.Active.Add(1)
 		src := p.m.Opened(connmetrics.OutboundSrc(fallback))
 		dst := p.m.Opened(connmetrics.OutboundDst(p.m.http.AuthorityLabel(target), ep.Endpoint))
 		log.Debug("outbound connection open", "endpoint", ep.Addr.String(), "identity", ep.Identity, "protocol", proto.String())
@@ -254,8 +254,8 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 			src.Closed()
 			dst.Closed()
 			rc.closed(routeClosedOK)
-			ep.active.Add(-1)
-			dest.release()
+			ep.Active.Add(-1)
+			dest.Release()
 			p.untrack(client)
 		})
 		return true

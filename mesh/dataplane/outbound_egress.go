@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"time"
 
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
@@ -38,36 +37,23 @@ const egressKey = "egress\x00"
 // under a router that may not be that policy's (fail closed). The caller
 // releases what it gets.
 func (p *Proxy) egressDest(ctx context.Context, target string, addr netip.AddrPort) (*destination, error) {
-	ds := p.dests
-	ds.mu.Lock()
-	if ds.m == nil {
-		ds.mu.Unlock()
-		return nil, nil
-	}
-	d := ds.m[egressKey+target]
+	d := p.dests.Fixed(egressKey+target, target, []Endpoint{{Addr: addr}}, func(x *destExt) { x.egress = true })
 	if d == nil {
-		wctx, cancel := context.WithCancel(p.runCtx)
-		d = &destination{target: target, ready: make(chan struct{}), ctx: wctx, cancel: cancel, egress: true}
-		d.set.Store(newEndpointSet([]Endpoint{{Addr: addr}}, nil))
-		close(d.ready)
-		ds.m[egressKey+target] = d
+		return nil, nil // the proxy is stopping
 	}
-	d.users.Add(1)
-	d.lastUsed.Store(time.Now().UnixNano())
-	ds.mu.Unlock()
 
 	pol := p.serviceFor(ctx, d).policy()
 	if !isEgressNetwork(pol) {
-		d.release()
+		d.Release()
 		return nil, nil
 	}
-	if d.egressRead.Load() != pol {
+	if d.Ext.egressRead.Load() != pol {
 		// Checked once per policy received.
 		if _, err := route.Compile(pol, nil, target); err != nil {
-			d.release()
+			d.Release()
 			return nil, fmt.Errorf("dataplane: the EgressNetwork policy of %s cannot be read, the connection is refused: %w", target, err)
 		}
-		d.egressRead.Store(pol)
+		d.Ext.egressRead.Store(pol)
 	}
 	return d, nil
 }
@@ -120,7 +106,7 @@ func (p *Proxy) egressRefusesOpaque(ctx context.Context, d *destination, log *sl
 // the parent it was made with if another EgressNetwork takes the address
 // over while the route's series lives.
 func egressParentLabels(l *metricstore.Labels, s *service) {
-	if !s.dest.egress {
+	if !s.dest.Ext.egress {
 		return
 	}
 	r := s.policy().GetMetadata().GetResource()

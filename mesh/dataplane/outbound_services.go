@@ -13,6 +13,7 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
 	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/watch"
 	"github.com/weftmesh/weft/mesh/dataplane/retry"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 )
@@ -71,23 +72,23 @@ const maxBackends = 64
 // serviceFor returns the HTTP state of d, creating it on first use and
 // waiting up to the resolve timeout for its first policy and profile.
 func (p *Proxy) serviceFor(ctx context.Context, d *destination) *service {
-	d.svcMu.Lock()
-	s := d.svc
+	d.Ext.svcMu.Lock()
+	s := d.Ext.svc
 	if s == nil {
 		s = &service{
-			p: p, target: d.target, dest: d,
-			label:    p.m.http.Targets.Admit(d.target),
+			p: p, target: d.Target(), dest: d,
+			label:    p.m.http.Targets.Admit(d.Target()),
 			ready:    make(chan struct{}),
 			backends: map[string]*backend{},
 		}
 		s.names.Store(&svcNames{dst: s.label})
-		s.router.Store(route.Default(d.target))
+		s.router.Store(route.Default(d.Target()))
 		s.budgetOf = retry.DefaultBudget()
 		s.budget.Store(retry.NewBudget(s.budgetOf))
-		d.svc = s
-		s.start(d.ctx)
+		d.Ext.svc = s
+		s.start(d.Context())
 	}
-	d.svcMu.Unlock()
+	d.Ext.svcMu.Unlock()
 	select {
 	case <-s.ready:
 	default:
@@ -96,7 +97,7 @@ func (p *Proxy) serviceFor(ctx context.Context, d *destination) *service {
 		select {
 		case <-s.ready:
 		case <-t.C:
-			p.log.Info("no outbound policy or profile in time, routing by default", "target", d.target)
+			p.log.Info("no outbound policy or profile in time, routing by default", "target", d.Target())
 		case <-ctx.Done():
 		}
 	}
@@ -196,7 +197,7 @@ func watchSource[T any](ctx context.Context, p *Proxy, what, target string, open
 			}
 		}
 		select {
-		case <-time.After(jitter(backoff)):
+		case <-time.After(watch.Jitter(backoff)):
 		case <-ctx.Done():
 			return
 		}
@@ -256,7 +257,7 @@ func (s *service) Backend(ctx context.Context, spec route.Backend, acc *balance.
 	} else if spec.Authority == s.target {
 		b.dest = s.dest
 	} else {
-		d, err := s.p.dests.get(ctx, spec.Authority)
+		d, err := s.p.dests.Get(ctx, spec.Authority)
 		if err != nil {
 			return nil, err
 		}
@@ -266,7 +267,7 @@ func (s *service) Backend(ctx context.Context, spec route.Backend, acc *balance.
 	defer s.mu.Unlock()
 	if other := s.backends[key]; other != nil {
 		if b.dest != nil && b.dest != s.dest {
-			b.dest.release()
+			b.dest.Release()
 		}
 		return other, nil
 	}
@@ -282,7 +283,7 @@ func (s *service) releaseBackends() {
 	s.mu.Unlock()
 	for _, b := range bs {
 		if b.dest != nil && b.dest != s.dest {
-			b.dest.release()
+			b.dest.Release()
 		}
 	}
 }
@@ -293,7 +294,7 @@ func (b *backend) refresh() {
 	if b.dest == nil {
 		return
 	}
-	set := b.dest.set.Load()
+	set := b.dest.Set()
 	if set == nil || b.lastSet.Load() == set {
 		return
 	}
@@ -302,8 +303,8 @@ func (b *backend) refresh() {
 	if b.lastSet.Load() == set {
 		return
 	}
-	items := make([]balance.Item[Endpoint], 0, len(set.eps))
-	for _, e := range set.eps {
+	items := make([]balance.Item[Endpoint], 0, len(set.Endpoints()))
+	for _, e := range set.Endpoints() {
 		items = append(items, balance.Item[Endpoint]{
 			Key:    fmt.Sprintf("%s|%s|%d", e.Addr, e.Identity, e.OpaqueTransportPort),
 			Weight: e.Weight,

@@ -124,12 +124,12 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 		dst.Closed()
 		rc.closed(routeClosedOK)
 		if counted != nil {
-			counted.active.Add(-1)
+			counted.Active.Add(-1)
 		}
 		if backendDest != nil {
-			backendDest.release()
+			backendDest.Release()
 		}
-		dest.release()
+		dest.Release()
 		p.untrack(client)
 	})
 	return true, true
@@ -183,14 +183,14 @@ func (p *Proxy) dialStreamBackend(ctx context.Context, b *route.StreamBackend, r
 		c, err := p.dialEndpoint(ctx, ep, ep.Addr.String(), transport.Opaque, replay)
 		return c, ep, nil, nil, err
 	}
-	d, err := p.dests.get(ctx, b.Authority)
+	d, err := p.dests.Get(ctx, b.Authority)
 	if err != nil {
 		return nil, Endpoint{}, nil, nil, err
 	}
-	set := d.set.Load()
+	set := d.Set()
 	var tried []*balanced
 	for attempt := 0; attempt < maxDialAttempts; attempt++ {
-		ep := set.pick(tried)
+		ep := set.Pick(tried)
 		if ep == nil {
 			break
 		}
@@ -200,10 +200,10 @@ func (p *Proxy) dialStreamBackend(ctx context.Context, b *route.StreamBackend, r
 			log.Info("endpoint failed", "endpoint", ep.Addr.String(), "identity", ep.Identity, "err", err)
 			continue
 		}
-		ep.active.Add(1)
+		ep.Active.Add(1)
 		return c, ep.Endpoint, ep, d, nil
 	}
-	d.release()
+	d.Release()
 	if len(tried) == 0 {
 		return nil, Endpoint{}, nil, nil, fmt.Errorf("dataplane: %s has no endpoints", b.Authority)
 	}

@@ -243,7 +243,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		return nil, err
 	}
 	p.in = &inboundhttp.HTTP{
-		Policy: p.pols.get, NoPolicy: p.noPolicy, Route: p.inboundRoute,
+		Policy: p.pols.Get, NoPolicy: p.noPolicy, Route: p.inboundRoute,
 		Metrics: p.m.http, Tap: p.tap, Log: p.log,
 		App: p.forwardAddr, Dial: p.dialWithin, AppH1: p.http.appH1,
 		AppH2: func(req *http.Request, app netip.AddrPort) (*http.Response, error) {
@@ -404,9 +404,9 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 		if p.policies == nil {
 			break
 		}
-		p.pols.start(uint32(port))
+		p.pols.Start(uint32(port))
 	}
-	go p.dests.janitor(runCtx)
+	go p.dests.Janitor(runCtx)
 
 	var admin *http.Server
 	adminDone := make(chan struct{})
@@ -498,8 +498,8 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	p.http.peerH1.CloseAll()
 	p.http.appH1.CloseIdle(true)
 	p.http.extH1.CloseIdle(true)
-	p.dests.closeAll()
-	p.pols.closeAll()
+	p.dests.CloseAll()
+	p.pols.CloseAll()
 	if admin != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = admin.Shutdown(sctx)
@@ -667,7 +667,7 @@ func (p *Proxy) Ready() error {
 		return err
 	}
 	for _, port := range p.cfg.InboundPorts.List() {
-		if !p.pols.has(uint32(port)) {
+		if !p.pols.Has(uint32(port)) {
 			return fmt.Errorf("dataplane: no policy yet for port %d", port)
 		}
 	}
