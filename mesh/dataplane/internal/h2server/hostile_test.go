@@ -293,10 +293,14 @@ func TestAPingFloodOneFramePerTLSRecordIsCounted(t *testing.T) {
 	default:
 		t.Error("no abuse reported")
 	}
-	// Answered: at most the paced bucket plus what its rate drained while
-	// the flood lasted (the server sent no DATA to earn more). elapsed
-	// covers the whole flood, so the bound only errs on the large side.
-	allowed := int64(pacedPingBucket + pacedPingRate*elapsed.Seconds() + 1)
+	// Answered: at most what the paced bucket and the control bucket hold
+	// and drain while the flood lasted (the server sent no DATA to earn
+	// more). A PING goes to the control bucket when it arrives while an
+	// earlier acknowledgement is still unwritten, which a busy machine's
+	// slow writer makes common (726 of 784 answered in one run under
+	// load, against 262 for the paced bucket alone). elapsed covers the
+	// whole flood, so the bound only errs on the large side.
+	allowed := int64(pacedPingBucket + controlBucket + (pacedPingRate+controlRate)*elapsed.Seconds() + 1)
 	assert.LessOrEqual(t, acks.Load(), allowed, "PINGs answered in %s", elapsed)
 }
 
