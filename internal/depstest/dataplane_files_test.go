@@ -28,6 +28,7 @@ var dataplaneFiles = map[string]string{
 	"config.go":       "api",
 	"config_extra.go": "api",
 	"proxy.go":        "api",
+	"listeners.go":    "api",
 	"sources.go":      "api",
 	"tls.go":          "api",
 	"admin.go":        "api",
