@@ -397,11 +397,18 @@ func TestHeldAcksCountAgainstThePacedBucket(t *testing.T) {
 	const pings = 600
 	acks, writes, abuse, served := tlsPingRun(t, pings)
 	t.Logf("%d PINGs, %d acknowledged in %d writes in %s", pings, acks, writes, served)
+	// Were held acknowledgements charged to the control bucket, 600
+	// PINGs would all fit in it and the flood would not end: the abuse
+	// report is what tells the two apart.
 	assert.Equal(t, "http2-control-flood", abuse)
-	// The bucket drains while the server works through the flood, which
-	// takes longer on a busy machine: served bounds that time from above.
-	allowed := int64(pacedPingBucket + pacedPingRate*served.Seconds() + 1)
-	assert.LessOrEqual(t, acks, allowed, "answered no more than the paced bucket and what it drained in %s", served)
+	assert.Less(t, acks, int64(pings), "the flood ended before every PING was answered")
+	// A PING that arrives while the server is writing (not holding) an
+	// acknowledgement is charged to the control bucket, which a busy
+	// machine makes common (349 answered in one run beside stress-ng, 258
+	// on an idle one). The buckets drain while the server works through
+	// the flood: served bounds that time from above.
+	allowed := int64(pacedPingBucket + controlBucket + (pacedPingRate+controlRate)*served.Seconds() + 1)
+	assert.LessOrEqual(t, acks, allowed, "answered no more than the two buckets and what they drained in %s", served)
 	assert.Less(t, writes, int64(pacedPingBucket/2))
 }
 
