@@ -51,7 +51,7 @@ func (p *Proxy) adminServer() *http.Server {
 // probes and Prometheus need.
 func (p *Proxy) capAdmin(l net.Listener) net.Listener {
 	return &capListener{Listener: l, max: p.cfg.AdminMaxConnections, perClient: adminMaxPerClient,
-		byClient: map[netip.Addr]int{}, refused: func(reason string) { p.m.refuse("admin", reason) }}
+		byClient: map[netip.Addr]int{}, refused: func(reason string) { p.m.Refuse("admin", reason) }}
 }
 
 type capListener struct {
@@ -179,7 +179,7 @@ func (p *Proxy) serveTap(ctx context.Context, l net.Listener) {
 		Identities:       p.cfg.TapIdentities,
 		Identity:         PeerIdentity,
 		HandshakeTimeout: p.cfg.TapHandshakeTimeout,
-		Refused:          func(reason string) { p.m.refuse("tap", reason) },
+		Refused:          func(reason string) { p.m.Refuse("tap", reason) },
 		Log:              p.log,
 	})
 }

@@ -94,7 +94,7 @@ func newPolicyCache(p *Proxy) *policyCache {
 			return &portState{Proto: pol, Srv: srv, Limit: lim}, nil
 		},
 		Refuse: func(pol *inbound.Server) *portState {
-			p.m.policyRefused.Inc()
+			p.m.PolicyRefused.Inc()
 			return &portState{Proto: pol, Srv: denyAllPolicy("invalid-policy")}
 		},
 		Log: p.log,

@@ -80,7 +80,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 			if i := infoOf(ctx); i != nil {
 				dir = i.direction
 			}
-			p.m.http.Protocol.WithLabelValues(dir, "http1-"+strconv.Itoa(h1.StatusOf(err))).Inc()
+			p.m.HTTP.Protocol.WithLabelValues(dir, "http1-"+strconv.Itoa(h1.StatusOf(err))).Inc()
 			p.log.Debug("HTTP/1 request refused", "direction", dir, "err", err)
 		},
 	}
@@ -104,7 +104,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 		WriteTimeout:         cfg.H2WriteTimeout,
 		BufferLimit:          h2BufferLimit(cfg),
 		CountError: func(errType string) {
-			p.m.http.Protocol.WithLabelValues("", "http2-"+h2ErrorClass(errType)).Inc()
+			p.m.HTTP.Protocol.WithLabelValues("", "http2-"+h2ErrorClass(errType)).Inc()
 		},
 		Logger: p.log,
 	}
@@ -129,7 +129,7 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 		h2client.WithKeepalive(30*time.Second, 15*time.Second),
 		h2client.WithIdleTimeout(90 * time.Second),
 		h2client.WithCountError(func(class string) {
-			p.m.http.Protocol.WithLabelValues("client", "http2-"+h2ErrorClass(class)).Inc()
+			p.m.HTTP.Protocol.WithLabelValues("client", "http2-"+h2ErrorClass(class)).Inc()
 		}),
 	}
 
@@ -308,7 +308,7 @@ func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInf
 				h2cfg.Streams = p.http.grpcOutStreams
 			}
 			h2cfg.OnAbuse = func(reason string) {
-				p.m.http.Protocol.WithLabelValues(info.direction, reason).Inc()
+				p.m.HTTP.Protocol.WithLabelValues(info.direction, reason).Inc()
 				p.log.Info("HTTP/2 connection closed for abuse", "direction", info.direction, "client", conn.RemoteAddr().String(), "reason", reason)
 			}
 			// The proxy's run context ending is the drain: GOAWAY, streams

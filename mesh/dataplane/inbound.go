@@ -205,7 +205,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	if err != nil {
 		var rf *refusal
 		if errors.As(err, &rf) {
-			p.m.refuse(Inbound, rf.reason)
+			p.m.Refuse(Inbound, rf.reason)
 		}
 		log.Debug("inbound connection refused", "err", err)
 		return false
@@ -223,7 +223,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	if err == nil && ic.protocol == transport.HTTP2 && !ic.fromProxy && st.Srv.Protocol == authz.ProtocolHTTP1 {
 		// Cleartext HTTP/2 on a port declared HTTP/1 only is refused, not
 		// forwarded (the application may not expect it).
-		p.m.http.Protocol.WithLabelValues(Inbound, "h2c-on-http1-port").Inc()
+		p.m.HTTP.Protocol.WithLabelValues(Inbound, "h2c-on-http1-port").Inc()
 		log.Info("inbound HTTP/2 refused on an HTTP/1 port")
 		return false
 	}
@@ -257,7 +257,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	// refused: a silent client is not worth an application connection, and
 	// the start of an HTTP request must not become opaque bytes.
 	if reason, ok := ic.undecided(); ok {
-		p.m.refuse(Inbound, reason)
+		p.m.Refuse(Inbound, reason)
 		log.Debug("inbound connection refused at the detect timeout", "reason", reason, "bytes", ic.sniffN)
 		return false
 	}
@@ -292,7 +292,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 	p.m.AuthzTCP(al, allowed)
 	if !allowed {
 		if err == nil && hasHTTPRoutes(st.Srv) {
-			p.m.refuse(Inbound, refuseOpaqueRoutes)
+			p.m.Refuse(Inbound, refuseOpaqueRoutes)
 		}
 		log.Info("inbound connection denied", "reason", reason)
 		return false
@@ -340,11 +340,11 @@ func (p *Proxy) httpOnly(ic *inboundConn, log *slog.Logger) bool {
 		return true
 	}
 	if reason, ok := ic.undecided(); ok {
-		p.m.refuse(Inbound, reason)
+		p.m.Refuse(Inbound, reason)
 		log.Debug("inbound connection refused at the detect timeout", "reason", reason, "bytes", ic.sniffN)
 		return false
 	}
-	p.m.refuse(Inbound, refuseNotHTTP)
+	p.m.Refuse(Inbound, refuseNotHTTP)
 	log.Info("inbound bytes that are not HTTP refused on an HTTP port", "detected", ic.detected.String())
 	const msg = "Bad Request: this port serves HTTP only\n"
 	_ = ic.conn.SetWriteDeadline(time.Now().Add(time.Second))

@@ -19,7 +19,7 @@ func (s *service) RouteSeries(name string) *reqmetrics.Series {
 	if rs, ok := n.routes.Load(name); ok && rs.Alive() {
 		return rs
 	}
-	h := s.p.m.http
+	h := s.p.m.HTTP
 	l := (&metricstore.Labels{}).Add("direction", Outbound).Add("dst", n.dst).Add("rt_route", metricstore.LabelValue(name))
 	egressParentLabels(l, s)
 	rs := h.Series(&h.Route, l)
@@ -34,7 +34,7 @@ func (s *service) LocalSeries() *reqmetrics.Series {
 	if rs := s.local.Load(); rs.Alive() {
 		return rs
 	}
-	h := s.p.m.http
+	h := s.p.m.HTTP
 	l := (&metricstore.Labels{}).Add("direction", Outbound)
 	l.AddIf("authority", h.AuthorityLabel(s.target))
 	rs := h.Series(&h.EP, l)
@@ -51,7 +51,7 @@ func (b *backend) Series(h *balance.Handle[Endpoint]) *reqmetrics.Series {
 	if rs, ok := b.series.Load(key); ok && rs.Alive() {
 		return rs
 	}
-	m := s.p.m.http
+	m := s.p.m.HTTP
 	ep := h.Value()
 	l := (&metricstore.Labels{}).Add("direction", Outbound)
 	l.AddIf("authority", m.AuthorityLabel(s.target))

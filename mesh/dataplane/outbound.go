@@ -189,7 +189,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 			// Nothing before the detect timeout: the client is closed, not
 			// handed to an endpoint (a mutual TLS dial each). Protocols
 			// whose server speaks first belong on opaque ports.
-			p.m.refuse(Outbound, refuseSilent)
+			p.m.Refuse(Outbound, refuseSilent)
 			log.Debug("silent outbound connection closed at the detect timeout")
 			return false
 		}
@@ -247,7 +247,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		release() // the detected bytes went out with the dial
 		ep.Active.Add(1)
 		src := p.m.Opened(connmetrics.OutboundSrc(fallback))
-		dst := p.m.Opened(connmetrics.OutboundDst(p.m.http.AuthorityLabel(target), ep.Endpoint))
+		dst := p.m.Opened(connmetrics.OutboundDst(p.m.HTTP.AuthorityLabel(target), ep.Endpoint))
 		log.Debug("outbound connection open", "endpoint", ep.Addr.String(), "identity", ep.Identity, "protocol", proto.String())
 		handedOff = true
 		p.pipe(client, client, server, src, dst, func() {

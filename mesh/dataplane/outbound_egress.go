@@ -90,7 +90,7 @@ func (p *Proxy) egressRefusesOpaque(ctx context.Context, d *destination, log *sl
 	}
 	for _, f := range r.GetRules()[0].GetFilters() {
 		if f.GetForbidden() != nil || f.GetInvalid() != nil {
-			p.m.refuse(Outbound, refuseForbidden)
+			p.m.Refuse(Outbound, refuseForbidden)
 			log.Info("outbound connection refused by its outbound policy", "route", r.GetMetadata().GetDefault(), "parent", pol.GetMetadata().GetResource().GetName())
 			return true
 		}

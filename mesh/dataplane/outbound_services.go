@@ -77,7 +77,7 @@ func (p *Proxy) serviceFor(ctx context.Context, d *destination) *service {
 	if s == nil {
 		s = &service{
 			p: p, target: d.Target(), dest: d,
-			label:    p.m.http.Targets.Admit(d.Target()),
+			label:    p.m.HTTP.Targets.Admit(d.Target()),
 			ready:    make(chan struct{}),
 			backends: map[string]*backend{},
 		}

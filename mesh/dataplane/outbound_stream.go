@@ -62,7 +62,7 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 	}
 	pol, st, err := p.serviceFor(ctx, dest).streamRoutes()
 	if err != nil {
-		p.m.refuse(Outbound, refuseUnreadable)
+		p.m.Refuse(Outbound, refuseUnreadable)
 		log.Info("outbound connection refused: its stream routes cannot be read", "err", err)
 		return true, false
 	}
@@ -76,7 +76,7 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 		name, read, err := clienthello.Read(io.MultiReader(bytes.NewReader(prefix), client))
 		_ = client.SetReadDeadline(time.Time{})
 		if err != nil {
-			p.m.refuse(Outbound, refuseNotTLS)
+			p.m.Refuse(Outbound, refuseNotTLS)
 			log.Info("outbound connection refused: no readable TLS ClientHello for its TLS routes", "err", err)
 			return true, false
 		}
@@ -84,13 +84,13 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 	}
 	r := st.Select(sni)
 	if r == nil {
-		p.m.refuse(Outbound, refuseNoRoute)
+		p.m.Refuse(Outbound, refuseNoRoute)
 		log.Info("outbound connection refused: no TLS route for its server name", "sni", sni)
 		return true, false
 	}
-	rc := p.m.routeOpened(st.TLS, pol, r.Meta, from)
+	rc := routeOpened(p.m, st.TLS, pol, r.Meta, from)
 	if r.Refuse != "" {
-		p.m.refuse(Outbound, refuseReason(r.Refuse))
+		p.m.Refuse(Outbound, refuseReason(r.Refuse))
 		rc.closed(routeClosedReason(r.Refuse))
 		log.Info("outbound connection refused by its route", "route", r.Name, "why", r.Refuse)
 		return true, false
@@ -101,7 +101,7 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 		if b != nil {
 			why = b.Refuse
 		}
-		p.m.refuse(Outbound, refuseReason(why))
+		p.m.Refuse(Outbound, refuseReason(why))
 		rc.closed(routeClosedReason(why))
 		log.Info("outbound connection refused by its route's backend", "route", r.Name, "why", why)
 		return true, false
@@ -117,7 +117,7 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 	if authority == "" {
 		authority = target
 	}
-	dst := p.m.Opened(connmetrics.OutboundDst(p.m.http.AuthorityLabel(authority), ep))
+	dst := p.m.Opened(connmetrics.OutboundDst(p.m.HTTP.AuthorityLabel(authority), ep))
 	log.Debug("outbound connection routed", "route", r.Name, "backend", b.Name, "endpoint", ep.Addr.String(), "sni", sni)
 	p.pipe(client, client, server, src, dst, func() {
 		src.Closed()
@@ -250,7 +250,7 @@ type routeConn struct {
 // outbound_tls_route_open_total when tls, else
 // outbound_tcp_route_open_total with the connection's original
 // destination target.
-func (m *metrics) routeOpened(tls bool, pol *outbound.OutboundPolicy, rt *meta.Metadata, target netip.AddrPort) *routeConn {
+func routeOpened(m *connmetrics.Set, tls bool, pol *outbound.OutboundPolicy, rt *meta.Metadata, target netip.AddrPort) *routeConn {
 	l := &metricstore.Labels{}
 	metricstore.PolicyMeta(l, "parent", pol.GetMetadata(), true)
 	metricstore.PolicyMeta(l, "route", rt, false)
@@ -310,5 +310,5 @@ func (p *Proxy) opaqueRouteOpened(ctx context.Context, dest *destination, target
 	if r == nil {
 		return nil
 	}
-	return p.m.routeOpened(false, pol, r.GetMetadata(), target)
+	return routeOpened(p.m, false, pol, r.GetMetadata(), target)
 }

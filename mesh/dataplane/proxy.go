@@ -24,7 +24,6 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/origdst"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
-	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/trace"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/upstream"
@@ -40,7 +39,7 @@ type Proxy struct {
 	policies InboundPolicies
 	log      *slog.Logger
 	reg      *prometheus.Registry
-	m        *metrics
+	m        *connmetrics.Set
 	tap      *tap.Hub
 	now      func() time.Time
 
@@ -83,18 +82,6 @@ type Proxy struct {
 	idle       atomic.Pointer[relay.Poller] // set by Run before it accepts; nil: idle copies keep their goroutines
 	idleLinger time.Duration                // quiet time before a copy direction parks; 0: the relay's default (tests shorten it)
 }
-
-// metrics are the proxy's series (internal/connmetrics), with the names
-// the outbound files read them by.
-type metrics struct {
-	*connmetrics.Set
-	http          *reqmetrics.HTTP   // Set.HTTP
-	policyRefused prometheus.Counter // Set.PolicyRefused
-}
-
-// refuse counts a connection refused for reason (one of the refuse*
-// constants, so the label stays bounded).
-func (m *metrics) refuse(direction, reason string) { m.Refuse(direction, reason) }
 
 // Option tunes a Proxy.
 type Option func(*options)
@@ -193,7 +180,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: registering metrics: %w", err)
 	}
-	m := &metrics{Set: set, http: set.HTTP, policyRefused: set.PolicyRefused}
+	m := set
 	hub := tap.NewHub(cfg.TapMaxTaps, cfg.TapMaxEventsPerSecond)
 	for _, c := range hub.Collectors() {
 		if err := o.reg.Register(c); err != nil {
@@ -244,7 +231,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	}
 	p.in = &inboundhttp.HTTP{
 		Policy: p.pols.Get, NoPolicy: p.noPolicy, Route: p.inboundRoute,
-		Metrics: p.m.http, Tap: p.tap, Log: p.log,
+		Metrics: p.m.HTTP, Tap: p.tap, Log: p.log,
 		App: p.forwardAddr, Dial: p.dialWithin, AppH1: p.http.appH1,
 		AppH2: func(req *http.Request, app netip.AddrPort) (*http.Response, error) {
 			return p.http.pool.RoundTrip(upstream.Key{Addr: app}, req, nil, upstream.Labels{Inbound: true})
@@ -273,7 +260,7 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 		RoundTrip:       p.http.toEndpoint,
 		RoundTripFields: p.http.toEndpointFields,
 		DialEndpoint:    p.dialEndpoint, Dial: p.dialTracked, ConnectTimeout: cfg.ConnectTimeout,
-		Metrics: p.m.http, Tap: p.tap, Log: p.log, Now: p.now,
+		Metrics: p.m.HTTP, Tap: p.tap, Log: p.log, Now: p.now,
 	}
 	return p, nil
 }

@@ -113,7 +113,7 @@ func (s *service) setCanonical(c string) {
 	}
 	dst := s.label
 	if c != "" {
-		dst = s.p.m.http.Targets.Admit(c)
+		dst = s.p.m.HTTP.Targets.Admit(c)
 	}
 	s.names.Store(&svcNames{dst: dst, canonical: c})
 }
@@ -219,7 +219,7 @@ func (p *Proxy) inboundRoute(ctx context.Context, name, method, path string) (ds
 	if st == nil || !st.known {
 		return "", defaultRouteName, nil
 	}
-	dst = p.m.http.InboundDst.Admit(name)
+	dst = p.m.HTTP.InboundDst.Admit(name)
 	if st.router == nil {
 		return dst, defaultRouteName, nil
 	}
