@@ -37,26 +37,6 @@ var dataplaneFiles = map[string]string{
 	"policy.go":       "api",
 	"own.go":          "api",
 
-	// The outbound destination's HTTP state, which internal/outbound
-	// reads as its Service: the router, retry budget, backends and series
-	// are built from the Proxy's outbound policy and profile sources and
-	// from discovery's destinations (internal/watch, hung on each
-	// destination as its Ext: caches.go), and the L4
-	// outbound path reads the same state for its stream routes
-	// (outbound_stream.go) and for egress (outbound_egress.go). They can
-	// move once the outbound policy and profile sources are seams of
-	// their own.
-	"outbound_egress.go":   "outbound",
-	"outbound_services.go": "outbound",
-	"outbound_stream.go":   "outbound",
-	"metrics_outbound.go":  "outbound",
-	"route_names.go":       "outbound", // and the inbound profile routes behind inbound.HTTP.Route
-	// The caches of the control-plane watches are internal/watch's: this
-	// file gives them the Proxy's sources, run context, timeouts, logger,
-	// pool sweep and policy compilation, and names the outbound state a
-	// destination carries (its Ext). It moves with the outbound files.
-	"caches.go": "outbound",
-
 	// The L4 paths and what both directions share: accepting, detecting,
 	// peer identity, the original destination, the relay's wiring, the
 	// connection tracking, the HTTP servers and the dispatch by
@@ -76,11 +56,12 @@ var dataplaneFiles = map[string]string{
 	// trip of its calls over internal/upstream's HTTP/2 pool (toEndpoint's
 	// field version, beside it in the dataplane package for the same
 	// reason).
-	"grpc_out.go":  "l4",
-	"outbound.go":  "l4",
-	"relay.go":     "l4",
-	"direction.go": "l4",
-	"http.go":      "l4",
+	"grpc_out.go":        "l4",
+	"outbound_stream.go": "l4",
+	"outbound.go":        "l4",
+	"relay.go":           "l4",
+	"direction.go":       "l4",
+	"http.go":            "l4",
 }
 
 // TestTheDataplanePackageHoldsOnlyTheFilesItsRuleLists keeps the list

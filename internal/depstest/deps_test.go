@@ -215,6 +215,23 @@ var rules = []depstest.Rule{
 		Why: "the discovery and policy caches are given their sources, the run context, timeouts, a logger and the policy's compile step by the dataplane package; they link neither that package, either direction's HTTP side, the HTTP codecs, the pools, the relay, routing, balancing, metrics, tap, policy nor the discovery clients",
 	},
 	{
+		Packages: []string{weft("mesh/dataplane/internal/meshstate")},
+		Deny: []string{
+			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),
+			weft("mesh/dataplane/internal/h2server"), weft("mesh/dataplane/internal/h2client"),
+			weft("mesh/dataplane/internal/upstream"), weft("mesh/dataplane/internal/accesslog"),
+			weft("mesh/discovery/..."),
+		},
+		// It links the caches (internal/watch), the connection and
+		// request metrics its series are made in, routing, balancing and
+		// retry budgets (what a Service is), internal/outbound (a Service
+		// is its outboundhttp.Service, a backend its Backend),
+		// internal/inbound (a port's Policy and rate limits, which links
+		// tap and the frame path's vocabulary) and mesh/policy/authz (a
+		// compiled port policy).
+		Why: "the proxy's control-plane state is given its sources, run context, timeouts, policy compile step, metrics and logger by the dataplane package; it links neither that package, the HTTP/2 server or client, the pools, the access log nor the discovery clients",
+	},
+	{
 		Packages: []string{weft("mesh/dataplane/internal/metricstore"), weft("mesh/dataplane/internal/relay"), weft("mesh/dataplane/internal/reqmetrics")},
 		Deny:     []string{weft("mesh/dataplane/internal/tap")},
 		Why:      "the metric store, the request metrics and the relay sit below tap: tap renders its labels with the store's builders, never the other way round",

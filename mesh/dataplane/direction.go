@@ -5,13 +5,14 @@ import (
 	"net"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 )
 
 // Label values of the direction label.
 const (
-	Inbound  = "inbound"
-	Outbound = "outbound"
+	Inbound  = connmetrics.Inbound
+	Outbound = connmetrics.Outbound
 )
 
 // connectTimeout is the dial timeout for the direction of the request or

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/meshstate"
 	"io"
 	"net"
 	"net/http"
@@ -30,7 +31,7 @@ type connInfo struct {
 
 	// Outbound: the destination's HTTP state (outbound_services.go),
 	// which internal/outbound reads as its Service.
-	svc *service
+	svc *meshstate.Service
 
 	// Inbound (internal/inbound), and in its httpcore.Conn what both
 	// directions read (H2, Remote, TargetAddr).

@@ -216,7 +216,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 		return false
 	}
 
-	st, err := p.pols.Get(ctx, uint32(ic.port))
+	st, err := p.state.Ports().Get(ctx, uint32(ic.port))
 	if err == nil && isHTTPProtocol(st.Srv.Protocol) && !p.httpOnly(ic, log) {
 		return false
 	}
@@ -504,7 +504,7 @@ func (p *Proxy) opaquePortPolicy(ctx context.Context, port uint16) bool {
 	if p.policies == nil {
 		return false
 	}
-	st, err := p.pols.Get(ctx, uint32(port))
+	st, err := p.state.Ports().Get(ctx, uint32(port))
 	return err == nil && opaqueServer(st.Proto)
 }
 

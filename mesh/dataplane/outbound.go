@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/meshstate"
 	"io"
 	"log/slog"
 	"net"
@@ -137,10 +138,10 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		}
 		return notify(nil) && p.passthrough(ctx, client, fallback, nil, log)
 	}
-	dest, err := p.dests.Get(ctx, target)
+	dest, err := p.state.Destinations().Get(ctx, target)
 	if errors.Is(err, ErrNotFound) && fallback.IsValid() && p.outPolicies != nil {
 		// Its EgressNetwork, if any, decides (outbound_egress.go).
-		if d, eerr := p.egressDest(ctx, target, fallback); d != nil || eerr != nil {
+		if d, eerr := p.state.EgressDest(ctx, target, fallback); d != nil || eerr != nil {
 			dest, err = d, eerr
 		}
 	}
@@ -179,7 +180,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		}
 	}
 	defer release()
-	if !set.Opaque() && !(dest.Ext.egress && p.egressOpaque(ctx, dest)) {
+	if !set.Opaque() && !(dest.Ext.Egress() && p.state.EgressOpaque(ctx, dest)) {
 		sniffBuf = relay.GetBuf()
 		n, dp, _, err := sniff(client, *sniffBuf, time.Now().Add(p.detectTimeout(Outbound)), false)
 		if err != nil {
@@ -199,8 +200,8 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 	// HTTP is proxied request by request, unless the destination's
 	// outbound policy says it is opaque.
 	if proto == transport.HTTP1 || proto == transport.HTTP2 {
-		svc := p.serviceFor(ctx, dest)
-		if !svc.router.Load().Opaque {
+		svc := p.state.Service(ctx, dest)
+		if !svc.Router().Opaque {
 			conn := &replayConn{Conn: client, prefix: append([]byte(nil), prefix...)}
 			release()
 			handedOff = true
@@ -221,7 +222,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 	// The policy's built-in opaque route, counted as Linkerd's proxy
 	// counts it (outbound_stream.go).
 	rc := p.opaqueRouteOpened(ctx, dest, fallback)
-	if dest.Ext.egress && p.egressRefusesOpaque(ctx, dest, log) {
+	if dest.Ext.Egress() && p.state.EgressRefusesOpaque(ctx, dest, log) {
 		rc.closed(routeClosedForbidden)
 		return false
 	}
@@ -232,7 +233,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		return false
 	}
 
-	var tried []*balanced
+	var tried []*meshstate.Balanced
 	for attempt := 0; attempt < maxDialAttempts; attempt++ {
 		ep := set.Pick(tried)
 		if ep == nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/meshstate"
 	"io"
 	"log/slog"
 	"net"
@@ -42,7 +43,7 @@ import (
 // the connection before any byte reaches a backend. A policy whose stream
 // routes the proxy cannot read refuses every connection (fail closed).
 
-// Reasons of tcp_refused_total for stream routes (refuseForbidden,
+// Reasons of tcp_refused_total for stream routes (meshstate.RefuseForbidden,
 // "forbidden", counts Forbidden filters).
 const (
 	refuseNoRoute        = "no-route"        // no TLS route matches the ClientHello's SNI
@@ -56,11 +57,11 @@ const (
 // false when the policy has no stream routes (the caller goes on as
 // before); otherwise ok says whether the connection was handed to a
 // backend, in which case its end releases dest and untracks client.
-func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *destination, target string, prefix []byte, from netip.AddrPort, log *slog.Logger) (handled, ok bool) {
+func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *meshstate.Destination, target string, prefix []byte, from netip.AddrPort, log *slog.Logger) (handled, ok bool) {
 	if p.outPolicies == nil {
 		return false, false
 	}
-	pol, st, err := p.serviceFor(ctx, dest).streamRoutes()
+	pol, st, err := p.state.Service(ctx, dest).StreamRoutes()
 	if err != nil {
 		p.m.Refuse(Outbound, refuseUnreadable)
 		log.Info("outbound connection refused: its stream routes cannot be read", "err", err)
@@ -135,26 +136,6 @@ func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *desti
 	return true, true
 }
 
-// compiledStreams is one policy's stream routes, compiled.
-type compiledStreams struct {
-	pol *outbound.OutboundPolicy
-	st  *route.Stream
-	err error
-}
-
-// streamRoutes returns the service's policy and its stream routes
-// (route.CompileStream), compiled once per policy received: a Stream is
-// read-only once compiled, so connections share it.
-func (s *service) streamRoutes() (*outbound.OutboundPolicy, *route.Stream, error) {
-	pol := s.policy()
-	if c := s.streams.Load(); c != nil && c.pol == pol {
-		return pol, c.st, c.err
-	}
-	st, err := route.CompileStream(pol)
-	s.streams.Store(&compiledStreams{pol: pol, st: st, err: err})
-	return pol, st, err
-}
-
 // routeClosedReason is the route close counters' error label of a route
 // or backend refusal.
 func routeClosedReason(why string) string {
@@ -168,7 +149,7 @@ func routeClosedReason(why string) string {
 // refusal.
 func refuseReason(why string) string {
 	if why == "forbidden" {
-		return refuseForbidden
+		return meshstate.RefuseForbidden
 	}
 	return refuseInvalidBackend
 }
@@ -177,18 +158,18 @@ func refuseReason(why string) string {
 // Service backend it returns the endpoint, counted among its open
 // connections, and the backend's destination, which the caller uncounts
 // and releases when the connection ends.
-func (p *Proxy) dialStreamBackend(ctx context.Context, b *route.StreamBackend, replay []byte, log *slog.Logger) (net.Conn, Endpoint, *balanced, *destination, error) {
+func (p *Proxy) dialStreamBackend(ctx context.Context, b *route.StreamBackend, replay []byte, log *slog.Logger) (net.Conn, Endpoint, *meshstate.Balanced, *meshstate.Destination, error) {
 	if b.Forward != nil {
 		ep := Endpoint{Addr: b.Forward.Addr, Identity: b.Forward.Identity, OpaqueTransportPort: b.Forward.OpaqueTransportPort}
 		c, err := p.dialEndpoint(ctx, ep, ep.Addr.String(), transport.Opaque, replay)
 		return c, ep, nil, nil, err
 	}
-	d, err := p.dests.Get(ctx, b.Authority)
+	d, err := p.state.Destinations().Get(ctx, b.Authority)
 	if err != nil {
 		return nil, Endpoint{}, nil, nil, err
 	}
 	set := d.Set()
-	var tried []*balanced
+	var tried []*meshstate.Balanced
 	for attempt := 0; attempt < maxDialAttempts; attempt++ {
 		ep := set.Pick(tried)
 		if ep == nil {
@@ -283,30 +264,15 @@ func (r *routeConn) closed(why string) {
 	r.g = nil
 }
 
-// opaqueRouteOf returns the route an opaque connection follows when no
-// TCPRoute or TLSRoute takes it: the first route of the policy's Opaque
-// protocol, or of Detect's opaque fallback (the route Linkerd's proxy
-// uses for a connection that is not HTTP). nil when the policy has none.
-func opaqueRouteOf(pol *outbound.OutboundPolicy) *outbound.OpaqueRoute {
-	routes := pol.GetProtocol().GetOpaque().GetRoutes()
-	if det := pol.GetProtocol().GetDetect(); det != nil {
-		routes = det.GetOpaque().GetRoutes()
-	}
-	if len(routes) == 0 {
-		return nil
-	}
-	return routes[0]
-}
-
 // opaqueRouteOpened counts an opaque connection to dest on its policy's
 // built-in opaque route (opaqueRouteOf); nil when the proxy has no policy
 // for it or the policy no such route.
-func (p *Proxy) opaqueRouteOpened(ctx context.Context, dest *destination, target netip.AddrPort) *routeConn {
+func (p *Proxy) opaqueRouteOpened(ctx context.Context, dest *meshstate.Destination, target netip.AddrPort) *routeConn {
 	if p.outPolicies == nil {
 		return nil
 	}
-	pol := p.serviceFor(ctx, dest).policy()
-	r := opaqueRouteOf(pol)
+	pol := p.state.Service(ctx, dest).Policy()
+	r := meshstate.OpaqueRouteOf(pol)
 	if r == nil {
 		return nil
 	}

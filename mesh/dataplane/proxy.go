@@ -15,6 +15,7 @@ import (
 	"time"
 
 	inboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/inbound"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/meshstate"
 	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,16 +48,15 @@ type Proxy struct {
 	profiles    Profiles
 	http        *httpRuntime
 
-	defaultState *portState
-	noPolicy     *portState // caches the series of requests to ports without a policy
-	forwardAddr  netip.Addr
-	serverTLS    *tls.Config
-	clientTLS    sync.Map // server identity -> *tls.Config
-	dialer       net.Dialer
-	destIdle     time.Duration
-	origDst      func(net.Conn) (netip.AddrPort, error)
-	loopback     bool           // see WithLoopbackAllowed
-	access       *accesslog.Log // nil unless cfg.AccessLog is set
+	noPolicy    *meshstate.Policy // caches the series of requests to ports without a policy
+	forwardAddr netip.Addr
+	serverTLS   *tls.Config
+	clientTLS   sync.Map // server identity -> *tls.Config
+	dialer      net.Dialer
+	destIdle    time.Duration
+	origDst     func(net.Conn) (netip.AddrPort, error)
+	loopback    bool           // see WithLoopbackAllowed
+	access      *accesslog.Log // nil unless cfg.AccessLog is set
 
 	tracer trace.Tracer // nil unless WithTracer: tracing off (trace_hook.go)
 
@@ -69,11 +69,9 @@ type Proxy struct {
 	own  portSet // the proxy's own listener ports, never forwarded to
 	self connSet // loopback connections the proxy dialled itself
 
-	dests      *destinations
-	pols       *policyCache
-	inProfiles *inboundProfiles   // profiles of the Services peer proxies name (route_names.go)
-	in         *inboundhttp.HTTP  // the inbound HTTP side (internal/inbound)
-	out        *outboundhttp.HTTP // the outbound HTTP side (internal/outbound)
+	state *meshstate.State   // destinations, port policies, peers' Services' profiles (internal/meshstate)
+	in    *inboundhttp.HTTP  // the inbound HTTP side (internal/inbound)
+	out   *outboundhttp.HTTP // the outbound HTTP side (internal/outbound)
 
 	connsMu sync.Mutex
 	conns   map[net.Conn]*relay.Pipe // tracked connections; the pipe once piped
@@ -194,17 +192,16 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 	p := &Proxy{
 		cfg: cfg, id: id, resolver: resolver, policies: policies,
 		log: o.log, reg: o.reg, m: m, tap: hub, now: o.now, loopback: o.loopback,
-		outPolicies:  o.outPolicies,
-		profiles:     o.profiles,
-		defaultState: &portState{Proto: authz.ToProto(def), Srv: def},
-		noPolicy:     &portState{},
-		forwardAddr:  netip.MustParseAddr(cfg.InboundForwardHost),
-		serverTLS:    ServerTLSConfig(id, o.now),
-		dialer:       net.Dialer{Timeout: cfg.ConnectTimeout},
-		destIdle:     o.destIdle,
-		origDst:      o.origDst,
-		tracer:       o.tracer,
-		conns:        map[net.Conn]*relay.Pipe{},
+		outPolicies: o.outPolicies,
+		profiles:    o.profiles,
+		noPolicy:    &meshstate.Policy{},
+		forwardAddr: netip.MustParseAddr(cfg.InboundForwardHost),
+		serverTLS:   ServerTLSConfig(id, o.now),
+		dialer:      net.Dialer{Timeout: cfg.ConnectTimeout},
+		destIdle:    o.destIdle,
+		origDst:     o.origDst,
+		tracer:      o.tracer,
+		conns:       map[net.Conn]*relay.Pipe{},
 	}
 	for _, addr := range []string{cfg.InboundAddr, cfg.OutboundAddr, cfg.ConnectAddr, cfg.AdminAddr} {
 		p.own.add(configuredPort(addr))
@@ -223,14 +220,27 @@ func New(ctx context.Context, cfg Config, id Identity, resolver Resolver, polici
 			return nil, err
 		}
 	}
-	p.dests = newDestinations(p)
-	p.pols = newPolicyCache(p)
-	p.inProfiles = newInboundProfiles(p)
+	p.state = meshstate.New(meshstate.Settings{
+		Resolver: resolver, Policies: policies, OutPolicies: o.outPolicies, Profiles: o.profiles,
+		Lifetime:       func() context.Context { return p.runCtx },
+		ResolveTimeout: cfg.ResolveTimeout, PolicyTimeout: cfg.PolicyTimeout, DestIdle: o.destIdle,
+		DefaultPolicy: &meshstate.Policy{Proto: authz.ToProto(def), Srv: def}, DefaultName: cfg.DefaultInboundPolicy,
+		Compile: compilePolicy, DenyAll: denyAllPolicy, NotFound: ErrNotFound,
+		Sweep: func() {
+			if p.http != nil {
+				p.http.pool.Sweep()
+				p.http.peerH1.Sweep()
+				p.http.appH1.Sweep()
+				p.http.extH1.Sweep()
+			}
+		},
+		Metrics: m, Log: o.log, Now: o.now,
+	})
 	if p.http, err = newHTTPRuntime(p); err != nil {
 		return nil, err
 	}
 	p.in = &inboundhttp.HTTP{
-		Policy: p.pols.Get, NoPolicy: p.noPolicy, Route: p.inboundRoute,
+		Policy: p.state.Ports().Get, NoPolicy: p.noPolicy, Route: p.state.InboundRoute,
 		Metrics: p.m.HTTP, Tap: p.tap, Log: p.log,
 		App: p.forwardAddr, Dial: p.dialWithin, AppH1: p.http.appH1,
 		AppH2: func(req *http.Request, app netip.AddrPort) (*http.Response, error) {
@@ -299,9 +309,9 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 		if p.policies == nil {
 			break
 		}
-		p.pols.Start(uint32(port))
+		p.state.Ports().Start(uint32(port))
 	}
-	go p.dests.Janitor(runCtx)
+	go p.state.Destinations().Janitor(runCtx)
 
 	var admin *http.Server
 	adminDone := make(chan struct{})
@@ -393,8 +403,8 @@ func (p *Proxy) Run(ctx context.Context, ls Listeners) error {
 	p.http.peerH1.CloseAll()
 	p.http.appH1.CloseIdle(true)
 	p.http.extH1.CloseIdle(true)
-	p.dests.CloseAll()
-	p.pols.CloseAll()
+	p.state.Destinations().CloseAll()
+	p.state.Ports().CloseAll()
 	if admin != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = admin.Shutdown(sctx)
@@ -562,7 +572,7 @@ func (p *Proxy) Ready() error {
 		return err
 	}
 	for _, port := range p.cfg.InboundPorts.List() {
-		if !p.pols.Has(uint32(port)) {
+		if !p.state.Ports().Has(uint32(port)) {
 			return fmt.Errorf("dataplane: no policy yet for port %d", port)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // InboundSrc labels a connection the inbound proxy accepted: direction,
 // peer="src", target, TLS (client_id) and server labels.
 func InboundSrc(target netip.AddrPort, peer authz.Conn, srv *authz.Server, port uint16) *metricstore.Labels {
-	l := (&metricstore.Labels{}).Add("direction", inbound).Add("peer", peerSrc)
+	l := (&metricstore.Labels{}).Add("direction", Inbound).Add("peer", peerSrc)
 	metricstore.Target(l, target)
 	metricstore.TLSAccept(l, peer, false)
 	return metricstore.Server(l, srv, port)
@@ -25,14 +25,14 @@ func InboundSrc(target netip.AddrPort, peer authz.Conn, srv *authz.Server, port 
 // App labels a connection the inbound proxy opened to the local
 // application.
 func App() *metricstore.Labels {
-	l := (&metricstore.Labels{}).Add("direction", inbound).Add("peer", peerDst)
+	l := (&metricstore.Labels{}).Add("direction", Inbound).Add("peer", peerDst)
 	return metricstore.TLSConnect(l, "", true)
 }
 
 // OutboundSrc labels a connection the outbound proxy accepted from the
 // application; target is its original destination when known.
 func OutboundSrc(target netip.AddrPort) *metricstore.Labels {
-	l := (&metricstore.Labels{}).Add("direction", outbound).Add("peer", peerSrc)
+	l := (&metricstore.Labels{}).Add("direction", Outbound).Add("peer", peerSrc)
 	metricstore.Target(l, target)
 	return metricstore.TLSAccept(l, authz.Conn{}, true)
 }
@@ -41,7 +41,7 @@ func OutboundSrc(target netip.AddrPort) *metricstore.Labels {
 // endpoint: the logical authority (when it is a name), the endpoint's
 // address, its identity and its discovery labels (dst_*).
 func OutboundDst(authority string, ep endpoint.Endpoint) *metricstore.Labels {
-	l := (&metricstore.Labels{}).Add("direction", outbound).Add("peer", peerDst)
+	l := (&metricstore.Labels{}).Add("direction", Outbound).Add("peer", peerDst)
 	l.AddIf("authority", authority)
 	metricstore.Target(l, ep.Addr)
 	metricstore.TLSConnect(l, ep.Identity, false)

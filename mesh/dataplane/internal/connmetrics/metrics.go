@@ -15,13 +15,17 @@ import (
 )
 
 // Values of the direction label (the dataplane package's Inbound and
-// Outbound) and of the peer label of transport metrics: the connection
-// the proxy accepted (src) or the one it opened (dst).
+// Outbound are these).
 const (
-	inbound  = "inbound"
-	outbound = "outbound"
-	peerSrc  = "src"
-	peerDst  = "dst"
+	Inbound  = "inbound"
+	Outbound = "outbound"
+)
+
+// Values of the peer label of transport metrics: the connection the
+// proxy accepted (src) or the one it opened (dst).
+const (
+	peerSrc = "src"
+	peerDst = "dst"
 )
 
 // Set is the proxy's Prometheus series: the Linkerd-named families in a

@@ -1,7 +1,8 @@
-package dataplane
+package meshstate
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,13 +108,13 @@ type svcNames struct {
 
 // setCanonical records the canonical name discovery gave the service
 // (from its profile); the route series start over under the new dst.
-func (s *service) setCanonical(c string) {
+func (s *Service) setCanonical(c string) {
 	if cur := s.names.Load(); cur != nil && cur.canonical == c {
 		return
 	}
 	dst := s.label
 	if c != "" {
-		dst = s.p.m.HTTP.Targets.Admit(c)
+		dst = s.st.s.Metrics.HTTP.Targets.Admit(c)
 	}
 	s.names.Store(&svcNames{dst: dst, canonical: c})
 }
@@ -122,7 +123,7 @@ func (s *service) setCanonical(c string) {
 // l5d-dst-canonical, at most maxInboundProfiles of them for the proxy's
 // lifetime.
 type inboundProfiles struct {
-	p  *Proxy
+	st *State
 	mu sync.RWMutex
 	m  map[string]*inboundProfile
 }
@@ -142,16 +143,12 @@ type inboundProfileState struct {
 	router *route.Router
 }
 
-func newInboundProfiles(p *Proxy) *inboundProfiles {
-	return &inboundProfiles{p: p, m: map[string]*inboundProfile{}}
-}
-
 // lookup returns what discovery says about name, waiting up to the
 // resolve timeout for its first answer; nil when name is not of the
 // canonical form, the proxy has no profile source, the bound of followed
 // names is reached, or no answer came in time.
 func (ps *inboundProfiles) lookup(ctx context.Context, name string) *inboundProfileState {
-	if ps.p.profiles == nil || name == "" {
+	if ps.st.s.Profiles == nil || name == "" {
 		return nil
 	}
 	ps.mu.RLock()
@@ -171,8 +168,8 @@ func (ps *inboundProfiles) lookup(ctx context.Context, name string) *inboundProf
 			}
 			e = &inboundProfile{ready: make(chan struct{})}
 			ps.m[name] = e
-			go watchSource(ps.p.runCtx, ps.p, "inbound profile", name, ps.p.profiles.Watch, func(v *pdst.DestinationProfile, _ bool) {
-				e.update(ps.p, v, name)
+			go watchSource(ps.st.s.Lifetime(), ps.st, "inbound profile", name, ps.st.s.Profiles.Watch, func(v *pdst.DestinationProfile, _ bool) {
+				e.update(ps.st.s.Log, v, name)
 			})
 		}
 		ps.mu.Unlock()
@@ -180,7 +177,7 @@ func (ps *inboundProfiles) lookup(ctx context.Context, name string) *inboundProf
 	select {
 	case <-e.ready:
 	default:
-		t := time.NewTimer(ps.p.cfg.ResolveTimeout)
+		t := time.NewTimer(ps.st.s.ResolveTimeout)
 		defer t.Stop()
 		select {
 		case <-e.ready:
@@ -193,12 +190,12 @@ func (ps *inboundProfiles) lookup(ctx context.Context, name string) *inboundProf
 
 // update records a profile answer for name; a profile whose routes do not
 // compile keeps the last routes.
-func (e *inboundProfile) update(p *Proxy, v *pdst.DestinationProfile, name string) {
+func (e *inboundProfile) update(log *slog.Logger, v *pdst.DestinationProfile, name string) {
 	st := &inboundProfileState{known: v != nil && canonicalName(v, name) == name}
 	if st.known {
 		r, err := route.Compile(nil, v, name)
 		if err != nil {
-			p.log.Warn("inbound profile refused, keeping the last routes", "name", name, "err", err)
+			log.Warn("inbound profile refused, keeping the last routes", "name", name, "err", err)
 			if old := e.state.Load(); old != nil {
 				st.router = old.router
 			}
@@ -210,19 +207,19 @@ func (e *inboundProfile) update(p *Proxy, v *pdst.DestinationProfile, name strin
 	e.once.Do(func() { close(e.ready) })
 }
 
-// inboundRoute returns the dst label, the profile route name and that
+// InboundRoute returns the dst label, the profile route name and that
 // route's response classes of an inbound request whose peer proxy named
 // the Service name: ("", "default", nil) unless discovery knows name as
 // a Service.
-func (p *Proxy) inboundRoute(ctx context.Context, name, method, path string) (dst, rt string, classes []route.ResponseClass) {
-	st := p.inProfiles.lookup(ctx, name)
-	if st == nil || !st.known {
+func (st *State) InboundRoute(ctx context.Context, name, method, path string) (dst, rt string, classes []route.ResponseClass) {
+	ip := st.inProfiles.lookup(ctx, name)
+	if ip == nil || !ip.known {
 		return "", defaultRouteName, nil
 	}
-	dst = p.m.HTTP.InboundDst.Admit(name)
-	if st.router == nil {
+	dst = st.s.Metrics.HTTP.InboundDst.Admit(name)
+	if ip.router == nil {
 		return dst, defaultRouteName, nil
 	}
-	r := st.router.Select(route.Request{Method: method, Path: path})
+	r := ip.router.Select(route.Request{Method: method, Path: path})
 	return dst, r.Name, r.Classes
 }

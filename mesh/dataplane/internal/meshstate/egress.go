@@ -1,4 +1,4 @@
-package dataplane
+package meshstate
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"net/netip"
 
 	"github.com/weftmesh/weft/apis/proxy/outbound"
+	"github.com/weftmesh/weft/mesh/dataplane/endpoint"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 )
@@ -21,28 +23,29 @@ import (
 // forbids it. The fallback answer ("egress-fallback", no EgressNetwork),
 // no answer in time, or none at all keep the old path: forwarded as is.
 
-// refuseForbidden counts opaque connections an outbound policy forbids
-// (an EgressNetwork with trafficPolicy Deny).
-const refuseForbidden = "forbidden"
+// RefuseForbidden is the tcp_refused_total reason of opaque connections
+// an outbound policy forbids (an EgressNetwork with trafficPolicy Deny, a
+// Forbidden filter on a stream route).
+const RefuseForbidden = "forbidden"
 
 // egressKey keeps egress destinations apart from discovery's in the
 // destinations map.
 const egressKey = "egress\x00"
 
-// egressDest returns a destination for target (an IP:port nobody
+// EgressDest returns a destination for target (an IP:port nobody
 // discovers) whose one endpoint is addr in plaintext, when the outbound
 // policy of target is an EgressNetwork's; nil otherwise, and the caller
 // forwards the connection as is. An EgressNetwork policy the proxy cannot
 // read is an error: the connection is refused rather than forwarded
 // under a router that may not be that policy's (fail closed). The caller
 // releases what it gets.
-func (p *Proxy) egressDest(ctx context.Context, target string, addr netip.AddrPort) (*destination, error) {
-	d := p.dests.Fixed(egressKey+target, target, []Endpoint{{Addr: addr}}, func(x *destExt) { x.egress = true })
+func (st *State) EgressDest(ctx context.Context, target string, addr netip.AddrPort) (*Destination, error) {
+	d := st.dests.Fixed(egressKey+target, target, []endpoint.Endpoint{{Addr: addr}}, func(x *Ext) { x.egress = true })
 	if d == nil {
 		return nil, nil // the proxy is stopping
 	}
 
-	pol := p.serviceFor(ctx, d).policy()
+	pol := st.Service(ctx, d).Policy()
 	if !isEgressNetwork(pol) {
 		d.Release()
 		return nil, nil
@@ -58,8 +61,8 @@ func (p *Proxy) egressDest(ctx context.Context, target string, addr netip.AddrPo
 	return d, nil
 }
 
-// policy returns the last outbound policy the service received, or nil.
-func (s *service) policy() *outbound.OutboundPolicy {
+// Policy returns the last outbound policy the service received, or nil.
+func (s *Service) Policy() *outbound.OutboundPolicy {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pol
@@ -71,26 +74,26 @@ func isEgressNetwork(pol *outbound.OutboundPolicy) bool {
 	return r != nil && r.GetKind() == "EgressNetwork"
 }
 
-// egressOpaque reports whether an egress destination's policy makes its
+// EgressOpaque reports whether an egress destination's policy makes its
 // traffic opaque (an opaque port): the proxy then skips HTTP detection.
-func (p *Proxy) egressOpaque(ctx context.Context, d *destination) bool {
-	return p.serviceFor(ctx, d).router.Load().Opaque
+func (st *State) EgressOpaque(ctx context.Context, d *Destination) bool {
+	return st.Service(ctx, d).router.Load().Opaque
 }
 
-// egressRefusesOpaque reports whether an egress destination's policy
+// EgressRefusesOpaque reports whether an egress destination's policy
 // forbids the opaque traffic about to be forwarded, and counts and logs
 // the refusal. The policy is read as Linkerd's proxy reads it for a
 // connection no TCPRoute matches: the first rule of the first opaque
 // route (of the Opaque protocol, or of Detect's opaque fallback).
-func (p *Proxy) egressRefusesOpaque(ctx context.Context, d *destination, log *slog.Logger) bool {
-	pol := p.serviceFor(ctx, d).policy()
-	r := opaqueRouteOf(pol)
+func (st *State) EgressRefusesOpaque(ctx context.Context, d *Destination, log *slog.Logger) bool {
+	pol := st.Service(ctx, d).Policy()
+	r := OpaqueRouteOf(pol)
 	if len(r.GetRules()) == 0 {
 		return false
 	}
 	for _, f := range r.GetRules()[0].GetFilters() {
 		if f.GetForbidden() != nil || f.GetInvalid() != nil {
-			p.m.Refuse(Outbound, refuseForbidden)
+			st.s.Metrics.Refuse(connmetrics.Outbound, RefuseForbidden)
 			log.Info("outbound connection refused by its outbound policy", "route", r.GetMetadata().GetDefault(), "parent", pol.GetMetadata().GetResource().GetName())
 			return true
 		}
@@ -105,11 +108,11 @@ func (p *Proxy) egressRefusesOpaque(ctx context.Context, d *destination, log *sl
 // controller, not from requests: one set per EgressNetwork. A series keeps
 // the parent it was made with if another EgressNetwork takes the address
 // over while the route's series lives.
-func egressParentLabels(l *metricstore.Labels, s *service) {
+func egressParentLabels(l *metricstore.Labels, s *Service) {
 	if !s.dest.Ext.egress {
 		return
 	}
-	r := s.policy().GetMetadata().GetResource()
+	r := s.Policy().GetMetadata().GetResource()
 	if r.GetKind() != "EgressNetwork" {
 		return
 	}

@@ -1,4 +1,4 @@
-package dataplane
+package meshstate
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	pdst "github.com/weftmesh/weft/apis/proxy/destination"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
+	"github.com/weftmesh/weft/mesh/dataplane/endpoint"
 	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/watch"
@@ -18,17 +19,17 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 )
 
-// service is the HTTP side of an outbound destination: its router (from
-// the outbound policy and the profile), retry budget and backends, each
-// with a request balancer. It lives as long as its destination. The
-// outbound HTTP side (internal/outbound) reads it as its Service; the L4
-// outbound path reads its policy (outbound_stream.go,
-// outbound_egress.go).
-type service struct {
-	p      *Proxy
+// Service is the outbound state of a destination: its router (from the
+// outbound policy and the profile), retry budget and backends, each with
+// a request balancer, and its compiled stream routes. It lives as long as
+// its destination. The outbound HTTP side (internal/outbound) reads it as
+// its Service; the L4 outbound path reads its policy and stream routes
+// (streams.go, egress.go).
+type Service struct {
+	st     *State
 	target string
 	label  string
-	dest   *destination
+	dest   *Destination
 
 	ready    chan struct{}
 	polReady atomic.Bool
@@ -37,9 +38,9 @@ type service struct {
 	router atomic.Pointer[route.Router]
 	budget atomic.Pointer[retry.Budget]
 
-	names atomic.Pointer[svcNames] // the route series' dst and the canonical name (route_names.go)
+	names atomic.Pointer[svcNames] // the route series' dst and the canonical name (routenames.go)
 	// streams is the policy's stream routes as last compiled
-	// (outbound_stream.go): one compilation per policy received, not
+	// (streams.go): one compilation per policy received, not
 	// per connection.
 	streams atomic.Pointer[compiledStreams]
 	local   atomic.Pointer[reqmetrics.Series] // requests the proxy answers before any endpoint
@@ -57,11 +58,11 @@ type service struct {
 // backend is one backend of a route with its balancer (an
 // outboundhttp.Backend).
 type backend struct {
-	svc     *service
+	svc     *Service
 	spec    route.Backend
-	dest    *destination // nil for a forward backend
-	bal     *balance.Balancer[Endpoint]
-	lastSet atomic.Pointer[endpointSet]
+	dest    *Destination // nil for a forward backend
+	bal     *balance.Balancer[endpoint.Endpoint]
+	lastSet atomic.Pointer[watch.Set]
 	mu      sync.Mutex
 	series  reqmetrics.Cache[string, *reqmetrics.Series] // endpoint series by balancer key
 }
@@ -69,15 +70,15 @@ type backend struct {
 // maxBackends bounds the backends a service keeps.
 const maxBackends = 64
 
-// serviceFor returns the HTTP state of d, creating it on first use and
+// Service returns the outbound state of d, creating it on first use and
 // waiting up to the resolve timeout for its first policy and profile.
-func (p *Proxy) serviceFor(ctx context.Context, d *destination) *service {
+func (st *State) Service(ctx context.Context, d *Destination) *Service {
 	d.Ext.svcMu.Lock()
 	s := d.Ext.svc
 	if s == nil {
-		s = &service{
-			p: p, target: d.Target(), dest: d,
-			label:    p.m.HTTP.Targets.Admit(d.Target()),
+		s = &Service{
+			st: st, target: d.Target(), dest: d,
+			label:    st.s.Metrics.HTTP.Targets.Admit(d.Target()),
 			ready:    make(chan struct{}),
 			backends: map[string]*backend{},
 		}
@@ -92,24 +93,24 @@ func (p *Proxy) serviceFor(ctx context.Context, d *destination) *service {
 	select {
 	case <-s.ready:
 	default:
-		t := time.NewTimer(p.cfg.ResolveTimeout)
+		t := time.NewTimer(st.s.ResolveTimeout)
 		defer t.Stop()
 		select {
 		case <-s.ready:
 		case <-t.C:
-			p.log.Info("no outbound policy or profile in time, routing by default", "target", d.Target())
+			st.s.Log.Info("no outbound policy or profile in time, routing by default", "target", d.Target())
 		case <-ctx.Done():
 		}
 	}
 	return s
 }
 
-func (s *service) start(ctx context.Context) {
-	p := s.p
-	if p.outPolicies == nil {
+func (s *Service) start(ctx context.Context) {
+	st := s.st
+	if st.s.OutPolicies == nil {
 		s.polReady.Store(true)
 	} else {
-		go watchSource(ctx, p, "outbound policy", s.target, p.outPolicies.Watch, func(v *outbound.OutboundPolicy, found bool) {
+		go watchSource(ctx, st, "outbound policy", s.target, st.s.OutPolicies.Watch, func(v *outbound.OutboundPolicy, found bool) {
 			s.mu.Lock()
 			s.pol = v
 			s.mu.Unlock()
@@ -117,10 +118,10 @@ func (s *service) start(ctx context.Context) {
 			s.rebuild()
 		})
 	}
-	if p.profiles == nil {
+	if st.s.Profiles == nil {
 		s.proReady.Store(true)
 	} else {
-		go watchSource(ctx, p, "profile", s.target, p.profiles.Watch, func(v *pdst.DestinationProfile, found bool) {
+		go watchSource(ctx, st, "profile", s.target, st.s.Profiles.Watch, func(v *pdst.DestinationProfile, found bool) {
 			s.mu.Lock()
 			s.prof = v
 			s.mu.Unlock()
@@ -132,7 +133,7 @@ func (s *service) start(ctx context.Context) {
 	context.AfterFunc(ctx, s.releaseBackends)
 }
 
-func (s *service) checkReady() {
+func (s *Service) checkReady() {
 	if s.polReady.Load() && s.proReady.Load() {
 		s.readyOne.Do(func() { close(s.ready) })
 	}
@@ -143,7 +144,7 @@ func (s *service) checkReady() {
 // stays. The policy and profile watches rebuild concurrently: one at a
 // time, or a rebuild that read the inputs before the other watch's update
 // could store its router after the other's and lose that update.
-func (s *service) rebuild() {
+func (s *Service) rebuild() {
 	s.rebuildMu.Lock()
 	defer s.rebuildMu.Unlock()
 	s.mu.Lock()
@@ -152,7 +153,7 @@ func (s *service) rebuild() {
 	s.setCanonical(canonicalName(prof, s.target))
 	r, err := route.Compile(pol, prof, s.target)
 	if err != nil {
-		s.p.log.Warn("outbound policy refused, keeping the last one", "target", s.target, "err", err)
+		s.st.s.Log.Warn("outbound policy refused, keeping the last one", "target", s.target, "err", err)
 		s.checkReady()
 		return
 	}
@@ -168,8 +169,9 @@ func (s *service) rebuild() {
 
 // watchSource follows a watch with the proxy's usual contract: the last
 // value is kept when the stream breaks and it is asked again with
-// backoff; ErrNotFound publishes nothing found (nil).
-func watchSource[T any](ctx context.Context, p *Proxy, what, target string, open func(context.Context, string) (<-chan T, error), publish func(v T, found bool)) {
+// backoff; an error wrapping Settings.NotFound publishes nothing found
+// (nil).
+func watchSource[T any](ctx context.Context, st *State, what, target string, open func(context.Context, string) (<-chan T, error), publish func(v T, found bool)) {
 	backoff := 50 * time.Millisecond
 	var zero T
 	first := true
@@ -184,12 +186,12 @@ func watchSource[T any](ctx context.Context, p *Proxy, what, target string, open
 			if ctx.Err() != nil {
 				return
 			}
-		} else if errors.Is(err, ErrNotFound) {
+		} else if errors.Is(err, st.s.NotFound) {
 			publish(zero, false)
 			first = false
 			backoff = max(backoff, 5*time.Second)
 		} else {
-			p.log.Warn(what+" watch broken, keeping the last one", "target", target, "err", err, "retry_in", backoff)
+			st.s.Log.Warn(what+" watch broken, keeping the last one", "target", target, "err", err, "retry_in", backoff)
 			if first {
 				// Nothing to keep: route by default rather than wait.
 				publish(zero, false)
@@ -224,19 +226,19 @@ func backendKey(b route.Backend, acc *balance.Accrual) string {
 
 // Names are the service's target, its label and its canonical name
 // (route_names.go).
-func (s *service) Names() outboundhttp.Names {
+func (s *Service) Names() outboundhttp.Names {
 	return outboundhttp.Names{Target: s.target, Label: s.label, Canonical: s.names.Load().canonical}
 }
 
 // Router selects a request's route.
-func (s *service) Router() *route.Router { return s.router.Load() }
+func (s *Service) Router() *route.Router { return s.router.Load() }
 
 // Budget is the service's retry budget.
-func (s *service) Budget() *retry.Budget { return s.budget.Load() }
+func (s *Service) Budget() *retry.Budget { return s.budget.Load() }
 
 // Backend returns the balancer of a route backend, resolving its
 // authority the first time.
-func (s *service) Backend(ctx context.Context, spec route.Backend, acc *balance.Accrual) (outboundhttp.Backend, error) {
+func (s *Service) Backend(ctx context.Context, spec route.Backend, acc *balance.Accrual) (outboundhttp.Backend, error) {
 	key := backendKey(spec, acc)
 	s.mu.Lock()
 	if b := s.backends[key]; b != nil {
@@ -249,15 +251,15 @@ func (s *service) Backend(ctx context.Context, spec route.Backend, acc *balance.
 	}
 	s.mu.Unlock()
 
-	b := &backend{svc: s, spec: spec, bal: balance.New[Endpoint](balance.Options{DefaultRTT: spec.DefaultRTT, Decay: spec.Decay, Accrual: acc, Penalty: spec.Penalty, Now: s.p.now})}
+	b := &backend{svc: s, spec: spec, bal: balance.New[endpoint.Endpoint](balance.Options{DefaultRTT: spec.DefaultRTT, Decay: spec.Decay, Accrual: acc, Penalty: spec.Penalty, Now: s.st.s.Now})}
 	if spec.Forward != nil {
-		b.bal.Update([]balance.Item[Endpoint]{{Key: key, Weight: 1, Value: Endpoint{
+		b.bal.Update([]balance.Item[endpoint.Endpoint]{{Key: key, Weight: 1, Value: endpoint.Endpoint{
 			Addr: spec.Forward.Addr, Identity: spec.Forward.Identity, OpaqueTransportPort: spec.Forward.OpaqueTransportPort,
 		}}})
 	} else if spec.Authority == s.target {
 		b.dest = s.dest
 	} else {
-		d, err := s.p.dests.Get(ctx, spec.Authority)
+		d, err := s.st.dests.Get(ctx, spec.Authority)
 		if err != nil {
 			return nil, err
 		}
@@ -276,7 +278,7 @@ func (s *service) Backend(ctx context.Context, spec route.Backend, acc *balance.
 }
 
 // releaseBackends drops the destinations the service's backends hold.
-func (s *service) releaseBackends() {
+func (s *Service) releaseBackends() {
 	s.mu.Lock()
 	bs := s.backends
 	s.backends = map[string]*backend{}
@@ -303,9 +305,9 @@ func (b *backend) refresh() {
 	if b.lastSet.Load() == set {
 		return
 	}
-	items := make([]balance.Item[Endpoint], 0, len(set.Endpoints()))
+	items := make([]balance.Item[endpoint.Endpoint], 0, len(set.Endpoints()))
 	for _, e := range set.Endpoints() {
-		items = append(items, balance.Item[Endpoint]{
+		items = append(items, balance.Item[endpoint.Endpoint]{
 			Key:    fmt.Sprintf("%s|%s|%d", e.Addr, e.Identity, e.OpaqueTransportPort),
 			Weight: e.Weight,
 			Value:  e.Endpoint,
@@ -316,7 +318,7 @@ func (b *backend) refresh() {
 }
 
 // Balancer returns the backend's balancer, up to date.
-func (b *backend) Balancer() *balance.Balancer[Endpoint] {
+func (b *backend) Balancer() *balance.Balancer[endpoint.Endpoint] {
 	b.refresh()
 	return b.bal
 }

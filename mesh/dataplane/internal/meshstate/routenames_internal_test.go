@@ -1,7 +1,8 @@
-package dataplane
+package meshstate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -14,6 +15,24 @@ import (
 	pdst "github.com/weftmesh/weft/apis/proxy/destination"
 	"github.com/weftmesh/weft/apis/proxy/meta"
 )
+
+var errNotFound = errors.New("not found")
+
+// profileSource answers the profile of each name it holds, once, and
+// keeps the watch open until its context ends; other names are not
+// found.
+type profileSource map[string]*pdst.DestinationProfile
+
+func (s profileSource) Watch(ctx context.Context, name string) (<-chan *pdst.DestinationProfile, error) {
+	p, ok := s[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", errNotFound, name)
+	}
+	ch := make(chan *pdst.DestinationProfile, 1)
+	ch <- p
+	context.AfterFunc(ctx, func() { close(ch) })
+	return ch, nil
+}
 
 func serviceProfile(fqn, kind, name, ns string, port uint32) *pdst.DestinationProfile {
 	return &pdst.DestinationProfile{
@@ -65,15 +84,14 @@ func TestParseCanonicalAcceptsOnlyServiceNamesWithAPort(t *testing.T) {
 func TestInboundProfilesFollowABoundedNumberOfNames(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mem := NewMemoryProfiles()
-	cfg := DefaultConfig()
-	cfg.ResolveTimeout = 10 * time.Second
-	p := &Proxy{cfg: cfg, profiles: mem, runCtx: ctx, log: slog.New(slog.DiscardHandler)}
-	ps := newInboundProfiles(p)
+	src := profileSource{}
 	name := func(i int) string { return fmt.Sprintf("s%d.shop.svc.cluster.local:80", i) }
 	for i := 0; i <= maxInboundProfiles; i++ {
-		mem.Set(name(i), serviceProfile(fmt.Sprintf("s%d.shop.svc.cluster.local", i), "Service", fmt.Sprintf("s%d", i), "shop", 80))
+		src[name(i)] = serviceProfile(fmt.Sprintf("s%d.shop.svc.cluster.local", i), "Service", fmt.Sprintf("s%d", i), "shop", 80)
 	}
+	st := New(Settings{Profiles: src, Lifetime: func() context.Context { return ctx }, ResolveTimeout: 10 * time.Second,
+		NotFound: errNotFound, Log: slog.New(slog.DiscardHandler)})
+	ps := st.inProfiles
 	for i := 0; i < maxInboundProfiles; i++ {
 		st := ps.lookup(ctx, name(i))
 		require.NotNil(t, st, name(i))
@@ -88,13 +106,13 @@ func TestInboundProfilesFollowABoundedNumberOfNames(t *testing.T) {
 	ps.mu.RUnlock()
 
 	// Names that are not of the canonical form are never asked about.
-	fresh := newInboundProfiles(p)
+	fresh := New(st.s).inProfiles
 	for _, bad := range []string{"", "web", "10.96.0.10:80", "WEB.shop.svc.cluster.local:80", "web.shop.svc.cluster.local"} {
 		assert.Nil(t, fresh.lookup(ctx, bad), bad)
 	}
 	assert.Empty(t, fresh.m)
 	// A name discovery does not know is followed, but not known.
-	st := fresh.lookup(ctx, "nosuch.shop.svc.cluster.local:80")
-	require.NotNil(t, st)
-	assert.False(t, st.known)
+	nosuch := fresh.lookup(ctx, "nosuch.shop.svc.cluster.local:80")
+	require.NotNil(t, nosuch)
+	assert.False(t, nosuch.known)
 }

@@ -1,7 +1,9 @@
-package dataplane
+package meshstate
 
 import (
 	"github.com/weftmesh/weft/mesh/dataplane/balance"
+	"github.com/weftmesh/weft/mesh/dataplane/endpoint"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/reqmetrics"
 )
@@ -14,13 +16,13 @@ import (
 // RouteSeries returns the route-level series of a route of the service:
 // dst is the Service's canonical name when discovery gave one (see
 // route_names.go), else the target.
-func (s *service) RouteSeries(name string) *reqmetrics.Series {
+func (s *Service) RouteSeries(name string) *reqmetrics.Series {
 	n := s.names.Load()
 	if rs, ok := n.routes.Load(name); ok && rs.Alive() {
 		return rs
 	}
-	h := s.p.m.HTTP
-	l := (&metricstore.Labels{}).Add("direction", Outbound).Add("dst", n.dst).Add("rt_route", metricstore.LabelValue(name))
+	h := s.st.s.Metrics.HTTP
+	l := (&metricstore.Labels{}).Add("direction", connmetrics.Outbound).Add("dst", n.dst).Add("rt_route", metricstore.LabelValue(name))
 	egressParentLabels(l, s)
 	rs := h.Series(&h.Route, l)
 	n.routes.Store(name, rs, reqmetrics.MaxCacheEntries)
@@ -30,12 +32,12 @@ func (s *service) RouteSeries(name string) *reqmetrics.Series {
 // LocalSeries returns the endpoint-level series of requests the proxy
 // answers before reaching any endpoint (no route, no endpoints, a fault,
 // a redirect): the authority and no endpoint labels.
-func (s *service) LocalSeries() *reqmetrics.Series {
+func (s *Service) LocalSeries() *reqmetrics.Series {
 	if rs := s.local.Load(); rs.Alive() {
 		return rs
 	}
-	h := s.p.m.HTTP
-	l := (&metricstore.Labels{}).Add("direction", Outbound)
+	h := s.st.s.Metrics.HTTP
+	l := (&metricstore.Labels{}).Add("direction", connmetrics.Outbound)
 	l.AddIf("authority", h.AuthorityLabel(s.target))
 	rs := h.Series(&h.EP, l)
 	s.local.Store(rs) // no tls: the request reached no endpoint
@@ -45,15 +47,15 @@ func (s *service) LocalSeries() *reqmetrics.Series {
 // Series returns the endpoint-level series of the endpoint behind
 // handle h: Linkerd's outbound endpoint labels (authority, target, TLS
 // and server identity, dst_*).
-func (b *backend) Series(h *balance.Handle[Endpoint]) *reqmetrics.Series {
+func (b *backend) Series(h *balance.Handle[endpoint.Endpoint]) *reqmetrics.Series {
 	s := b.svc
 	key := h.Key()
 	if rs, ok := b.series.Load(key); ok && rs.Alive() {
 		return rs
 	}
-	m := s.p.m.HTTP
+	m := s.st.s.Metrics.HTTP
 	ep := h.Value()
-	l := (&metricstore.Labels{}).Add("direction", Outbound)
+	l := (&metricstore.Labels{}).Add("direction", connmetrics.Outbound)
 	l.AddIf("authority", m.AuthorityLabel(s.target))
 	metricstore.Target(l, ep.Addr)
 	metricstore.TLSConnect(l, ep.Identity, false)
