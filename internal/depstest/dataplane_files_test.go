@@ -14,16 +14,15 @@ import (
 // mesh/dataplane package itself, by why it is there (issue 28 item 1).
 // The package is to hold only the public API and the seams; the proxy's
 // concerns are packages of their own under mesh/dataplane/internal
-// (httpcore, inbound, outbound, metricstore, reqmetrics, relay, tap,
-// ...). New code goes into one of those; a file that moved out leaves
-// this list.
-//
-// The groups after the first are what has not moved yet, and why.
+// (l4, meshstate, httpcore, inbound, outbound, metricstore, reqmetrics,
+// relay, tap, ...). New code goes into one of those; a file that moved
+// out leaves this list.
 var dataplaneFiles = map[string]string{
-	// The public API and the seams: Config, New, Run, the listeners, the
-	// options, the sources (discovery, policies, profiles) and their
-	// values, the TLS helpers, the admin handler, the tracer and the
-	// default policies.
+	// The public API and the seams: Config, New, Run (which drives
+	// internal/l4's paths over internal/meshstate's state), the
+	// listeners, the options, the sources (discovery, policies,
+	// profiles) and their values, the TLS helpers, the admin and tap
+	// servers Run serves, and the default policies.
 	"doc.go":          "api",
 	"config.go":       "api",
 	"config_extra.go": "api",
@@ -32,36 +31,9 @@ var dataplaneFiles = map[string]string{
 	"sources.go":      "api",
 	"tls.go":          "api",
 	"admin.go":        "api",
-	"trace_hook.go":   "api",
-	"loopback.go":     "api",
+	"options.go":      "api",
 	"policy.go":       "api",
 	"own.go":          "api",
-
-	// The L4 paths and what both directions share: accepting, detecting,
-	// peer identity, the original destination, the relay's wiring, the
-	// connection tracking, the HTTP servers and the dispatch by
-	// direction. They read the Proxy's listeners, TLS and connection
-	// tracking. The connection metrics are internal/connmetrics', the
-	// access log internal/accesslog's, the original destination
-	// internal/origdst's and the discovery and policy caches
-	// internal/watch's: these files choose the labels and wrap the
-	// requests. The pools to upstreams are internal/upstream's: http.go
-	// gives them the Proxy's mesh TLS dial, plain dial and transport
-	// metrics as their Dialer, and holds toEndpoint, the HTTP.RoundTrip
-	// internal/outbound sends on: it maps an endpoint to a pool and its
-	// key, and the HTTP/1.1 pool's wait deadline to the outbound side's
-	// pool-timeout error, which the pools do not link.
-	"inbound.go": "l4",
-	// The outbound frame path's wiring: its StreamHandler, and the round
-	// trip of its calls over internal/upstream's HTTP/2 pool (toEndpoint's
-	// field version, beside it in the dataplane package for the same
-	// reason).
-	"grpc_out.go":        "l4",
-	"outbound_stream.go": "l4",
-	"outbound.go":        "l4",
-	"relay.go":           "l4",
-	"direction.go":       "l4",
-	"http.go":            "l4",
 }
 
 // TestTheDataplanePackageHoldsOnlyTheFilesItsRuleLists keeps the list

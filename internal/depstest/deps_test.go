@@ -215,6 +215,20 @@ var rules = []depstest.Rule{
 		Why: "the discovery and policy caches are given their sources, the run context, timeouts, a logger and the policy's compile step by the dataplane package; they link neither that package, either direction's HTTP side, the HTTP codecs, the pools, the relay, routing, balancing, metrics, tap, policy nor the discovery clients",
 	},
 	{
+		Packages: []string{weft("mesh/dataplane/internal/l4")},
+		Deny: []string{
+			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),
+			weft("mesh/discovery/..."), weft("mesh/identity/..."),
+			"k8s.io/...",
+		},
+		// It links everything a connection meets on its way: detection,
+		// the transport header, the relay, both directions' HTTP sides,
+		// the HTTP/2 server and client, the pools, the state the control
+		// plane gave (internal/meshstate), metrics, tap, the access log
+		// and the tracer.
+		Why: "the connection paths are given their configuration, mesh TLS, state, metrics and hooks by the dataplane package; they link neither that package, the discovery clients nor the identity backends (a peer's identity comes from the TLS settings they are given)",
+	},
+	{
 		Packages: []string{weft("mesh/dataplane/internal/meshstate")},
 		Deny: []string{
 			weft("mesh/dataplane"), weft("mesh/dataplane/control"), weft("mesh/dataplane/static"),

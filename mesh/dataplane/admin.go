@@ -15,6 +15,13 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/internal/tap"
 )
 
+// Reasons the admin server refuses a connection (the reason label of
+// tcp_refused_total, direction "admin").
+const (
+	refuseTooMany           = "too-many-connections" // the connection cap
+	refuseTooManyFromClient = "too-many-from-client" // the cap per client address
+)
+
 // Fixed limits of the admin server (the timeouts and the connection cap
 // are settings).
 const (
@@ -144,7 +151,7 @@ func (p *Proxy) AdminHandler() http.Handler {
 			http.Error(w, "use POST", http.StatusMethodNotAllowed)
 			return
 		}
-		if !fromLoopback(r) || p.self.has(r.RemoteAddr) {
+		if !fromLoopback(r) || p.paths.Dialled(r.RemoteAddr) {
 			// A connection the proxy dialled itself carries a request it
 			// forwarded for a client elsewhere, whatever its address.
 			http.Error(w, "shutdown is only accepted from loopback clients that reach the admin server directly", http.StatusForbidden)

@@ -118,6 +118,14 @@ type Config struct {
 	Extras
 }
 
+// The bounds of Config.OutboundSendBuffer: the kernel's own floor
+// (SOCK_MIN_SNDBUF is about 4.5 KiB) and a ceiling far above any
+// loopback need.
+const (
+	minSendBuffer = 4 << 10
+	maxSendBuffer = 64 << 20
+)
+
 // Mapping is a static explicit-mode outbound listener: connections to Listen
 // go to Authority.
 type Mapping struct {

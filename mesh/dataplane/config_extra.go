@@ -153,14 +153,3 @@ func WorkerLimit(numCPU, current int, ratio float64) int {
 	n = max(n, 1)
 	return min(n, current)
 }
-
-// detectTimeout is the protocol detection timeout of a direction.
-func (p *Proxy) detectTimeout(direction string) time.Duration {
-	switch {
-	case direction == Inbound && p.cfg.InboundDetectTimeout > 0:
-		return p.cfg.InboundDetectTimeout
-	case direction == Outbound && p.cfg.OutboundDetectTimeout > 0:
-		return p.cfg.OutboundDetectTimeout
-	}
-	return p.cfg.DetectTimeout
-}

@@ -63,7 +63,7 @@
 // the SNI of the client's ClientHello, read without answering it by
 // internal/clienthello; a TCPRoute), an opaque connection goes to the
 // route's backend instead, with every byte read so far
-// (outbound_stream.go).
+// (internal/l4, streams.go).
 //
 // Inbound, the first bytes decide: a TLS ClientHello whose SNI is this
 // proxy's identity is terminated with mutual TLS and the client identity is
@@ -121,9 +121,9 @@
 // fault...) to the status, gRPC status and l5d-proxy-error class and
 // message. Upgrades pick their endpoint with the same step and answer
 // through the same function. The destination's routes, budget and
-// backends it reads are this package's (outbound_services.go); the pools
-// it sends on are internal/upstream's, wired with the proxy's dials by
-// httpRuntime.toEndpoint (http.go).
+// backends it reads are internal/meshstate's (a Service); the pools it
+// sends on are internal/upstream's, wired with the proxy's dials by
+// internal/l4 (httpRuntime.toEndpoint).
 //
 // Inbound, every request is authorized with the shared evaluator
 // (mesh/policy/authz) on the normalized path it then forwards: a denied
@@ -186,11 +186,11 @@
 // target_port, tls with client_id, server_id or no_tls_reason, the dst_*
 // labels of the endpoint's discovery metric labels, srv_*/route_*/authz_*
 // of inbound policy, parent_*/route_* of an outbound TCP or TLS route
-// (outbound_stream.go), ratelimit_* of a rate limit, status_code,
+// (internal/l4), ratelimit_* of a rate limit, status_code,
 // classification, grpc_status, error, and peer (src or dst) on transport
 // series; the route_* series carry dst (the
 // called Service's name, which discovery confirmed), rt_route (the
-// ServiceProfile or policy route) and, on responses, tls (route_names.go).
+// ServiceProfile or policy route) and, on responses, tls (internal/meshstate).
 // Weft's own series sit beside them:
 // inbound_http_authz_audit_total, outbound_http_retries_total,
 // outbound_http_retry_budget_exhausted_total, http_errors_total,
@@ -232,7 +232,7 @@
 // With [WithTracer] (mesh/dataplane/tracing/otlpexport's Tracer in
 // weft-proxy), an HTTP request or gRPC call carrying a W3C or B3 trace
 // context gets the proxy's span, a client span outbound and a server span
-// inbound, and goes on with that span as its parent (trace_hook.go; the
+// inbound, and goes on with that span as its parent (internal/l4; the
 // parser and the seam are internal/trace). A request without a context is
 // not traced. Without a tracer each request pays one nil check. See
 // docs/tracing.md.

@@ -3,7 +3,6 @@ package dataplane
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -95,30 +94,6 @@ func PeerIdentity(cs tls.ConnectionState) string {
 		return ""
 	}
 	return cs.PeerCertificates[0].DNSNames[0]
-}
-
-// clientConfig returns the shared client TLS config for a server identity.
-func (p *Proxy) clientConfig(serverID string) *tls.Config {
-	if c, ok := p.clientTLS.Load(serverID); ok {
-		return c.(*tls.Config)
-	}
-	c, _ := p.clientTLS.LoadOrStore(serverID, ClientTLSConfig(p.id, serverID, p.now))
-	return c.(*tls.Config)
-}
-
-// certificateOK reports whether the proxy holds an unexpired certificate.
-func (p *Proxy) certificateOK() error {
-	c, err := p.id.Certificate()
-	if err != nil {
-		return err
-	}
-	if c == nil || c.Leaf == nil {
-		return errors.New("dataplane: certificate without leaf")
-	}
-	if now := p.now(); now.After(c.Leaf.NotAfter) {
-		return fmt.Errorf("dataplane: certificate expired at %s", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
-	}
-	return nil
 }
 
 // tapServerTLS is the tap listener's TLS: the proxy's certificate, a

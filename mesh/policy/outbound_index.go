@@ -55,7 +55,7 @@ type serviceInfo struct {
 	// tcp and tls are the TCPRoutes and TLSRoutes attached to the Service
 	// (translate_streamroute.go).
 	tcp, tls []*streamAttach
-	// egress is set when the parent is an EgressNetwork (outbound_egress.go).
+	// egress is set when the parent is an EgressNetwork (mesh/dataplane/internal/meshstate, egress.go).
 	egress *egressParent
 	// consumers are the consumer routes of the Service by the namespace
 	// they are in: only clients in that namespace get them. The routes

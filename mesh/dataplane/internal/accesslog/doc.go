@@ -37,7 +37,7 @@
 //
 // The dataplane package builds the [Log] from Config.AccessLog and the
 // writer given with WithAccessLog, wraps each inbound request with it
-// (http.go: serveInboundLogged) and gives UpstreamTimer to the inbound
+// (internal/l4, http.go: serveInboundLogged) and gives UpstreamTimer to the inbound
 // HTTP side (internal/inbound), which calls it around its round trip to
 // the application. The clock is injected ([New]'s now). Lines are
 // serialised by a mutex, one Write each; the writer's errors are dropped

@@ -123,7 +123,7 @@ func (h *HTTP) buildInboundSeries(st *Policy, info *Conn, res *authz.Result, den
 
 		// The route level is Linkerd's: the ServiceProfile route of the
 		// Service the client called (HTTP.Route: the dataplane package's
-		// route_names.go), not the policy route (which the series above
+		// internal/meshstate), not the policy route (which the series above
 		// carry as route_*).
 		rl := (&metricstore.Labels{}).Add("direction", direction)
 		rl.AddIf("dst", pr.dst)

@@ -15,7 +15,7 @@ import (
 
 // RouteSeries returns the route-level series of a route of the service:
 // dst is the Service's canonical name when discovery gave one (see
-// route_names.go), else the target.
+// routenames.go), else the target.
 func (s *Service) RouteSeries(name string) *reqmetrics.Series {
 	n := s.names.Load()
 	if rs, ok := n.routes.Load(name); ok && rs.Alive() {

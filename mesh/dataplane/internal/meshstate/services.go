@@ -225,7 +225,7 @@ func backendKey(b route.Backend, acc *balance.Accrual) string {
 }
 
 // Names are the service's target, its label and its canonical name
-// (route_names.go).
+// (routenames.go).
 func (s *Service) Names() outboundhttp.Names {
 	return outboundhttp.Names{Target: s.target, Label: s.label, Canonical: s.names.Load().canonical}
 }

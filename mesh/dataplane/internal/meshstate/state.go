@@ -2,6 +2,7 @@ package meshstate
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -162,3 +163,7 @@ func (st *State) Ports() *Ports { return st.ports }
 // HasOutboundPolicies reports whether the proxy has an outbound policy
 // source (egress and stream routes need one).
 func (st *State) HasOutboundPolicies() bool { return st.s.OutPolicies != nil }
+
+// NotFound reports whether err says a source knows nothing of what it
+// was asked (it wraps Settings.NotFound).
+func (st *State) NotFound(err error) bool { return errors.Is(err, st.s.NotFound) }

@@ -356,7 +356,7 @@ func (a *outboundAttempt) sendHTTP(c *outboundCall, body io.ReadCloser) error {
 		hdr = outboundHeader(r, rt.RequestHeaders, a.backend.RequestHeaders)
 	}
 	// A peer proxy learns which Service the request is for (its route
-	// metrics; the dataplane package's route_names.go). The client's own
+	// metrics; internal/meshstate's routenames.go). The client's own
 	// copy went with the other mesh headers.
 	if n := c.svc.Names(); n.Canonical != "" && a.h.Value().Identity != "" {
 		hdr[httpcore.HeaderDstCanonical] = []string{n.Canonical}

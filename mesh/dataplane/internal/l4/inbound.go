@@ -1,4 +1,4 @@
-package dataplane
+package l4
 
 import (
 	"context"
@@ -98,7 +98,8 @@ func (c *replayConn) Read(p []byte) (int, error) {
 }
 
 // Reasons an inbound or outbound connection is refused before any policy
-// applies (the reason label of tcp_refused_total).
+// applies (the reason label of tcp_refused_total; the admin server's are
+// dataplane's, tap's internal/tap's).
 const (
 	refuseNoIdentity   = "no-client-identity"    // a transport header without a verified client identity
 	refuseOwnPort      = "own-port"              // the target is one of the proxy's own listeners
@@ -110,10 +111,7 @@ const (
 	refuseIncomplete   = "incomplete-request"    // the start of an HTTP request, unfinished at the detect timeout
 	refuseNotHTTP      = "not-http"              // bytes that are not HTTP on a port whose Server declares HTTP
 	refuseOpaqueRoutes = "opaque-on-http-routes" // opaque bytes on a detect port with routes, no server-level authorization admitting them
-	refuseTooMany      = "too-many-connections"  // the admin server's connection cap (the tap listener's slots)
 	refuseNotAppPort   = "not-app-port"          // the target is not one of Config.InboundPorts, with InboundPortsOnly
-
-	refuseTooManyFromClient = "too-many-from-client" // the admin server's cap per client address
 )
 
 // refusal is a connection the proxy will not serve, with the reason it
@@ -198,7 +196,7 @@ func (ic *inboundConn) undecided() (string, bool) {
 	return refuseIncomplete, true
 }
 
-func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
+func (p *Paths) handleInbound(ctx context.Context, c net.Conn) bool {
 	log := p.log.With("direction", Inbound, "client", c.RemoteAddr().String())
 	ic, err := p.acceptInbound(ctx, c)
 	defer ic.release()
@@ -330,7 +328,7 @@ func (p *Proxy) handleInbound(ctx context.Context, c net.Conn) bool {
 // the connection closed; a client silent or unfinished at the detect
 // timeout is closed. Nothing is ever forwarded as opaque bytes. It
 // reports whether the connection goes on as HTTP.
-func (p *Proxy) httpOnly(ic *inboundConn, log *slog.Logger) bool {
+func (p *Paths) httpOnly(ic *inboundConn, log *slog.Logger) bool {
 	if !ic.sniffed && ic.protocol == transport.Opaque {
 		if err := ic.sniff(time.Now().Add(p.detectTimeout(Inbound))); err != nil {
 			return false
@@ -379,7 +377,7 @@ func hasHTTPRoutes(s *authz.Server) bool {
 // acceptInbound sniffs the connection, terminates mesh TLS when the client
 // asks for this proxy's identity, and finds the target port. The caller
 // releases the returned connection's sniffing buffer.
-func (p *Proxy) acceptInbound(ctx context.Context, c net.Conn) (*inboundConn, error) {
+func (p *Paths) acceptInbound(ctx context.Context, c net.Conn) (*inboundConn, error) {
 	remote, _ := c.RemoteAddr().(*net.TCPAddr)
 	if remote == nil {
 		return nil, errors.New("dataplane: not a TCP connection")
@@ -439,7 +437,7 @@ func (p *Proxy) acceptInbound(ctx context.Context, c net.Conn) (*inboundConn, er
 	cs := tc.ConnectionState()
 	ic.conn = tc
 	ic.peer.TLS = true
-	ic.peer.Identity = PeerIdentity(cs)
+	ic.peer.Identity = p.peerIdentity(cs)
 	if cs.NegotiatedProtocol == transport.ALPN {
 		// The transport header picks any port of the workload and says
 		// how to read the session: only a peer proxy with a verified
@@ -479,7 +477,7 @@ func (p *Proxy) acceptInbound(ctx context.Context, c net.Conn) (*inboundConn, er
 // is shared (the local mesh, `weft dev`), other proxies' admin servers
 // and the control plane listen beside the workload, so the local mesh
 // turns it on.
-func (p *Proxy) checkPort(port uint16) error {
+func (p *Paths) checkPort(port uint16) error {
 	switch {
 	case port == 0:
 		return refuse(refuseNoTarget, errors.New("no target port"))
@@ -497,11 +495,11 @@ func (p *Proxy) checkPort(port uint16) error {
 // protocol detection: configured as opaque, or its policy says so. It waits
 // for the port's first policy (which handleInbound needs next anyway), so
 // the first connection to a port a Server declares opaque is opaque too.
-func (p *Proxy) opaquePortPolicy(ctx context.Context, port uint16) bool {
+func (p *Paths) opaquePortPolicy(ctx context.Context, port uint16) bool {
 	if p.cfg.InboundOpaquePorts.Contains(port) {
 		return true
 	}
-	if p.policies == nil {
+	if !p.hasPolicies {
 		return false
 	}
 	st, err := p.state.Ports().Get(ctx, uint32(port))

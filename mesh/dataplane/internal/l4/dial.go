@@ -1,24 +1,17 @@
-package dataplane
+package l4
 
 import (
 	"context"
 	"net"
 	"time"
 
-	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
-)
-
-// Label values of the direction label.
-const (
-	Inbound  = connmetrics.Inbound
-	Outbound = connmetrics.Outbound
 )
 
 // connectTimeout is the dial timeout for the direction of the request or
 // connection ctx belongs to: the application (inbound) or remote
 // endpoints (outbound).
-func (p *Proxy) connectTimeout(ctx context.Context) time.Duration {
+func (p *Paths) connectTimeout(ctx context.Context) time.Duration {
 	if info := infoOf(ctx); info != nil && info.direction == Inbound && p.cfg.InboundConnectTimeout > 0 {
 		return p.cfg.InboundConnectTimeout
 	}
@@ -26,7 +19,7 @@ func (p *Proxy) connectTimeout(ctx context.Context) time.Duration {
 }
 
 // dialApp connects to the application, within the inbound connect timeout.
-func (p *Proxy) dialApp(ctx context.Context, addr string) (net.Conn, error) {
+func (p *Paths) dialApp(ctx context.Context, addr string) (net.Conn, error) {
 	d := p.dialer
 	d.Timeout = p.cfg.ConnectTimeout
 	if p.cfg.InboundConnectTimeout > 0 {
@@ -37,7 +30,7 @@ func (p *Proxy) dialApp(ctx context.Context, addr string) (net.Conn, error) {
 
 // dialWithin dials addr within the timeout of ctx's direction and records
 // the connection among the proxy's own (dialTracked).
-func (p *Proxy) dialWithin(ctx context.Context, addr string) (net.Conn, error) {
+func (p *Paths) dialWithin(ctx context.Context, addr string) (net.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, p.connectTimeout(ctx))
 	defer cancel()
 	return p.dialTracked(dctx, addr)
@@ -47,7 +40,7 @@ func (p *Proxy) dialWithin(ctx context.Context, addr string) (net.Conn, error) {
 // refused because its port requires a mesh identity and the client has
 // none (config.linkerd.io/proxy-require-identity-inbound-ports). The
 // refusal is counted in inbound_tcp_authz_deny_total.
-func (p *Proxy) lacksRequiredIdentity(ic *inboundConn) bool {
+func (p *Paths) lacksRequiredIdentity(ic *inboundConn) bool {
 	if ic.peer.Identity != "" || !p.cfg.RequireIdentityPorts.Contains(ic.port) {
 		return false
 	}

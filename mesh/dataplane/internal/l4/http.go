@@ -1,9 +1,8 @@
-package dataplane
+package l4
 
 import (
 	"context"
 	"errors"
-	"github.com/weftmesh/weft/mesh/dataplane/internal/meshstate"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/endpoint"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/accesslog"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h1"
@@ -18,6 +18,7 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2server"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
 	inboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/inbound"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/meshstate"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/upstream"
@@ -29,7 +30,7 @@ import (
 type connInfo struct {
 	direction string
 
-	// Outbound: the destination's HTTP state (outbound_services.go),
+	// Outbound: the destination's outbound state (internal/meshstate),
 	// which internal/outbound reads as its Service.
 	svc *meshstate.Service
 
@@ -67,7 +68,7 @@ type httpRuntime struct {
 	grpcOutStreams *h2server.StreamHandler
 }
 
-func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
+func newHTTPRuntime(p *Paths) (*httpRuntime, error) {
 	cfg := p.cfg
 	rt := &httpRuntime{}
 	handler := http.HandlerFunc(p.serveRequest)
@@ -156,13 +157,13 @@ func newHTTPRuntime(p *Proxy) (*httpRuntime, error) {
 	rt.appH1 = newH1(func(string) *metricstore.Labels { return connmetrics.App() })
 	rt.extH1 = newH1(func(addr string) *metricstore.Labels {
 		ap, _ := netip.ParseAddrPort(addr)
-		return connmetrics.OutboundDst("", Endpoint{Addr: ap})
+		return connmetrics.OutboundDst("", endpoint.Endpoint{Addr: ap})
 	})
 	// The pools to upstreams (internal/upstream) dial with the proxy's
 	// mesh TLS and connect timeout, and count their connections in its
 	// transport metrics.
 	dialer := upstream.Dialer{
-		Peer: func(ctx context.Context, ep Endpoint, proto transport.Protocol) (net.Conn, error) {
+		Peer: func(ctx context.Context, ep endpoint.Endpoint, proto transport.Protocol) (net.Conn, error) {
 			return p.dialEndpoint(ctx, ep, "", proto, nil)
 		},
 		Plain: p.dialWithin,
@@ -201,7 +202,7 @@ func dialLabels(l upstream.Labels) *metricstore.Labels {
 // request's kept body, which says whether the HTTP/2 pool may send it
 // again. A wait past the HTTP/1.1 pool's deadline becomes the outbound
 // side's PoolTimeoutError (503 "pool-timeout", no other endpoint tried).
-func (rt *httpRuntime) toEndpoint(req *http.Request, ep Endpoint, clientH2 bool, from netip.Addr, body *outboundhttp.ReplayBody) (*http.Response, error) {
+func (rt *httpRuntime) toEndpoint(req *http.Request, ep endpoint.Endpoint, clientH2 bool, from netip.Addr, body *outboundhttp.ReplayBody) (*http.Response, error) {
 	if ep.Identity != "" {
 		dial := ep.Addr
 		if ep.OpaqueTransportPort != 0 {
@@ -291,7 +292,7 @@ func h2ErrorClass(errType string) string {
 // announced by the transport header), on a fresh goroutine so that the
 // stack grown during detection is released. l are the connection's
 // transport labels (peer="src"). done runs when it ends.
-func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInfo, l *metricstore.Labels, done func()) {
+func (p *Paths) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInfo, l *metricstore.Labels, done func()) {
 	ctx := context.WithValue(p.runCtx, infoKey{}, info)
 	stats := p.m.Opened(l)
 	conn = &connmetrics.Counted{Conn: conn, ReadBytes: stats.ReadBytes, WrittenBytes: stats.WrittenBytes}
@@ -324,7 +325,7 @@ func (p *Proxy) serveHTTP(conn net.Conn, proto transport.Protocol, info *connInf
 
 // grpcStreams is the frame path of inbound gRPC calls (ServeFrames), for
 // the requests inbound.AcceptGRPC takes; before is a test hook (nil).
-func (p *Proxy) grpcStreams(before func()) *h2server.StreamHandler {
+func (p *Paths) grpcStreams(before func()) *h2server.StreamHandler {
 	return &h2server.StreamHandler{
 		Accept: inboundhttp.AcceptGRPC,
 		Serve: func(st *h2server.Stream) {
@@ -337,7 +338,7 @@ func (p *Proxy) grpcStreams(before func()) *h2server.StreamHandler {
 }
 
 // serveRequest dispatches a request by the direction of its connection.
-func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
+func (p *Paths) serveRequest(w http.ResponseWriter, r *http.Request) {
 	info := infoOf(r.Context())
 	if info == nil {
 		http.Error(w, "no connection context", http.StatusInternalServerError)
@@ -351,7 +352,7 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 }
 
 // dispatch serves a request by the direction of its connection.
-func (p *Proxy) dispatch(w http.ResponseWriter, r *http.Request, info *connInfo) {
+func (p *Paths) dispatch(w http.ResponseWriter, r *http.Request, info *connInfo) {
 	if info.direction == Inbound {
 		if p.access != nil {
 			p.serveInboundLogged(w, r, info)
@@ -366,7 +367,7 @@ func (p *Proxy) dispatch(w http.ResponseWriter, r *http.Request, info *connInfo)
 // serveInboundLogged serves an inbound request through inbound.HTTP.Serve
 // and writes its access-log line (internal/accesslog) when the exchange
 // ends, even if the handler aborts the response.
-func (p *Proxy) serveInboundLogged(w http.ResponseWriter, r *http.Request, info *connInfo) {
+func (p *Paths) serveInboundLogged(w http.ResponseWriter, r *http.Request, info *connInfo) {
 	rec := p.access.Start(r, accesslog.Client{Identity: info.Peer.Identity, IP: info.Peer.IP, FromProxy: info.FromProxy})
 	defer rec.Finish()
 	p.in.Serve(rec.Writer(w), r, &info.Conn)

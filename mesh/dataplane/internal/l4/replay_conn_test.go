@@ -1,4 +1,4 @@
-package dataplane
+package l4
 
 import (
 	"io"

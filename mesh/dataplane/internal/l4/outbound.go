@@ -1,4 +1,4 @@
-package dataplane
+package l4
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/weftmesh/weft/mesh/dataplane/internal/meshstate"
 	"io"
 	"log/slog"
 	"net"
@@ -14,7 +13,9 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/dataplane/endpoint"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/meshstate"
 	outboundhttp "github.com/weftmesh/weft/mesh/dataplane/internal/outbound"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/relay"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
@@ -24,7 +25,7 @@ import (
 // many as one HTTP request does.
 const maxDialAttempts = outboundhttp.MaxDialAttempts
 
-func (p *Proxy) handleTransparent(ctx context.Context, c net.Conn) bool {
+func (p *Paths) handleTransparent(ctx context.Context, c net.Conn) bool {
 	tcpLocal, ok := c.LocalAddr().(*net.TCPAddr)
 	if !ok {
 		return false
@@ -42,7 +43,7 @@ func (p *Proxy) handleTransparent(ctx context.Context, c net.Conn) bool {
 	return p.outbound(ctx, c, target, od, nil)
 }
 
-func (p *Proxy) handleMapped(ctx context.Context, c net.Conn, authority string) bool {
+func (p *Paths) handleMapped(ctx context.Context, c net.Conn, authority string) bool {
 	var fallback netip.AddrPort
 	if ap, err := netip.ParseAddrPort(authority); err == nil {
 		fallback = ap
@@ -71,7 +72,7 @@ func (l *limitedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (p *Proxy) handleConnect(ctx context.Context, c net.Conn) bool {
+func (p *Paths) handleConnect(ctx context.Context, c net.Conn) bool {
 	_ = c.SetReadDeadline(time.Now().Add(p.detectTimeout(Outbound)))
 	// The reader is sized so that it never reads past the request head
 	// into the client's first tunnelled bytes... unless the client sends
@@ -123,7 +124,7 @@ func (p *Proxy) handleConnect(ctx context.Context, c net.Conn) bool {
 // is where a target unknown to discovery is sent in plaintext. resolved,
 // when set, is told the resolution result before any byte is read from the
 // client (the CONNECT listener answers the client there).
-func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fallback netip.AddrPort, resolved func(error) error) bool {
+func (p *Paths) outbound(ctx context.Context, client net.Conn, target string, fallback netip.AddrPort, resolved func(error) error) bool {
 	log := p.log.With("direction", Outbound, "target", target)
 	notify := func(err error) bool {
 		if resolved == nil {
@@ -131,7 +132,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		}
 		return resolved(err) == nil && err == nil
 	}
-	if p.resolver == nil {
+	if !p.hasResolver {
 		if !fallback.IsValid() {
 			notify(errors.New("dataplane: no resolver for " + target))
 			return false
@@ -139,14 +140,14 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 		return notify(nil) && p.passthrough(ctx, client, fallback, nil, log)
 	}
 	dest, err := p.state.Destinations().Get(ctx, target)
-	if errors.Is(err, ErrNotFound) && fallback.IsValid() && p.outPolicies != nil {
-		// Its EgressNetwork, if any, decides (outbound_egress.go).
+	if p.state.NotFound(err) && fallback.IsValid() && p.state.HasOutboundPolicies() {
+		// Its EgressNetwork, if any, decides (internal/meshstate, egress.go).
 		if d, eerr := p.state.EgressDest(ctx, target, fallback); d != nil || eerr != nil {
 			dest, err = d, eerr
 		}
 	}
 	if err != nil {
-		if errors.Is(err, ErrNotFound) && fallback.IsValid() {
+		if p.state.NotFound(err) && fallback.IsValid() {
 			return notify(nil) && p.passthrough(ctx, client, fallback, nil, log)
 		}
 		log.Info("outbound connection failed", "err", err)
@@ -214,13 +215,13 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 			return true
 		}
 	}
-	// TCPRoutes and TLSRoutes of the policy (outbound_stream.go).
+	// TCPRoutes and TLSRoutes of the policy (streams.go).
 	if handled, ok := p.outboundStream(ctx, client, dest, target, prefix, fallback, log); handled {
 		handedOff = ok
 		return ok
 	}
 	// The policy's built-in opaque route, counted as Linkerd's proxy
-	// counts it (outbound_stream.go).
+	// counts it (streams.go).
 	rc := p.opaqueRouteOpened(ctx, dest, fallback)
 	if dest.Ext.Egress() && p.state.EgressRefusesOpaque(ctx, dest, log) {
 		rc.closed(routeClosedForbidden)
@@ -268,7 +269,7 @@ func (p *Proxy) outbound(ctx context.Context, client net.Conn, target string, fa
 
 // dialEndpoint connects to ep: mutual TLS with the transport header when it
 // has an identity, plaintext otherwise. prefix is sent first.
-func (p *Proxy) dialEndpoint(ctx context.Context, ep Endpoint, target string, proto transport.Protocol, prefix []byte) (net.Conn, error) {
+func (p *Paths) dialEndpoint(ctx context.Context, ep endpoint.Endpoint, target string, proto transport.Protocol, prefix []byte) (net.Conn, error) {
 	addr := ep.Addr
 	if ep.Identity != "" && ep.OpaqueTransportPort != 0 {
 		addr = netip.AddrPortFrom(ep.Addr.Addr(), ep.OpaqueTransportPort)
@@ -286,7 +287,7 @@ func (p *Proxy) dialEndpoint(ctx context.Context, ep Endpoint, target string, pr
 		}
 		return raw, nil
 	}
-	if err := p.certificateOK(); err != nil {
+	if err := p.CertificateOK(); err != nil {
 		raw.Close()
 		return nil, err
 	}
@@ -325,7 +326,7 @@ func remoteOf(c net.Conn) netip.AddrPort {
 
 // passthrough forwards a connection to its original destination unchanged
 // (plaintext, no identity).
-func (p *Proxy) passthrough(ctx context.Context, client net.Conn, to netip.AddrPort, prefix []byte, log *slog.Logger) bool {
+func (p *Paths) passthrough(ctx context.Context, client net.Conn, to netip.AddrPort, prefix []byte, log *slog.Logger) bool {
 	dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 	server, err := p.dialer.DialContext(dctx, "tcp", to.String())
 	cancel()
@@ -338,7 +339,7 @@ func (p *Proxy) passthrough(ctx context.Context, client net.Conn, to netip.AddrP
 		return false
 	}
 	src := p.m.Opened(connmetrics.OutboundSrc(to))
-	dst := p.m.Opened(connmetrics.OutboundDst("", Endpoint{Addr: to}))
+	dst := p.m.Opened(connmetrics.OutboundDst("", endpoint.Endpoint{Addr: to}))
 	p.pipe(client, client, server, src, dst, func() {
 		src.Closed()
 		dst.Closed()

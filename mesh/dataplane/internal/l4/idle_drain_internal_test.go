@@ -1,6 +1,6 @@
 //go:build linux
 
-package dataplane
+package l4
 
 import (
 	"io"
@@ -24,12 +24,12 @@ import (
 
 // newIdleProxy is a Proxy with only what pipe needs: the tracked
 // connections and an idle poller (stopped at the end of the test).
-func newIdleProxy(t *testing.T) (*Proxy, *relay.Poller) {
+func newIdleProxy(t *testing.T) (*Paths, *relay.Poller) {
 	t.Helper()
 	ip, err := relay.NewPoller()
 	require.NoError(t, err)
 	t.Cleanup(ip.Stop)
-	p := &Proxy{conns: map[net.Conn]*relay.Pipe{}, idleLinger: 20 * time.Millisecond}
+	p := &Paths{conns: map[net.Conn]*relay.Pipe{}, idleLinger: 20 * time.Millisecond}
 	p.idle.Store(ip)
 	return p, ip
 }
@@ -56,7 +56,7 @@ type trackedPipe struct {
 	done     atomic.Int32
 }
 
-func newTrackedPipe(t *testing.T, p *Proxy) *trackedPipe {
+func newTrackedPipe(t *testing.T, p *Paths) *trackedPipe {
 	t.Helper()
 	app, client := loopbackPair(t)
 	server, srv := loopbackPair(t)

@@ -1,4 +1,4 @@
-package dataplane
+package l4
 
 import (
 	"net"
@@ -16,7 +16,7 @@ import (
 // are the series of the client connection (bytes from client count as
 // read, bytes to it as written), dst those of the server connection (nil
 // when it is not counted); errors are recorded on the side they came from.
-func (p *Proxy) pipe(tracked, client, server net.Conn, src, dst *connmetrics.Conn, done func()) {
+func (p *Paths) pipe(tracked, client, server net.Conn, src, dst *connmetrics.Conn, done func()) {
 	e := relay.Ends{Client: client, Server: server, ToClient: src.WrittenBytes, ToServer: src.ReadBytes, ClientStats: src}
 	if dst != nil {
 		e.ToClient, e.ToServer = connmetrics.Both{A: src.WrittenBytes, B: dst.ReadBytes}, connmetrics.Both{A: src.ReadBytes, B: dst.WrittenBytes}

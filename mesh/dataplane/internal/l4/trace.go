@@ -1,4 +1,4 @@
-package dataplane
+package l4
 
 import (
 	"bufio"
@@ -10,19 +10,11 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/internal/trace"
 )
 
-// WithTracer turns distributed tracing on: every HTTP request or gRPC call
-// that carries a trace context (W3C traceparent or B3) gets the proxy's
-// own span, a server span inbound and a client span outbound, and is sent
-// on with that span as its parent. t is usually mesh/dataplane/tracing's
-// Tracer, which exports sampled spans over OTLP. Without this option the
-// proxy checks one nil pointer per request and does nothing else.
-func WithTracer(t trace.Tracer) Option { return func(o *options) { o.tracer = t } }
-
 // serveTraced serves a request when tracing is on: one that carries no
 // trace context is served as it would be without tracing; one that does
 // is served inside the proxy's span, which ends with the response (or
 // with the exchange's abort).
-func (p *Proxy) serveTraced(w http.ResponseWriter, r *http.Request, info *connInfo) {
+func (p *Paths) serveTraced(w http.ResponseWriter, r *http.Request, info *connInfo) {
 	parent, ok := trace.Read(r.Header)
 	if !ok {
 		p.dispatch(w, r, info)

@@ -1,10 +1,11 @@
-package dataplane
+package l4
 
 import (
 	"context"
 	"errors"
 	"net/netip"
 
+	"github.com/weftmesh/weft/mesh/dataplane/endpoint"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2client"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/h2server"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/httpcore"
@@ -19,7 +20,7 @@ import (
 
 // grpcOutStreams is the frame path of the application's gRPC calls (the
 // outbound direction); before is a test hook (nil).
-func (p *Proxy) grpcOutStreams(before func()) *h2server.StreamHandler {
+func (p *Paths) grpcOutStreams(before func()) *h2server.StreamHandler {
 	return &h2server.StreamHandler{
 		Accept: outboundhttp.AcceptGRPC,
 		Serve: func(st *h2server.Stream) {
@@ -40,7 +41,7 @@ func (p *Proxy) grpcOutStreams(before func()) *h2server.StreamHandler {
 // none is kept) can be replayed; unlike there, only with a kept body,
 // read again from its start (h2client may have read from the first
 // reader, and closes it on failure).
-func (rt *httpRuntime) toEndpointFields(ctx context.Context, req httpcore.FieldRequest, ep Endpoint, body *outboundhttp.ReplayBody) (httpcore.FieldResponse, error) {
+func (rt *httpRuntime) toEndpointFields(ctx context.Context, req httpcore.FieldRequest, ep endpoint.Endpoint, body *outboundhttp.ReplayBody) (httpcore.FieldResponse, error) {
 	key := upstream.Key{Addr: ep.Addr}
 	if ep.Identity != "" {
 		dial := ep.Addr

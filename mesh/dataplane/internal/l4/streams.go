@@ -1,11 +1,10 @@
-package dataplane
+package l4
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/weftmesh/weft/mesh/dataplane/internal/meshstate"
 	"io"
 	"log/slog"
 	"net"
@@ -15,8 +14,10 @@ import (
 
 	"github.com/weftmesh/weft/apis/proxy/meta"
 	"github.com/weftmesh/weft/apis/proxy/outbound"
+	"github.com/weftmesh/weft/mesh/dataplane/endpoint"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/clienthello"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
+	"github.com/weftmesh/weft/mesh/dataplane/internal/meshstate"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/metricstore"
 	"github.com/weftmesh/weft/mesh/dataplane/route"
 	"github.com/weftmesh/weft/mesh/dataplane/transport"
@@ -57,8 +58,8 @@ const (
 // false when the policy has no stream routes (the caller goes on as
 // before); otherwise ok says whether the connection was handed to a
 // backend, in which case its end releases dest and untracks client.
-func (p *Proxy) outboundStream(ctx context.Context, client net.Conn, dest *meshstate.Destination, target string, prefix []byte, from netip.AddrPort, log *slog.Logger) (handled, ok bool) {
-	if p.outPolicies == nil {
+func (p *Paths) outboundStream(ctx context.Context, client net.Conn, dest *meshstate.Destination, target string, prefix []byte, from netip.AddrPort, log *slog.Logger) (handled, ok bool) {
+	if !p.state.HasOutboundPolicies() {
 		return false, false
 	}
 	pol, st, err := p.state.Service(ctx, dest).StreamRoutes()
@@ -158,15 +159,15 @@ func refuseReason(why string) string {
 // Service backend it returns the endpoint, counted among its open
 // connections, and the backend's destination, which the caller uncounts
 // and releases when the connection ends.
-func (p *Proxy) dialStreamBackend(ctx context.Context, b *route.StreamBackend, replay []byte, log *slog.Logger) (net.Conn, Endpoint, *meshstate.Balanced, *meshstate.Destination, error) {
+func (p *Paths) dialStreamBackend(ctx context.Context, b *route.StreamBackend, replay []byte, log *slog.Logger) (net.Conn, endpoint.Endpoint, *meshstate.Balanced, *meshstate.Destination, error) {
 	if b.Forward != nil {
-		ep := Endpoint{Addr: b.Forward.Addr, Identity: b.Forward.Identity, OpaqueTransportPort: b.Forward.OpaqueTransportPort}
+		ep := endpoint.Endpoint{Addr: b.Forward.Addr, Identity: b.Forward.Identity, OpaqueTransportPort: b.Forward.OpaqueTransportPort}
 		c, err := p.dialEndpoint(ctx, ep, ep.Addr.String(), transport.Opaque, replay)
 		return c, ep, nil, nil, err
 	}
 	d, err := p.state.Destinations().Get(ctx, b.Authority)
 	if err != nil {
-		return nil, Endpoint{}, nil, nil, err
+		return nil, endpoint.Endpoint{}, nil, nil, err
 	}
 	set := d.Set()
 	var tried []*meshstate.Balanced
@@ -186,9 +187,9 @@ func (p *Proxy) dialStreamBackend(ctx context.Context, b *route.StreamBackend, r
 	}
 	d.Release()
 	if len(tried) == 0 {
-		return nil, Endpoint{}, nil, nil, fmt.Errorf("dataplane: %s has no endpoints", b.Authority)
+		return nil, endpoint.Endpoint{}, nil, nil, fmt.Errorf("dataplane: %s has no endpoints", b.Authority)
 	}
-	return nil, Endpoint{}, nil, nil, errors.New("dataplane: no endpoint of " + b.Authority + " reachable")
+	return nil, endpoint.Endpoint{}, nil, nil, errors.New("dataplane: no endpoint of " + b.Authority + " reachable")
 }
 
 // Route metrics of outbound connections the proxy does not read as HTTP,
@@ -267,8 +268,8 @@ func (r *routeConn) closed(why string) {
 // opaqueRouteOpened counts an opaque connection to dest on its policy's
 // built-in opaque route (opaqueRouteOf); nil when the proxy has no policy
 // for it or the policy no such route.
-func (p *Proxy) opaqueRouteOpened(ctx context.Context, dest *meshstate.Destination, target netip.AddrPort) *routeConn {
-	if p.outPolicies == nil {
+func (p *Paths) opaqueRouteOpened(ctx context.Context, dest *meshstate.Destination, target netip.AddrPort) *routeConn {
+	if !p.state.HasOutboundPolicies() {
 		return nil
 	}
 	pol := p.state.Service(ctx, dest).Policy()

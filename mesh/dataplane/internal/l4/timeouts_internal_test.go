@@ -1,4 +1,4 @@
-package dataplane
+package l4
 
 import (
 	"context"
@@ -9,9 +9,7 @@ import (
 )
 
 func TestDetectAndConnectTimeoutsFollowTheDirection(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.DetectTimeout = time.Second
-	p := &Proxy{cfg: cfg}
+	p := &Paths{cfg: Config{DetectTimeout: time.Second, ConnectTimeout: time.Second}}
 	assert.Equal(t, time.Second, p.detectTimeout(Inbound))
 	assert.Equal(t, time.Second, p.detectTimeout(Outbound))
 	p.cfg.InboundDetectTimeout = time.Hour
