@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -40,7 +41,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(fakeProcessEnv) == "1" {
 		os.Exit(runFake(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	// No goroutine (a process watcher, a log copier) outlives the tests.
+	goleak.VerifyTestMain(m)
 }
 
 // fakeBinaries makes the test binary stand in for both programs, in the
