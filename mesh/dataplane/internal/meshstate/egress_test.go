@@ -140,6 +140,7 @@ func TestEgressDestRefusesAnEgressNetworkPolicyItCannotRead(t *testing.T) {
 	require.Error(t, err)
 	assert.Nil(t, d)
 	assert.Contains(t, err.Error(), egressAddr.String(), "the error names the target")
+	assert.Contains(t, err.Error(), "EgressNetwork", "the error says which policy could not be read")
 	requireReleased(t, h, egressAddr.String())
 }
 

@@ -34,8 +34,10 @@ func TestPortsCountARefusedInboundPolicyAndDenyUntilAGoodOne(t *testing.T) {
 	pols := newSource[uint32, *inbound.Server](t)
 	denied := make(chan *authz.Server, 4)
 	h := newHarness(t, Settings{
-		Policies: pols,
-		Compile:  authz.FromProto,
+		Policies:      pols,
+		DefaultPolicy: &Policy{Srv: &authz.Server{Meta: authz.DefaultMeta("all-unauthenticated"), Protocol: authz.ProtocolDetect}},
+		DefaultName:   "all-unauthenticated",
+		Compile:       authz.FromProto,
 		DenyAll: func(reason string) *authz.Server {
 			s := &authz.Server{Meta: authz.DefaultMeta(reason), Protocol: authz.ProtocolDetect, HTTPRoutes: []authz.HTTPRoute{authz.DefaultHTTPRoute()}}
 			denied <- s

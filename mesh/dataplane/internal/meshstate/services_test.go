@@ -77,8 +77,7 @@ func TestServiceRoutesByDefaultWhenNoAnswerComesInTime(t *testing.T) {
 	h := newHarness(t, Settings{OutPolicies: pols, Profiles: pros, ResolveTimeout: 20 * time.Millisecond})
 	d := h.fixed(t, target)
 
-	svc := h.st.Service(h.ctx, d) // neither Watch call is answered
-	require.NotNil(t, svc)
+	svc := await(t, h.serviceAsync(d), "no answer, past the resolve timeout") // neither Watch call is answered
 	assert.False(t, isReady(svc), "Service returned on the resolve timeout, with no answer")
 	requireDefault(t, svc, "past the resolve timeout the Service routes by default")
 	assert.Same(t, svc, h.st.Service(h.ctx, d), "one Service per destination")
