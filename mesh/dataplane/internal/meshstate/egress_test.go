@@ -98,15 +98,9 @@ func requireReleased(t *testing.T, h *harness, target string) {
 	require.NotNil(t, d)
 	require.True(t, d.Ext.Egress(), "the destination EgressDest made (kept under its key)")
 	d.Release() // the use Fixed just added
-	ctx, cancel := context.WithCancel(h.ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.st.Destinations().Janitor(ctx)
-	}()
+	stop := h.janitor()
 	released := ended(d.Context())
-	cancel()
-	<-done
+	stop()
 	require.True(t, released, "EgressDest released the destination it did not return")
 }
 

@@ -280,3 +280,18 @@ func ended(ctx context.Context) bool {
 		return false
 	}
 }
+
+// janitor runs the destinations' janitor (with the harness's DestIdle)
+// until the returned function stops it.
+func (h *harness) janitor() (stop func()) {
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.st.Destinations().Janitor(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

@@ -256,3 +256,26 @@ func TestBackendsAreBoundedPerService(t *testing.T) {
 	require.NoError(t, err)
 	assert.Same(t, first, again)
 }
+
+// A Service's backends hold their destinations as long as the Service's
+// own destination lives: when it is dropped, they are released (and
+// dropped in turn when nobody else uses them).
+func TestBackendDestinationsAreReleasedWithTheService(t *testing.T) {
+	res := &resolver{}
+	h := newHarness(t, Settings{Resolver: res, DestIdle: 1})
+	d := h.st.Destinations().Fixed("test\x00"+target, target, nil, nil)
+	require.NotNil(t, d)
+	svc := h.st.Service(h.ctx, d)
+	const api = "api.shop.svc.cluster.local:80"
+	b, err := svc.Backend(h.ctx, route.Backend{Name: api, Authority: api}, nil)
+	require.NoError(t, err)
+	bd := b.(*backend).dest
+	require.NotNil(t, bd)
+	require.Equal(t, api, bd.Target())
+
+	d.Release() // the connection ends: nobody uses the Service's destination
+	stop := h.janitor()
+	defer stop()
+	require.True(t, ended(d.Context()), "the unused destination is dropped")
+	require.True(t, ended(bd.Context()), "the backend's destination is released with the Service")
+}
