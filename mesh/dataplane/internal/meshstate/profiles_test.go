@@ -145,3 +145,28 @@ func TestARefusedInboundProfileKeepsTheLastRoutes(t *testing.T) {
 	assert.Equal(t, name, dst)
 	assert.Equal(t, "books", rt, "a refused inbound profile keeps the last routes")
 }
+
+// A refused profile is not applied at all: the name it gives the target
+// (the route series' dst, l5d-dst-canonical) stays the last good
+// profile's, like its routes.
+func TestARefusedProfileKeepsTheLastCanonicalName(t *testing.T) {
+	pros := newSource[string, *pdst.DestinationProfile](t)
+	h := newHarness(t, Settings{Profiles: pros})
+	d := h.fixed(t, target)
+	res := h.serviceAsync(d)
+	c := pros.next(t)
+	st := c.open()
+	st.send(t, booksProfile(80))
+	svc := await(t, res, "the first profile")
+	require.Equal(t, webFQN+":80", svc.Names().Canonical)
+	dst := svc.names.Load().dst
+
+	other := serviceProfile("api.shop.svc.cluster.local", "Service", "api", "shop", 80)
+	other.Routes = []*pdst.Route{{MetricsLabels: map[string]string{"route": "broken"}}} // no condition: refused
+	st.send(t, other)
+	st.close()
+	pros.next(t)
+	assert.Equal(t, "books", booksRoute(svc.Router()).Name, "the refused profile's routes are not applied")
+	assert.Equal(t, webFQN+":80", svc.Names().Canonical, "nor is the name it gives the target")
+	assert.Equal(t, dst, svc.names.Load().dst, "the route series keep their dst")
+}
