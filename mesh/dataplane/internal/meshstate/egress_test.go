@@ -158,6 +158,10 @@ func TestEgressDestFollowsAnEgressNetworkPolicy(t *testing.T) {
 	require.NoError(t, err)
 	defer again.Release()
 	assert.Same(t, d, again, "one egress destination per target")
+
+	h.st.Service(h.ctx, d).RouteSeries("http-egress")
+	assert.Equal(t, []string{"EgressNetwork"}, h.labelValues(t, "route_request_total", "parent_kind"), "the route series name the EgressNetwork")
+	assert.Equal(t, []string{"egress"}, h.labelValues(t, "route_request_total", "parent_name"))
 }
 
 // EgressRefusesOpaque refuses, and counts, opaque traffic whose policy's
@@ -165,15 +169,15 @@ func TestEgressDestFollowsAnEgressNetworkPolicy(t *testing.T) {
 // else.
 func TestEgressRefusesOpaqueTrafficItsPolicyForbids(t *testing.T) {
 	cases := []struct {
-		what    string
-		pol     *outbound.OutboundPolicy
-		refused bool
+		what            string
+		pol             *outbound.OutboundPolicy
+		refused, opaque bool
 	}{
-		{"an opaque route with a Forbidden filter", egressOpaquePolicy(forbidden), true},
-		{"Detect's opaque fallback with a Forbidden filter", egressDetectPolicy(forbidden), true},
-		{"an opaque route with an Invalid filter", egressOpaquePolicy(invalid), true},
-		{"an opaque route without filters", egressOpaquePolicy(), false},
-		{"Detect's opaque fallback without filters", egressDetectPolicy(), false},
+		{"an opaque route with a Forbidden filter", egressOpaquePolicy(forbidden), true, true},
+		{"Detect's opaque fallback with a Forbidden filter", egressDetectPolicy(forbidden), true, false},
+		{"an opaque route with an Invalid filter", egressOpaquePolicy(invalid), true, true},
+		{"an opaque route without filters", egressOpaquePolicy(), false, true},
+		{"Detect's opaque fallback without filters", egressDetectPolicy(), false, false},
 	}
 	pols := staticPolicies{}
 	target := func(i int) string { return fmt.Sprintf("203.0.113.%d:5432", i+1) }
@@ -188,6 +192,7 @@ func TestEgressRefusesOpaqueTrafficItsPolicyForbids(t *testing.T) {
 		d, err := h.st.EgressDest(h.ctx, target(i), addr)
 		require.NoError(t, err, c.what)
 		require.NotNil(t, d, c.what)
+		assert.Equal(t, c.opaque, h.st.EgressOpaque(h.ctx, d), "%s: opaque (no HTTP detection)", c.what)
 		assert.Equal(t, c.refused, h.st.EgressRefusesOpaque(h.ctx, d, slog.New(slog.DiscardHandler)), c.what)
 		if c.refused {
 			want++

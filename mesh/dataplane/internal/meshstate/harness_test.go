@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -294,4 +295,27 @@ func (h *harness) janitor() (stop func()) {
 		cancel()
 		<-done
 	}
+}
+
+// labelValues returns the values of label in the series of the family
+// name the registry exposes, sorted.
+func (h *harness) labelValues(t *testing.T, name, label string) []string {
+	t.Helper()
+	mfs, err := h.reg.Gather()
+	require.NoError(t, err)
+	var vs []string
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label {
+					vs = append(vs, lp.GetValue())
+				}
+			}
+		}
+	}
+	slices.Sort(vs)
+	return vs
 }
