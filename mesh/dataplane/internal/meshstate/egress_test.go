@@ -201,3 +201,47 @@ func TestEgressRefusesOpaqueTrafficItsPolicyForbids(t *testing.T) {
 		d.Release()
 	}
 }
+
+// An EgressNetwork policy that becomes unreadable refuses new connections
+// although the Service keeps its last good router (which may forward):
+// the check is made for each policy received, not once per destination.
+// A readable policy lets connections through again.
+func TestEgressDestRefusesOnceItsPolicyBecomesUnreadable(t *testing.T) {
+	pols := newSource[string, *outbound.OutboundPolicy](t)
+	h := newHarness(t, Settings{OutPolicies: pols})
+	target := egressAddr.String()
+	type result struct {
+		d   *Destination
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		d, err := h.st.EgressDest(h.ctx, target, egressAddr)
+		first <- result{d, err}
+	}()
+	c := pols.next(t)
+	st := c.open()
+	st.send(t, egressHTTPPolicy(egressAddr, 0))
+	r := <-first
+	require.NoError(t, r.err)
+	require.NotNil(t, r.d)
+	svc := svcOf(r.d)
+	good := svc.Router()
+	r.d.Release()
+
+	st.send(t, egressHTTPPolicy(egressAddr, 999))
+	st.close()
+	c = pols.next(t)
+	assert.Same(t, good, svc.Router(), "the Service keeps its last good router")
+	d, err := h.st.EgressDest(h.ctx, target, egressAddr)
+	require.Error(t, err, "a connection under the unreadable policy is refused")
+	assert.Nil(t, d)
+	assert.Contains(t, err.Error(), target)
+
+	c.settle(t, egressHTTPPolicy(egressAddr, 403))
+	d, err = h.st.EgressDest(h.ctx, target, egressAddr)
+	require.NoError(t, err, "a readable policy lets connections through again")
+	require.NotNil(t, d)
+	d.Release()
+	requireReleased(t, h, target)
+}
