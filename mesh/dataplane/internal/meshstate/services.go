@@ -150,13 +150,14 @@ func (s *Service) rebuild() {
 	s.mu.Lock()
 	pol, prof := s.pol, s.prof
 	s.mu.Unlock()
-	s.setCanonical(canonicalName(prof, s.target))
 	r, err := route.Compile(pol, prof, s.target)
 	if err != nil {
 		s.st.s.Log.Warn("outbound policy refused, keeping the last one", "target", s.target, "err", err)
 		s.checkReady()
 		return
 	}
+	// The name comes with the router: a refused profile changes neither.
+	s.setCanonical(canonicalName(prof, s.target))
 	s.router.Store(r)
 	s.mu.Lock()
 	if !sameBudget(r.Budget, s.budgetOf) {
