@@ -1,7 +1,6 @@
 package meshstate
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -19,21 +18,9 @@ import (
 	"github.com/weftmesh/weft/mesh/dataplane/endpoint"
 )
 
-// staticPolicies answers the policy of each target it holds, once, and
-// keeps the watch open until its context ends; other targets are not
-// found.
-type staticPolicies map[string]*outbound.OutboundPolicy
-
-func (s staticPolicies) Watch(ctx context.Context, target string) (<-chan *outbound.OutboundPolicy, error) {
-	p, ok := s[target]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", errNotFound, target)
-	}
-	ch := make(chan *outbound.OutboundPolicy, 1)
-	ch <- p
-	context.AfterFunc(ctx, func() { close(ch) })
-	return ch, nil
-}
+// staticPolicies answers each target's outbound policy once
+// (staticSource, routenames_internal_test.go).
+type staticPolicies = staticSource[*outbound.OutboundPolicy]
 
 var egressNetwork = &meta.Metadata{Kind: &meta.Metadata_Resource{Resource: &meta.Resource{
 	Group: "policy.linkerd.io", Kind: "EgressNetwork", Namespace: "shop", Name: "egress"}}}

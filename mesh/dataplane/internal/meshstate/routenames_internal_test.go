@@ -18,21 +18,23 @@ import (
 
 var errNotFound = errors.New("not found")
 
-// profileSource answers the profile of each name it holds, once, and
-// keeps the watch open until its context ends; other names are not
-// found.
-type profileSource map[string]*pdst.DestinationProfile
+// staticSource answers the value of each key it holds, once, and keeps
+// the watch open until its context ends; other keys are not found.
+type staticSource[T any] map[string]T
 
-func (s profileSource) Watch(ctx context.Context, name string) (<-chan *pdst.DestinationProfile, error) {
-	p, ok := s[name]
+func (s staticSource[T]) Watch(ctx context.Context, key string) (<-chan T, error) {
+	v, ok := s[key]
 	if !ok {
-		return nil, fmt.Errorf("%w: %s", errNotFound, name)
+		return nil, fmt.Errorf("%w: %s", errNotFound, key)
 	}
-	ch := make(chan *pdst.DestinationProfile, 1)
-	ch <- p
+	ch := make(chan T, 1)
+	ch <- v
 	context.AfterFunc(ctx, func() { close(ch) })
 	return ch, nil
 }
+
+// profileSource answers each name's profile once.
+type profileSource = staticSource[*pdst.DestinationProfile]
 
 func serviceProfile(fqn, kind, name, ns string, port uint32) *pdst.DestinationProfile {
 	return &pdst.DestinationProfile{
