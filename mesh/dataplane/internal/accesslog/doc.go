@@ -36,10 +36,10 @@
 // # Seams
 //
 // The dataplane package builds the [Log] from Config.AccessLog and the
-// writer given with WithAccessLog, wraps each inbound request with it
-// (internal/l4, http.go: serveInboundLogged) and gives UpstreamTimer to the inbound
-// HTTP side (internal/inbound), which calls it around its round trip to
-// the application. The clock is injected ([New]'s now). Lines are
+// writer given with WithAccessLog; the connection paths wrap each
+// inbound request with it (internal/l4, http.go: serveInboundLogged) and
+// give UpstreamTimer to the inbound HTTP side (internal/inbound), which
+// calls it around its round trip to the application. The clock is injected ([New]'s now). Lines are
 // serialised by a mutex, one Write each; the writer's errors are dropped
 // (a log that cannot be written does not fail requests).
 package accesslog

@@ -10,7 +10,7 @@
 //   - inbound_tcp_authz_allow_total and inbound_tcp_authz_deny_total
 //     ([Set.AuthzTCP]);
 //   - outbound_tcp_route_* and outbound_tls_route_*, whose families the
-//     dataplane package counts route connections on;
+//     connection paths (internal/l4) count route connections on;
 //   - Weft's extras: tcp_refused_total by direction and reason
 //     ([Set.Refuse]), inbound_policy_refused_total,
 //     identity_cert_expiration_timestamp_seconds and

@@ -31,7 +31,8 @@ const (
 // Set is the proxy's Prometheus series: the Linkerd-named families in a
 // store (internal/metricstore) and Weft's extras as client_golang
 // vectors. The families of the outbound TCP and TLS routes are read by
-// the dataplane package, which counts route connections itself.
+// the connection paths (internal/l4), which count route connections
+// themselves.
 type Set struct {
 	Store *metricstore.Store
 	// HTTP are the request series (internal/reqmetrics), in Store.

@@ -15,8 +15,8 @@
 //
 // What it trusts: nothing it is given. Every l5d-* and weft-* header from
 // a client, an application or an upstream is dropped here
-// ([RemoveMeshHeaders]); the dataplane package decides which of them it
-// sets or keeps from a peer proxy (mesh TLS with the transport header).
+// ([RemoveMeshHeaders]); the two HTTP sides decide which of them they
+// set or keep from a peer proxy (mesh TLS with the transport header).
 // Messages the proxy writes into l5d-proxy-error lose control characters
 // and are cut at 200 bytes; grpc-message is percent-encoded and cut at
 // 512 bytes. Hop-by-hop headers are removed by internal/h1's rules.

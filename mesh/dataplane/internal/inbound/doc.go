@@ -16,7 +16,7 @@
 // What it trusts, and from whom:
 //
 //   - The peer's identity ([Conn].Peer) is the one mesh TLS verified
-//     (the dataplane package fills it when it accepts the connection);
+//     (internal/l4 fills it when it accepts the connection);
 //     the application receives it in l5d-client-id, set here only for a
 //     mesh TLS client with an identity. A client cannot send its own: every
 //     l5d-* and weft-* header from a client is removed

@@ -122,8 +122,8 @@ func (h *HTTP) buildInboundSeries(st *Policy, info *Conn, res *authz.Result, den
 		e.ep.TLS = reqmetrics.TLSValue(info.Peer.TLS)
 
 		// The route level is Linkerd's: the ServiceProfile route of the
-		// Service the client called (HTTP.Route: the dataplane package's
-		// internal/meshstate), not the policy route (which the series above
+		// Service the client called (HTTP.Route: internal/meshstate's
+		// InboundRoute), not the policy route (which the series above
 		// carry as route_*).
 		rl := (&metricstore.Labels{}).Add("direction", direction)
 		rl.AddIf("dst", pr.dst)

@@ -11,7 +11,8 @@ import (
 )
 
 // Conn is what the inbound proxy knows of the connection a request came
-// on. The dataplane package fills it when it accepts the connection; the
+// on. The connection paths (internal/l4) fill it when they accept the
+// connection; the
 // peer's identity is the one mesh TLS verified, and FromProxy says the
 // peer is a proxy (mesh TLS and the transport header).
 type Conn struct {
@@ -26,7 +27,7 @@ type Conn struct {
 
 // Policy is a port's current policy: as received, as the shared
 // evaluator reads it, and what the requests under it share (their
-// series, its rate limit). The dataplane package's policy cache makes
+// series, its rate limit). The policy cache of internal/meshstate makes
 // one per update; the L4 inbound path reads it too.
 type Policy struct {
 	Proto *pbinbound.Server

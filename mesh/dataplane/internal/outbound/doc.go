@@ -1,6 +1,6 @@
 // Package outbound is the proxy's outbound HTTP side: every request the
-// local application sends on a connection the dataplane package's L4
-// outbound path found a Service for goes through [HTTP.Serve]. In steps:
+// local application sends on a connection the L4 outbound path
+// (internal/l4) found a Service for goes through [HTTP.Serve]. In steps:
 // the request's route is selected (by its normalized path, host, method,
 // headers and query) from the Service's router; a request the route
 // answers itself gets its answer here (CONNECT, no route, a redirect, an
@@ -32,8 +32,8 @@
 //     explicit CONNECT listener serves it), a request no route matches
 //     gets 404, a retry needs the route's policy, an idempotent method
 //     (or one the route covers) and a body small enough to replay.
-//   - Endpoints are peers, reached over the pools the dataplane package
-//     keeps ([HTTP].RoundTrip): a meshed endpoint's identity is the one
+//   - Endpoints are peers, reached over the pools internal/l4 wires
+//     (internal/upstream) ([HTTP].RoundTrip): a meshed endpoint's identity is the one
 //     mesh TLS verified when the connection was dialled. Its response is
 //     relayed with mesh headers removed, except the two that explain a
 //     peer proxy's own answers when the endpoint is one
@@ -44,7 +44,7 @@
 //     tunnel only when the endpoint answers 101 for the protocol asked
 //     for; a body it breaks is broken to the client too.
 //   - The Service ([Service]: its router, budget, backends and series)
-//     is the dataplane package's, built from the destination's outbound
+//     is internal/meshstate's, built from the destination's outbound
 //     policy and profile as the control plane sent them.
 //
 // Seams: what it reads of the proxy it is given in [HTTP]'s fields, as
@@ -52,7 +52,7 @@
 // of an upgrade, the counters, the tap hub, the logger, the clock), and
 // per request the connection's [httpcore.Conn] and its [Service]. The
 // Service and its [Backend]s are the package's only interfaces: they
-// are the dataplane package's state of a destination, which discovery
+// are internal/meshstate's state of a destination, which discovery
 // and the L4 paths share. A backend's balancer is a concrete type, so
 // that the endpoints a request tried stay on its stack; a request that
 // no tap takes and that no error ends allocates nothing here beyond what

@@ -50,9 +50,9 @@ func cleanInPlace(r *http.Request) http.Header {
 }
 
 // HTTP is the outbound HTTP side: every request from the local
-// application on a connection the dataplane package's L4 outbound path
-// found a Service for. It is given what it reads of the proxy as values
-// and plain funcs, filled once by dataplane.New; the request's own state
+// application on a connection the L4 outbound path (internal/l4) found
+// a Service for. It is given what it reads of the proxy as values and
+// plain funcs, filled once by l4.New; the request's own state
 // stays on the serving goroutine's stack.
 type HTTP struct {
 	// RoundTrip sends a request to one endpoint over the proxy's pools
