@@ -687,9 +687,9 @@ http_point() {
 			-timeout 5s -max-workers 128 >/dev/null 2>&1 ;;
 	max)
 		timeout -k 5 $((warm + 30)) wrk -t2 -c64 -d"${warm}s" --timeout 5s "http://${A_H1[$c]}/" >/dev/null 2>&1 ;;
-	grpc1000 | grpcmax)
+	grpc1000 | grpc5000 | grpcmax)
 		local wrps=()
-		[ "$point" = grpc1000 ] && wrps=(--rps 1000)
+		[ "$point" != grpcmax ] && wrps=(--rps "${point#grpc}")
 		timeout -k 5 $((warm + 60)) ghz --insecure --call grpc.health.v1.Health.Check -d '{}' -c 50 --connections 1 \
 			"${wrps[@]}" -z "${warm}s" "${A_GRPC[$c]}" >/dev/null 2>&1 ;;
 	esac
@@ -710,9 +710,9 @@ http_point() {
 		out=$(timeout -k 5 $((DUR + 30)) wrk -t2 -c64 -d"${DUR}s" --timeout 5s -s "$CONF/wrk-report.lua" "http://${A_H1[$c]}/" 2>&1 | tee "$raw.txt" | grep '^requests=')
 		rc=$?
 		;;
-	grpc1000 | grpcmax)
+	grpc1000 | grpc5000 | grpcmax)
 		local rps=()
-		[ "$point" = grpc1000 ] && rps=(--rps 1000)
+		[ "$point" != grpcmax ] && rps=(--rps "${point#grpc}")
 		timeout -k 5 $((DUR + 60)) ghz --insecure --call grpc.health.v1.Health.Check -d '{}' -c 50 --connections 1 \
 			"${rps[@]}" -z "${DUR}s" -O json "${A_GRPC[$c]}" >"$raw.json" 2>"$raw.err"
 		rc=$?
@@ -807,7 +807,7 @@ http_section() {
 	local points=()
 	[ "$HAVE_VEGETA" = 1 ] && points+=(rate1000 rate5000)
 	[ "$HAVE_WRK" = 1 ] && points+=(max)
-	[ "$HAVE_GHZ" = 1 ] && points+=(grpc1000 grpcmax)
+	[ "$HAVE_GHZ" = 1 ] && points+=(grpc1000 grpc5000 grpcmax)
 	HTTP_POINTS=("${points[@]}")
 	local point round
 	for ((round = 1; round <= ROUNDS; round++)); do
@@ -976,6 +976,7 @@ report_http() {
 		rate5000) http_table rate5000 "HTTP/1.1, 5,000 req/s open loop (vegeta)" ;;
 		max) http_table max "HTTP/1.1, maximum throughput (wrk, 2 threads, 64 connections)" ;;
 		grpc1000) http_table grpc1000 "gRPC unary (grpc.health.v1.Health/Check), 1,000 req/s (ghz, 50 workers, 1 connection)" ;;
+		grpc5000) http_table grpc5000 "gRPC unary, 5,000 req/s (ghz, 50 workers, 1 connection)" ;;
 		grpcmax) http_table grpcmax "gRPC unary, maximum throughput (ghz, 50 workers, 1 connection)" ;;
 		esac
 	done
@@ -1082,6 +1083,20 @@ report_targets() {
 		h=$(kv "${R[http.grpcmax.haproxy]:-}" rate)
 		r=$(ratio "$w" "$h")
 		[ "$r" != "–" ] && echo "| gRPC max throughput (no target; for reading) | $w req/s | $h req/s | $r | |"
+		# Issue 28's rows beyond issue 8's: both protocols' added p99 at
+		# 5,000 req/s and gRPC's CPU per call, each against HAProxy.
+		for point in rate5000 grpc1000 grpc5000; do
+			w=${R[http.added99.$point.weft]:-}
+			h=${R[http.added99.$point.haproxy]:-}
+			r=$(ratio "$w" "$h")
+			[ "$r" != "–" ] && echo "| added p99 ≤ 1.5× HAProxy's ($point, issue 28) | $w ms | $h ms | $r | $(verdict "$r <= 1.5") |"
+		done
+		for point in grpc1000 grpc5000 grpcmax; do
+			w=${R[http.cpu10k.$point.weft]:-}
+			h=${R[http.cpu10k.$point.haproxy]:-}
+			r=$(ratio "$w" "$h")
+			[ "$r" != "–" ] && echo "| gRPC CPU per call ≤ 1.5× HAProxy's ($point, pair, issue 28) | $(calc '%.2f' "$w") s/10k | $(calc '%.2f' "$h") s/10k | $r | $(verdict "$r <= 1.5") |"
+		done
 		local peak=0 apeak=0 k
 		for k in "${!R[@]}"; do
 			case $k in
