@@ -35,6 +35,33 @@ func Listen(t testing.TB) net.Listener {
 	return l
 }
 
+// TCPPair returns the two ends of a new TCP connection on 127.0.0.1:
+// the one dialled and the one accepted, both closed when the test ends.
+// Dialling and accepting are bounded by DefaultTimeout.
+func TCPPair(t testing.TB) (dialled, accepted *net.TCPConn) {
+	t.Helper()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatalf("testutil: listen on loopback: %v", err)
+	}
+	defer ln.Close()
+	d, err := net.DialTimeout("tcp", ln.Addr().String(), DefaultTimeout)
+	if err != nil {
+		t.Fatalf("testutil: dial %s: %v", ln.Addr(), err)
+	}
+	dialled = d.(*net.TCPConn)
+	t.Cleanup(func() { _ = dialled.Close() })
+	if err := ln.SetDeadline(time.Now().Add(DefaultTimeout)); err != nil {
+		t.Fatalf("testutil: accept deadline: %v", err)
+	}
+	accepted, err = ln.AcceptTCP()
+	if err != nil {
+		t.Fatalf("testutil: accept on %s: %v", ln.Addr(), err)
+	}
+	t.Cleanup(func() { _ = accepted.Close() })
+	return dialled, accepted
+}
+
 // FreePort returns a loopback port that was free a moment ago. Prefer Listen
 // where the code under test can take a listener; use this only for programs
 // that must bind the port themselves.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	weftutil "github.com/weftmesh/weft/internal/testutil"
 	"github.com/weftmesh/weft/mesh/dataplane/endpoint"
 	"github.com/weftmesh/weft/mesh/dataplane/internal/connmetrics"
 	"github.com/weftmesh/weft/mesh/policy/authz"
@@ -31,25 +32,9 @@ func newSet(t *testing.T) (*connmetrics.Set, *prometheus.Registry) {
 	return s, reg
 }
 
-// loopbackPair returns the two ends of a real TCP connection on
-// 127.0.0.1: the one dialled and the one accepted.
-func loopbackPair(t *testing.T) (dialled, accepted net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	dialled, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
-	require.NoError(t, err)
-	require.NoError(t, ln.(*net.TCPListener).SetDeadline(time.Now().Add(5*time.Second)))
-	accepted, err = ln.Accept()
-	require.NoError(t, err)
-	t.Cleanup(func() { dialled.Close(); accepted.Close() })
-	return dialled, accepted
-}
-
 func TestADialedConnectionCountsItsBytesAndItsCleanEnd(t *testing.T) {
 	s, reg := newSet(t)
-	c, peer := loopbackPair(t)
+	c, peer := weftutil.TCPPair(t)
 	ep := endpoint.Endpoint{
 		Addr:         netip.MustParseAddrPort("10.1.2.3:8080"),
 		Identity:     "web.ns.serviceaccount.identity.weft.cluster.local",
@@ -104,10 +89,10 @@ tcp_open_connections{` + labels + `} 0
 
 func TestAConnectionResetByThePeerIsCountedAsAFailureWithItsErrno(t *testing.T) {
 	s, reg := newSet(t)
-	c, peer := loopbackPair(t)
+	c, peer := weftutil.TCPPair(t)
 	dc := s.Dial(c, connmetrics.App())
 	// A close with unread bytes and no linger sends a reset.
-	require.NoError(t, peer.(*net.TCPConn).SetLinger(0))
+	require.NoError(t, peer.SetLinger(0))
 	require.NoError(t, peer.Close())
 	require.NoError(t, dc.SetReadDeadline(time.Now().Add(10*time.Second)))
 	_, err := dc.Read(make([]byte, 1))
@@ -125,7 +110,7 @@ tcp_close_total{classification="failure",direction="inbound",errno="ECONNRESET",
 
 func TestAReadAfterCloseIsNotCountedAsTheConnectionsFailure(t *testing.T) {
 	s, reg := newSet(t)
-	c, _ := loopbackPair(t)
+	c, _ := weftutil.TCPPair(t)
 	dc := s.Dial(c, connmetrics.App())
 	require.NoError(t, dc.Close())
 	_, err := dc.Read(make([]byte, 1))
@@ -140,7 +125,7 @@ tcp_close_total{classification="success",direction="inbound",errno="",no_tls_rea
 
 func TestCountedCountsTheBytesOfAnAcceptedConnection(t *testing.T) {
 	s, reg := newSet(t)
-	c, peer := loopbackPair(t)
+	c, peer := weftutil.TCPPair(t)
 	l := connmetrics.InboundSrc(netip.MustParseAddrPort("10.0.0.9:80"),
 		authz.Conn{TLS: true, Identity: "client.ns.serviceaccount.identity.weft.cluster.local"}, nil, 80)
 	st := s.Opened(l)

@@ -34,21 +34,6 @@ func newIdleProxy(t *testing.T) (*Paths, *relay.Poller) {
 	return p, ip
 }
 
-// loopbackPair returns the two ends of a new loopback TCP connection.
-func loopbackPair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	a, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
-	require.NoError(t, err)
-	require.NoError(t, ln.(*net.TCPListener).SetDeadline(time.Now().Add(5*time.Second)))
-	b, err := ln.Accept()
-	require.NoError(t, err)
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a, b
-}
-
 // trackedPipe is a pipe of a connection the proxy tracks, between two
 // loopback connections whose other ends the test holds (app, srv).
 type trackedPipe struct {
@@ -58,8 +43,8 @@ type trackedPipe struct {
 
 func newTrackedPipe(t *testing.T, p *Paths) *trackedPipe {
 	t.Helper()
-	app, client := loopbackPair(t)
-	server, srv := loopbackPair(t)
+	app, client := testutil.TCPPair(t)
+	server, srv := testutil.TCPPair(t)
 	tp := &trackedPipe{app: app, srv: srv}
 	require.True(t, p.track(client))
 	stats := func() *connmetrics.Conn {

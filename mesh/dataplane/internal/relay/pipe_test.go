@@ -47,21 +47,6 @@ func (s *sideStats) Fail(err error) {
 	}
 }
 
-// tcpPair returns the two ends of a new loopback TCP connection.
-func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	a, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
-	require.NoError(t, err)
-	require.NoError(t, ln.(*net.TCPListener).SetDeadline(time.Now().Add(5*time.Second)))
-	b, err := ln.Accept()
-	require.NoError(t, err)
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a.(*net.TCPConn), b.(*net.TCPConn)
-}
-
 // testPipe is a pipe between two loopback connections: the test holds app
 // (the client's end) and srv (the server's end).
 type testPipe struct {
@@ -91,8 +76,8 @@ func startPipe(t *testing.T, ip *Poller, app, client, srv, server net.Conn) *tes
 }
 
 func newPlainPipe(t *testing.T, ip *Poller) *testPipe {
-	app, client := tcpPair(t)
-	server, srv := tcpPair(t)
+	app, client := testutil.TCPPair(t)
+	server, srv := testutil.TCPPair(t)
 	return startPipe(t, ip, app, client, srv, server)
 }
 
@@ -308,7 +293,7 @@ func newTLSPipe(t *testing.T, ip *Poller) (*testPipe, *tls.Conn, *gatedConn) {
 	srvCert := anchor.Leaf(t, testutil.CertOptions{Name: "server.test"})
 	pool := testutil.Pool(anchor)
 
-	raw, srvRaw := tcpPair(t)
+	raw, srvRaw := testutil.TCPPair(t)
 	gate := &gatedConn{Conn: srvRaw}
 	srv := tls.Server(gate, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{srvCert.TLS},
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool})
@@ -319,7 +304,7 @@ func newTLSPipe(t *testing.T, ip *Poller) (*testPipe, *tls.Conn, *gatedConn) {
 	go func() { errc <- srv.HandshakeContext(ctx) }()
 	require.NoError(t, server.HandshakeContext(ctx))
 	require.NoError(t, <-errc)
-	app, client := tcpPair(t)
+	app, client := testutil.TCPPair(t)
 	return startPipe(t, ip, app, client, srv, server), srv, gate
 }
 
