@@ -106,31 +106,29 @@ func (st *State) Service(ctx context.Context, d *Destination) *Service {
 }
 
 func (s *Service) start(ctx context.Context) {
-	st := s.st
-	if st.s.OutPolicies == nil {
-		s.polReady.Store(true)
-	} else {
-		go watchSource(ctx, st, "outbound policy", s.target, st.s.OutPolicies.Watch, func(v *outbound.OutboundPolicy, found bool) {
-			s.mu.Lock()
-			s.pol = v
-			s.mu.Unlock()
-			s.polReady.Store(true)
-			s.rebuild()
-		})
-	}
-	if st.s.Profiles == nil {
-		s.proReady.Store(true)
-	} else {
-		go watchSource(ctx, st, "profile", s.target, st.s.Profiles.Watch, func(v *pdst.DestinationProfile, found bool) {
-			s.mu.Lock()
-			s.prof = v
-			s.mu.Unlock()
-			s.proReady.Store(true)
-			s.rebuild()
-		})
-	}
+	follow[*outbound.OutboundPolicy](ctx, s, "outbound policy", s.st.s.OutPolicies, &s.polReady, func(v *outbound.OutboundPolicy) { s.pol = v })
+	follow[*pdst.DestinationProfile](ctx, s, "profile", s.st.s.Profiles, &s.proReady, func(v *pdst.DestinationProfile) { s.prof = v })
 	s.checkReady()
 	context.AfterFunc(ctx, s.releaseBackends)
+}
+
+// follow watches one of the service's inputs: each value is stored with
+// set (under s.mu), marks the input ready and rebuilds the router.
+// Without a source the input is ready at once, with nothing in it.
+func follow[T any](ctx context.Context, s *Service, what string, src interface {
+	Watch(context.Context, string) (<-chan T, error)
+}, ready *atomic.Bool, set func(T)) {
+	if src == nil {
+		ready.Store(true)
+		return
+	}
+	go watchSource(ctx, s.st, what, s.target, src.Watch, func(v T, _ bool) {
+		s.mu.Lock()
+		set(v)
+		s.mu.Unlock()
+		ready.Store(true)
+		s.rebuild()
+	})
 }
 
 func (s *Service) checkReady() {
